@@ -80,7 +80,9 @@ def perturb(model, gen):
             if "norm" in name:
                 p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=gen))
             elif "embed_tokens" in name or "lm_head" in name:
-                p.copy_(torch.randn(p.shape, generator=gen))
+                # Tied embeddings stay small so the layers, not the input token's own row, decide the logits.
+                scale = 0.3 if model.config.tie_word_embeddings else 1.0
+                p.copy_(scale * torch.randn(p.shape, generator=gen))
             elif p.dim() == 1:
                 p.copy_(0.1 * torch.randn(p.shape, generator=gen))
             else:
@@ -124,7 +126,7 @@ def hub_layout(sd, family, cfg):
             e, proj = per.groups()
             proj = {"gate_proj": "w1", "up_proj": "w3", "down_proj": "w2"}.get(proj, proj)
             out[f"{prefix}.{moe}.experts.{e}.{proj}.weight"] = v
-        elif rest.startswith("gate"):
+        elif rest == "gate.weight":
             out[f"{prefix}.{moe}.gate.weight"] = v
         else:  # dense MLP of qwen3_moe mlp_only layers
             out[k] = v
