@@ -81,7 +81,7 @@ def perturb(model, gen):
                 p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=gen))
             elif "embed_tokens" in name or "lm_head" in name:
                 # Tied embeddings stay small so the layers, not the input token's own row, decide the logits.
-                scale = 0.3 if model.config.tie_word_embeddings else 1.0
+                scale = 0.05 if model.config.tie_word_embeddings else 1.0
                 p.copy_(scale * torch.randn(p.shape, generator=gen))
             elif p.dim() == 1:
                 p.copy_(0.1 * torch.randn(p.shape, generator=gen))

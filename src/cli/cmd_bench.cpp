@@ -1,0 +1,131 @@
+// cli/cmd_bench.cpp - `seedling bench`: prefill and decode speed against a read bandwidth measured in the same run.
+//
+// Batch-1 decode reads every active weight once per token, so tokens/s <= bandwidth / bytes per token. The
+// bandwidth is a multithreaded streaming read of a 1 GiB buffer, measured between the timed arms (A B A B ...),
+// and the report gives decode GB/s as a fraction of it. Times are medians over --repeats, with min and max.
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <numeric>
+#include <random>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "engine/sampler.h"
+
+namespace seedling::cli {
+
+namespace {
+struct BenchFlags {
+  ModelFlags model;
+  int prompt_tokens = 128;
+  int decode_tokens = 32;
+  int repeats = 3;
+};
+
+// Streaming read of `buf` with every thread of the pool; returns GB/s.
+double read_bandwidth(const std::vector<uint64_t>& buf) {
+  ThreadPool& pool = ThreadPool::global();
+  std::atomic<uint64_t> total{0};
+  const double t0 = now_seconds();
+  pool.parallel_for(buf.size(), 1 << 16, [&](size_t b, size_t e) {
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    size_t i = b;
+    for (; i + 4 <= e; i += 4) {
+      s0 += buf[i];
+      s1 += buf[i + 1];
+      s2 += buf[i + 2];
+      s3 += buf[i + 3];
+    }
+    for (; i < e; ++i) s0 += buf[i];
+    total += s0 + s1 + s2 + s3;
+  });
+  const double dt = now_seconds() - t0;
+  volatile uint64_t sink = total.load();
+  (void)sink;
+  return double(buf.size() * sizeof(uint64_t)) / dt / 1e9;
+}
+
+struct Stat {
+  double median, min, max;
+};
+Stat stat(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return {v[v.size() / 2], v.front(), v.back()};
+}
+
+// Reads one byte of every page of every tensor, so the timed runs find the weights in memory, not on disk.
+void touch_weights(const Checkpoint& ck) {
+  volatile uint8_t sink = 0;
+  for (const auto& [name, t] : ck.all()) {
+    for (size_t off = 0; off < t->nbytes; off += 4096) sink = sink + t->data[off];
+  }
+}
+
+int run(const BenchFlags& f) {
+  auto model = load_model(f.model);
+  const ModelConfig& c = model->config();
+  const Model::Sizes sizes = model->sizes();
+  EngineOptions eo;
+  eo.max_context = f.model.ctx > 0 ? f.model.ctx : std::max(c.max_position_embeddings, f.prompt_tokens + f.decode_tokens + 1);
+  Engine engine(*model, eo);
+  std::mt19937 rng(1234);
+  std::vector<int32_t> prompt(size_t(f.prompt_tokens));
+  for (auto& t : prompt) t = int32_t(rng() % uint32_t(c.vocab_size));
+  std::fprintf(stderr, "bench: touching %.2f GB of weights...\n", double(sizes.total_params) * 2 / 1e9);
+  touch_weights(model->checkpoint());
+  std::vector<uint64_t> buf((size_t(1) << 30) / sizeof(uint64_t));
+  std::iota(buf.begin(), buf.end(), uint64_t(1));
+  read_bandwidth(buf);  // warm
+
+  std::vector<double> bw, prefill, decode;
+  for (int r = 0; r < f.repeats; ++r) {
+    bw.push_back(read_bandwidth(buf));
+    const int seq = engine.add_sequence();
+    const double t0 = now_seconds();
+    SequenceStep ps{seq, prompt, false};
+    std::vector<float> logits = engine.step({&ps, 1});
+    const double t1 = now_seconds();
+    prefill.push_back(double(prompt.size()) / (t1 - t0));
+    bw.push_back(read_bandwidth(buf));
+    int32_t tok = argmax({logits.data(), size_t(c.vocab_size)});
+    const double t2 = now_seconds();
+    for (int i = 0; i < f.decode_tokens; ++i) {
+      SequenceStep ds{seq, {&tok, 1}, false};
+      logits = engine.step({&ds, 1});
+      tok = argmax({logits.data(), size_t(c.vocab_size)});
+    }
+    const double t3 = now_seconds();
+    decode.push_back(double(f.decode_tokens) / (t3 - t2));
+    engine.remove_sequence(seq);
+  }
+  const Stat b = stat(bw), p = stat(prefill), d = stat(decode);
+  const double bytes = double(sizes.bytes_per_token);
+  const double gbs = d.median * bytes / 1e9;
+  std::printf("model: %s (%s, %d layers, %d experts top-%d)\n", model->dir().c_str(), c.model_type.c_str(),
+              c.num_layers, c.num_experts, c.experts_per_token);
+  std::printf("threads: %d; repeats: %d; prompt %d tokens; decode %d tokens\n", ThreadPool::global().size(),
+              f.repeats, f.prompt_tokens, f.decode_tokens);
+  std::printf("read bandwidth (1 GiB streaming read): %.2f GB/s (min %.2f, max %.2f)\n", b.median, b.min, b.max);
+  std::printf("prefill: %.2f tok/s (min %.2f, max %.2f)\n", p.median, p.min, p.max);
+  std::printf("decode:  %.2f tok/s (min %.2f, max %.2f)\n", d.median, d.min, d.max);
+  std::printf("bytes per token: %.1f MB; decode reads %.2f GB/s = %.1f%% of the measured read bandwidth\n",
+              bytes / 1e6, gbs, 100.0 * gbs / b.median);
+  std::printf("ceiling at this bandwidth: %.2f tok/s\n", b.median * 1e9 / bytes);
+  std::printf("peak RSS: %.2f GB; KV cache: %.2f MB\n", double(peak_rss_bytes()) / 1e9, double(engine.kv_bytes()) / 1e6);
+  return 0;
+}
+}  // namespace
+
+void add_bench(CLI::App& app, int* status) {
+  auto f = std::make_shared<BenchFlags>();
+  CLI::App* cmd = app.add_subcommand("bench", "Measure prefill and decode speed against the read bandwidth");
+  add_model_flags(cmd, &f->model);
+  cmd->add_option("--prompt-tokens", f->prompt_tokens, "prompt length (random ids)")->check(CLI::PositiveNumber);
+  cmd->add_option("-n,--decode-tokens", f->decode_tokens, "tokens to decode")->check(CLI::PositiveNumber);
+  cmd->add_option("--repeats", f->repeats, "repeats; medians are reported")->check(CLI::PositiveNumber);
+  cmd->callback([f, status] { *status = run(*f); });
+}
+
+}  // namespace seedling::cli

@@ -1,0 +1,45 @@
+// cli/cmd_logits.cpp - `seedling logits`: logits of every position of one full-prompt forward, as raw float32.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "core/error.h"
+
+namespace seedling::cli {
+
+namespace {
+struct LogitsFlags {
+  ModelFlags model;
+  std::string ids;
+  std::string out;
+};
+
+int run(const LogitsFlags& f) {
+  const std::vector<int32_t> ids = parse_ids(f.ids, "--ids");
+  auto model = load_model(f.model);
+  EngineOptions eo;
+  eo.max_context = f.model.ctx;
+  Engine engine(*model, eo);
+  const int seq = engine.add_sequence();
+  SequenceStep step{seq, ids, true};
+  const std::vector<float> logits = engine.step({&step, 1});
+  FILE* fp = std::fopen(f.out.c_str(), "wb");
+  if (fp == nullptr) fail("{}: cannot open for writing", f.out);
+  // Little-endian float32, row-major [n_ids x vocab] (this machine is little-endian; static_assert below).
+  static_assert(std::endian::native == std::endian::little);
+  const size_t written = std::fwrite(logits.data(), sizeof(float), logits.size(), fp);
+  if (std::fclose(fp) != 0 || written != logits.size()) fail("{}: write failed", f.out);
+  std::fprintf(stderr, "wrote %zu x %d logits to %s\n", ids.size(), model->config().vocab_size, f.out.c_str());
+  return 0;
+}
+}  // namespace
+
+void add_logits(CLI::App& app, int* status) {
+  auto f = std::make_shared<LogitsFlags>();
+  CLI::App* cmd = app.add_subcommand("logits", "Write the logits of every prompt position (float32, [n x vocab])");
+  add_model_flags(cmd, &f->model);
+  cmd->add_option("--ids", f->ids, "prompt as comma-separated token ids")->required();
+  cmd->add_option("-o,--output", f->out, "output file")->required();
+  cmd->callback([f, status] { *status = run(*f); });
+}
+
+}  // namespace seedling::cli

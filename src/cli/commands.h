@@ -1,0 +1,42 @@
+// cli/commands.h - the subcommands of `seedling`, each in its own file, registered by main.cpp.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "model/model.h"
+
+namespace seedling::cli {
+
+// Flags every command that loads a model shares.
+struct ModelFlags {
+  std::string model;  // -m; empty: the bundled default model
+  int threads = 0;    // 0: all hardware threads
+  int ctx = 0;        // 0: the model's max_position_embeddings
+};
+void add_model_flags(CLI::App* cmd, ModelFlags* f);
+// Sets the thread count and loads the model named by -m (or the default model).
+std::unique_ptr<Model> load_model(const ModelFlags& f);
+std::string default_model_dir();
+
+// "1,2,3" -> ids; an Error naming the flag on anything that is not a comma-separated list of integers.
+std::vector<int32_t> parse_ids(const std::string& text, const char* flag);
+std::string join_ids(const std::vector<int32_t>& ids);
+
+double now_seconds();
+// Peak resident set size of this process in bytes (VmHWM).
+uint64_t peak_rss_bytes();
+
+// Each adds its subcommand to `app`; when parsed, the subcommand runs and stores its exit status in *status.
+void add_run(CLI::App& app, int* status);
+void add_logits(CLI::App& app, int* status);
+void add_info(CLI::App& app, int* status);
+void add_bench(CLI::App& app, int* status);
+void add_synth(CLI::App& app, int* status);
+
+}  // namespace seedling::cli

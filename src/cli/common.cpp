@@ -1,0 +1,81 @@
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+
+#ifndef SEEDLING_SOURCE_DIR
+#define SEEDLING_SOURCE_DIR "."
+#endif
+
+namespace seedling::cli {
+
+std::string default_model_dir() {
+  if (const char* env = std::getenv("SEEDLING_MODEL")) return env;
+  return std::string(SEEDLING_SOURCE_DIR) + "/models/default";
+}
+
+void add_model_flags(CLI::App* cmd, ModelFlags* f) {
+  cmd->add_option("-m,--model", f->model, "Hugging Face model folder (default: the bundled model)");
+  cmd->add_option("-t,--threads", f->threads, "CPU threads (default: all)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--ctx", f->ctx, "context limit in positions (default: the model's)")->check(CLI::NonNegativeNumber);
+}
+
+std::unique_ptr<Model> load_model(const ModelFlags& f) {
+  if (f.threads > 0) ThreadPool::set_global_threads(f.threads);
+  std::string dir = f.model.empty() ? default_model_dir() : f.model;
+  if (f.model.empty() && !std::filesystem::exists(dir)) {
+    fail("no -m given and the default model {} is missing", dir);
+  }
+  return Model::load(dir);
+}
+
+std::vector<int32_t> parse_ids(const std::string& text, const char* flag) {
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t j = text.find(',', i);
+    if (j == std::string::npos) j = text.size();
+    std::string part = text.substr(i, j - i);
+    while (!part.empty() && part.front() == ' ') part.erase(part.begin());
+    while (!part.empty() && part.back() == ' ') part.pop_back();
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (part.empty() || used != part.size() || v < 0 || v > INT32_MAX) {
+      fail("{}: '{}' is not a token id (expected comma-separated non-negative integers)", flag, part);
+    }
+    ids.push_back(int32_t(v));
+    i = j + 1;
+  }
+  if (ids.empty()) fail("{}: no token ids given", flag);
+  return ids;
+}
+
+std::string join_ids(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
+  return s;
+}
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+uint64_t peak_rss_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+}  // namespace seedling::cli

@@ -1,0 +1,76 @@
+#include "engine/engine.h"
+
+#include "core/error.h"
+
+namespace seedling {
+
+Engine::Engine(Model& model, EngineOptions options) : model_(model), options_(options) {
+  if (options_.max_context <= 0) options_.max_context = model.config().max_position_embeddings;
+  if (options_.max_rows_per_forward <= 0) options_.max_rows_per_forward = 512;
+}
+
+int Engine::add_sequence() {
+  const ModelConfig& c = model_.config();
+  const int id = next_id_++;
+  seqs_[id] = std::make_unique<KvCache>(c.num_layers, c.kv_dim(), options_.kv_initial_positions, options_.max_context);
+  return id;
+}
+
+void Engine::remove_sequence(int seq) { seqs_.erase(seq); }
+
+KvCache& Engine::cache(int seq) {
+  auto it = seqs_.find(seq);
+  SEEDLING_CHECK(it != seqs_.end(), "no sequence {}", seq);
+  return *it->second;
+}
+
+const KvCache& Engine::kv(int seq) const {
+  auto it = seqs_.find(seq);
+  SEEDLING_CHECK(it != seqs_.end(), "no sequence {}", seq);
+  return *it->second;
+}
+
+int Engine::length(int seq) const { return kv(seq).length; }
+
+size_t Engine::kv_bytes() const {
+  size_t n = 0;
+  for (const auto& [id, kv] : seqs_) n += kv->bytes();
+  return n;
+}
+
+std::vector<float> Engine::step(std::span<const SequenceStep> steps) {
+  const int V = model_.config().vocab_size;
+  std::vector<BatchRow> rows;
+  size_t wanted = 0;
+  for (size_t a = 0; a < steps.size(); ++a) {
+    for (size_t b = 0; b < a; ++b) {
+      SEEDLING_CHECK(steps[a].seq != steps[b].seq, "sequence {} appears twice in one step", steps[a].seq);
+    }
+  }
+  for (const SequenceStep& s : steps) {
+    KvCache& kv = cache(s.seq);
+    const int n = int(s.tokens.size());
+    if (n == 0) continue;
+    kv.reserve(kv.length + n);  // throws a clear "context full" before anything is computed
+    for (int j = 0; j < n; ++j) {
+      const bool want = s.all_logits || j == n - 1;
+      rows.push_back({s.tokens[size_t(j)], kv.length + j, &kv, want});
+      wanted += want ? 1 : 0;
+    }
+  }
+  std::vector<float> logits(wanted * size_t(V));
+  // Chunks of rows: a row only reads cache positions written by earlier rows, in this chunk or a previous one.
+  size_t done = 0, out = 0;
+  const size_t chunk = size_t(options_.max_rows_per_forward);
+  while (done < rows.size()) {
+    const size_t n = std::min(chunk, rows.size() - done);
+    std::span<const BatchRow> part(rows.data() + done, n);
+    model_.forward(part, logits.data() + out * size_t(V));
+    for (const BatchRow& r : part) out += r.want_logits ? 1 : 0;
+    done += n;
+  }
+  for (const SequenceStep& s : steps) cache(s.seq).length += int(s.tokens.size());
+  return logits;
+}
+
+}  // namespace seedling

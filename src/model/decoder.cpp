@@ -1,0 +1,167 @@
+// model/decoder.cpp - the forward pass of the Llama-MoE shape, composed from ops/. Families switch its parts
+// through ModelConfig (qk_norm, attention_bias, sliding_window, norm_topk_prob, dense layers).
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "model/model.h"
+#include "ops/matmul.h"
+#include "ops/ops.h"
+
+namespace seedling {
+
+void Model::forward(std::span<const BatchRow> rows, float* logits) {
+  const ModelConfig& c = config_;
+  const int64_t M = int64_t(rows.size()), H = c.hidden_size;
+  if (M == 0) return;
+  std::vector<float> x(size_t(M * H)), xn(size_t(M * H)), delta(size_t(M * H));
+  for (int64_t i = 0; i < M; ++i) {  // embedding: (M, H)
+    const int32_t t = rows[size_t(i)].token;
+    if (t < 0 || t >= c.vocab_size) fail("token id {} is out of range: the vocabulary has {} ids", t, c.vocab_size);
+    for (int64_t k = 0; k < H; ++k) x[size_t(i * H + k)] = w_.embed.at(t, k);
+  }
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& lw = w_.layers[size_t(l)];
+    ops::rms_norm_to(x.data(), xn.data(), M, H, lw.attn_norm.data(), c.rms_norm_eps);
+    attention(l, rows, xn.data(), delta.data());
+    for (size_t i = 0; i < x.size(); ++i) x[i] = x[i] + delta[i];
+    ops::rms_norm_to(x.data(), xn.data(), M, H, lw.ffn_norm.data(), c.rms_norm_eps);
+    if (lw.has_experts) {
+      moe(l, M, xn.data(), delta.data());
+    } else {
+      dense_mlp(l, M, xn.data(), delta.data());
+    }
+    for (size_t i = 0; i < x.size(); ++i) x[i] = x[i] + delta[i];
+  }
+  // Head over the rows that want logits: (wanted, H) -> (wanted, V).
+  int64_t wanted = 0;
+  for (int64_t i = 0; i < M; ++i) {
+    if (!rows[size_t(i)].want_logits) continue;
+    std::copy_n(x.data() + i * H, H, xn.data() + wanted * H);
+    ++wanted;
+  }
+  if (wanted == 0) return;
+  ops::rms_norm(xn.data(), wanted, H, w_.final_norm.data(), c.rms_norm_eps);
+  ops::matmul(xn.data(), wanted, w_.lm_head, logits);
+}
+
+void Model::attention(int layer, std::span<const BatchRow> rows, const float* xn, float* out) {
+  const ModelConfig& c = config_;
+  const LayerWeights& lw = w_.layers[size_t(layer)];
+  const int64_t M = int64_t(rows.size());
+  const int Q = c.q_dim(), KV = c.kv_dim(), hd = c.head_dim;
+  std::vector<float> q(size_t(M * Q)), k(size_t(M * KV)), v(size_t(M * KV)), att(size_t(M * Q));
+  ops::matmul(xn, M, lw.q, q.data());  // (M, Q)
+  ops::matmul(xn, M, lw.k, k.data());  // (M, KV)
+  ops::matmul(xn, M, lw.v, v.data());  // (M, KV)
+  for (int64_t i = 0; i < M; ++i) {
+    float* qi = q.data() + i * Q;
+    float* ki = k.data() + i * KV;
+    float* vi = v.data() + i * KV;
+    if (!lw.q_bias.empty()) {
+      for (int j = 0; j < Q; ++j) qi[j] = qi[j] + lw.q_bias[size_t(j)];
+      for (int j = 0; j < KV; ++j) ki[j] = ki[j] + lw.k_bias[size_t(j)];
+      for (int j = 0; j < KV; ++j) vi[j] = vi[j] + lw.v_bias[size_t(j)];
+    }
+    if (c.qk_norm) {
+      ops::rms_norm(qi, c.num_heads, hd, lw.q_norm.data(), c.rms_norm_eps);
+      ops::rms_norm(ki, c.num_kv_heads, hd, lw.k_norm.data(), c.rms_norm_eps);
+    }
+    const BatchRow& r = rows[size_t(i)];
+    ops::apply_rope(qi, c.num_heads, hd, r.pos, rope_);
+    ops::apply_rope(ki, c.num_kv_heads, hd, r.pos, rope_);
+    SEEDLING_CHECK(r.pos < r.kv->capacity(), "position {} beyond KV capacity {}", r.pos, r.kv->capacity());
+    std::copy_n(ki, KV, r.kv->keys(layer) + int64_t(r.pos) * KV);
+    std::copy_n(vi, KV, r.kv->values(layer) + int64_t(r.pos) * KV);
+  }
+  const ops::AttentionShape shape{c.num_heads, c.num_kv_heads, hd, 1.0f / std::sqrt(float(hd))};
+  // One work item per (row, head); each reads only its own sequence's cache.
+  const int64_t items = M * c.num_heads;
+  ThreadPool::global().parallel_for(size_t(items), 1, [&](size_t b, size_t e) {
+    std::vector<float> scratch;
+    for (size_t it = b; it < e; ++it) {
+      const int64_t i = int64_t(it) / c.num_heads;
+      const int h = int(int64_t(it) % c.num_heads);
+      const BatchRow& r = rows[size_t(i)];
+      const int first = c.sliding_window > 0 ? std::max(0, r.pos - c.sliding_window + 1) : 0;
+      scratch.resize(size_t(r.pos - first + 1));
+      ops::attention_row(q.data() + i * Q, r.kv->keys(layer), r.kv->values(layer), first, r.pos, shape, h, h + 1,
+                         att.data() + i * Q, scratch.data());
+    }
+  });
+  ops::matmul(att.data(), M, lw.o, out);  // (M, H)
+}
+
+void Model::moe(int layer, int64_t M, const float* xn, float* out) {
+  const ModelConfig& c = config_;
+  const LayerWeights& lw = w_.layers[size_t(layer)];
+  const int E = c.num_experts, K = c.experts_per_token;
+  const int64_t H = c.hidden_size, I = c.moe_intermediate_size;
+  // Router: (M, E) logits -> softmax -> top-k ids and weights per row.
+  std::vector<float> probs(size_t(M * E));
+  ops::matmul(xn, M, lw.router, probs.data());
+  std::vector<int> chosen(size_t(M * K));
+  std::vector<float> weight(size_t(M * K));
+  for (int64_t i = 0; i < M; ++i) {
+    float* p = probs.data() + i * E;
+    ops::softmax(p, E);
+    int* ids = chosen.data() + i * K;
+    float* w = weight.data() + i * K;
+    ops::top_k(p, E, K, ids);
+    float sum = 0.0f;
+    for (int s = 0; s < K; ++s) {
+      w[s] = p[ids[s]];
+      sum = sum + w[s];
+    }
+    if (c.norm_topk_prob) {
+      for (int s = 0; s < K; ++s) w[s] = w[s] / sum;
+    }
+    if (observer_ != nullptr) observer_->on_route(layer, int(i), {ids, size_t(K)}, {w, size_t(K)});
+  }
+  // Rows grouped by expert, so each chosen expert is fetched once per batch and runs as one matrix product.
+  std::vector<std::vector<int64_t>> slots_of(static_cast<size_t>(E));  // expert -> indices into chosen (i * K + s)
+  for (int64_t j = 0; j < M * K; ++j) slots_of[size_t(chosen[size_t(j)])].push_back(j);
+  std::vector<float> expert_out(size_t(M * K * H));  // (M, K, H)
+  std::vector<float> xe, g, u, a, d;
+  for (int e = 0; e < E; ++e) {
+    const auto& slots = slots_of[size_t(e)];
+    if (slots.empty()) continue;
+    const int64_t n = int64_t(slots.size());
+    xe.resize(size_t(n * H));
+    for (int64_t r = 0; r < n; ++r) std::copy_n(xn + (slots[size_t(r)] / K) * H, H, xe.data() + r * H);
+    const ExpertWeights ew = experts_->acquire(layer, e);
+    g.resize(size_t(n * I));
+    u.resize(size_t(n * I));
+    a.resize(size_t(n * I));
+    d.resize(size_t(n * H));
+    ops::matmul(xe.data(), n, ew.gate, g.data());  // (n, I)
+    ops::matmul(xe.data(), n, ew.up, u.data());    // (n, I)
+    ops::silu_mul(g.data(), u.data(), a.data(), n * I);
+    ops::matmul(a.data(), n, ew.down, d.data());  // (n, H)
+    experts_->release(layer, e);
+    for (int64_t r = 0; r < n; ++r) std::copy_n(d.data() + r * H, H, expert_out.data() + slots[size_t(r)] * H);
+  }
+  // Combine in each row's own slot order, so a row's sum never depends on the other rows of the batch.
+  for (int64_t i = 0; i < M; ++i) {
+    float* o = out + i * H;
+    std::fill(o, o + H, 0.0f);
+    for (int s = 0; s < K; ++s) {
+      const float w = weight[size_t(i * K + s)];
+      const float* src = expert_out.data() + (i * K + s) * H;
+      for (int64_t h = 0; h < H; ++h) o[h] = o[h] + w * src[h];
+    }
+  }
+}
+
+void Model::dense_mlp(int layer, int64_t M, const float* xn, float* out) {
+  const LayerWeights& lw = w_.layers[size_t(layer)];
+  const int64_t I = lw.mlp_gate.rows;
+  std::vector<float> g(size_t(M * I)), u(size_t(M * I));
+  ops::matmul(xn, M, lw.mlp_gate, g.data());
+  ops::matmul(xn, M, lw.mlp_up, u.data());
+  ops::silu_mul(g.data(), u.data(), g.data(), M * I);
+  ops::matmul(g.data(), M, lw.mlp_down, out);
+}
+
+}  // namespace seedling

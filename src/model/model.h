@@ -1,0 +1,101 @@
+// model/model.h - a loaded model: config, resident weights, the expert provider, and the forward pass.
+//
+// Data path of forward(): tokens -> embedding -> for each layer { RMSNorm -> attention (KV cache) -> residual ;
+// RMSNorm -> router -> expert provider -> SwiGLU experts (or a dense MLP) -> residual } -> final norm -> head.
+// Shapes in comments: M rows in a batch, H hidden, Q = heads * head_dim, KV = kv_heads * head_dim, E experts,
+// I expert width, V vocab.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "experts/expert_provider.h"
+#include "io/safetensors.h"
+#include "kv/kv_cache.h"
+#include "model/config.h"
+#include "model/family.h"
+#include "ops/matrix.h"
+#include "ops/ops.h"
+
+namespace seedling {
+
+struct LayerWeights {
+  std::vector<float> attn_norm, ffn_norm;  // (H)
+  ops::Matrix q, k, v, o;                  // (Q, H) (KV, H) (KV, H) (H, Q)
+  std::vector<float> q_bias, k_bias, v_bias;
+  std::vector<float> q_norm, k_norm;  // (head_dim), empty without qk_norm
+  bool has_experts = false;
+  ops::Matrix router;                      // (E, H)
+  ops::Matrix mlp_gate, mlp_up, mlp_down;  // dense layers: (intermediate, H) x2, (H, intermediate)
+};
+
+struct ModelWeights {
+  ops::Matrix embed;              // (V, H)
+  ops::Matrix lm_head;            // (V, H); the embedding when tied
+  std::vector<float> final_norm;  // (H)
+  std::vector<LayerWeights> layers;
+};
+
+// One row of a forward: a token at a position of a sequence whose cache already holds positions [0, pos).
+struct BatchRow {
+  int32_t token = 0;
+  int pos = 0;
+  KvCache* kv = nullptr;
+  bool want_logits = false;
+};
+
+// Route of one row in one layer, reported to an observer (route traces, statistics).
+struct RouteObserver {
+  virtual ~RouteObserver() = default;
+  virtual void on_route(int layer, int row, std::span<const int> experts, std::span<const float> weights) = 0;
+};
+
+class Model {
+ public:
+  // Reads config.json and the safetensors of a Hugging Face folder; checks every tensor's presence, dtype and
+  // shape. Experts stay mapped (the resident provider) unless set_expert_provider replaces it.
+  static std::unique_ptr<Model> load(const std::string& dir);
+
+  const ModelConfig& config() const { return config_; }
+  const Family& family() const { return *family_; }
+  const std::string& dir() const { return dir_; }
+  const Checkpoint& checkpoint() const { return *checkpoint_; }
+  ExpertProvider& experts() { return *experts_; }
+  void set_expert_provider(std::unique_ptr<ExpertProvider> p) { experts_ = std::move(p); }
+  void set_route_observer(RouteObserver* o) { observer_ = o; }
+
+  // Runs the rows (several sequences may share a batch; rows of one sequence come in position order). Writes the
+  // logits of the rows with want_logits, in row order, into `logits` ([wanted x V]).
+  void forward(std::span<const BatchRow> rows, float* logits);
+
+  // Parameter counts and bytes per decoded token at the stored precision.
+  struct Sizes {
+    int64_t total_params = 0;
+    int64_t active_params = 0;    // per token: attention, norms, routers, top-k experts, head, one embedding row
+    int64_t expert_params = 0;    // all routed experts
+    int64_t bytes_per_token = 0;  // bytes of weights one decoded token reads
+  };
+  Sizes sizes() const;
+
+ private:
+  void attention(int layer, std::span<const BatchRow> rows, const float* xn, float* out);
+  void moe(int layer, int64_t m, const float* xn, float* out);
+  void dense_mlp(int layer, int64_t m, const float* xn, float* out);
+
+  std::string dir_;
+  ModelConfig config_;
+  const Family* family_ = nullptr;
+  std::unique_ptr<Checkpoint> checkpoint_;
+  ModelWeights w_;
+  std::unique_ptr<ExpertProvider> experts_;
+  ops::Rope rope_;
+  RouteObserver* observer_ = nullptr;
+  DType expert_dtype_ = DType::BF16;
+};
+
+// Reads and validates config.json of a folder: family, typed config, and generation_config.json's eos ids.
+ModelConfig read_model_config(const std::string& dir, const Family** family = nullptr);
+
+}  // namespace seedling

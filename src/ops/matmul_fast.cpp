@@ -1,0 +1,161 @@
+// The fast kernels of ops/matmul.h: Highway SIMD with runtime dispatch to the best target of this CPU.
+//
+// Each output y[i][n] has its own accumulator vector: lanes accumulate x[i][k..] * W[n][k..] with fused
+// multiply-adds over k in steps of the vector width, then the lanes are summed, then the k tail (cols not a
+// multiple of the width) is added one term at a time. Tiles of up to 4 x 4 outputs share loads but never
+// share accumulators, so the tile shape, the batch size m and the thread split leave every result's bits alone.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/matmul_fast.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "ops/matmul.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace seedling::ops::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+template <DType T>
+HWY_INLINE VF LoadWeights(DF df, const void* row, int64_t k) {
+  if constexpr (T == DType::F32) {
+    return hn::LoadU(df, static_cast<const float*>(row) + k);
+  } else if constexpr (T == DType::BF16) {
+    const hn::Rebind<uint16_t, DF> du16;
+    const hn::Rebind<uint32_t, DF> du32;
+    const auto wide = hn::PromoteTo(du32, hn::LoadU(du16, static_cast<const uint16_t*>(row) + k));
+    return hn::BitCast(df, hn::ShiftLeft<16>(wide));
+  } else {
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    return hn::PromoteTo(df, hn::LoadU(dh, static_cast<const hwy::float16_t*>(row) + k));
+  }
+}
+
+template <DType T>
+HWY_INLINE float LoadWeight(const void* row, int64_t k) {
+  if constexpr (T == DType::F32) {
+    return static_cast<const float*>(row)[k];
+  } else if constexpr (T == DType::BF16) {
+    return bf16_to_f32(static_cast<const uint16_t*>(row)[k]);
+  } else {
+    return f16_to_f32(static_cast<const uint16_t*>(row)[k]);
+  }
+}
+
+// y[i][n0 + j] for i < TM, j < TN.
+template <DType T, int TM, int TN>
+HWY_INLINE void Tile(const float* x, int64_t K, const uint8_t* w, size_t w_row_bytes, float* y, int64_t ldy) {
+  const DF df;
+  const int64_t L = int64_t(hn::Lanes(df));
+  VF acc[TM][TN];
+  for (int i = 0; i < TM; ++i)
+    for (int j = 0; j < TN; ++j) acc[i][j] = hn::Zero(df);
+  const int64_t k_vec = K - K % L;
+  for (int64_t k = 0; k < k_vec; k += L) {
+    VF wv[TN];
+    for (int j = 0; j < TN; ++j) wv[j] = LoadWeights<T>(df, w + size_t(j) * w_row_bytes, k);
+    for (int i = 0; i < TM; ++i) {
+      const VF xv = hn::LoadU(df, x + i * K + k);
+      for (int j = 0; j < TN; ++j) acc[i][j] = hn::MulAdd(xv, wv[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < TM; ++i) {
+    for (int j = 0; j < TN; ++j) {
+      float s = hn::GetLane(hn::SumOfLanes(df, acc[i][j]));
+      const void* wrow = w + size_t(j) * w_row_bytes;
+      for (int64_t k = k_vec; k < K; ++k) {
+        const float p = x[i * K + k] * LoadWeight<T>(wrow, k);
+        s = s + p;
+      }
+      y[i * ldy + j] = s;
+    }
+  }
+}
+
+template <DType T, int TN>
+HWY_INLINE void Columns(const float* x, int64_t m, const uint8_t* w, size_t w_row_bytes, int64_t K, float* y,
+                        int64_t ldy) {
+  int64_t i = 0;
+  for (; i + 4 <= m; i += 4) Tile<T, 4, TN>(x + i * K, K, w, w_row_bytes, y + i * ldy, ldy);
+  for (; i < m; ++i) Tile<T, 1, TN>(x + i * K, K, w, w_row_bytes, y + i * ldy, ldy);
+}
+
+template <DType T>
+void MatmulRangeT(const float* x, int64_t m, const Matrix& w, float* y, int64_t n0, int64_t n1) {
+  const size_t row_bytes = size_t(w.cols) * dtype_size(T);
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  // Blocks of rows keep a slice of x in cache while the weights stream past it.
+  constexpr int64_t kRowBlock = 32;
+  for (int64_t i0 = 0; i0 < m; i0 += kRowBlock) {
+    const int64_t mb = std::min(kRowBlock, m - i0);
+    const float* xb = x + i0 * w.cols;
+    float* yb = y + i0 * w.rows;
+    int64_t n = n0;
+    for (; n + 4 <= n1; n += 4) Columns<T, 4>(xb, mb, base + size_t(n) * row_bytes, row_bytes, w.cols, yb + n, w.rows);
+    for (; n < n1; ++n) Columns<T, 1>(xb, mb, base + size_t(n) * row_bytes, row_bytes, w.cols, yb + n, w.rows);
+  }
+}
+
+void MatmulRange(const float* x, int64_t m, const Matrix& w, float* y, int64_t n0, int64_t n1) {
+  switch (w.dtype) {
+    case DType::F32:
+      return MatmulRangeT<DType::F32>(x, m, w, y, n0, n1);
+    case DType::BF16:
+      return MatmulRangeT<DType::BF16>(x, m, w, y, n0, n1);
+    case DType::F16:
+      return MatmulRangeT<DType::F16>(x, m, w, y, n0, n1);
+    default:
+      fail("matmul: unsupported weight dtype {}", dtype_name(w.dtype));
+  }
+}
+
+float Dot(const float* a, const float* b, int64_t n) {
+  const DF df;
+  const int64_t L = int64_t(hn::Lanes(df));
+  VF acc = hn::Zero(df);
+  const int64_t n_vec = n - n % L;
+  for (int64_t k = 0; k < n_vec; k += L) acc = hn::MulAdd(hn::LoadU(df, a + k), hn::LoadU(df, b + k), acc);
+  float s = hn::GetLane(hn::SumOfLanes(df, acc));
+  for (int64_t k = n_vec; k < n; ++k) {
+    const float p = a[k] * b[k];
+    s = s + p;
+  }
+  return s;
+}
+
+void Axpy(float s, const float* x, float* y, int64_t n) {
+  const DF df;
+  const int64_t L = int64_t(hn::Lanes(df));
+  const VF sv = hn::Set(df, s);
+  const int64_t n_vec = n - n % L;
+  for (int64_t k = 0; k < n_vec; k += L) hn::StoreU(hn::MulAdd(sv, hn::LoadU(df, x + k), hn::LoadU(df, y + k)), df, y + k);
+  for (int64_t k = n_vec; k < n; ++k) y[k] = std::fma(s, x[k], y[k]);
+}
+
+}  // namespace seedling::ops::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace seedling::ops {
+HWY_EXPORT(MatmulRange);
+HWY_EXPORT(Dot);
+HWY_EXPORT(Axpy);
+
+void matmul(const float* x, int64_t m, const Matrix& w, float* y) {
+  if (m <= 0 || w.rows <= 0) return;
+  // Split output columns across threads in multiples of 4 (whole tiles); at least 16 columns per chunk.
+  const int64_t groups = (w.rows + 3) / 4;
+  ThreadPool::global().parallel_for(size_t(groups), 4, [&](size_t g0, size_t g1) {
+    const int64_t n0 = int64_t(g0) * 4, n1 = std::min<int64_t>(int64_t(g1) * 4, w.rows);
+    HWY_DYNAMIC_DISPATCH(MatmulRange)(x, m, w, y, n0, n1);
+  });
+}
+
+float dot(const float* a, const float* b, int64_t n) { return HWY_DYNAMIC_DISPATCH(Dot)(a, b, n); }
+void axpy(float s, const float* x, float* y, int64_t n) { HWY_DYNAMIC_DISPATCH(Axpy)(s, x, y, n); }
+
+}  // namespace seedling::ops
+#endif

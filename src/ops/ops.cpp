@@ -1,0 +1,86 @@
+#include "ops/ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "ops/matmul.h"
+
+namespace seedling::ops {
+
+void rms_norm_to(const float* x, float* out, int64_t rows, int64_t n, const float* weight, float eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * n;
+    float* o = out + r * n;
+    double ss = 0.0;
+    for (int64_t i = 0; i < n; ++i) ss += double(xr[i]) * double(xr[i]);
+    const float inv = 1.0f / std::sqrt(float(ss / double(n)) + eps);
+    for (int64_t i = 0; i < n; ++i) o[i] = weight[i] * (xr[i] * inv);
+  }
+}
+
+void rms_norm(float* x, int64_t rows, int64_t n, const float* weight, float eps) {
+  rms_norm_to(x, x, rows, n, weight, eps);
+}
+
+void apply_rope(float* heads, int n_heads, int head_dim, int pos, const Rope& rope) {
+  const int half = rope.rotary_dim / 2;
+  for (int i = 0; i < half; ++i) {
+    const float angle = float(pos) * rope.inv_freq[i];
+    const float c = std::cos(angle) * rope.attention_scaling;
+    const float s = std::sin(angle) * rope.attention_scaling;
+    for (int h = 0; h < n_heads; ++h) {
+      float* v = heads + h * head_dim;
+      const float a = v[i], b = v[i + half];
+      v[i] = a * c - b * s;
+      v[i + half] = b * c + a * s;
+    }
+  }
+}
+
+void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = (g / (1.0f + std::exp(-g))) * up[i];
+  }
+}
+
+void softmax(float* x, int64_t n) {
+  const float mx = *std::max_element(x, x + n);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const float inv = float(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void top_k(const float* x, int n, int k, int* idx) {
+  std::vector<int> order(size_t(n), 0);
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
+    return x[a] > x[b] || (x[a] == x[b] && a < b);
+  });
+  std::copy(order.begin(), order.begin() + k, idx);
+}
+
+void attention_row(const float* q, const float* k_cache, const float* v_cache, int first, int last,
+                   const AttentionShape& s, int h_begin, int h_end, float* out, float* scratch) {
+  const int group = s.n_heads / s.n_kv_heads;
+  const int kv_stride = s.n_kv_heads * s.head_dim;
+  const int n = last - first + 1;
+  for (int h = h_begin; h < h_end; ++h) {
+    const int kvh = h / group;
+    const float* qh = q + h * s.head_dim;
+    for (int j = 0; j < n; ++j) {
+      scratch[j] = dot(qh, k_cache + int64_t(first + j) * kv_stride + kvh * s.head_dim, s.head_dim) * s.scale;
+    }
+    softmax(scratch, n);
+    float* o = out + h * s.head_dim;
+    std::fill(o, o + s.head_dim, 0.0f);
+    for (int j = 0; j < n; ++j) axpy(scratch[j], v_cache + int64_t(first + j) * kv_stride + kvh * s.head_dim, o, s.head_dim);
+  }
+}
+
+}  // namespace seedling::ops

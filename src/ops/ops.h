@@ -1,0 +1,48 @@
+// ops/ops.h - the small operations of a decoder layer, on float32 rows.
+//
+// These are plain loops: they cost little next to the matrix products in ops/matmul.h. Attention uses the fast
+// dot/axpy of matmul.h; tests/unit/engine/ops_test.cpp holds it against a direct formula.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace seedling::ops {
+
+// x[i] = w[i] * x[i] / sqrt(mean(x^2) + eps), over rows of n elements (the Llama/Qwen RMSNorm, in float32).
+void rms_norm(float* x, int64_t rows, int64_t n, const float* weight, float eps);
+// Writes the normalised copy of x into out.
+void rms_norm_to(const float* x, float* out, int64_t rows, int64_t n, const float* weight, float eps);
+
+// Rotary position embedding in the "rotate half" layout of Hugging Face: pairs (i, i + d/2) of each head,
+// angle pos * inv_freq[i]. inv_freq has rotary_dim / 2 entries; dimensions past rotary_dim are left alone.
+struct Rope {
+  std::vector<float> inv_freq;
+  float attention_scaling = 1.0f;  // multiplies cos and sin (1 for default and linear scaling)
+  int rotary_dim = 0;
+};
+void apply_rope(float* heads, int n_heads, int head_dim, int pos, const Rope& rope);
+
+// out[i] = silu(gate[i]) * up[i]
+void silu_mul(const float* gate, const float* up, float* out, int64_t n);
+
+// In-place softmax over n values, in float with the max subtracted.
+void softmax(float* x, int64_t n);
+
+// Indices of the k largest values, largest first; equal values keep the lower index first.
+void top_k(const float* x, int n, int k, int* idx);
+
+// Causal attention of one query row over keys [first, last] of a cache laid out [pos][kv_heads][head_dim].
+// q: [n_heads][head_dim]; out: [n_heads][head_dim]. Query head h reads KV head h / (n_heads / n_kv_heads).
+struct AttentionShape {
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  float scale = 1.0f;
+};
+// Computes query heads [h_begin, h_end) only.
+void attention_row(const float* q, const float* k_cache, const float* v_cache, int first, int last,
+                   const AttentionShape& s, int h_begin, int h_end, float* out,
+                   float* scratch /* last - first + 1 floats */);
+
+}  // namespace seedling::ops
