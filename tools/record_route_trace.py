@@ -108,7 +108,11 @@ class RouteRecorder:
 
     def attach(self):
         for li, mod in self.routers:
-            self._handles.append(mod.register_forward_pre_hook(self._make_pre(li, mod), with_kwargs=True))
+            try:
+                h = mod.register_forward_pre_hook(self._make_pre(li, mod), with_kwargs=True)
+            except TypeError:  # torch < 2.0
+                h = mod.register_forward_pre_hook(self._make_pre(li, mod))
+            self._handles.append(h)
             self._handles.append(mod.register_forward_hook(self._make_post(li)))
         return self
 
@@ -118,10 +122,10 @@ class RouteRecorder:
         self._handles = []
 
     def _make_pre(self, li, mod):
-        def pre(module, args, kwargs):
+        def pre(module, args, kwargs=None):
             import torch
 
-            x = args[0] if args else next(iter(kwargs.values()))
+            x = args[0] if args else next(iter((kwargs or {}).values()))
             with torch.no_grad():
                 ids, w = compute_routing(x, mod.weight, self.top_k, self.norm)
             self._cur[li] = (ids, w)
@@ -244,8 +248,12 @@ def record_trace(model, ids, out_path: str, ctx: int = 512, device: str | None =
                 i += B
     finally:
         rec.detach()
-    import transformers
+    try:
+        import transformers
 
+        tf_version = transformers.__version__
+    except Exception:
+        tf_version = None
     meta = {
         "format": "csv: token_index,layer,expert_ids(space separated),weights(space separated),token_id",
         "windowing": f"consecutive non-overlapping windows of {ctx} tokens (last may be shorter), each run from "
@@ -263,7 +271,7 @@ def record_trace(model, ids, out_path: str, ctx: int = 512, device: str | None =
         "router_tokens_compared": rec.compared,
         "expert_use_counts": {str(k): v for k, v in counts.items()},
         "torch_version": torch.__version__,
-        "transformers_version": transformers.__version__,
+        "transformers_version": tf_version,
         "seconds": round(time.time() - t0, 2),
     }
     if extra_meta:

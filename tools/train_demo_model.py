@@ -18,8 +18,10 @@ What it does, in order (every stage logs with flush=True to stdout and to OUT/de
      <|im_start|>, <|im_end|>. Saves tokenizer.json and tokenizer_config.json (with a ChatML chat_template).
   c. model: Qwen3MoeForCausalLM, every layer MoE, 32 experts top-4 (norm_topk_prob), tied embeddings; the parameter
      count and the folder size (bf16) are checked against --size-budget-mb BEFORE training. Training: seeded,
-     bf16 autocast, AdamW (fused) + linear warmup + cosine to 10 %, grad clip 1.0, router aux loss
-     (output_router_logits=True, router_aux_loss_coef 0.01), random windows of --train-ctx tokens from the
+     bf16 autocast, AdamW (fused) + linear warmup + cosine to 10 %, grad clip 1.0, router load-balancing loss
+     (output_router_logits=True; Switch-style E * sum_e f_e P_e per layer, averaged over layers, coefficient
+     --aux-coef 0.01, computed here from the router outputs because some transformers 5.x releases apply softmax
+     twice in theirs; router_aux_loss_coef in config.json records it), random windows of --train-ctx tokens from the
      train stream (documents joined by <|endoftext|>), a fixed wall-time budget (--budget s; the step count is
      estimated from measured step times so the cosine ends on time; --steps N fixes it instead).
   d. saves a standard HF folder in bf16 (config.json, model.safetensors, generation_config.json, tokenizer.json,
@@ -626,20 +628,49 @@ def train(args, model, train_ids, held_ids, device):
     autocast = torch.autocast(device_type="cuda", dtype=torch.bfloat16) if device == "cuda" else \
         torch.autocast(device_type="cpu", dtype=torch.bfloat16)
     coef = float(args.aux_coef)
+    E, K = args.experts, args.top_k
+    warned = []
+    router_out_is_prob = []  # decided once, on the first batch
 
     def fwd(x):
+        """Returns (total loss, cross-entropy, balance loss). The balance loss is computed here, not taken from
+        transformers: some 5.x releases return softmax probabilities as router_logits and their
+        load_balancing_loss_func applies softmax again, which flattens it to almost no signal."""
         with autocast:
-            out = model(input_ids=x, labels=x, use_cache=False, output_router_logits=True)
-        aux = out.aux_loss if getattr(out, "aux_loss", None) is not None else torch.zeros((), device=device)
-        return out.loss, aux
+            out = model(input_ids=x, use_cache=False, output_router_logits=True)
+        logits = out.logits
+        ce = torch.nn.functional.cross_entropy(logits[:, :-1, :].float().reshape(-1, logits.shape[-1]),
+                                               x[:, 1:].reshape(-1))
+        rl = getattr(out, "router_logits", None)
+        if rl is not None and len(rl) > 0:
+            parts = []
+            for r in rl:
+                r = r.float().reshape(-1, E)
+                if not router_out_is_prob:
+                    with torch.no_grad():
+                        router_out_is_prob.append(bool((r.min() >= 0) & ((r.sum(-1) - 1).abs().max() < 1e-3)))
+                    log(f"  router_logits from the model are {'probabilities' if router_out_is_prob[0] else 'logits'}"
+                        f" ({len(rl)} layers)")
+                p = r if router_out_is_prob[0] else torch.softmax(r, dim=-1)
+                idx = torch.topk(p, K, dim=-1).indices
+                frac = torch.zeros(E, device=p.device).scatter_add_(
+                    0, idx.reshape(-1), torch.ones(idx.numel(), device=p.device)) / r.shape[0]
+                parts.append(E * (frac * p.mean(0)).sum())  # = top_k when perfectly balanced
+            aux = torch.stack(parts).mean()
+        else:
+            if not warned:
+                warned.append(1)
+                log("  WARNING: the model returned no router_logits; using its own aux_loss")
+            aux = out.aux_loss if getattr(out, "aux_loss", None) is not None else torch.zeros((), device=device)
+        return ce + coef * aux, ce, aux
 
     @torch.no_grad()
     def evaluate():
         model.eval()
         tot = 0.0
         for x in eval_batches:
-            loss, aux = fwd(x)
-            tot += (loss - coef * aux).item()
+            _, ce, _ = fwd(x)
+            tot += ce.item()
         model.train()
         return tot / len(eval_batches)
 
@@ -657,7 +688,7 @@ def train(args, model, train_ids, held_ids, device):
                     if device == "cuda":
                         torch.cuda.synchronize()
                     t0 = time.time()
-                loss, aux = fwd(x)
+                loss, ce, aux = fwd(x)
                 loss.backward()
             if device == "cuda":
                 torch.cuda.synchronize()
@@ -693,12 +724,12 @@ def train(args, model, train_ids, held_ids, device):
         for gr in opt.param_groups:
             gr["lr"] = lr
         x = batch_from(train_t, g)
-        loss, aux = fwd(x)
+        loss, ce_t, aux = fwd(x)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        acc_ce += (loss.detach() - coef * aux.detach())
+        acc_ce += ce_t.detach()
         acc_aux += aux.detach()
         acc_n += 1
         step += 1
@@ -917,6 +948,7 @@ def plot_experts(counts, path_png):
         ax.set_xlim(-0.7, len(c) - 0.3)
         ax.tick_params(labelsize=7)
         ax.set_ylabel("% of uses", fontsize=7)
+        ax.set_xlabel("expert id", fontsize=7)
     for k in range(n, rows * cols):
         axes[k // cols][k % cols].axis("off")
     fig.suptitle("expert use per layer on held-out text (dashed: uniform)", fontsize=9)
@@ -995,7 +1027,7 @@ realistic activations and real, non-uniform expert routing instead of random wei
   {info['train']['tokens_seen'] / 1e6:.0f}M tokens seen ({info['train']['tokens_seen'] / max(1, info['n_train_tokens']):.1f} epochs).
 - {info['train']['steps']} steps of {a.batch} x {a.train_ctx} tokens, AdamW (betas 0.9/0.95, weight decay {a.wd}),
   peak LR {a.lr:g}, warmup {a.warmup} steps, cosine to {a.min_lr_frac:g} x peak, grad clip 1.0, bf16 autocast,
-  router load-balancing loss (coefficient {a.aux_coef}), seed {a.seed}; wall time {info['train']['wall_s']:.0f} s
+  router load-balancing loss (Switch-style, per layer, coefficient {a.aux_coef}), seed {a.seed}; wall time {info['train']['wall_s']:.0f} s
   on {info['device_name']}.
 - Final train cross-entropy (mean of the last 50 steps): {info['final_train_ce']:.4f} nats/token;
   held-out cross-entropy at the end: {info['train']['evals'][-1]['heldout_ce']:.4f}.
