@@ -166,8 +166,9 @@ def load_model(model_dir: str, dtype_name: str = "float32", device: str = "auto"
         model = transformers.AutoModelForCausalLM.from_pretrained(
             model_dir, dtype=dtype, experts_implementation="eager", **kwargs
         )
-    except TypeError:
-        model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=dtype, **kwargs)
+    except Exception as e:
+        log(f"from_pretrained with experts_implementation failed ({type(e).__name__}: {e}); retrying without it")
+        model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, **kwargs)
     if hasattr(model, "set_experts_implementation"):
         try:
             model.set_experts_implementation("eager")

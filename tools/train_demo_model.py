@@ -808,9 +808,14 @@ def load_fp32(model_dir):
     try:
         m = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager",
                                                  experts_implementation="eager")
-    except TypeError:
-        m = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32, attn_implementation="eager")
-    set_experts_impl(m, "eager")
+    except Exception as e:
+        log(f"   from_pretrained with experts_implementation failed ({type(e).__name__}: {str(e)[:200]}); "
+            "retrying without it")
+        m = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
+    try:
+        set_experts_impl(m, "eager")
+    except Exception as e:
+        log(f"   note: set_experts_implementation('eager') failed: {e}")
     return m
 
 
@@ -1270,7 +1275,10 @@ def main(argv=None):
 
     # ---- d. save in bf16
     model.eval()
-    set_experts_impl(model, "eager")
+    try:
+        set_experts_impl(model, "eager")
+    except Exception as e:
+        log(f"   note: set_experts_implementation('eager') failed: {e}")
     model.config.output_router_logits = False
     model.config.use_cache = True
     model.to(torch.bfloat16)
@@ -1283,9 +1291,6 @@ def main(argv=None):
     if "head_dim" not in cj:
         cj["head_dim"] = args.head_dim
         changed.append("head_dim")
-    if "num_experts" not in cj:
-        cj["num_experts"] = args.experts
-        changed.append("num_experts")
     if changed:
         with open(cfg_path, "w") as f:
             json.dump(cj, f, indent=2, sort_keys=False)
