@@ -1,0 +1,186 @@
+// config.json of real checkpoints (both transformers dialects) parses to the published shapes; values we cannot
+// run fail closed with the key and the value in the message.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "model/model.h"
+#include "test_util.h"
+
+namespace seedling {
+
+namespace {
+
+ModelConfig parse(const nlohmann::json& j) {
+  test::ScratchDir dir("cfg");
+  test::write_file(dir / "config.json", j.dump());
+  return read_model_config(dir.str());
+}
+
+nlohmann::json real(const std::string& name) { return test::read_json(test::data_path("configs/" + name)); }
+
+std::string error_of(const nlohmann::json& j) {
+  try {
+    parse(j);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST(Config, Qwen3_30B_A3B) {
+  const ModelConfig c = parse(real("qwen3-30b-a3b.json"));
+  EXPECT_EQ(c.model_type, "qwen3_moe");
+  EXPECT_EQ(c.hidden_size, 2048);
+  EXPECT_EQ(c.num_layers, 48);
+  EXPECT_EQ(c.num_heads, 32);
+  EXPECT_EQ(c.num_kv_heads, 4);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_EQ(c.num_experts, 128);
+  EXPECT_EQ(c.experts_per_token, 8);
+  EXPECT_EQ(c.moe_intermediate_size, 768);
+  EXPECT_TRUE(c.norm_topk_prob);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_EQ(c.vocab_size, 151936);
+  EXPECT_EQ(c.rope.theta, 1000000.0);
+  EXPECT_EQ(c.max_position_embeddings, 40960);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  for (uint8_t b : c.layer_has_experts) EXPECT_TRUE(b);
+}
+
+TEST(Config, Mixtral_8x7B) {
+  const ModelConfig c = parse(real("mixtral-8x7b-v0.1.json"));
+  EXPECT_EQ(c.model_type, "mixtral");
+  EXPECT_EQ(c.hidden_size, 4096);
+  EXPECT_EQ(c.num_layers, 32);
+  EXPECT_EQ(c.num_kv_heads, 8);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_EQ(c.num_experts, 8);
+  EXPECT_EQ(c.experts_per_token, 2);
+  EXPECT_EQ(c.moe_intermediate_size, 14336);
+  EXPECT_EQ(c.sliding_window, 0);
+  EXPECT_EQ(c.vocab_size, 32000);
+  EXPECT_EQ(c.rope.theta, 1000000.0);
+}
+
+TEST(Config, Qwen3_235B_Instruct_2507) {
+  const ModelConfig c = parse(real("qwen3-235b-a22b-instruct-2507.json"));
+  EXPECT_EQ(c.num_layers, 94);
+  EXPECT_EQ(c.num_experts, 128);
+  EXPECT_EQ(c.hidden_size, 4096);
+  EXPECT_EQ(c.max_position_embeddings, 262144);
+}
+
+TEST(Config, Transformers5DialectReadsTheSameAs4) {
+  // The same model written by transformers 4.x and by 5.x (rope_parameters, num_local_experts, dtype).
+  nlohmann::json v4 = real("qwen3-30b-a3b.json");
+  nlohmann::json v5 = v4;
+  v5.erase("rope_theta");
+  v5.erase("rope_scaling");
+  v5.erase("torch_dtype");
+  v5.erase("num_experts");
+  v5["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1000000.0}};
+  v5["num_local_experts"] = 128;
+  v5["dtype"] = "bfloat16";
+  const ModelConfig a = parse(v4), b = parse(v5);
+  EXPECT_EQ(a.rope.theta, b.rope.theta);
+  EXPECT_EQ(a.num_experts, b.num_experts);
+  EXPECT_EQ(a.dtype, b.dtype);
+  // And the tiny golden checkpoints, saved by transformers 5.17, read too.
+  const ModelConfig t = read_model_config(test::data_path("models/qwen3_moe_a/hf"));
+  EXPECT_EQ(t.num_experts, 8);
+  EXPECT_EQ(t.head_dim, 32);
+  EXPECT_EQ(t.layer_has_experts, (std::vector<uint8_t>{1, 0, 1}));
+  const ModelConfig m = read_model_config(test::data_path("models/mixtral_a/hf"));  // "head_dim": null
+  EXPECT_EQ(m.head_dim, 16);
+}
+
+TEST(Config, DecoderSparseStepAndMlpOnlyLayersPlanDenseLayers) {
+  nlohmann::json j = real("qwen3-30b-a3b.json");
+  j["num_hidden_layers"] = 6;
+  j["decoder_sparse_step"] = 2;
+  j["mlp_only_layers"] = {3};
+  EXPECT_EQ(parse(j).layer_has_experts, (std::vector<uint8_t>{0, 1, 0, 0, 0, 1}));
+}
+
+TEST(Config, LinearRopeScalingIsReadInBothDialects) {
+  nlohmann::json j = real("qwen3-30b-a3b.json");
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 4.0}};
+  EXPECT_EQ(parse(j).rope.factor, 4.0);
+  j.erase("rope_scaling");
+  j["rope_parameters"] = {{"rope_type", "linear"}, {"factor", 2.0}, {"rope_theta", 5e5}};
+  EXPECT_EQ(parse(j).rope.factor, 2.0);
+  EXPECT_EQ(parse(j).rope.theta, 5e5);
+}
+
+TEST(Config, UnsupportedValuesNameKeyAndValue) {
+  nlohmann::json j = real("qwen3-30b-a3b.json");
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  std::string msg = error_of(j);
+  EXPECT_NE(msg.find("rope_scaling.rope_type"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'yarn'"), std::string::npos) << msg;
+
+  j = real("qwen3-30b-a3b.json");
+  j["hidden_act"] = "gelu";
+  msg = error_of(j);
+  EXPECT_NE(msg.find("hidden_act"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'gelu'"), std::string::npos) << msg;
+
+  j["model_type"] = "llama4";
+  msg = error_of(j);
+  EXPECT_NE(msg.find("model_type"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'llama4'"), std::string::npos) << msg;
+
+  j = real("qwen3-30b-a3b.json");
+  j["hidden_size"] = "2048";
+  msg = error_of(j);
+  EXPECT_NE(msg.find("hidden_size"), std::string::npos) << msg;
+
+  j = real("qwen3-30b-a3b.json");
+  j["num_experts_per_tok"] = 200;
+  msg = error_of(j);
+  EXPECT_NE(msg.find("num_experts_per_tok"), std::string::npos) << msg;
+
+  j = real("qwen3-30b-a3b.json");
+  j.erase("num_experts");
+  msg = error_of(j);
+  EXPECT_NE(msg.find("num_experts or num_local_experts"), std::string::npos) << msg;
+}
+
+TEST(ModelLoad, WrongTensorShapeNamesTheTensorAndBothShapes) {
+  test::ScratchDir dir("load");
+  const std::string src = test::data_path("models/mixtral_a/hf");
+  std::filesystem::copy_file(src + "/model.safetensors", dir / "model.safetensors");
+  nlohmann::json cfg = test::read_json(src + "/config.json");
+  cfg["intermediate_size"] = 48;  // the checkpoint's experts are 40 wide
+  test::write_file(dir / "config.json", cfg.dump());
+  try {
+    Model::load(dir.str());
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("block_sparse_moe.experts.0.w1.weight"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[40, 64]"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[48, 64]"), std::string::npos) << msg;
+  }
+}
+
+TEST(ModelLoad, MissingConfigAndMissingFolderAreClear) {
+  test::ScratchDir dir("load");
+  EXPECT_THROW(
+      {
+        try {
+          Model::load(dir.str());
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("missing config.json"), std::string::npos);
+          throw;
+        }
+      },
+      Error);
+  EXPECT_THROW(Model::load(dir / "nope"), Error);
+}
+
+}  // namespace seedling

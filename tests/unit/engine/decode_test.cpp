@@ -1,0 +1,128 @@
+// Decode paths agree: token by token after a prefill = one full-prompt forward; KV growth changes nothing;
+// sequences decoded together = each decoded alone, bit for bit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "engine/engine.h"
+#include "model/model.h"
+#include "test_util.h"
+
+namespace seedling {
+
+namespace {
+std::vector<int32_t> ids_of(const std::string& name) {
+  return test::read_json(test::data_path("models/" + name + "/reference.json"))["ids"].get<std::vector<int32_t>>();
+}
+}  // namespace
+
+class DecodeTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DecodeTest, TokenByTokenEqualsFullPromptAcrossKvGrowth) {
+  auto model = Model::load(test::data_path("models/" + GetParam() + "/hf"));
+  const int V = model->config().vocab_size;
+  const std::vector<int32_t> ids = ids_of(GetParam());  // 24 tokens
+  Engine whole(*model, {});
+  const int a = whole.add_sequence();
+  SequenceStep all{a, ids, true};
+  const std::vector<float> full = whole.step({&all, 1});
+
+  EngineOptions small;
+  small.kv_initial_positions = 2;  // grows 2 -> 4 -> 8 -> 16 -> 32 while decoding
+  Engine stepwise(*model, small);
+  const int b = stepwise.add_sequence();
+  const size_t prefill = 3;
+  SequenceStep first{b, {ids.data(), prefill}, true};
+  std::vector<float> got = stepwise.step({&first, 1});
+  std::vector<int> capacities;
+  for (size_t i = prefill; i < ids.size(); ++i) {
+    SequenceStep one{b, {&ids[i], 1}, true};
+    const std::vector<float> row = stepwise.step({&one, 1});
+    got.insert(got.end(), row.begin(), row.end());
+    capacities.push_back(stepwise.kv(b).capacity());
+  }
+  EXPECT_EQ(capacities.back(), 32);
+  EXPECT_EQ(capacities.front(), 4);
+  ASSERT_EQ(got.size(), full.size());
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(double(got[i]) - double(full[i])));
+  EXPECT_LE(worst, 1e-4);
+  (void)V;
+}
+
+TEST_P(DecodeTest, BatchedDecodeOfThreeSequencesEqualsEachAloneBitForBit) {
+  auto model = Model::load(test::data_path("models/" + GetParam() + "/hf"));
+  const int V = model->config().vocab_size;
+  const std::vector<int32_t> ids = ids_of(GetParam());
+  const size_t lengths[3] = {5, 17, 11};
+  const int steps = 6;
+  // Alone: each sequence prefilled and greedily decoded by itself.
+  std::vector<std::vector<float>> alone(3);
+  std::vector<std::vector<int32_t>> alone_tokens(3);
+  for (int s = 0; s < 3; ++s) {
+    Engine e(*model, {});
+    const int seq = e.add_sequence();
+    SequenceStep p{seq, {ids.data() + s, lengths[s]}, false};
+    std::vector<float> l = e.step({&p, 1});
+    for (int t = 0; t < steps; ++t) {
+      int32_t tok = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+      alone_tokens[size_t(s)].push_back(tok);
+      SequenceStep d{seq, {&alone_tokens[size_t(s)].back(), 1}, false};
+      l = e.step({&d, 1});
+      alone[size_t(s)].insert(alone[size_t(s)].end(), l.begin(), l.end());
+    }
+  }
+  // Together: prefilled in one mixed forward, then decoded as one batch of three rows per step.
+  EngineOptions eo;
+  eo.kv_initial_positions = 4;
+  Engine e(*model, eo);
+  int seq[3];
+  std::vector<SequenceStep> prefill;
+  for (int s = 0; s < 3; ++s) {
+    seq[s] = e.add_sequence();
+    prefill.push_back({seq[s], {ids.data() + s, lengths[s]}, false});
+  }
+  std::vector<float> l = e.step(prefill);
+  std::vector<std::vector<int32_t>> toks(3);
+  for (int t = 0; t < steps; ++t) {
+    std::vector<SequenceStep> batch;
+    for (int s = 0; s < 3; ++s) {
+      const float* row = l.data() + size_t(s) * size_t(V);
+      toks[size_t(s)].push_back(int32_t(std::max_element(row, row + V) - row));
+    }
+    for (int s = 0; s < 3; ++s) batch.push_back({seq[s], {&toks[size_t(s)].back(), 1}, false});
+    l = e.step(batch);
+    for (int s = 0; s < 3; ++s) {
+      const float* row = l.data() + size_t(s) * size_t(V);
+      const float* want = alone[size_t(s)].data() + size_t(t) * size_t(V);
+      for (int v = 0; v < V; ++v) ASSERT_EQ(row[v], want[v]) << "seq " << s << " step " << t << " id " << v;
+    }
+  }
+  EXPECT_EQ(toks, alone_tokens);
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, DecodeTest, ::testing::Values("qwen3_moe_a", "mixtral_b"));
+
+TEST(KvCache, GrowsByDoublingKeepsPositionsAndStopsAtTheLimit) {
+  KvCache kv(2, 3, 4, 20);
+  EXPECT_EQ(kv.bytes(), 0u);
+  kv.reserve(3);
+  EXPECT_EQ(kv.capacity(), 4);
+  for (int p = 0; p < 3; ++p) kv.keys(1)[p * 3 + 2] = float(p + 1);
+  kv.reserve(9);
+  EXPECT_EQ(kv.capacity(), 16);
+  for (int p = 0; p < 3; ++p) EXPECT_EQ(kv.keys(1)[p * 3 + 2], float(p + 1));
+  kv.reserve(17);
+  EXPECT_EQ(kv.capacity(), 20);  // capped at the limit
+  EXPECT_THROW(kv.reserve(21), Error);
+}
+
+TEST(KvCache, MemoryForAShortPromptDoesNotDependOnTheContextLimit) {
+  KvCache small(4, 64, 256, 4096), large(4, 64, 256, 1 << 20);
+  small.reserve(10);
+  large.reserve(10);
+  EXPECT_EQ(small.bytes(), large.bytes());
+}
+
+}  // namespace seedling

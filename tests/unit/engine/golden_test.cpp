@@ -1,0 +1,50 @@
+// Every tiny checkpoint against transformers 5.x in float32 (tools/make_model_goldens.py made the references).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "engine/engine.h"
+#include "engine/generate.h"
+#include "model/model.h"
+#include "test_util.h"
+
+namespace seedling {
+
+namespace {
+const std::vector<std::string> kModels = {"qwen3_moe_a", "qwen3_moe_b", "mixtral_a", "mixtral_b"};
+const std::vector<std::string> kLayouts = {"hf", "hub"};
+}
+
+class GoldenTest : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(GoldenTest, LogitsWithin1e3AndGreedyEqualsTransformers) {
+  const auto [name, layout] = GetParam();
+  const std::string dir = test::data_path("models/" + name);
+  const auto ref = test::read_json(dir + "/reference.json");
+  const std::vector<float> want = test::read_f32(dir + "/logits.f32");
+  auto model = Model::load(dir + "/" + layout);
+  const int V = model->config().vocab_size;
+  const std::vector<int32_t> ids = ref["ids"].get<std::vector<int32_t>>();
+  ASSERT_EQ(want.size(), ids.size() * size_t(V));
+
+  Engine engine(*model, {});
+  const int seq = engine.add_sequence();
+  SequenceStep step{seq, ids, true};
+  const std::vector<float> got = engine.step({&step, 1});
+  ASSERT_EQ(got.size(), want.size());
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(double(got[i]) - double(want[i])));
+  EXPECT_LE(worst, 1e-3) << name << "/" << layout;
+  RecordProperty("max_abs_logit_error", std::to_string(worst));
+
+  GenerateOptions go;
+  go.max_new_tokens = 12;
+  const GenerateResult r = generate(engine, ids, go);
+  EXPECT_EQ(r.tokens, ref["greedy"].get<std::vector<int32_t>>()) << name << "/" << layout;
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, GoldenTest,
+                         ::testing::Combine(::testing::ValuesIn(kModels), ::testing::ValuesIn(kLayouts)),
+                         [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
+
+}  // namespace seedling

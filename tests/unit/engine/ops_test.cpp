@@ -1,0 +1,138 @@
+// The fast kernels against their plain references, and the batch-independence they promise.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "core/dtype.h"
+#include "ops/matmul.h"
+#include "ops/ops.h"
+
+namespace seedling::ops {
+
+namespace {
+
+struct Weights {
+  std::vector<uint16_t> half;
+  std::vector<float> full;
+  Matrix view(DType t, int64_t rows, int64_t cols) const {
+    return {t, t == DType::F32 ? static_cast<const void*>(full.data()) : half.data(), rows, cols};
+  }
+};
+
+Weights random_weights(DType t, int64_t n, std::mt19937& rng) {
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  Weights w;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = d(rng);
+    if (t == DType::BF16) w.half.push_back(f32_to_bf16(v));
+    if (t == DType::F16) w.half.push_back(f32_to_f16(v));
+    if (t == DType::F32) w.full.push_back(v);
+  }
+  return w;
+}
+
+}  // namespace
+
+class MatmulTest : public ::testing::TestWithParam<std::tuple<DType, int, int, int>> {};
+
+TEST_P(MatmulTest, FastEqualsReferenceWithinFloatRounding) {
+  const auto [dtype, m, rows, cols] = GetParam();
+  std::mt19937 rng(7);
+  const Weights w = random_weights(dtype, int64_t(rows) * cols, rng);
+  const Matrix mat = w.view(dtype, rows, cols);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(size_t(m) * size_t(cols));
+  for (float& v : x) v = d(rng);
+  std::vector<float> fast(size_t(m) * size_t(rows)), ref(fast.size());
+  matmul(x.data(), m, mat, fast.data());
+  ref::matmul(x.data(), m, mat, ref.data());
+  for (int i = 0; i < m; ++i) {
+    for (int n = 0; n < rows; ++n) {
+      // |error| of a float32 sum of `cols` products <= cols * eps * sum |x_k w_k| (standard bound).
+      double mag = 0;
+      for (int k = 0; k < cols; ++k) mag += std::fabs(double(x[size_t(i * cols + k)]) * double(mat.at(n, k)));
+      const double bound = double(cols) * 0x1.0p-24 * mag + 1e-30;
+      ASSERT_LE(std::fabs(double(fast[size_t(i * rows + n)]) - double(ref[size_t(i * rows + n)])), bound)
+          << "row " << i << " col " << n;
+    }
+  }
+  // Each row alone gives the same bits as in the batch.
+  for (int i = 0; i < m; ++i) {
+    std::vector<float> alone(static_cast<size_t>(rows));
+    matmul(x.data() + size_t(i) * size_t(cols), 1, mat, alone.data());
+    for (int n = 0; n < rows; ++n) ASSERT_EQ(alone[size_t(n)], fast[size_t(i * rows + n)]) << i << "," << n;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, MatmulTest,
+                         ::testing::Values(std::make_tuple(DType::BF16, 1, 64, 64),
+                                           std::make_tuple(DType::BF16, 7, 33, 67),
+                                           std::make_tuple(DType::BF16, 37, 130, 40),
+                                           std::make_tuple(DType::F16, 5, 17, 96),
+                                           std::make_tuple(DType::F32, 9, 31, 129),
+                                           std::make_tuple(DType::F32, 1, 3, 5)));
+
+TEST(Ops, AttentionRowMatchesTheFormula) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  const AttentionShape s{4, 2, 8, 0.35f};
+  const int positions = 11;
+  std::vector<float> q(32), k(size_t(positions) * 16), v(size_t(positions) * 16), out(32), scratch(positions);
+  for (auto* vec : {&q, &k, &v}) {
+    for (float& x : *vec) x = d(rng);
+  }
+  const int first = 3, last = 9;
+  attention_row(q.data(), k.data(), v.data(), first, last, s, 0, 4, out.data(), scratch.data());
+  for (int h = 0; h < 4; ++h) {
+    const int kvh = h / 2;
+    std::vector<double> score;
+    double mx = -1e300;
+    for (int j = first; j <= last; ++j) {
+      double dot = 0;
+      for (int c = 0; c < 8; ++c) dot += double(q[size_t(h * 8 + c)]) * k[size_t(j * 16 + kvh * 8 + c)];
+      score.push_back(dot * s.scale);
+      mx = std::max(mx, score.back());
+    }
+    double z = 0;
+    for (double& x : score) z += (x = std::exp(x - mx));
+    for (int c = 0; c < 8; ++c) {
+      double want = 0;
+      for (int j = first; j <= last; ++j) want += score[size_t(j - first)] / z * v[size_t(j * 16 + kvh * 8 + c)];
+      EXPECT_NEAR(out[size_t(h * 8 + c)], want, 1e-5);
+    }
+  }
+}
+
+TEST(Ops, RopeRotatesPairsHalfApart) {
+  Rope rope;
+  rope.rotary_dim = 4;
+  rope.inv_freq = {1.0f, 0.5f};
+  std::vector<float> x = {1, 2, 3, 4};
+  apply_rope(x.data(), 1, 4, 2, rope);
+  // Pair (0, 2) turns by 2 rad, pair (1, 3) by 1 rad.
+  EXPECT_NEAR(x[0], 1 * std::cos(2.0) - 3 * std::sin(2.0), 1e-6);
+  EXPECT_NEAR(x[2], 3 * std::cos(2.0) + 1 * std::sin(2.0), 1e-6);
+  EXPECT_NEAR(x[1], 2 * std::cos(1.0) - 4 * std::sin(1.0), 1e-6);
+  EXPECT_NEAR(x[3], 4 * std::cos(1.0) + 2 * std::sin(1.0), 1e-6);
+}
+
+TEST(Ops, TopKBreaksTiesTowardsTheLowerIndex) {
+  const float x[] = {0.1f, 0.7f, 0.3f, 0.7f, 0.2f};
+  int idx[3];
+  top_k(x, 5, 3, idx);
+  EXPECT_EQ(idx[0], 1);
+  EXPECT_EQ(idx[1], 3);
+  EXPECT_EQ(idx[2], 2);
+}
+
+TEST(Ops, RmsNormMatchesTheFormula) {
+  std::vector<float> x = {1, -2, 3, -4}, w = {1, 0.5f, 2, 1};
+  rms_norm(x.data(), 1, 4, w.data(), 1e-6f);
+  const double inv = 1.0 / std::sqrt((1 + 4 + 9 + 16) / 4.0 + 1e-6);
+  EXPECT_NEAR(x[0], 1 * inv, 1e-6);
+  EXPECT_NEAR(x[1], -2 * inv * 0.5, 1e-6);
+  EXPECT_NEAR(x[2], 3 * inv * 2, 1e-6);
+}
+
+}  // namespace seedling::ops

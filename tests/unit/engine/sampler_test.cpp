@@ -1,0 +1,70 @@
+#include "engine/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "core/error.h"
+
+namespace seedling {
+
+TEST(Sampler, TemperatureZeroIsArgmax) {
+  Sampler s({});
+  const std::vector<float> l = {0.1f, 3.0f, 2.9f, -1.0f};
+  EXPECT_EQ(s.sample(l, {}), 1);
+}
+
+TEST(Sampler, SameSeedSameTokensDifferentSeedDifferentTokens) {
+  const std::vector<float> l = {1.0f, 1.1f, 0.9f, 1.05f, 0.95f, 1.0f, 1.02f, 0.98f};
+  auto draw = [&](uint64_t seed) {
+    Sampler s({1.0f, 0, 1.0f, 0.0f, 1.0f, seed});
+    std::vector<int32_t> out;
+    for (int i = 0; i < 64; ++i) out.push_back(s.sample(l, {}));
+    return out;
+  };
+  EXPECT_EQ(draw(42), draw(42));
+  EXPECT_NE(draw(42), draw(43));
+}
+
+TEST(Sampler, TopKOneAndTinyTopPAreGreedy) {
+  const std::vector<float> l = {0.5f, 0.4f, 2.0f, 1.9f};
+  Sampler k1({1.0f, 1, 1.0f, 0.0f, 1.0f, 5});
+  Sampler p0({1.0f, 0, 0.01f, 0.0f, 1.0f, 5});
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_EQ(k1.sample(l, {}), 2);
+    EXPECT_EQ(p0.sample(l, {}), 2);
+  }
+}
+
+TEST(Sampler, MinPDropsUnlikelyTokens) {
+  // Probabilities about 0.665, 0.245, 0.090: min_p 0.2 keeps the first two only.
+  const std::vector<float> l = {2.0f, 1.0f, 0.0f};
+  Sampler s({1.0f, 0, 1.0f, 0.2f, 1.0f, 9});
+  std::map<int32_t, int> seen;
+  for (int i = 0; i < 2000; ++i) ++seen[s.sample(l, {})];
+  EXPECT_EQ(seen.count(2), 0u);
+  EXPECT_GT(seen[1], 300);
+}
+
+TEST(Sampler, FrequenciesFollowTheSoftmax) {
+  const std::vector<float> l = {0.0f, std::log(3.0f)};  // p = 0.25, 0.75
+  Sampler s({1.0f, 0, 1.0f, 0.0f, 1.0f, 1});
+  int ones = 0;
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) ones += s.sample(l, {}) == 1;
+  EXPECT_NEAR(double(ones) / n, 0.75, 0.015);
+}
+
+TEST(Sampler, RepetitionPenaltyDemotesSeenTokens) {
+  const std::vector<float> l = {2.0f, 1.9f};
+  Sampler s({0.0f, 0, 1.0f, 0.0f, 1.5f, 0});
+  const std::vector<int32_t> ctx = {0};
+  EXPECT_EQ(s.sample(l, ctx), 1);  // 2.0 / 1.5 < 1.9
+}
+
+TEST(Sampler, RejectsBadParameters) {
+  EXPECT_THROW(Sampler({-1.0f, 0, 1.0f, 0.0f, 1.0f, 0}), Error);
+  EXPECT_THROW(Sampler({1.0f, 0, 0.0f, 0.0f, 1.0f, 0}), Error);
+}
+
+}  // namespace seedling
