@@ -677,6 +677,8 @@ def train(args, model, train_ids, held_ids, device):
     # pick the experts backend: the fastest one that runs (fwd+bwd, no optimizer step, so weights are untouched)
     model.train()
     cands = ["grouped_mm", "eager"] if device == "cuda" else ["eager"]
+    if args.experts_backend != "auto":
+        cands = [args.experts_backend]
     timings = {}
     for impl in cands:
         try:
@@ -1031,7 +1033,8 @@ realistic activations and real, non-uniform expert routing instead of random wei
 - Tokens: {info['n_train_tokens'] / 1e6:.1f}M training tokens (documents joined by `<|endoftext|>`),
   {info['train']['tokens_seen'] / 1e6:.0f}M tokens seen ({info['train']['tokens_seen'] / max(1, info['n_train_tokens']):.1f} epochs).
 - {info['train']['steps']} steps of {a.batch} x {a.train_ctx} tokens, AdamW (betas 0.9/0.95, weight decay {a.wd}),
-  peak LR {a.lr:g}, warmup {a.warmup} steps, cosine to {a.min_lr_frac:g} x peak, grad clip 1.0, bf16 autocast,
+  peak LR {a.lr:g}, warmup {a.warmup} steps, cosine to {a.min_lr_frac:g} x peak, grad clip 1.0, bf16 autocast
+  (transformers experts backend `{info['train'].get('experts_backend')}`),
   router load-balancing loss (Switch-style, per layer, coefficient {a.aux_coef}), seed {a.seed}; wall time {info['train']['wall_s']:.0f} s
   on {info['device_name']}.
 - Final train cross-entropy (mean of the last 50 steps): {info['final_train_ce']:.4f} nats/token;
@@ -1117,6 +1120,8 @@ def parse_args(argv=None):
     ap.add_argument("--log-every", type=int, default=10)
     ap.add_argument("--eval-every", type=int, default=250)
     ap.add_argument("--eval-batches", type=int, default=4)
+    ap.add_argument("--experts-backend", default="auto", choices=["auto", "grouped_mm", "eager"],
+                    help="transformers experts implementation for training (auto: the faster one that runs)")
     # evaluation
     ap.add_argument("--ctx", type=int, default=256, help="perplexity window (tokens)")
     ap.add_argument("--trace-ctx", type=int, default=512, help="route-trace window (tokens)")
