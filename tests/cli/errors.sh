@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Bad input to the command line: each case exits 1 with exactly one line "seedling: error: ..." that names the file
+# or key, and never crashes. Usage: errors.sh SEEDLING_BINARY TEST_DATA_DIR
+set -u
+bin=$1
+data=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+src=$data/models/mixtral_a/hf
+
+# expect_error NAME EXPECTED_SUBSTRING -- COMMAND...
+expect_error() {
+  local name=$1 want=$2
+  shift 3
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  local lines
+  lines=$(wc -l <"$tmp/err")
+  if [ "$rc" -ne 1 ] || [ "$lines" -ne 1 ] || ! grep -q "^seedling: error: " "$tmp/err" || ! grep -qF -- "$want" "$tmp/err"; then
+    echo "FAIL $name: exit $rc, $lines stderr lines, wanted '$want':"
+    cat "$tmp/err"
+    failures=$((failures + 1))
+  else
+    echo "ok   $name: $(cat "$tmp/err")"
+  fi
+}
+
+fresh() {  # a copy of the tiny Mixtral folder to break
+  rm -rf "$tmp/m" && mkdir -p "$tmp/m" && cp "$src"/* "$tmp/m/"
+}
+
+expect_error missing-folder "$tmp/nope" -- "$bin" run -m "$tmp/nope" --ids 1,2
+
+fresh
+rm "$tmp/m/model.safetensors"
+expect_error missing-weights "no *.safetensors" -- "$bin" run -m "$tmp/m" --ids 1,2
+
+fresh
+head -c 20000 "$src/model.safetensors" >"$tmp/m/model.safetensors"
+expect_error truncated-shard "$tmp/m/model.safetensors" -- "$bin" info -m "$tmp/m"
+
+fresh
+python3 - "$tmp/m/model.safetensors" <<'PY'
+import json, struct, sys
+p = sys.argv[1]
+b = bytearray(open(p, 'rb').read())
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+name = sorted(k for k in h if k != '__metadata__')[0]
+h[name]['data_offsets'][1] += 10**9  # an end offset far past the file
+t = json.dumps(h).encode()
+t += b' ' * (n - len(t)) if len(t) <= n else b''
+open(p, 'wb').write(struct.pack('<Q', len(t)) + t + bytes(b[8 + n:]))
+PY
+expect_error offsets-past-end "run past the end" -- "$bin" info -m "$tmp/m"
+
+fresh
+sed -i 's/"intermediate_size": 40/"intermediate_size": 48/' "$tmp/m/config.json"
+expect_error wrong-shape "expected [48, 64]" -- "$bin" run -m "$tmp/m" --ids 1,2
+
+fresh
+sed -i 's/"model_type": "mixtral"/"model_type": "gpt_neox"/' "$tmp/m/config.json"
+expect_error unknown-model-type "'gpt_neox' is not supported" -- "$bin" info -m "$tmp/m"
+
+fresh
+sed -i 's/"hidden_act": "silu"/"hidden_act": "gelu"/' "$tmp/m/config.json"
+expect_error unsupported-activation "hidden_act" -- "$bin" info -m "$tmp/m"
+
+echo "{ broken" >"$tmp/m/config.json"
+expect_error config-not-json "config.json" -- "$bin" info -m "$tmp/m"
+
+expect_error bad-ids "'x'" -- "$bin" run -m "$src" --ids 1,x,3
+expect_error id-out-of-range "out of range" -- "$bin" run -m "$src" --ids 1,999
+expect_error context-full "context full" -- "$bin" run -m "$src" --ids 1,2,3,4 --ctx 3
+
+if [ "$failures" -ne 0 ]; then
+  echo "$failures error cases failed"
+  exit 1
+fi
+echo "all error cases passed"
