@@ -589,6 +589,10 @@ Value python_binary(const std::string& op, const Value& a, const Value& b) {
     const Value* count = seq == &a ? &b : &a;
     if ((seq->kind == K::kString || seq->is_sequence_like()) && (count->kind == K::kInt || count->kind == K::kBool)) {
       int64_t n = count->kind == K::kInt ? count->i : count->b;
+      size_t unit = seq->kind == K::kString ? seq->s->size() : seq->list->size();
+      if (n > 0 && unit > 0 && static_cast<uint64_t>(n) > (size_t{1} << 24) / unit) {
+        builtin_fail("repetition result is too large for a chat template");
+      }
       if (seq->kind == K::kString) {
         std::string out;
         for (int64_t k = 0; k < n; ++k) out += *seq->s;
@@ -606,24 +610,33 @@ Value python_binary(const std::string& op, const Value& a, const Value& b) {
   bool ints = a.kind != K::kFloat && b.kind != K::kFloat;
   int64_t x = a.kind == K::kBool ? a.b : a.i, y = b.kind == K::kBool ? b.b : b.i;
   double fx = a.as_double(), fy = b.as_double();
-  if (op == "+") return ints ? Value::integer(x + y) : Value::floating(fx + fy);
-  if (op == "-") return ints ? Value::integer(x - y) : Value::floating(fx - fy);
-  if (op == "*") return ints ? Value::integer(x * y) : Value::floating(fx * fy);
+  auto checked = [](bool overflow, int64_t r) {
+    if (overflow) builtin_fail("integer overflow: the result does not fit in 64 bits");
+    return Value::integer(r);
+  };
+  int64_t r = 0;
+  if (op == "+") return ints ? checked(__builtin_add_overflow(x, y, &r), r) : Value::floating(fx + fy);
+  if (op == "-") return ints ? checked(__builtin_sub_overflow(x, y, &r), r) : Value::floating(fx - fy);
+  if (op == "*") return ints ? checked(__builtin_mul_overflow(x, y, &r), r) : Value::floating(fx * fy);
   if (op == "/") {
     if (fy == 0.0) builtin_fail("division by zero");
     return Value::floating(fx / fy);
   }
   if (op == "//" || op == "%") {
     if (fy == 0.0) builtin_fail(op == "//" ? "integer division or modulo by zero" : "modulo by zero");
+    if (ints && x == INT64_MIN && y == -1) builtin_fail("integer overflow: the result does not fit in 64 bits");
     if (ints) return op == "//" ? Value::integer(floor_div(x, y)) : Value::integer(x - floor_div(x, y) * y);
     double q = std::floor(fx / fy);
     return op == "//" ? Value::floating(q) : Value::floating(fx - q * fy);
   }
   if (op == "**") {
     if (ints && y >= 0) {
-      int64_t r = 1;
-      for (int64_t k = 0; k < y; ++k) r *= x;
-      return Value::integer(r);
+      int64_t p = 1;
+      for (int64_t k = 0; k < y; ++k) {
+        if (__builtin_mul_overflow(p, x, &p)) builtin_fail("integer overflow: the result does not fit in 64 bits");
+        if (p == 0 || p == 1) break;  // 0**y and 1**y need no more steps
+      }
+      return Value::integer(p);
     }
     return Value::floating(std::pow(fx, fy));
   }

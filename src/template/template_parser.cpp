@@ -391,8 +391,21 @@ class Parser {
     return e;
   }
 
+  // Bounds recursion so hostile input (e.g. 100000 nested parentheses) fails cleanly instead of overflowing the stack.
+  struct DepthGuard {
+    Parser* p;
+    explicit DepthGuard(Parser* parser, size_t offset) : p(parser) {
+      if (++p->depth_ > kMaxNesting) p->fail_at(offset, "template nested too deeply");
+    }
+    ~DepthGuard() { --p->depth_; }
+  };
+  static constexpr int kMaxNesting = 200;
+
   // ---- expressions (jinja2.parser precedence) ------------------------------------------------------------------
-  ExprPtr parse_expression() { return parse_condexpr(); }
+  ExprPtr parse_expression() {
+    DepthGuard guard(this, peek().offset);
+    return parse_condexpr();
+  }
 
   ExprPtr parse_condexpr() {
     ExprPtr expr = parse_or();
@@ -432,6 +445,7 @@ class Parser {
   }
 
   ExprPtr parse_not() {
+    DepthGuard guard(this, peek().offset);
     if (at_name("not")) {
       auto e = node(Expr::Kind::kNot, next().offset);
       e->a = parse_not();
@@ -513,6 +527,7 @@ class Parser {
   }
 
   ExprPtr parse_unary(bool with_filter) {
+    DepthGuard guard(this, peek().offset);
     ExprPtr expr;
     if (at_op("-") || at_op("+")) {
       bool neg = at_op("-");
@@ -818,6 +833,7 @@ class Parser {
   }
 
   std::shared_ptr<const Stmt> parse_statement(const Segment& seg) {
+    DepthGuard guard(this, seg.offset);
     auto s = std::make_shared<Stmt>();
     s->pos = loc_.at(seg.offset);
     size_t word_offset = peek().offset;
@@ -977,6 +993,7 @@ class Parser {
   std::vector<Token> tokens_;
   size_t tok_ = 0;
   size_t last_block_offset_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

@@ -294,9 +294,15 @@ class Renderer {
       fail_at(pos, fmt::format("macro '{}' takes not more than {} argument(s)", def.text, def.params.size()));
     }
     auto frame = std::make_shared<Scope>();
+    ScopeChain chain;
+    for (const auto& weak : macro.closure) {
+      auto scope = weak.lock();
+      if (!scope) fail_at(pos, fmt::format("macro '{}' is used after the scope that defined it ended", def.text));
+      chain.push_back(std::move(scope));
+    }
+    chain.push_back(frame);
     ScopeChain saved = std::move(scopes_);
-    scopes_ = macro.closure;
-    scopes_.push_back(frame);
+    scopes_ = std::move(chain);
     ++depth_;
     struct Restore {
       Renderer* r;
@@ -306,7 +312,8 @@ class Renderer {
         --r->depth_;
       }
     } restore{this, &saved};
-    for (const auto& [k, v] : args.kwargs) {
+    for (const auto& kwarg : args.kwargs) {
+      const std::string& k = kwarg.first;
       bool known = std::any_of(def.params.begin(), def.params.end(), [&](const MacroParam& p) { return p.name == k; });
       if (!known) fail_at(pos, fmt::format("macro '{}' has no parameter '{}'", def.text, k));
     }
@@ -382,7 +389,7 @@ class Renderer {
         c->kind = Callable::Kind::kMacro;
         c->name = s.text;
         c->macro = std::shared_ptr<const Stmt>(std::shared_ptr<const Stmt>{}, &s);
-        c->closure = scopes_;
+        c->closure.assign(scopes_.begin(), scopes_.end());
         (*scopes_.back())[s.text] = Value::callable(c);
         return Flow::kNormal;
       }
@@ -397,7 +404,7 @@ class Renderer {
         caller_fn->kind = Callable::Kind::kMacro;
         caller_fn->name = "caller";
         caller_fn->macro = caller;
-        caller_fn->closure = scopes_;
+        caller_fn->closure.assign(scopes_.begin(), scopes_.end());
         const Expr& call_expr = *s.expr;
         Value callee = eval(*call_expr.a);
         if (callee.kind != Value::Kind::kCallable || callee.call->kind != Callable::Kind::kMacro) {

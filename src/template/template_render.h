@@ -53,7 +53,9 @@ struct Callable {
   std::string name;                   // macro, method or global function name
   std::shared_ptr<const Stmt> macro;  // kMacro
   Value self;                         // kMethod: the object the method is bound to
-  ScopeChain closure;                 // kMacro: the scopes visible where the macro was defined
+  // kMacro: the scopes visible where the macro was defined. Weak, because the defining scope holds the macro:
+  // strong pointers would make a cycle and leak every template render.
+  std::vector<std::weak_ptr<Scope>> closure;
   Value caller;                       // kMacro called from {% call %}: the caller() macro, else undefined
 };
 
