@@ -610,14 +610,17 @@ Value python_binary(const std::string& op, const Value& a, const Value& b) {
   bool ints = a.kind != K::kFloat && b.kind != K::kFloat;
   int64_t x = a.kind == K::kBool ? a.b : a.i, y = b.kind == K::kBool ? b.b : b.i;
   double fx = a.as_double(), fy = b.as_double();
-  auto checked = [](bool overflow, int64_t r) {
+  if (ints && (op == "+" || op == "-" || op == "*")) {
+    int64_t r = 0;
+    bool overflow = op == "+"   ? __builtin_add_overflow(x, y, &r)
+                    : op == "-" ? __builtin_sub_overflow(x, y, &r)
+                                : __builtin_mul_overflow(x, y, &r);
     if (overflow) builtin_fail("integer overflow: the result does not fit in 64 bits");
     return Value::integer(r);
-  };
-  int64_t r = 0;
-  if (op == "+") return ints ? checked(__builtin_add_overflow(x, y, &r), r) : Value::floating(fx + fy);
-  if (op == "-") return ints ? checked(__builtin_sub_overflow(x, y, &r), r) : Value::floating(fx - fy);
-  if (op == "*") return ints ? checked(__builtin_mul_overflow(x, y, &r), r) : Value::floating(fx * fy);
+  }
+  if (op == "+") return Value::floating(fx + fy);
+  if (op == "-") return Value::floating(fx - fy);
+  if (op == "*") return Value::floating(fx * fy);
   if (op == "/") {
     if (fy == 0.0) builtin_fail("division by zero");
     return Value::floating(fx / fy);
