@@ -74,7 +74,11 @@ class TransformersRenderer:
 
     def __init__(self, template: str, special: dict):
         from tokenizers import Tokenizer, models
-        from transformers import PreTrainedTokenizerFast
+
+        try:
+            from transformers import PreTrainedTokenizerFast
+        except ImportError:  # transformers 5.x may name the tokenizers-backed class TokenizersBackend only
+            from transformers import TokenizersBackend as PreTrainedTokenizerFast
 
         backend = Tokenizer(models.WordLevel(vocab={"<unk>": 0}, unk_token="<unk>"))
         tokens = {k: v for k, v in special.items() if v is not None}

@@ -56,7 +56,7 @@ struct Callable {
   // kMacro: the scopes visible where the macro was defined. Weak, because the defining scope holds the macro:
   // strong pointers would make a cycle and leak every template render.
   std::vector<std::weak_ptr<Scope>> closure;
-  Value caller;                       // kMacro called from {% call %}: the caller() macro, else undefined
+  Value caller;  // kMacro called from {% call %}: the caller() macro, else undefined
 };
 
 // Filters, tests and methods (template_builtins.cpp).
