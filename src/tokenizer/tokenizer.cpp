@@ -322,8 +322,17 @@ static bool ends_with_replacement(const std::string& s) {
   return s.size() >= 3 && s.compare(s.size() - 3, 3, "\xEF\xBF\xBD") == 0;
 }
 
+// "<0xNN>": a byte-fallback token. A byte group is decoded as a whole (valid UTF-8, or one U+FFFD per byte), so a
+// later byte can change how the earlier ones read: nothing is shown while the group may still grow.
+static bool is_byte_token(const std::string& t) {
+  return t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>';
+}
+
 std::string StreamDecoder::push(int32_t id) {
   ids_.push_back(id);
+  // An id that decodes to nothing (unknown, or a skipped special token) changes nothing, not even a byte group.
+  std::string token = tokenizer_->id_to_token(id);
+  if (token.empty() || (skip_special_tokens_ && tokenizer_->is_special(id)) || is_byte_token(token)) return {};
   std::string text = tokenizer_->decode(ids_, skip_special_tokens_);
   if (text.size() <= prefix_text_.size() || ends_with_replacement(text) ||
       text.compare(0, prefix_text_.size(), prefix_text_) != 0) {
