@@ -2,7 +2,7 @@
 # Installs the Debian packages Seedling builds and tests with. Safe to run again: it installs only what is missing.
 set -euo pipefail
 packages=(
-  build-essential cmake ninja-build pkg-config clang-format clang-tidy
+  build-essential cmake ninja-build pkg-config clang clang-format clang-tidy xz-utils
   nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
   libcpp-httplib-dev libpcre2-dev libutf8proc-dev libhwy-dev liburing-dev libxxhash-dev
 )
