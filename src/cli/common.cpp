@@ -15,7 +15,7 @@ namespace seedling::cli {
 
 std::string default_model_dir() {
   if (const char* env = std::getenv("SEEDLING_MODEL")) return env;
-  return std::string(SEEDLING_SOURCE_DIR) + "/models/default";
+  return std::string(SEEDLING_SOURCE_DIR) + "/models/seedling-demo-moe";
 }
 
 void add_model_flags(CLI::App* cmd, ModelFlags* f) {
