@@ -1,4 +1,5 @@
 # Seedling: the two commands of the README, and a few more for developers.
+SHELL := /bin/bash
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
@@ -12,9 +13,9 @@ build: setup
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
-# Generates a completion with the bundled default model.
+# Completes a Python prompt with the bundled default model (models/seedling-demo-moe).
 run: build
-	./$(BUILD)/seedling run -n 24
+	./$(BUILD)/seedling run -p $$'def fibonacci(n):\n' -n 48
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

@@ -1,9 +1,19 @@
-// cli/cmd_run.cpp - `seedling run`: generate from a prompt of ids (text prompts come with the tokenizer).
-#include <cstdio>
+// cli/cmd_run.cpp - `seedling run`: generate from a text prompt (raw or through the chat template) or from ids.
+//
+// The answer goes to stdout as it is generated; a <think> block goes to stderr (dimmed on a terminal), so a pipe
+// gets the answer alone. With --print-ids the last line of stdout is the generated ids, comma-separated.
+#include <unistd.h>
 
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+
+#include "chat/chat_session.h"
+#include "chat/text_output.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "engine/generate.h"
+#include "tokenizer/tokenizer.h"
 
 namespace seedling::cli {
 
@@ -12,7 +22,11 @@ struct RunFlags {
   ModelFlags model;
   std::string prompt;
   std::string ids;
-  int n = 32;
+  bool chat = false;
+  std::string system;
+  bool no_think = false;
+  std::vector<std::string> stop;
+  int n = 64;
   float temp = 0.0f;
   int top_k = 0;
   float top_p = 1.0f;
@@ -23,29 +37,71 @@ struct RunFlags {
   bool ignore_eos = false;
 };
 
+void write(FILE* fp, const std::string& s) {
+  if (s.empty()) return;
+  std::fwrite(s.data(), 1, s.size(), fp);
+  std::fflush(fp);
+}
+
 int run(const RunFlags& f) {
   if (f.prompt.empty() == f.ids.empty()) fail("run: give exactly one of -p TEXT or --ids 1,2,3");
-  if (!f.prompt.empty()) fail("run: -p needs the tokenizer, which this build does not have yet; use --ids");
-  const std::vector<int32_t> prompt = parse_ids(f.ids, "--ids");
   auto model = load_model(f.model);
-  EngineOptions eo;
-  eo.max_context = f.model.ctx;
-  Engine engine(*model, eo);
+  const bool has_tokenizer = std::filesystem::exists(std::filesystem::path(model->dir()) / "tokenizer.json");
+  std::optional<Tokenizer> tok;
+  if (has_tokenizer) tok = Tokenizer::from_file(find_tokenizer_file(model->dir()));
+  if (!f.prompt.empty() && !tok) fail("{}: no tokenizer.json, so -p cannot be used; give --ids", model->dir());
+  if (f.chat && f.prompt.empty()) fail("run: --chat needs -p TEXT");
+
   GenerateOptions go;
   go.max_new_tokens = f.n;
   go.sampling = {f.temp, f.top_k, f.top_p, f.min_p, f.repeat_penalty, f.seed};
-  if (!f.ignore_eos) go.stop_ids = model->config().eos_token_ids;
+  std::vector<int32_t> prompt;
+  std::string prompt_text;
+  if (f.chat) {
+    ChatSession session(model->dir(), *tok);
+    if (!f.system.empty()) session.set_system(f.system);
+    if (f.no_think) session.template_kwargs()["enable_thinking"] = false;
+    session.add("user", f.prompt);
+    prompt_text = session.render_prompt();
+    prompt = tok->encode(prompt_text, false);
+    go.stop_ids = session.stop_ids(model->config());
+  } else if (!f.prompt.empty()) {
+    prompt_text = f.prompt;
+    prompt = tok->encode(f.prompt, true);
+    go.stop_ids = model->config().eos_token_ids;
+  } else {
+    prompt = parse_ids(f.ids, "--ids");
+    go.stop_ids = model->config().eos_token_ids;
+  }
+  if (f.ignore_eos) go.stop_ids.clear();
+  if (!f.chat && !f.prompt.empty()) write(stdout, f.prompt);  // a raw prompt is echoed, the completion follows it
+
+  EngineOptions eo;
+  eo.max_context = f.model.ctx;
+  Engine engine(*model, eo);
+  const bool dim = isatty(STDERR_FILENO) != 0;
+  std::optional<TextOutput> out;
+  if (tok) out.emplace(*tok, f.stop, prompt_opens_reasoning(prompt_text));
+  auto show = [&](const TextOutput::Piece& p) {
+    if (!p.reasoning.empty()) write(stderr, dim ? "\x1b[2m" + p.reasoning + "\x1b[0m" : p.reasoning);
+    write(stdout, p.content);
+  };
   const GenerateResult r = generate(engine, prompt, go, [&](int32_t t) {
-    std::printf("%d ", t);
-    std::fflush(stdout);
-    return true;
+    if (!out) {
+      std::printf("%d ", t);
+      std::fflush(stdout);
+      return true;
+    }
+    show(out->push(t));
+    return !out->stopped();
   });
+  if (out) show(out->finish());
   std::printf("\n");
   if (f.print_ids) std::printf("%s\n", join_ids(r.tokens).c_str());
-  std::fprintf(stderr, "prompt: %zu tokens in %.3f s (%.1f tok/s); decode: %zu tokens in %.3f s (%.1f tok/s); stop: %s\n",
-               prompt.size(), r.prompt_seconds, double(prompt.size()) / r.prompt_seconds, r.tokens.size(),
-               r.decode_seconds, r.tokens.size() > 1 ? double(r.tokens.size() - 1) / r.decode_seconds : 0.0,
-               r.stop_reason.c_str());
+  std::fflush(stdout);
+  const double decode_rate = r.tokens.size() > 1 ? double(r.tokens.size() - 1) / r.decode_seconds : 0.0;
+  std::fprintf(stderr, "prompt: %zu tokens, %.1f tok/s; decode: %zu tokens, %.1f tok/s; stop: %s\n", prompt.size(),
+               double(prompt.size()) / r.prompt_seconds, r.tokens.size(), decode_rate, r.stop_reason.c_str());
   return 0;
 }
 }  // namespace
@@ -56,6 +112,10 @@ void add_run(CLI::App& app, int* status) {
   add_model_flags(cmd, &f->model);
   cmd->add_option("-p,--prompt", f->prompt, "prompt text");
   cmd->add_option("--ids", f->ids, "prompt as comma-separated token ids");
+  cmd->add_flag("--chat", f->chat, "wrap the prompt as a user message in the model's chat template");
+  cmd->add_option("--system", f->system, "system message (with --chat)");
+  cmd->add_flag("--no-think", f->no_think, "pass enable_thinking=false to the chat template");
+  cmd->add_option("--stop", f->stop, "stop when this text appears (repeatable); it is not printed");
   cmd->add_option("-n,--n-predict", f->n, "tokens to generate")->check(CLI::PositiveNumber);
   cmd->add_option("--temp", f->temp, "temperature; 0 is greedy")->check(CLI::NonNegativeNumber);
   cmd->add_option("--top-k", f->top_k, "keep the k most likely tokens (0: off)")->check(CLI::NonNegativeNumber);

@@ -23,6 +23,8 @@ void add_model_flags(CLI::App* cmd, ModelFlags* f);
 // Sets the thread count and loads the model named by -m (or the default model).
 std::unique_ptr<Model> load_model(const ModelFlags& f);
 std::string default_model_dir();
+// The model folder -m names, or the default model's.
+std::string model_dir(const ModelFlags& f);
 
 // "1,2,3" -> ids; an Error naming the flag on anything that is not a comma-separated list of integers.
 std::vector<int32_t> parse_ids(const std::string& text, const char* flag);
@@ -38,5 +40,9 @@ void add_logits(CLI::App& app, int* status);
 void add_info(CLI::App& app, int* status);
 void add_bench(CLI::App& app, int* status);
 void add_synth(CLI::App& app, int* status);
+void add_chat(CLI::App& app, int* status);
+void add_tokenize(CLI::App& app, int* status);
+void add_detokenize(CLI::App& app, int* status);
+void add_perplexity(CLI::App& app, int* status);
 
 }  // namespace seedling::cli

@@ -24,13 +24,15 @@ void add_model_flags(CLI::App* cmd, ModelFlags* f) {
   cmd->add_option("--ctx", f->ctx, "context limit in positions (default: the model's)")->check(CLI::NonNegativeNumber);
 }
 
+std::string model_dir(const ModelFlags& f) {
+  const std::string dir = f.model.empty() ? default_model_dir() : f.model;
+  if (f.model.empty() && !std::filesystem::exists(dir)) fail("no -m given and the default model {} is missing", dir);
+  return dir;
+}
+
 std::unique_ptr<Model> load_model(const ModelFlags& f) {
   if (f.threads > 0) ThreadPool::set_global_threads(f.threads);
-  std::string dir = f.model.empty() ? default_model_dir() : f.model;
-  if (f.model.empty() && !std::filesystem::exists(dir)) {
-    fail("no -m given and the default model {} is missing", dir);
-  }
-  return Model::load(dir);
+  return Model::load(model_dir(f));
 }
 
 std::vector<int32_t> parse_ids(const std::string& text, const char* flag) {

@@ -14,6 +14,10 @@ int main(int argc, char** argv) {
   seedling::cli::add_info(app, &status);
   seedling::cli::add_bench(app, &status);
   seedling::cli::add_synth(app, &status);
+  seedling::cli::add_chat(app, &status);
+  seedling::cli::add_tokenize(app, &status);
+  seedling::cli::add_detokenize(app, &status);
+  seedling::cli::add_perplexity(app, &status);
   try {
     app.parse(argc, argv);  // the chosen subcommand runs inside parse, as its callback
   } catch (const CLI::ParseError& e) {

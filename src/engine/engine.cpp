@@ -32,6 +32,12 @@ const KvCache& Engine::kv(int seq) const {
 
 int Engine::length(int seq) const { return kv(seq).length; }
 
+void Engine::truncate(int seq, int n) {
+  KvCache& kv = cache(seq);
+  SEEDLING_CHECK(n >= 0 && n <= kv.length, "truncate sequence {} to {} of {}", seq, n, kv.length);
+  kv.length = n;
+}
+
 size_t Engine::kv_bytes() const {
   size_t n = 0;
   for (const auto& [id, kv] : seqs_) n += kv->bytes();

@@ -35,6 +35,8 @@ class Engine {
   int add_sequence();
   void remove_sequence(int seq);
   int length(int seq) const;
+  // Forgets positions [n, length): the next step overwrites them (reuse of a shared prompt prefix).
+  void truncate(int seq, int n);
   const KvCache& kv(int seq) const;
   size_t kv_bytes() const;
   int max_context() const { return options_.max_context; }

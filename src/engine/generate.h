@@ -26,7 +26,14 @@ struct GenerateResult {
 };
 
 // on_token is called with each generated id; returning false stops generation.
+// This form runs on a fresh sequence that is freed at the end.
 GenerateResult generate(Engine& engine, std::span<const int32_t> prompt, const GenerateOptions& options,
                         const std::function<bool(int32_t)>& on_token = {});
+
+// Continues sequence `seq`: feeds `prompt` (the tokens after what the sequence already holds), then generates.
+// `context` holds every id the sequence has seen (for the repetition penalty) and gets the generated ids appended.
+// On return the sequence holds every generated id but the last, which was sampled and never fed.
+GenerateResult generate_on(Engine& engine, int seq, std::span<const int32_t> prompt, const GenerateOptions& options,
+                           const std::function<bool(int32_t)>& on_token, std::vector<int32_t>& context);
 
 }  // namespace seedling
