@@ -4,7 +4,6 @@
 // bandwidth is a multithreaded streaming read of a 1 GiB buffer, measured between the timed arms (A B A B ...),
 // and the report gives decode GB/s as a fraction of it. Times are medians over --repeats, with min and max.
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <numeric>
 #include <random>
@@ -13,6 +12,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/sampler.h"
+#include "ops/matmul.h"
 
 namespace seedling::cli {
 
@@ -24,27 +24,12 @@ struct BenchFlags {
   int repeats = 3;
 };
 
-// Streaming read of `buf` with every thread of the pool; returns GB/s.
-double read_bandwidth(const std::vector<uint64_t>& buf) {
-  ThreadPool& pool = ThreadPool::global();
-  std::atomic<uint64_t> total{0};
+// Streaming read of `buf` with every thread of the pool (SIMD loads, four accumulators); returns GB/s.
+double read_bandwidth(const std::vector<float>& buf) {
   const double t0 = now_seconds();
-  pool.parallel_for(buf.size(), 1 << 16, [&](size_t b, size_t e) {
-    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    size_t i = b;
-    for (; i + 4 <= e; i += 4) {
-      s0 += buf[i];
-      s1 += buf[i + 1];
-      s2 += buf[i + 2];
-      s3 += buf[i + 3];
-    }
-    for (; i < e; ++i) s0 += buf[i];
-    total += s0 + s1 + s2 + s3;
-  });
-  const double dt = now_seconds() - t0;
-  volatile uint64_t sink = total.load();
+  volatile float sink = ops::stream_read(buf.data(), int64_t(buf.size()));
   (void)sink;
-  return double(buf.size() * sizeof(uint64_t)) / dt / 1e9;
+  return double(buf.size() * sizeof(float)) / (now_seconds() - t0) / 1e9;
 }
 
 struct Stat {
@@ -75,11 +60,11 @@ int run(const BenchFlags& f) {
   for (auto& t : prompt) t = int32_t(rng() % uint32_t(c.vocab_size));
   std::fprintf(stderr, "bench: touching %.2f GB of weights...\n", double(sizes.total_params) * 2 / 1e9);
   touch_weights(model->checkpoint());
-  std::vector<uint64_t> buf((size_t(1) << 30) / sizeof(uint64_t));
-  std::iota(buf.begin(), buf.end(), uint64_t(1));
+  std::vector<float> buf((size_t(1) << 30) / sizeof(float), 1.0f);
   read_bandwidth(buf);  // warm
 
   std::vector<double> bw, prefill, decode;
+  size_t kv_bytes = 0;
   for (int r = 0; r < f.repeats; ++r) {
     bw.push_back(read_bandwidth(buf));
     const int seq = engine.add_sequence();
@@ -98,6 +83,7 @@ int run(const BenchFlags& f) {
     }
     const double t3 = now_seconds();
     decode.push_back(double(f.decode_tokens) / (t3 - t2));
+    kv_bytes = engine.kv_bytes();
     engine.remove_sequence(seq);
   }
   const Stat b = stat(bw), p = stat(prefill), d = stat(decode);
@@ -113,7 +99,7 @@ int run(const BenchFlags& f) {
   std::printf("bytes per token: %.1f MB; decode reads %.2f GB/s = %.1f%% of the measured read bandwidth\n",
               bytes / 1e6, gbs, 100.0 * gbs / b.median);
   std::printf("ceiling at this bandwidth: %.2f tok/s\n", b.median * 1e9 / bytes);
-  std::printf("peak RSS: %.2f GB; KV cache: %.2f MB\n", double(peak_rss_bytes()) / 1e9, double(engine.kv_bytes()) / 1e6);
+  std::printf("peak RSS: %.2f GB; KV cache: %.2f MB\n", double(peak_rss_bytes()) / 1e9, double(kv_bytes) / 1e6);
   return 0;
 }
 }  // namespace

@@ -20,6 +20,10 @@ float dot(const float* a, const float* b, int64_t n);
 // y[k] += s * x[k]; for attention's weighted sum of values.
 void axpy(float s, const float* x, float* y, int64_t n);
 
+// Sum of n floats read once, front to back, by every thread of the pool: the streaming-read ceiling that decode
+// speed is reported against (bench). Four accumulators per thread keep the loads, not the adds, the limit.
+float stream_read(const float* x, int64_t n);
+
 namespace ref {
 void matmul(const float* x, int64_t m, const Matrix& w, float* y);
 }  // namespace ref

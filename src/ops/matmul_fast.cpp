@@ -9,6 +9,9 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include <atomic>
+#include <vector>
+
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "ops/matmul.h"
@@ -135,6 +138,22 @@ void Axpy(float s, const float* x, float* y, int64_t n) {
   for (int64_t k = n_vec; k < n; ++k) y[k] = std::fma(s, x[k], y[k]);
 }
 
+float StreamSum(const float* x, int64_t n) {
+  const DF df;
+  const int64_t L = int64_t(hn::Lanes(df));
+  VF a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0;
+  int64_t k = 0;
+  for (; k + 4 * L <= n; k += 4 * L) {
+    a0 = hn::Add(a0, hn::LoadU(df, x + k));
+    a1 = hn::Add(a1, hn::LoadU(df, x + k + L));
+    a2 = hn::Add(a2, hn::LoadU(df, x + k + 2 * L));
+    a3 = hn::Add(a3, hn::LoadU(df, x + k + 3 * L));
+  }
+  float s = hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+  for (; k < n; ++k) s += x[k];
+  return s;
+}
+
 }  // namespace seedling::ops::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -143,6 +162,7 @@ namespace seedling::ops {
 HWY_EXPORT(MatmulRange);
 HWY_EXPORT(Dot);
 HWY_EXPORT(Axpy);
+HWY_EXPORT(StreamSum);
 
 void matmul(const float* x, int64_t m, const Matrix& w, float* y) {
   if (m <= 0 || w.rows <= 0) return;
@@ -155,6 +175,18 @@ void matmul(const float* x, int64_t m, const Matrix& w, float* y) {
 }
 
 float dot(const float* a, const float* b, int64_t n) { return HWY_DYNAMIC_DISPATCH(Dot)(a, b, n); }
+
+float stream_read(const float* x, int64_t n) {
+  ThreadPool& pool = ThreadPool::global();
+  std::vector<float> partial(size_t(pool.size()) + 1, 0.0f);
+  std::atomic<int> slot{0};
+  pool.parallel_for(size_t(n), size_t(1) << 16, [&](size_t b, size_t e) {
+    partial[size_t(slot++)] = HWY_DYNAMIC_DISPATCH(StreamSum)(x + b, int64_t(e - b));
+  });
+  float s = 0;
+  for (float p : partial) s += p;
+  return s;
+}
 void axpy(float s, const float* x, float* y, int64_t n) { HWY_DYNAMIC_DISPATCH(Axpy)(s, x, y, n); }
 
 }  // namespace seedling::ops
