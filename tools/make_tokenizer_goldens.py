@@ -422,11 +422,11 @@ def make_variants(bl: Tokenizer, ms: Tokenizer) -> dict[str, Tokenizer]:
 
     t = without(bl, "normalizer")
     t.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    t.post_processor = processors.RobertaProcessing(sep=("<|im_end|>", im_end), cls=("<|im_start|>", im_start))
+    t.post_processor = processors.RobertaProcessing(("<|im_end|>", im_end), ("<|im_start|>", im_start))
     v["gpt2_roberta"] = t
 
     t = clone(bl)
-    t.post_processor = processors.BertProcessing(sep=("<|im_end|>", im_end), cls=("<|im_start|>", im_start))
+    t.post_processor = processors.BertProcessing(("<|im_end|>", im_end), ("<|im_start|>", im_start))
     v["bytelevel_bert_processing"] = t
 
     t = without(bl, "normalizer")
