@@ -58,10 +58,25 @@ class OurBench:
             )
         self.timeout_s = timeout_s
         self.calls = 0
+        self.has_print_ids = True  # cleared by probe() for an old binary without --print-ids
+
+    def probe(self, tokenizer: Path, work: Path) -> None:
+        f = work / "probe_print_ids.txt"
+        f.write_bytes(b"hello world\n")
+        r = self.run(tokenizer, f, print_ids=True)
+        if not r["ok"]:
+            r2 = self.run(tokenizer, f, print_ids=False)
+            if r2["ok"]:
+                self.has_print_ids = False
+                log("WARNING: the binary has no --print-ids (rebuild bench/tokenizer_bench.cpp); comparing by id count"
+                    " and FNV-1a hash only")
+            else:
+                log(f"WARNING: the binary fails on a tiny probe: {r['error'][:300]} / {r2['error'][:300]}")
 
     def run(self, tokenizer: Path, text_file: Path, print_ids: bool = True) -> dict:
         """Returns {"ok": bool, "ids": [...] or None, "count": int, "hash": str, "error": str}."""
         self.calls += 1
+        print_ids = print_ids and self.has_print_ids
         cmd = [str(self.binary)] + (["--print-ids"] if print_ids else []) + [str(tokenizer), str(text_file), "1"]
         try:
             p = subprocess.run(cmd, env=self.env, capture_output=True, timeout=self.timeout_s)
@@ -117,10 +132,15 @@ class Checker:
         self.n += 1
         f = self.work / "probe.txt"
         f.write_bytes(text.encode("utf-8"))  # binary: \r\n stays \r\n
-        hf = self.hf_encode(text)
+        hf = list(self.hf_encode(text))
         ours = self.ours.run(self.tok_path, f, print_ids=True)
         if not ours["ok"]:
             return {"mismatch": True, "hf": hf, "ours": None, "error": ours["error"]}
+        if ours["ids"] is None:  # old binary: count and hash only
+            import make_tokenizer_goldens as g
+
+            same = len(hf) == ours["count"] and g.fnv1a64_ids(hf) == ours["hash"]
+            return {"mismatch": not same, "hf": hf, "ours": None, "error": None}
         return {"mismatch": hf != ours["ids"], "hf": hf, "ours": ours["ids"], "error": None}
 
     def fails(self, text: str) -> bool:
@@ -274,6 +294,25 @@ def merges_info(tok_json: str) -> dict:
             "tokens_with_several_merges": multi, "vocab": len(vocab)}
 
 
+COMMITTED = TOOLS.parent / "tests" / "data" / "tokenizer"
+
+
+def same_as_committed(name: str, tok_json: str):
+    """Whether the fresh tokenizer equals tests/data/tokenizer/trained/NAME.json.xz (None when not readable)."""
+    try:
+        committed = json.loads(lzma.decompress((COMMITTED / "trained" / f"{name}.json.xz").read_bytes()))
+        return committed == json.loads(tok_json)
+    except Exception:
+        return None
+
+
+def committed_bench_ids(name: str):
+    try:
+        return json.loads((COMMITTED / "bench.json").read_text())["results"][name]["whole_tokens"]
+    except Exception:
+        return None
+
+
 def check_tokenizer(name: str, rnd: int, tok, text: str, corpus_file: Path, ours: OurBench, work: Path,
                     found_dir: Path, deadline_bisect: float) -> dict:
     tok_json = tok.to_str()
@@ -281,11 +320,14 @@ def check_tokenizer(name: str, rnd: int, tok, text: str, corpus_file: Path, ours
     tok_path = work / f"r{rnd:02d}_{name}.json"
     tok_path.write_text(tok_json, encoding="utf-8")
     info = {"round": rnd, "name": name, "sha1": digest, **merges_info(tok_json)}
+    info["same_as_committed"] = same_as_committed(name, tok_json)
     t0 = time.time()
     enc = tok.encode(text, add_special_tokens=False)
     hf_ids = list(enc.ids)
     info["hf_seconds"] = round(time.time() - t0, 2)
     info["hf_ids"] = len(hf_ids)
+    if rnd == 0 and name == "metaspace_bpe":
+        ours.probe(tok_path, work)
     r = ours.run(tok_path, corpus_file, print_ids=True)
     if not r["ok"]:
         info["ours_error"] = r["error"]
@@ -301,10 +343,16 @@ def check_tokenizer(name: str, rnd: int, tok, text: str, corpus_file: Path, ours
             info["hf_hash"], info["ours_hash"] = g.fnv1a64_ids(hf_ids), r["hash"]
         except Exception:
             pass
-    match = ours_ids is not None and ours_ids == hf_ids
+    if ours_ids is None and r["ok"]:  # old binary without --print-ids
+        match = r["count"] == len(hf_ids) and info.get("hf_hash") == r["hash"]
+    else:
+        match = ours_ids is not None and ours_ids == hf_ids
     info["match"] = match
+    info["committed_bench_ids"] = committed_bench_ids(name)
     log(f"round {rnd} {name} [{digest}]: HF {len(hf_ids)} ids, ours {info.get('ours_ids')}, "
-        f"{'MATCH' if match else 'MISMATCH'}; duplicate merges {info['n_duplicate_merges']}")
+        f"{'MATCH' if match else 'MISMATCH'}; duplicate merges {info['n_duplicate_merges']}; "
+        f"same as committed tokenizer: {info['same_as_committed']} "
+        f"(committed bench.json: {info['committed_bench_ids']} ids)")
     if info["n_duplicate_merges"]:
         log(f"  duplicate merges (pair, first rank, later rank): {info['duplicate_merges'][:5]}")
         keep = found_dir / f"dupmerges_r{rnd:02d}_{name}.json.xz"
@@ -322,7 +370,7 @@ def check_tokenizer(name: str, rnd: int, tok, text: str, corpus_file: Path, ours
     lines = split_lines(text)
     window = None
     try:
-        if ours_ids is not None:
+        if ours_ids is not None and ours_ids:
             i = first_diff(hf_ids, ours_ids)
             info["first_diff_index"] = i
             j = min(i, len(enc.offsets) - 1)

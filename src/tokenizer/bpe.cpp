@@ -78,7 +78,9 @@ BpeModel::BpeModel(const Json& model, const JsonContext& ctx) {
     int32_t im = token_to_id(merged);
     if (im < 0) fail("{}.merges[{}]: the merged token {:?} is not in the vocab", ctx.where(), rank, merged);
     uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(ia)) << 32) | static_cast<uint32_t>(ib);
-    merges_.emplace(key, std::make_pair(static_cast<int32_t>(rank), im));  // first (lowest) rank wins
+    // A pair listed twice keeps its last rank: HF collects the merges into a HashMap, where a later entry
+    // overwrites an earlier one.
+    merges_.insert_or_assign(key, std::make_pair(static_cast<int32_t>(rank), im));
   }
 }
 

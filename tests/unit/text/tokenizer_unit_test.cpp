@@ -83,6 +83,18 @@ TEST(TokenizerByteLevel, MergesApplyByRankAndRoundTrip) {
   EXPECT_EQ(tk.vocab_size(), 21u);
 }
 
+// A merge listed twice: HF builds its merge map with HashMap::collect, so the later rank overwrites the earlier.
+// Here "a b" ranks 2 (not 0), below "b c" (rank 1), so "abc" is a + bc, not ab + c.
+TEST(TokenizerBpe, DuplicateMergeKeepsItsLastRank) {
+  const char* json = R"({"added_tokens": [], "normalizer": null, "pre_tokenizer": null, "decoder": null,
+    "post_processor": null,
+    "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2, "ab": 3, "bc": 4},
+      "merges": [["a", "b"], ["b", "c"], ["a", "b"]]}})";
+  Tokenizer tk = Tokenizer::from_json(json, "inline.json");
+  EXPECT_EQ(tk.encode("abc", false), (std::vector<int32_t>{0, 4}));
+  EXPECT_EQ(tk.encode("abab", false), (std::vector<int32_t>{3, 3}));
+}
+
 TEST(TokenizerMetaspace, ByteFallbackSpellsUnknownCharsAsBytes) {
   Tokenizer tk = Tokenizer::from_json(metaspace_json(), "inline.json");
   // "a€": ▁a, then € = E2 82 AC as byte tokens.
