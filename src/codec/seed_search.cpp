@@ -1,0 +1,378 @@
+// codec/seed_search.cpp - the scalar reference search and the fast one: Highway SIMD with one seed per lane,
+// threads over blocks, runtime dispatch to the best target of this CPU.
+//
+// The fast search builds, per distinct energy vector h of a column of blocks, a table over all seeds of U, float(S)
+// and the Cholesky factor (the same scalar expressions as the reference, seed_search_detail.h), then scores chunks of
+// seeds against small batches of blocks. Every lane computes the reference's float expressions in the reference's
+// order (explicit Mul and Add, never fused), and keeps its first strict minimum, so the lane-wise winners reduce to
+// the reference's (lowest seed, then first candidate). The winner's q and e are recomputed by the scalar code and
+// checked against the lane's error.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "codec/seed_search.cpp"
+#include "codec/seed_search.h"
+
+#include <hwy/aligned_allocator.h>
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "codec/seed_search_detail.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+
+#ifndef SEEDLING_SEED_SEARCH_TABLE
+#define SEEDLING_SEED_SEARCH_TABLE
+namespace seedling::seed::detail {
+// Per-seed data for one energy vector, structure of arrays: entry k of seed index i (seed i + 1) at [k * n + i].
+struct SeedTable {
+  int C = 0, P = 0;
+  size_t n = 0;             // seeds padded to a multiple of 64
+  std::vector<float> U;     // C*P entries
+  std::vector<float> Sf;    // C*P entries
+  std::vector<float> L;     // P(P+1)/2 entries; 1 for invalid seeds
+  std::vector<int32_t> ok;  // -1 valid, 0 invalid (factor failed, seed beyond n_seeds, padding)
+};
+// Per block: the winning seed index i and candidate (id = i * 4 + cand), or -1 when no seed scored finite.
+using FastSearchFn = void (*)(const SeedTable& tab, const float* const* xs, const float* h, int32_t lo, int32_t hi,
+                              size_t nblocks, size_t nseed_vecs_limit, int32_t* ids);
+}  // namespace seedling::seed::detail
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace seedling::seed::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using DF = hn::ScalableTag<float>;
+using DI = hn::RebindToSigned<DF>;
+using VF = hn::Vec<DF>;
+using VI = hn::Vec<DI>;
+
+HWY_INLINE VF Pow2(DF df, VI e) {
+  return hn::BitCast(df, hn::ShiftLeft<23>(hn::Add(e, hn::Set(DI(), 127))));
+}
+
+HWY_INLINE VF RoundBf16(DF df, VF w) {
+  const hn::RebindToUnsigned<DF> du;
+  auto u = hn::BitCast(du, w);
+  const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
+  u = hn::And(hn::Add(hn::Add(u, hn::Set(du, 0x7FFFu)), lsb), hn::Set(du, 0xFFFF0000u));
+  return hn::BitCast(df, u);
+}
+
+HWY_INLINE VI ExponentField(DI di, VF f) {
+  return hn::And(hn::ShiftRight<23>(hn::BitCast(di, f)), hn::Set(di, 0xFF));
+}
+
+template <int C, int P>
+void SearchBlocksT(const detail::SeedTable& tab, const float* const* xs, const float* h, int32_t lo, int32_t hi,
+                   size_t nblocks, size_t nvecs, int32_t* ids) {
+  const DF df;
+  const DI di;
+  const size_t N = hn::Lanes(df);
+  constexpr int kBatch = 8;
+  const size_t n = tab.n;
+  const size_t chunk_vecs = std::max<size_t>(1, 512 / N);
+  float hx[kBatch][C];
+  auto best_err = hwy::AllocateAligned<float>(kBatch * N);
+  auto best_id = hwy::AllocateAligned<int32_t>(kBatch * N);
+  const VI vlo = hn::Set(di, lo), vhi = hn::Set(di, hi), one = hn::Set(di, 1);
+  const VF kr32 = hn::Set(df, kR32), m8 = hn::Set(df, -8.0f), p7 = hn::Set(df, 7.0f);
+  for (size_t b0 = 0; b0 < nblocks; b0 += kBatch) {
+    const size_t nb = std::min<size_t>(kBatch, nblocks - b0);
+    for (size_t b = 0; b < nb; ++b) {
+      for (int c = 0; c < C; ++c) hx[b][c] = h[c] * xs[b0 + b][c];
+      hn::Store(hn::Set(df, INFINITY), df, best_err.get() + b * N);
+      hn::Store(hn::Set(di, -1), di, best_id.get() + b * N);
+    }
+    for (size_t v0 = 0; v0 < nvecs; v0 += chunk_vecs) {
+      const size_t v1 = std::min(nvecs, v0 + chunk_vecs);
+      for (size_t b = 0; b < nb; ++b) {
+        const float* x = xs[b0 + b];
+        VF be = hn::Load(df, best_err.get() + b * N);
+        VI bi = hn::Load(di, best_id.get() + b * N);
+        for (size_t v = v0; v < v1; ++v) {
+          const size_t i0 = v * N;
+          VF bv[P], y[P], t[P];
+          for (int p = 0; p < P; ++p) {
+            VF s = hn::Zero(df);
+            for (int c = 0; c < C; ++c)
+              s = hn::Add(s, hn::Mul(hn::LoadU(df, tab.U.data() + size_t(c * P + p) * n + i0), hn::Set(df, hx[b][c])));
+            bv[p] = s;
+          }
+          auto Lk = [&](int i, int j) { return hn::LoadU(df, tab.L.data() + size_t(detail::tri(i, j)) * n + i0); };
+          for (int i = 0; i < P; ++i) {
+            VF s = bv[i];
+            for (int k = 0; k < i; ++k) s = hn::Sub(s, hn::Mul(Lk(i, k), y[k]));
+            y[i] = hn::Div(s, Lk(i, i));
+          }
+          for (int i = P - 1; i >= 0; --i) {
+            VF s = y[i];
+            for (int k = i + 1; k < P; ++k) s = hn::Sub(s, hn::Mul(Lk(k, i), t[k]));
+            t[i] = hn::Div(s, Lk(i, i));
+          }
+          auto valid = hn::Ne(hn::LoadU(di, tab.ok.data() + i0), hn::Zero(di));
+          VF m = hn::Zero(df);
+          for (int p = 0; p < P; ++p) {
+            valid = hn::And(valid, hn::Ne(ExponentField(di, t[p]), hn::Set(di, 255)));
+            m = hn::Max(m, hn::Abs(t[p]));
+          }
+          const VI field = ExponentField(di, m);
+          VI e0 = hn::IfThenElse(hn::Eq(field, hn::Zero(di)), vlo, hn::Sub(field, hn::Set(di, 129)));
+          e0 = hn::Min(hn::Max(e0, vlo), vhi);
+          const VI cands[3] = {e0, hn::Max(hn::Sub(e0, one), vlo), hn::Min(hn::Add(e0, one), vhi)};
+          const VI id0 = hn::ShiftLeft<2>(hn::Iota(di, int32_t(i0)));
+          for (int ci = 0; ci < 3; ++ci) {
+            const VF inv = Pow2(df, hn::Neg(cands[ci]));
+            const VF scale = hn::Mul(kr32, Pow2(df, cands[ci]));
+            VF q[P];
+            for (int p = 0; p < P; ++p) q[p] = hn::Min(hn::Max(hn::Round(hn::Mul(t[p], inv)), m8), p7);
+            VF err = hn::Zero(df);
+            for (int c = 0; c < C; ++c) {
+              VF isum = hn::Zero(df);
+              for (int p = 0; p < P; ++p)
+                isum = hn::Add(isum, hn::Mul(hn::LoadU(df, tab.Sf.data() + size_t(c * P + p) * n + i0), q[p]));
+              const VF d = hn::Sub(hn::Set(df, x[c]), RoundBf16(df, hn::Mul(isum, scale)));
+              err = hn::Add(err, hn::Mul(hn::Mul(hn::Set(df, h[c]), d), d));
+            }
+            // Invalid lanes never win; the reference skips them.
+            err = hn::IfThenElse(hn::RebindMask(df, valid), err, hn::Set(df, INFINITY));
+            const auto lt = hn::Lt(err, be);
+            be = hn::IfThenElse(lt, err, be);
+            bi = hn::IfThenElse(hn::RebindMask(di, lt), hn::Add(id0, hn::Set(di, ci)), bi);
+          }
+        }
+        hn::Store(be, df, best_err.get() + b * N);
+        hn::Store(bi, di, best_id.get() + b * N);
+      }
+    }
+    for (size_t b = 0; b < nb; ++b) {
+      float e = INFINITY;
+      int32_t id = -1;
+      for (size_t l = 0; l < N; ++l) {
+        const float le = best_err[b * N + l];
+        const int32_t li = best_id[b * N + l];
+        if (li < 0) continue;
+        if (id < 0 || le < e || (le == e && li < id)) {
+          e = le;
+          id = li;
+        }
+      }
+      ids[b0 + b] = id;
+    }
+  }
+}
+
+void SearchBlocks(const detail::SeedTable& tab, const float* const* xs, const float* h, int32_t lo, int32_t hi,
+                  size_t nblocks, size_t nvecs_limit, int32_t* ids) {
+  const size_t N = hn::Lanes(DF());
+  const size_t nvecs = std::min(tab.n / N, nvecs_limit == 0 ? tab.n / N : (nvecs_limit + N - 1) / N);
+  if (tab.C == 8 && tab.P == 3) return SearchBlocksT<8, 3>(tab, xs, h, lo, hi, nblocks, nvecs, ids);
+  if (tab.C == 8 && tab.P == 4) return SearchBlocksT<8, 4>(tab, xs, h, lo, hi, nblocks, nvecs, ids);
+  if (tab.C == 12 && tab.P == 4) return SearchBlocksT<12, 4>(tab, xs, h, lo, hi, nblocks, nvecs, ids);
+  SEEDLING_CHECK(false, "no fast search for C = {}, P = {}", tab.C, tab.P);
+}
+
+}  // namespace seedling::seed::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace seedling::seed {
+HWY_EXPORT(SearchBlocks);
+
+int32_t choose_exp_bias(SeedTier t, const float* w, int64_t rows, int64_t cols) {
+  int E = INT32_MIN;
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    if (!std::isfinite(w[i])) fail("seed search: weight {} (row {}, col {}) is not finite", i, i / cols, i % cols);
+    const int field = detail::float_exponent_field(w[i]);
+    if (field != 0) E = std::max(E, field - 127);
+  }
+  (void)t;  // the same rule for every tier: |t| up to 8 * 2^E fits the top code
+  if (E == INT32_MIN) return -15;
+  return std::min(std::max(E - 15, kMinExponent), kMaxExponent - 15);
+}
+
+SeedBlock search_block_ref(SeedTier t, const float* x, const float* h, int32_t exp_bias, uint32_t n_seeds) {
+  const SeedTierSpec sp = seed_tier_spec(t);
+  const int C = sp.block, P = sp.coefs;
+  float hx[kMaxBlock];
+  for (int c = 0; c < C; ++c) hx[c] = h[c] * x[c];
+  const int lo = exp_bias, hi = exp_bias + 15;
+  int32_t S[kMaxStates];
+  float U[kMaxStates], Sf[kMaxStates], L[10];
+  SeedBlock best;
+  best.code = 0;
+  float best_err = INFINITY;
+  for (uint32_t s = 1; s <= n_seeds; ++s) {
+    expand_seed(t, uint16_t(s), S);
+    for (int k = 0; k < C * P; ++k) {
+      Sf[k] = float(S[k]);
+      U[k] = Sf[k] * kR32;
+    }
+    if (!detail::gram_cholesky(C, P, U, h, L)) continue;
+    const detail::SeedScore sc = detail::score_seed(C, P, U, Sf, L, x, h, hx, lo, hi);
+    if (sc.err < best_err) {
+      best_err = sc.err;
+      best.seed = uint16_t(s);
+      for (int p = 0; p < P; ++p) best.q[p] = sc.q[p];
+      best.code = uint8_t(sc.e - lo);
+    }
+  }
+  return best;
+}
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void build_table(SeedTier t, const float* h, uint32_t n_seeds, detail::SeedTable* tab) {
+  const SeedTierSpec sp = seed_tier_spec(t);
+  const int C = sp.block, P = sp.coefs, KL = P * (P + 1) / 2;
+  tab->C = C;
+  tab->P = P;
+  tab->n = 65536;
+  tab->U.assign(size_t(C * P) * tab->n, 0.0f);
+  tab->Sf.assign(size_t(C * P) * tab->n, 0.0f);
+  tab->L.assign(size_t(KL) * tab->n, 1.0f);
+  tab->ok.assign(tab->n, 0);
+  ThreadPool::global().parallel_for(tab->n, 1024, [&](size_t i0, size_t i1) {
+    int32_t S[kMaxStates];
+    float U[kMaxStates], Sf[kMaxStates], L[10];
+    for (size_t i = i0; i < i1; ++i) {
+      const uint32_t seed = uint32_t(i) + 1;
+      if (seed > 65535 || seed > n_seeds) continue;
+      expand_seed_fast(t, uint16_t(seed), S);
+      for (int k = 0; k < C * P; ++k) {
+        Sf[k] = float(S[k]);
+        U[k] = Sf[k] * kR32;
+        tab->U[size_t(k) * tab->n + i] = U[k];
+        tab->Sf[size_t(k) * tab->n + i] = Sf[k];
+      }
+      if (!detail::gram_cholesky(C, P, U, h, L)) continue;
+      for (int k = 0; k < KL; ++k) tab->L[size_t(k) * tab->n + i] = L[k];
+      tab->ok[i] = -1;
+    }
+  });
+}
+
+}  // namespace
+
+SeedSearchResult seed_search_slice(SeedTier t, const float* w, int64_t rows, int64_t cols, const float* h,
+                                   const SeedSearchOptions& opt) {
+  const SeedTierSpec sp = seed_tier_spec(t);
+  const int C = sp.block, P = sp.coefs;
+  const SeedSliceLayout L = seed_slice_layout(t, rows, cols);
+  if (opt.n_seeds < 1 || opt.n_seeds > 65535) fail("seed search: n_seeds {} is outside 1..65535", opt.n_seeds);
+  if (h) {
+    for (int64_t c = 0; c < cols; ++c) {
+      if (!std::isfinite(h[c]) || h[c] < 0)
+        fail("seed search: activation energy h[{}] = {} is not finite >= 0", c, h[c]);
+    }
+  }
+  SeedSearchResult res;
+  res.exp_bias = choose_exp_bias(t, w, rows, cols);
+  res.blocks.assign(size_t(L.n_blocks), SeedBlock{});
+  const int lo = res.exp_bias, hi = res.exp_bias + 15;
+
+  // Blocks padded to C weights (zero weight, zero energy past the end of a row), and each column's energies.
+  const int64_t bpr = L.blocks_per_row;
+  std::vector<float> xpad(size_t(L.n_blocks) * C, 0.0f);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < cols; ++k) xpad[size_t(r * bpr + k / C) * C + size_t(k % C)] = w[r * cols + k];
+  std::vector<float> hcol(size_t(bpr) * C, 0.0f);
+  for (int64_t k = 0; k < cols; ++k) hcol[size_t(k / C) * C + size_t(k % C)] = h ? h[k] : 1.0f;
+
+  const double t0 = now_s();
+  std::atomic<int64_t> done{0};
+  std::mutex progress_mu;
+  double last_report = t0;
+  auto report = [&](bool final) {
+    if (!opt.progress) return;
+    std::lock_guard<std::mutex> lock(progress_mu);
+    const double now = now_s();
+    if (!final && now - last_report < opt.progress_interval_s) return;
+    last_report = now;
+    SeedSearchProgress pr;
+    pr.blocks_done = done.load();
+    pr.blocks_total = L.n_blocks;
+    pr.seconds = now - t0;
+    pr.blocks_per_s = pr.seconds > 0 ? double(pr.blocks_done) / pr.seconds : 0;
+    pr.eta_s = pr.blocks_per_s > 0 ? double(pr.blocks_total - pr.blocks_done) / pr.blocks_per_s : 0;
+    opt.progress(pr);
+  };
+
+  if (opt.use_reference) {
+    for (int64_t i = 0; i < L.n_blocks; ++i) {
+      res.blocks[size_t(i)] =
+          search_block_ref(t, &xpad[size_t(i) * C], &hcol[size_t(i % bpr) * C], res.exp_bias, opt.n_seeds);
+      done.fetch_add(1);
+      report(false);
+    }
+    report(true);
+    return res;
+  }
+
+  // Columns of blocks with equal energy vectors share one table (unweighted: all full columns, plus a partial one).
+  std::map<std::vector<float>, std::vector<int64_t>> groups;
+  for (int64_t j = 0; j < bpr; ++j) {
+    groups[std::vector<float>(hcol.begin() + j * C, hcol.begin() + (j + 1) * C)].push_back(j);
+  }
+  detail::SeedTable tab;
+  for (const auto& [hv, colsj] : groups) {
+    build_table(t, hv.data(), opt.n_seeds, &tab);
+    std::vector<int64_t> blocks;
+    blocks.reserve(colsj.size() * size_t(rows));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j : colsj) blocks.push_back(r * bpr + j);
+    ThreadPool::global().parallel_for(blocks.size(), 8, [&](size_t a, size_t b) {
+      constexpr size_t kStep = 32;
+      std::vector<const float*> xs(kStep);
+      std::vector<int32_t> ids(kStep);
+      for (size_t s0 = a; s0 < b; s0 += kStep) {
+        const size_t nb = std::min(kStep, b - s0);
+        for (size_t k = 0; k < nb; ++k) xs[k] = &xpad[size_t(blocks[s0 + k]) * C];
+        HWY_DYNAMIC_DISPATCH(SearchBlocks)(tab, xs.data(), hv.data(), lo, hi, nb, opt.n_seeds, ids.data());
+        float hx[kMaxBlock];
+        for (size_t k = 0; k < nb; ++k) {
+          SeedBlock& out = res.blocks[size_t(blocks[s0 + k])];
+          if (ids[k] < 0) continue;  // no seed scored finite: the reference's default block
+          const size_t i = size_t(ids[k]) / 4;
+          const int cand = ids[k] % 4;
+          float U[kMaxStates], Sf[kMaxStates], Lf[10];
+          for (int q = 0; q < C * P; ++q) {
+            U[q] = tab.U[size_t(q) * tab.n + i];
+            Sf[q] = tab.Sf[size_t(q) * tab.n + i];
+          }
+          for (int q = 0; q < P * (P + 1) / 2; ++q) Lf[q] = tab.L[size_t(q) * tab.n + i];
+          for (int c = 0; c < C; ++c) hx[c] = hv[size_t(c)] * xs[k][c];
+          const detail::SeedScore sc = detail::score_seed(C, P, U, Sf, Lf, xs[k], hv.data(), hx, lo, hi);
+          SEEDLING_CHECK(sc.cand == cand,
+                         "fast seed search disagrees with the scalar score (seed {}, candidate {} vs {})", i + 1, cand,
+                         sc.cand);
+          out.seed = uint16_t(i + 1);
+          for (int p = 0; p < P; ++p) out.q[p] = sc.q[p];
+          out.code = uint8_t(sc.e - lo);
+        }
+        done.fetch_add(int64_t(nb));
+        report(false);
+      }
+    });
+  }
+  report(true);
+  return res;
+}
+
+std::vector<uint8_t> encode_seed_slice(SeedTier t, const float* w, int64_t rows, int64_t cols, const float* h,
+                                       const SeedSearchOptions& opt) {
+  const SeedSearchResult r = seed_search_slice(t, w, rows, cols, h, opt);
+  return write_seed_blob(t, rows, cols, r.exp_bias, r.blocks);
+}
+
+}  // namespace seedling::seed
+#endif  // HWY_ONCE
