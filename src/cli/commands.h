@@ -44,5 +44,6 @@ void add_chat(CLI::App& app, int* status);
 void add_tokenize(CLI::App& app, int* status);
 void add_detokenize(CLI::App& app, int* status);
 void add_perplexity(CLI::App& app, int* status);
+void add_quant_report(CLI::App& app, int* status);
 
 }  // namespace seedling::cli
