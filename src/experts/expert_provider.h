@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <string>
 
 #include "ops/matrix.h"
 
@@ -18,15 +20,36 @@ struct ExpertWeights {
   ops::Matrix down;  // (hidden, moe_intermediate)
 };
 
+// What a provider did over a run. Resident providers report zeros.
 struct ExpertStats {
   uint64_t hits = 0;
   uint64_t misses = 0;
   uint64_t bytes_read = 0;
+  uint64_t reads = 0;       // blobs read from disk
+  double read_p50_s = 0.0;  // read latency, submission to completion being noticed, in seconds
+  double read_p95_s = 0.0;
+  double read_p99_s = 0.0;
+  double read_busy_s = 0.0;  // wall time with at least one read in flight
+  double io_wait_s = 0.0;    // time acquire() spent blocked on reads
+  int slots = 0;             // RAM slots (0: not a slot cache)
+  uint64_t slot_bytes = 0;   // bytes per slot
+  const char* policy = "";   // eviction policy name
+
+  double hit_rate() const { return hits + misses == 0 ? 0.0 : double(hits) / double(hits + misses); }
+  // Bytes read over the time reads were in flight: what the disk delivered while we asked it for something.
+  double read_gb_per_s() const { return read_busy_s > 0.0 ? double(bytes_read) / read_busy_s / 1e9 : 0.0; }
 };
+
+// The lines printed on stderr at the end of a run and by `seedling bench`, each starting with "experts: ";
+// `tokens` > 0 adds the I/O wait per token. Empty for a provider that read nothing and counted nothing.
+std::string format_expert_stats(const ExpertStats& s, const char* provider, int64_t tokens = 0);
 
 class ExpertProvider {
  public:
   virtual ~ExpertProvider() = default;
+  // The experts one MoE block is about to acquire, in the order it will acquire them, called right after
+  // routing: a streaming provider starts their reads now so several are in flight before the first acquire.
+  virtual void prefetch(int layer, std::span<const int> experts) {}
   virtual ExpertWeights acquire(int layer, int expert) = 0;
   virtual void release(int layer, int expert) = 0;
   virtual ExpertStats stats() const { return {}; }

@@ -1,0 +1,70 @@
+// experts/cache_sim.cpp - trace replay through ExpertSlotCache (see cache_sim.h).
+#include "experts/cache_sim.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "core/error.h"
+
+namespace seedling {
+
+std::vector<ExpertAccessGroup> access_groups(const std::vector<RouteRecord>& trace) {
+  std::vector<ExpertAccessGroup> out;
+  for (size_t i = 0; i < trace.size();) {
+    size_t j = i;
+    ExpertAccessGroup g;
+    g.layer = trace[i].layer;
+    while (j < trace.size() && trace[j].step == trace[i].step && trace[j].layer == trace[i].layer) {
+      g.experts.insert(g.experts.end(), trace[j].experts.begin(), trace[j].experts.end());
+      ++j;
+    }
+    std::sort(g.experts.begin(), g.experts.end());
+    g.experts.erase(std::unique(g.experts.begin(), g.experts.end()), g.experts.end());
+    out.push_back(std::move(g));
+    i = j;
+  }
+  return out;
+}
+
+CacheSimResult simulate_cache(std::span<const ExpertAccessGroup> groups, int slots, EvictionPolicy policy,
+                              bool prefetch) {
+  // Flatten to the access sequence, and for each access the position of the same key's next access (belady).
+  std::vector<uint64_t> keys;
+  for (const auto& g : groups) {
+    for (int e : g.experts) keys.push_back(expert_key(g.layer, e));
+  }
+  std::vector<uint64_t> next(keys.size(), ExpertSlotCache::kNever);
+  std::unordered_map<uint64_t, uint64_t> seen;
+  for (size_t i = keys.size(); i-- > 0;) {
+    if (auto it = seen.find(keys[i]); it != seen.end()) next[i] = it->second;
+    seen[keys[i]] = i;
+  }
+
+  ExpertSlotCache cache(slots, policy);
+  size_t pos = 0;
+  for (const auto& g : groups) {
+    const size_t n = g.experts.size();
+    std::vector<int> held(n, -1);  // slot pinned by the prefetch for g.experts[k]
+    size_t covered = 0;
+    if (prefetch) {
+      for (; covered < n; ++covered) {
+        const auto a = cache.access(keys[pos + covered], next[pos + covered]);
+        if (!a) break;
+        held[covered] = a->slot;
+      }
+    }
+    for (size_t k = 0; k < n; ++k) {
+      int slot = held[k];
+      if (slot < 0) {
+        const auto a = cache.access(keys[pos + k], next[pos + k]);
+        SEEDLING_CHECK(a.has_value(), "cache simulator: no free slot with {} slots", slots);
+        slot = a->slot;
+      }
+      cache.unpin(slot);
+    }
+    pos += n;
+  }
+  return {cache.hits(), cache.misses()};
+}
+
+}  // namespace seedling

@@ -1,0 +1,148 @@
+// experts/route_trace.cpp - writing and reading route traces (see route_trace.h).
+#include "experts/route_trace.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace seedling {
+
+RouteTraceWriter::RouteTraceWriter(const std::string& path) : path_(path) {
+  file_ = std::fopen(path.c_str(), "w");
+  if (file_ == nullptr) fail("{}: cannot create the route trace: {}", path, std::strerror(errno));
+  std::fputs("token_index,layer,expert_ids,weights,step\n", file_);
+}
+
+RouteTraceWriter::~RouteTraceWriter() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+void RouteTraceWriter::close() {
+  if (file_ == nullptr) return;
+  const bool bad = std::ferror(file_) != 0;
+  const bool closed = std::fclose(file_) == 0;
+  file_ = nullptr;
+  if (bad || !closed) fail("{}: writing the route trace failed", path_);
+}
+
+void RouteTraceWriter::on_route(int layer, int row, std::span<const int> experts, std::span<const float> weights) {
+  if (file_ == nullptr) return;
+  if (row == 0 && (step_ < 0 || layer <= last_layer_)) {
+    step_first_token_ += step_rows_;
+    step_rows_ = 0;
+    ++step_;
+  }
+  step_rows_ = std::max<int64_t>(step_rows_, row + 1);
+  last_layer_ = layer;
+  last_row_ = row;
+  std::string line = fmt::format("{},{},", step_first_token_ + row, layer);
+  for (size_t i = 0; i < experts.size(); ++i) line += fmt::format("{}{}", i ? " " : "", experts[i]);
+  line += ",";
+  for (size_t i = 0; i < weights.size(); ++i) line += fmt::format("{}{:.6f}", i ? " " : "", weights[i]);
+  line += fmt::format(",{}\n", step_);
+  std::fputs(line.c_str(), file_);
+}
+
+namespace {
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == sep) {
+      out.push_back(cur);
+      cur.clear();
+    } else if (c != '"' && c != '\r') {
+      cur += c;
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+template <typename T>
+T parse_number(const std::string& s, const std::string& path, int64_t line, const char* column) {
+  T v{};
+  const char* end = s.data() + s.size();
+  auto [p, ec] = std::from_chars(s.data(), end, v);
+  if (ec != std::errc() || p != end || s.empty()) fail("{}:{}: {} '{}' is not a number", path, line, column, s);
+  return v;
+}
+
+}  // namespace
+
+std::vector<RouteRecord> read_route_trace(const std::string& path) {
+  std::FILE* f = nullptr;
+  const bool gz = path.ends_with(".gz");
+  if (std::FILE* probe = std::fopen(path.c_str(), "rb"); probe != nullptr) {
+    std::fclose(probe);
+  } else {
+    fail("{}: cannot open the route trace: {}", path, std::strerror(errno));
+  }
+  if (gz) {
+    std::string quoted = "'";
+    for (char c : path) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    quoted += "'";
+    f = ::popen(("gzip -dc -- " + quoted).c_str(), "r");
+  } else {
+    f = std::fopen(path.c_str(), "r");
+  }
+  if (f == nullptr) fail("{}: cannot open the route trace: {}", path, std::strerror(errno));
+  std::string text;
+  char buf[1 << 16];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  const int rc = gz ? ::pclose(f) : std::fclose(f);
+  if (gz && rc != 0) fail("{}: gzip -dc failed (not a gzip file?)", path);
+
+  std::istringstream in(text);
+  std::string line;
+  if (!std::getline(in, line)) fail("{}: empty route trace (expected a header line)", path);
+  const auto header = split(line, ',');
+  auto column = [&](const char* name) {
+    for (size_t i = 0; i < header.size(); ++i) {
+      if (header[i] == name) return int(i);
+    }
+    return -1;
+  };
+  const int c_token = column("token_index"), c_layer = column("layer"), c_ids = column("expert_ids");
+  const int c_weights = column("weights"), c_step = column("step");
+  if (c_token < 0 || c_layer < 0 || c_ids < 0) {
+    fail("{}: header '{}' lacks token_index, layer or expert_ids", path, line);
+  }
+  std::vector<RouteRecord> out;
+  int64_t number = 1;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.empty() || line == "\r") continue;
+    const auto cols = split(line, ',');
+    if (cols.size() != header.size()) {
+      fail("{}:{}: {} columns, the header has {}", path, number, cols.size(), header.size());
+    }
+    RouteRecord r;
+    r.token = parse_number<int64_t>(cols[size_t(c_token)], path, number, "token_index");
+    r.layer = parse_number<int>(cols[size_t(c_layer)], path, number, "layer");
+    r.step = c_step >= 0 ? parse_number<int64_t>(cols[size_t(c_step)], path, number, "step") : r.token;
+    for (const auto& id : split(cols[size_t(c_ids)], ' ')) {
+      if (!id.empty()) r.experts.push_back(parse_number<int>(id, path, number, "expert_ids"));
+    }
+    if (c_weights >= 0) {
+      for (const auto& w : split(cols[size_t(c_weights)], ' ')) {
+        if (!w.empty()) r.weights.push_back(parse_number<float>(w, path, number, "weights"));
+      }
+    }
+    if (r.layer < 0 || r.experts.empty()) fail("{}:{}: no experts or a negative layer", path, number);
+    for (int e : r.experts) {
+      if (e < 0) fail("{}:{}: negative expert id {}", path, number, e);
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace seedling

@@ -1,0 +1,240 @@
+// The streamed expert provider against blob files the tests write: right bytes through evictions, pinned slots
+// never evicted, the budget floor, read errors as Errors naming file and offset, and the O_DIRECT fallback.
+#include "experts/streamed_experts.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "streamed_test_util.h"
+
+namespace seedling {
+namespace {
+
+using test::holds;
+
+StreamedOptions slots_opt(int slots, EvictionPolicy p = EvictionPolicy::lru) {
+  StreamedOptions o;
+  o.slots = slots;
+  o.policy = p;
+  return o;
+}
+
+std::string file_digest(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  std::string bytes;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) bytes.append(buf, n);
+  std::fclose(f);
+  return std::to_string(XXH64(bytes.data(), bytes.size(), 0)) + "/" + std::to_string(bytes.size());
+}
+
+TEST(StreamedExperts, EveryAcquireHandsOutThatExpertsBytesThroughManyEvictions) {
+  const auto files = test::write_blob_files(test::temp_dir("/tmp", "stream-bytes"), 3, 16);
+  for (EvictionPolicy p : {EvictionPolicy::lru, EvictionPolicy::lfu}) {
+    StreamedExperts x(files.where, test::view_blob(), test::check_xxh64(), slots_opt(5, p));
+    EXPECT_TRUE(x.direct_io());  // /tmp is a disk filesystem that takes O_DIRECT
+    std::mt19937 rng(7);
+    for (int step = 0; step < 200; ++step) {
+      const int layer = int(rng() % 3);
+      std::vector<int> chosen;
+      while (chosen.size() < 4) {
+        const int e = int(rng() % 16);
+        if (std::find(chosen.begin(), chosen.end(), e) == chosen.end()) chosen.push_back(e);
+      }
+      std::sort(chosen.begin(), chosen.end());
+      if (step % 2 == 0) x.prefetch(layer, chosen);
+      for (int e : chosen) {
+        ASSERT_TRUE(holds(x.acquire(layer, e), layer, e)) << "layer " << layer << " expert " << e;
+        x.release(layer, e);
+      }
+    }
+    const ExpertStats s = x.stats();
+    EXPECT_EQ(s.hits + s.misses, 800u);
+    EXPECT_GT(s.misses, 100u);
+    EXPECT_EQ(s.reads, s.misses);
+    EXPECT_EQ(s.bytes_read, s.misses * 8192);
+    EXPECT_GT(s.read_gb_per_s(), 0.0);
+    EXPECT_GT(s.read_p99_s, 0.0);
+    EXPECT_LE(s.read_p50_s, s.read_p95_s);
+    EXPECT_LE(s.read_p95_s, s.read_p99_s);
+    const std::string text = format_expert_stats(s, x.name(), 200);
+    EXPECT_NE(text.find("hit rate"), std::string::npos);
+    EXPECT_NE(text.find("p99"), std::string::npos);
+    EXPECT_NE(text.find("ms per token"), std::string::npos);
+  }
+}
+
+TEST(StreamedExperts, EvictionNeverTouchesAnInUseSlot) {
+  const auto files = test::write_blob_files(test::temp_dir("/tmp", "stream-pin"), 1, 8);
+  StreamedExperts x(files.where, test::view_blob(), test::check_xxh64(), slots_opt(2));
+  const ExpertWeights a = x.acquire(0, 0);
+  const ExpertWeights b = x.acquire(0, 1);
+  // Both slots held: a third expert has nowhere to go, and must not take a held slot.
+  try {
+    x.acquire(0, 2);
+    FAIL() << "acquire with every slot in use succeeded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("all 2 slots are in use"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(holds(a, 0, 0));
+  EXPECT_TRUE(holds(b, 0, 1));
+  // Expert 0 is the least recently used, but only expert 1's holder let go: the read lands in expert 1's slot.
+  x.release(0, 1);
+  EXPECT_TRUE(holds(x.acquire(0, 2), 0, 2));
+  EXPECT_TRUE(holds(a, 0, 0));
+  x.release(0, 2);
+  x.release(0, 0);
+
+  // Prefetched experts are pinned too: with 2 slots, prefetching {3, 4, 5} covers 3 and 4. Fetching 5 before 4
+  // (out of order) may only evict 3 (released), never 4, which the prefetch still holds: 4 is not read twice.
+  x.prefetch(0, std::vector<int>{3, 4, 5});
+  EXPECT_TRUE(holds(x.acquire(0, 3), 0, 3));
+  x.release(0, 3);
+  EXPECT_TRUE(holds(x.acquire(0, 5), 0, 5));
+  x.release(0, 5);
+  EXPECT_TRUE(holds(x.acquire(0, 4), 0, 4));
+  x.release(0, 4);
+  EXPECT_EQ(x.stats().misses, 6u);  // 0, 1, 2, 3, 4, 5 once each
+  EXPECT_EQ(x.stats().reads, 6u);
+}
+
+TEST(StreamedExperts, BudgetBelowTopKBlobsIsRefusedNamingTheMinimum) {
+  const auto files = test::write_blob_files(test::temp_dir("/tmp", "stream-budget"), 1, 8);
+  StreamedOptions o;
+  o.min_slots = 4;
+  o.ram_budget = 3 * 8192 + 100;  // three blobs of 8 KiB
+  try {
+    StreamedExperts x(files.where, test::view_blob(), test::check_xxh64(), o);
+    FAIL() << "a budget of three blobs was accepted with top-4";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("--ram-budget"), std::string::npos) << m;
+    EXPECT_NE(m.find("minimum is the router's top-k, 4 slots"), std::string::npos) << m;
+  }
+  o.ram_budget = 0;
+  o.slots = 3;
+  EXPECT_THROW(StreamedExperts(files.where, test::view_blob(), test::check_xxh64(), o), Error);
+  o.slots = 0;
+  o.ram_budget = 4 * 8192;
+  StreamedExperts ok(files.where, test::view_blob(), test::check_xxh64(), o);
+  EXPECT_EQ(ok.slots(), 4);
+  EXPECT_EQ(parse_byte_size("4G"), 4ull << 30);
+  EXPECT_EQ(parse_byte_size("1.5G"), 3ull << 29);
+  EXPECT_EQ(parse_byte_size("512MiB"), 512ull << 20);
+  EXPECT_THROW(parse_byte_size("4Q"), Error);
+  EXPECT_THROW(parse_byte_size("lots"), Error);
+  EXPECT_THROW(parse_eviction_policy("fifo"), Error);
+}
+
+TEST(StreamedExperts, InjectedReadErrorIsAnErrorNamingFileOffsetAndErrno) {
+  const auto files = test::write_blob_files(test::temp_dir("/tmp", "stream-eio"), 1, 8);
+  const std::string before = file_digest(files.where[0][0].file);
+  StreamedOptions o = slots_opt(4);
+  o.fail_read_number = 3;
+  StreamedExperts x(files.where, test::view_blob(), test::check_xxh64(), o);
+  x.prefetch(0, std::vector<int>{0, 1, 2, 3});
+  int failures = 0;
+  for (int e = 0; e < 4; ++e) {
+    try {
+      EXPECT_TRUE(holds(x.acquire(0, e), 0, e));
+      x.release(0, e);
+    } catch (const Error& err) {
+      ++failures;
+      const std::string m = err.what();
+      EXPECT_NE(m.find(files.where[0][0].file), std::string::npos) << m;
+      EXPECT_NE(m.find("at offset"), std::string::npos) << m;
+      EXPECT_NE(m.find("Input/output error"), std::string::npos) << m;
+    }
+  }
+  EXPECT_EQ(failures, 1);
+  // The provider stays usable: the failed expert is read again.
+  for (int e = 0; e < 8; ++e) {
+    EXPECT_TRUE(holds(x.acquire(0, e), 0, e));
+    x.release(0, e);
+  }
+  EXPECT_EQ(file_digest(files.where[0][0].file), before);  // nothing written to the source
+}
+
+TEST(StreamedExperts, FileTruncatedAfterOpenIsAnErrorNotACrash) {
+  const auto files = test::write_blob_files(test::temp_dir("/tmp", "stream-trunc"), 1, 8);
+  StreamedExperts x(files.where, test::view_blob(), test::check_xxh64(), slots_opt(4));
+  EXPECT_TRUE(holds(x.acquire(0, 0), 0, 0));
+  x.release(0, 0);
+  ASSERT_EQ(::truncate(files.where[0][0].file.c_str(), 3 * 8192), 0);
+  try {
+    x.acquire(0, 5);
+    FAIL() << "a read past the end of a truncated file succeeded";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("offset 40960"), std::string::npos) << m;
+    EXPECT_NE(m.find("end of file"), std::string::npos) << m;
+  }
+  EXPECT_TRUE(holds(x.acquire(0, 1), 0, 1));  // what is still there still reads
+  x.release(0, 1);
+}
+
+TEST(StreamedExperts, CorruptBlobFailsItsChecksumWithTheFileNamed) {
+  const auto files = test::write_blob_files(test::temp_dir("/tmp", "stream-sum"), 1, 4);
+  {
+    std::FILE* f = std::fopen(files.where[0][0].file.c_str(), "r+b");
+    std::fseek(f, 8192 + 100, SEEK_SET);
+    std::fputc(0x5a, f);
+    std::fclose(f);
+  }
+  StreamedExperts x(files.where, test::view_blob(), test::check_xxh64(), slots_opt(4));
+  EXPECT_TRUE(holds(x.acquire(0, 0), 0, 0));
+  x.release(0, 0);
+  try {
+    x.acquire(0, 1);
+    FAIL() << "a corrupt blob was handed out";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("checksum"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(files.where[0][0].file), std::string::npos) << e.what();
+  }
+}
+
+TEST(StreamedExperts, ODirectRefusedFallsBackToPreadWithOneWarning) {
+  // /dev/shm is tmpfs. Kernels before 6.6 refuse O_DIRECT there with EINVAL; newer ones take it, and then the
+  // test hook makes the provider see the same EINVAL.
+  const auto files = test::write_blob_files(test::temp_dir("/dev/shm", "stream-tmpfs"), 2, 8);
+  StreamedOptions o = slots_opt(3);
+  const int fd = ::open(files.where[0][0].file.c_str(), O_RDONLY | O_DIRECT);
+  if (fd >= 0) {
+    ::close(fd);
+    o.refuse_direct = true;
+  }
+  testing::internal::CaptureStderr();
+  {
+    StreamedExperts x(files.where, test::view_blob(), test::check_xxh64(), o);
+    EXPECT_FALSE(x.direct_io());
+    for (int round = 0; round < 3; ++round) {
+      for (int l = 0; l < 2; ++l) {
+        for (int e = 0; e < 8; ++e) {
+          EXPECT_TRUE(holds(x.acquire(l, e), l, e));
+          x.release(l, e);
+        }
+      }
+    }
+    EXPECT_EQ(x.stats().misses, 48u);
+  }
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_NE(err.find("refuses O_DIRECT"), std::string::npos) << err;
+  std::system(("rm -rf '" + files.dir + "'").c_str());
+}
+
+TEST(StreamedExperts, MissingFileIsAnErrorNamingIt) {
+  auto files = test::write_blob_files(test::temp_dir("/tmp", "stream-missing"), 1, 4);
+  files.where[0][2].file += ".gone";
+  try {
+    StreamedExperts x(files.where, test::view_blob(), test::check_xxh64(), slots_opt(4));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(".gone"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace seedling
