@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   seedling::cli::add_detokenize(app, &status);
   seedling::cli::add_perplexity(app, &status);
   seedling::cli::add_quant_report(app, &status);
+  seedling::cli::add_cache_sim(app, &status);
   try {
     app.parse(argc, argv);  // the chosen subcommand runs inside parse, as its callback
   } catch (const CLI::ParseError& e) {
