@@ -11,6 +11,7 @@
 #include "chat/chat_session.h"
 #include "chat/text_output.h"
 #include "cli/commands.h"
+#include "cli/sampling_flags.h"
 #include "core/error.h"
 #include "engine/generate.h"
 
@@ -22,12 +23,7 @@ struct ChatFlags {
   std::string system;
   bool no_think = false;
   int n = 512;
-  float temp = 0.7f;
-  int top_k = 20;
-  float top_p = 0.8f;
-  float min_p = 0.0f;
-  float repeat_penalty = 1.0f;
-  uint64_t seed = 0;
+  SamplerParams sampling = {0.7f, 20, 0.8f, 0.0f, 1.0f, 0};
 };
 
 int run(const ChatFlags& f) {
@@ -43,11 +39,13 @@ int run(const ChatFlags& f) {
   std::vector<int32_t> fed;  // ids the sequence holds, in order
   GenerateOptions go;
   go.max_new_tokens = f.n;
-  go.sampling = {f.temp, f.top_k, f.top_p, f.min_p, f.repeat_penalty, f.seed};
+  go.sampling = f.sampling;
   go.stop_ids = session.stop_ids(model->config());
   const bool tty = isatty(STDIN_FILENO) != 0 && isatty(STDOUT_FILENO) != 0;
-  std::fprintf(stderr, "seedling chat: %s (%s). /reset clears the conversation, /system TEXT sets the system "
-               "message, /exit quits.\n", model->dir().c_str(), model->config().model_type.c_str());
+  std::fprintf(stderr,
+               "seedling chat: %s (%s). /reset clears the conversation, /system TEXT sets the system "
+               "message, /exit quits.\n",
+               model->dir().c_str(), model->config().model_type.c_str());
   std::string line;
   for (;;) {
     if (tty) std::printf("\n> ");
@@ -83,12 +81,13 @@ int run(const ChatFlags& f) {
       std::fwrite(p.content.data(), 1, p.content.size(), stdout);
       std::fflush(stdout);
     };
-    const GenerateResult r = generate_on(engine, seq, {ids.data() + keep, ids.size() - keep}, go,
-                                         [&](int32_t t) {
-                                           show(out.push(t));
-                                           return true;
-                                         },
-                                         context);
+    const GenerateResult r = generate_on(
+        engine, seq, {ids.data() + keep, ids.size() - keep}, go,
+        [&](int32_t t) {
+          show(out.push(t));
+          return true;
+        },
+        context);
     show(out.finish());
     // The sequence holds every generated id but the last sampled one.
     fed.insert(fed.end(), r.tokens.begin(), r.tokens.end() - 1);
@@ -110,12 +109,7 @@ void add_chat(CLI::App& app, int* status) {
   cmd->add_option("--system", f->system, "system message");
   cmd->add_flag("--no-think", f->no_think, "pass enable_thinking=false to the chat template");
   cmd->add_option("-n,--n-predict", f->n, "most tokens per answer")->check(CLI::PositiveNumber);
-  cmd->add_option("--temp", f->temp, "temperature; 0 is greedy")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-k", f->top_k, "keep the k most likely tokens (0: off)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-p", f->top_p, "nucleus sampling mass (1: off)")->check(CLI::Range(0.0f, 1.0f));
-  cmd->add_option("--min-p", f->min_p, "drop tokens below min-p times the best (0: off)")->check(CLI::Range(0.0f, 1.0f));
-  cmd->add_option("--repeat-penalty", f->repeat_penalty, "repetition penalty (1: off)")->check(CLI::PositiveNumber);
-  cmd->add_option("--seed", f->seed, "sampling seed");
+  add_sampling_flags(cmd, &f->sampling);
   cmd->callback([f, status] { *status = run(*f); });
 }
 

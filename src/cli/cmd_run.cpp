@@ -11,6 +11,7 @@
 #include "chat/chat_session.h"
 #include "chat/text_output.h"
 #include "cli/commands.h"
+#include "cli/sampling_flags.h"
 #include "core/error.h"
 #include "engine/generate.h"
 #include "tokenizer/tokenizer.h"
@@ -27,12 +28,7 @@ struct RunFlags {
   bool no_think = false;
   std::vector<std::string> stop;
   int n = 64;
-  float temp = 0.0f;
-  int top_k = 0;
-  float top_p = 1.0f;
-  float min_p = 0.0f;
-  float repeat_penalty = 1.0f;
-  uint64_t seed = 0;
+  SamplerParams sampling;
   bool print_ids = false;
   bool ignore_eos = false;
 };
@@ -54,7 +50,7 @@ int run(const RunFlags& f) {
 
   GenerateOptions go;
   go.max_new_tokens = f.n;
-  go.sampling = {f.temp, f.top_k, f.top_p, f.min_p, f.repeat_penalty, f.seed};
+  go.sampling = f.sampling;
   std::vector<int32_t> prompt;
   std::string prompt_text;
   if (f.chat) {
@@ -117,12 +113,7 @@ void add_run(CLI::App& app, int* status) {
   cmd->add_flag("--no-think", f->no_think, "pass enable_thinking=false to the chat template");
   cmd->add_option("--stop", f->stop, "stop when this text appears (repeatable); it is not printed");
   cmd->add_option("-n,--n-predict", f->n, "tokens to generate")->check(CLI::PositiveNumber);
-  cmd->add_option("--temp", f->temp, "temperature; 0 is greedy")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-k", f->top_k, "keep the k most likely tokens (0: off)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-p", f->top_p, "nucleus sampling mass (1: off)")->check(CLI::Range(0.0f, 1.0f));
-  cmd->add_option("--min-p", f->min_p, "drop tokens below min-p times the best (0: off)")->check(CLI::Range(0.0f, 1.0f));
-  cmd->add_option("--repeat-penalty", f->repeat_penalty, "repetition penalty (1: off)")->check(CLI::PositiveNumber);
-  cmd->add_option("--seed", f->seed, "sampling seed");
+  add_sampling_flags(cmd, &f->sampling);
   cmd->add_flag("--print-ids", f->print_ids, "print the generated ids, comma-separated, as the last line");
   cmd->add_flag("--ignore-eos", f->ignore_eos, "do not stop at the model's end-of-sequence ids");
   cmd->callback([f, status] { *status = run(*f); });

@@ -1,9 +1,9 @@
 // model/mixtral.cpp - Mixtral (Mixtral-8x7B, 8x22B): every layer routes top-k of num_local_experts SwiGLU experts
 // (w1 gate, w3 up, w2 down) with the top-k softmax weights renormalised; GQA or MQA attention without q/k norm;
 // an optional sliding window.
-#include "model/family.h"
-
 #include <string>
+
+#include "model/family.h"
 
 namespace seedling {
 
@@ -21,18 +21,7 @@ void read_config(const ConfigReader& r, ModelConfig* c) {
 
 LayerTensorNames layer_names(const ModelConfig& c, int layer) {
   const std::string p = "model.layers." + std::to_string(layer) + ".";
-  LayerTensorNames n;
-  n.attn_norm = p + "input_layernorm.weight";
-  n.ffn_norm = p + "post_attention_layernorm.weight";
-  n.q = p + "self_attn.q_proj.weight";
-  n.k = p + "self_attn.k_proj.weight";
-  n.v = p + "self_attn.v_proj.weight";
-  n.o = p + "self_attn.o_proj.weight";
-  if (c.attention_bias) {
-    n.q_bias = p + "self_attn.q_proj.bias";
-    n.k_bias = p + "self_attn.k_proj.bias";
-    n.v_bias = p + "self_attn.v_proj.bias";
-  }
+  LayerTensorNames n = llama_attention_names(c, p);
   n.router = p + "block_sparse_moe.gate.weight";
   return n;
 }
@@ -46,7 +35,8 @@ ExpertTensorNames expert_names(int layer, int expert) {
 }  // namespace
 
 extern const Family kMixtralFamily;
-const Family kMixtralFamily = {"mixtral", read_config, "model.embed_tokens.weight", "model.norm.weight",
-                               "lm_head.weight", layer_names, expert_names};
+const Family kMixtralFamily = {"mixtral",           read_config,      "model.embed_tokens.weight",
+                               "model.norm.weight", "lm_head.weight", layer_names,
+                               expert_names};
 
 }  // namespace seedling

@@ -3,10 +3,10 @@
 // GQA attention with RMSNorm over each head of q and k, head_dim independent of hidden_size / heads; a softmax
 // router choosing num_experts_per_tok of num_experts SwiGLU experts, renormalised when norm_topk_prob; layers
 // listed in mlp_only_layers, or not on the decoder_sparse_step grid, use a dense MLP of intermediate_size.
-#include "model/family.h"
-
 #include <algorithm>
 #include <string>
+
+#include "model/family.h"
 
 namespace seedling {
 
@@ -37,18 +37,7 @@ void read_config(const ConfigReader& r, ModelConfig* c) {
 
 LayerTensorNames layer_names(const ModelConfig& c, int layer) {
   const std::string p = "model.layers." + std::to_string(layer) + ".";
-  LayerTensorNames n;
-  n.attn_norm = p + "input_layernorm.weight";
-  n.ffn_norm = p + "post_attention_layernorm.weight";
-  n.q = p + "self_attn.q_proj.weight";
-  n.k = p + "self_attn.k_proj.weight";
-  n.v = p + "self_attn.v_proj.weight";
-  n.o = p + "self_attn.o_proj.weight";
-  if (c.attention_bias) {
-    n.q_bias = p + "self_attn.q_proj.bias";
-    n.k_bias = p + "self_attn.k_proj.bias";
-    n.v_bias = p + "self_attn.v_proj.bias";
-  }
+  LayerTensorNames n = llama_attention_names(c, p);
   n.q_norm = p + "self_attn.q_norm.weight";
   n.k_norm = p + "self_attn.k_norm.weight";
   if (c.layer_has_experts[size_t(layer)]) {
@@ -69,7 +58,8 @@ ExpertTensorNames expert_names(int layer, int expert) {
 }  // namespace
 
 extern const Family kQwen3MoeFamily;
-const Family kQwen3MoeFamily = {"qwen3_moe", read_config, "model.embed_tokens.weight", "model.norm.weight",
-                                "lm_head.weight", layer_names, expert_names};
+const Family kQwen3MoeFamily = {"qwen3_moe",         read_config,      "model.embed_tokens.weight",
+                                "model.norm.weight", "lm_head.weight", layer_names,
+                                expert_names};
 
 }  // namespace seedling
