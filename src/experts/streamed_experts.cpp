@@ -148,6 +148,7 @@ StreamedExperts::StreamedExperts(std::vector<std::vector<BlobLocation>> where, D
 StreamedExperts::~StreamedExperts() {
   // The kernel may still be writing into slot memory: wait for every read before the buffer goes.
   if (ring_ok_) {
+    io_uring_submit(&ring_);  // reads prepared before an Error cut a prefetch short
     while (in_flight_ > 0) {
       io_uring_cqe* cqe = nullptr;
       if (io_uring_wait_cqe(&ring_, &cqe) != 0) break;
@@ -391,7 +392,13 @@ ExpertWeights StreamedExperts::acquire(int layer, int expert) {
     slot = a->slot;
     if (!a->hit) start_read(slot, layer, expert);
   }
-  wait_ready(slot);
+  try {
+    wait_ready(slot);
+  } catch (const Error&) {
+    // Another slot's read failed while we waited: give back this acquire's pin, which the caller will not release.
+    if (cache_.occupied(slot) && cache_.key_of(slot) == key && cache_.pins(slot) > 0) cache_.unpin(slot);
+    throw;
+  }
   return io_[size_t(slot)].weights;
 }
 
