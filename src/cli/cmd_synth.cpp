@@ -10,8 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "codec/quantize.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "io/packed_writer.h"
 #include "io/safetensors_writer.h"
 #include "model/model.h"
 
@@ -27,29 +29,60 @@ struct SynthFlags {
   std::string preset = "qwen3-30b-a3b";
   int layers = 0;   // 0: the preset's
   int experts = 0;  // 0: the preset's
+  int vocab = 0;    // 0: the preset's
   uint64_t seed = 1;
   bool force = false;
+  std::string packed;  // non-empty: write a packed folder with experts in this codec
 };
 
 ordered_json preset_config(const std::string& name) {
   if (name == "qwen3-30b-a3b") {  // Qwen/Qwen3-30B-A3B config.json
-    return {{"architectures", {"Qwen3MoeForCausalLM"}}, {"model_type", "qwen3_moe"}, {"vocab_size", 151936},
-            {"hidden_size", 2048}, {"intermediate_size", 6144}, {"num_hidden_layers", 48},
-            {"num_attention_heads", 32}, {"num_key_value_heads", 4}, {"head_dim", 128},
-            {"moe_intermediate_size", 768}, {"num_experts", 128}, {"num_experts_per_tok", 8},
-            {"norm_topk_prob", true}, {"decoder_sparse_step", 1}, {"mlp_only_layers", ordered_json::array()},
-            {"max_position_embeddings", 40960}, {"rms_norm_eps", 1e-6}, {"rope_theta", 1000000.0},
-            {"rope_scaling", nullptr}, {"hidden_act", "silu"}, {"tie_word_embeddings", false},
-            {"attention_bias", false}, {"torch_dtype", "bfloat16"}, {"bos_token_id", 151643},
+    return {{"architectures", {"Qwen3MoeForCausalLM"}},
+            {"model_type", "qwen3_moe"},
+            {"vocab_size", 151936},
+            {"hidden_size", 2048},
+            {"intermediate_size", 6144},
+            {"num_hidden_layers", 48},
+            {"num_attention_heads", 32},
+            {"num_key_value_heads", 4},
+            {"head_dim", 128},
+            {"moe_intermediate_size", 768},
+            {"num_experts", 128},
+            {"num_experts_per_tok", 8},
+            {"norm_topk_prob", true},
+            {"decoder_sparse_step", 1},
+            {"mlp_only_layers", ordered_json::array()},
+            {"max_position_embeddings", 40960},
+            {"rms_norm_eps", 1e-6},
+            {"rope_theta", 1000000.0},
+            {"rope_scaling", nullptr},
+            {"hidden_act", "silu"},
+            {"tie_word_embeddings", false},
+            {"attention_bias", false},
+            {"torch_dtype", "bfloat16"},
+            {"bos_token_id", 151643},
             {"eos_token_id", 151645}};
   }
   if (name == "mixtral-8x7b") {  // mistralai/Mixtral-8x7B-v0.1 config.json
-    return {{"architectures", {"MixtralForCausalLM"}}, {"model_type", "mixtral"}, {"vocab_size", 32000},
-            {"hidden_size", 4096}, {"intermediate_size", 14336}, {"num_hidden_layers", 32},
-            {"num_attention_heads", 32}, {"num_key_value_heads", 8}, {"num_local_experts", 8},
-            {"num_experts_per_tok", 2}, {"max_position_embeddings", 32768}, {"rms_norm_eps", 1e-5},
-            {"rope_theta", 1000000.0}, {"sliding_window", nullptr}, {"hidden_act", "silu"},
-            {"tie_word_embeddings", false}, {"torch_dtype", "bfloat16"}, {"bos_token_id", 1}, {"eos_token_id", 2}};
+    return {{"architectures", {"MixtralForCausalLM"}},
+            {"model_type", "mixtral"},
+            {"vocab_size", 32000},
+            {"hidden_size", 4096},
+            {"intermediate_size", 14336},
+            {"num_hidden_layers", 32},
+            {"num_attention_heads", 32},
+            {"num_key_value_heads", 8},
+            {"num_local_experts", 8},
+            {"num_experts_per_tok", 2},
+            {"max_position_embeddings", 32768},
+            {"rms_norm_eps", 1e-5},
+            {"rope_theta", 1000000.0},
+            {"sliding_window", nullptr},
+            {"hidden_act", "silu"},
+            {"tie_word_embeddings", false},
+            {"torch_dtype", "bfloat16"},
+            {"bos_token_id", 1},
+            {"eos_token_id", 2}};
   }
   fail("synth: --preset '{}' is unknown (known: qwen3-30b-a3b, mixtral-8x7b)", name);
 }
@@ -77,20 +110,93 @@ SafetensorsWriter::Fill random_bf16(uint64_t seed, float stddev, float constant)
   };
 }
 
+// The same random weights written straight into the packed format: resident tensors in bf16, experts encoded
+// to `codec` row by row, so a model larger than memory is made without an HF copy first.
+int run_packed(const SynthFlags& f, const ordered_json& cfg) {
+  const std::optional<Codec> codec = parse_codec(f.packed);
+  if (!codec) fail("synth: --packed '{}' is unknown (known: bf16, q8_g32, q8_g64, q4_g32, q4_g64)", f.packed);
+  const fs::path cfg_dir = f.out + ".config";
+  fs::remove_all(cfg_dir);
+  fs::create_directories(cfg_dir);
+  std::ofstream(cfg_dir / "config.json") << cfg.dump(2) << "\n";
+  const ModelConfig c = read_model_config(cfg_dir.string());
+  fs::remove_all(cfg_dir);
+  const Family& fam = family_for(c.model_type, "synth");
+  const int64_t H = c.hidden_size, V = c.vocab_size, I = c.moe_intermediate_size;
+  uint64_t tensor_seed = f.seed * 0x100000001b3ull;
+  PackedWriter w(f.out, cfg, {{"created_by", "seedling synth"}, {"preset", f.preset}, {"experts", f.packed}});
+  uint64_t total = 0;
+  for (int l = 0; l < c.num_layers; ++l) {
+    if (!c.layer_has_experts[size_t(l)]) continue;
+    const uint64_t blob = 2 * ((codec_matrix_bytes(*codec, I, H) + 63) / 64 * 64) + codec_matrix_bytes(*codec, H, I);
+    total += (blob + 4095) / 4096 * 4096 * uint64_t(c.num_experts);
+  }
+  w.set_total_bytes(total);  // the experts dominate; resident tensors count as they go
+  auto mat = [&](const std::string& name, int64_t rows, int64_t cols) {
+    const auto fill = random_bf16(mix(++tensor_seed), 1.0f / std::sqrt(float(cols)), 0);
+    w.add_resident(name, Codec::BF16, {rows, cols}, [&](uint8_t* out) { fill(out, 0, size_t(rows * cols) * 2); });
+  };
+  auto ones = [&](const std::string& name, int64_t n) {
+    const auto fill = random_bf16(0, 0.0f, 1.0f);
+    w.add_resident(name, Codec::BF16, {n}, [&](uint8_t* out) { fill(out, 0, size_t(n) * 2); });
+  };
+  mat(fam.embed, V, H);
+  ones(fam.final_norm, H);
+  if (!c.tie_word_embeddings) mat(fam.lm_head, V, H);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerTensorNames n = fam.layer_names(c, l);
+    ones(n.attn_norm, H);
+    ones(n.ffn_norm, H);
+    mat(n.q, c.q_dim(), H);
+    mat(n.k, c.kv_dim(), H);
+    mat(n.v, c.kv_dim(), H);
+    mat(n.o, H, c.q_dim());
+    if (c.qk_norm) {
+      ones(n.q_norm, c.head_dim);
+      ones(n.k_norm, c.head_dim);
+    }
+    if (c.layer_has_experts[size_t(l)]) {
+      mat(n.router, c.num_experts, H);
+      const PackedWriter::Part parts[3] = {{*codec, I, H}, {*codec, I, H}, {*codec, H, I}};
+      const uint64_t layer_seed = mix(++tensor_seed);
+      std::vector<uint16_t> bf16;
+      w.add_expert_layer(l, c.num_experts, parts, [&](int e, int p, uint8_t* out) {
+        const int64_t rows = parts[p].rows, cols = parts[p].cols;
+        bf16.resize(size_t(rows * cols));
+        random_bf16(mix(layer_seed ^ uint64_t(e * 3 + p)), 1.0f / std::sqrt(float(cols)), 0)(
+            reinterpret_cast<uint8_t*>(bf16.data()), 0, bf16.size() * 2);
+        const size_t row_bytes = codec_row_bytes(*codec, cols);
+        ThreadPool::global().parallel_for(size_t(rows), 16, [&](size_t b, size_t end) {
+          encode_matrix(*codec, DType::BF16, bf16.data() + b * size_t(cols), int64_t(end - b), cols,
+                        out + b * row_bytes);
+        });
+      });
+    } else {
+      mat(n.mlp_gate, c.intermediate_size, H);
+      mat(n.mlp_up, c.intermediate_size, H);
+      mat(n.mlp_down, H, c.intermediate_size);
+    }
+  }
+  const uint64_t bytes = w.finish();
+  std::printf("wrote %s: %.2f GB packed, %s with %d layers, experts %s\n", f.out.c_str(), double(bytes) / 1e9,
+              f.preset.c_str(), c.num_layers, f.packed.c_str());
+  return 0;
+}
+
 int run(const SynthFlags& f) {
   ordered_json cfg = preset_config(f.preset);
   if (f.layers > 0) cfg["num_hidden_layers"] = f.layers;
+  if (f.vocab > 0) cfg["vocab_size"] = f.vocab;
   if (f.experts > 0) {
     cfg[cfg.contains("num_experts") ? "num_experts" : "num_local_experts"] = f.experts;
     cfg["num_experts_per_tok"] = std::min(f.experts, cfg["num_experts_per_tok"].get<int>());
   }
   if (fs::exists(f.out) && !f.force) fail("synth: {} exists (pass --force to replace it)", f.out);
+  if (!f.packed.empty()) return run_packed(f, cfg);
   const fs::path tmp = f.out + ".partial";
   fs::remove_all(tmp);
   fs::create_directories(tmp);
-  {
-    std::ofstream(tmp / "config.json") << cfg.dump(2) << "\n";
-  }
+  { std::ofstream(tmp / "config.json") << cfg.dump(2) << "\n"; }
   const ModelConfig c = read_model_config(tmp.string());
   const Family& fam = family_for(c.model_type, "synth");
   const int64_t H = c.hidden_size, V = c.vocab_size;
@@ -172,9 +278,15 @@ void add_synth(CLI::App& app, int* status) {
   cmd->add_option("-o,--output", f->out, "output folder")->required();
   cmd->add_option("--preset", f->preset, "shape: qwen3-30b-a3b or mixtral-8x7b");
   cmd->add_option("--layers", f->layers, "number of layers (default: the preset's)")->check(CLI::PositiveNumber);
-  cmd->add_option("--experts", f->experts, "routed experts per layer (default: the preset's)")->check(CLI::PositiveNumber);
+  cmd->add_option("--experts", f->experts, "routed experts per layer (default: the preset's)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--vocab", f->vocab, "vocabulary size (default: the preset's; small for tests)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--seed", f->seed, "random seed");
   cmd->add_flag("--force", f->force, "replace an existing output folder");
+  cmd->add_option("--packed", f->packed,
+                  "write a packed folder (docs/formats/packed.md) with experts in this codec: bf16, q8_g32, q8_g64, "
+                  "q4_g32, q4_g64");
   cmd->callback([f, status] { *status = run(*f); });
 }
 

@@ -44,6 +44,7 @@ void add_chat(CLI::App& app, int* status);
 void add_tokenize(CLI::App& app, int* status);
 void add_detokenize(CLI::App& app, int* status);
 void add_perplexity(CLI::App& app, int* status);
+void add_pack(CLI::App& app, int* status);
 void add_quant_report(CLI::App& app, int* status);
 void add_cache_sim(CLI::App& app, int* status);
 

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   seedling::cli::add_tokenize(app, &status);
   seedling::cli::add_detokenize(app, &status);
   seedling::cli::add_perplexity(app, &status);
+  seedling::cli::add_pack(app, &status);
   seedling::cli::add_quant_report(app, &status);
   seedling::cli::add_cache_sim(app, &status);
   try {

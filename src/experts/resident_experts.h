@@ -1,22 +1,39 @@
-// experts/resident_experts.h - every routed expert mapped from the checkpoint; acquire is a table lookup.
+// experts/resident_experts.h - every routed expert mapped in memory; acquire is a table lookup.
+//
+// Two sources: views into the mapped Hugging Face checkpoint, or views into the mapped expert files of a packed
+// folder (from_packed), whose blobs are checked against their xxh64 the first time each expert is acquired (a full
+// scan at load would read every expert of a model that may be far larger than RAM).
 #pragma once
 
+#include <atomic>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "experts/expert_provider.h"
 
 namespace seedling {
 
+class PackedModel;
+
 class ResidentExperts final : public ExpertProvider {
  public:
   // table[layer][expert]; layers without experts have an empty row.
   explicit ResidentExperts(std::vector<std::vector<ExpertWeights>> table) : table_(std::move(table)) {}
-  ExpertWeights acquire(int layer, int expert) override { return table_[size_t(layer)][size_t(expert)]; }
+  // Maps every experts-LLL.bin of `packed` and decodes each blob in place; `packed` must outlive the provider.
+  static std::unique_ptr<ResidentExperts> from_packed(std::shared_ptr<const PackedModel> packed);
+
+  ExpertWeights acquire(int layer, int expert) override;
   void release(int, int) override {}
   const char* name() const override { return "resident"; }
+  const std::vector<std::vector<ExpertWeights>>& table() const { return table_; }
 
  private:
   std::vector<std::vector<ExpertWeights>> table_;
+  // Packed only: the mappings, and a flag per expert set once its blob passed verify_blob.
+  std::shared_ptr<const PackedModel> packed_;
+  std::vector<std::shared_ptr<const void>> mappings_;
+  std::vector<std::unique_ptr<std::atomic<bool>[]>> verified_;
 };
 
 }  // namespace seedling

@@ -1,6 +1,8 @@
-// model/model.cpp - loading: config.json -> ModelConfig, tensor names -> checked views into the mapped shards.
+// model/model.cpp - loading: config.json -> ModelConfig, tensor names -> checked views into the mapped shards
+// of a Hugging Face folder or the mapped files of a packed folder, through one WeightSource interface.
 #include "model/model.h"
 
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -25,30 +27,109 @@ json read_json_file(const fs::path& path) {
   }
 }
 
-const TensorInfo& checked(const Checkpoint& ck, const std::string& name, std::vector<int64_t> shape) {
-  const TensorInfo& t = ck.get(name);
-  if (t.shape != shape) {
-    TensorInfo want;
-    want.shape = shape;
-    fail("{}: tensor '{}' has shape {}, expected {} from config.json", t.file, name, t.shape_string(),
-         want.shape_string());
+// One stored tensor as a weight source hands it out: its codec, bytes and shape, and where it came from.
+struct WeightView {
+  Codec codec = Codec::F32;
+  const void* data = nullptr;
+  std::vector<int64_t> shape;
+  std::string file;  // for error messages
+};
+
+// Where the weights of a model come from: a Hugging Face checkpoint or a packed folder. Model::load asks by
+// tensor name and does every shape check itself, so both sources are held to the same rules.
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  virtual bool has(const std::string& name) const = 0;
+  virtual WeightView get(const std::string& name) const = 0;
+  // gate, up, down of one routed expert (names as the family gives them).
+  virtual std::array<WeightView, 3> expert(int layer, int expert, const ExpertTensorNames& n) const = 0;
+  // The default provider over the experts table built from expert() views.
+  virtual std::unique_ptr<ExpertProvider> resident_experts(std::vector<std::vector<ExpertWeights>> table) = 0;
+};
+
+class CheckpointSource final : public WeightSource {
+ public:
+  explicit CheckpointSource(const Checkpoint& ck) : ck_(ck) {}
+  bool has(const std::string& name) const override { return ck_.has(name); }
+  WeightView get(const std::string& name) const override {
+    const TensorInfo& t = ck_.get(name);
+    const std::optional<Codec> c = codec_of_dtype(t.dtype);
+    if (!c) fail("{}: tensor '{}' has dtype {}, expected BF16, F16 or F32", t.file, name, dtype_name(t.dtype));
+    return {*c, t.data, t.shape, t.file};
   }
-  if (t.dtype != DType::BF16 && t.dtype != DType::F16 && t.dtype != DType::F32) {
-    fail("{}: tensor '{}' has dtype {}, expected BF16, F16 or F32", t.file, name, dtype_name(t.dtype));
+  std::array<WeightView, 3> expert(int, int, const ExpertTensorNames& n) const override {
+    return {get(n.gate), get(n.up), get(n.down)};
+  }
+  std::unique_ptr<ExpertProvider> resident_experts(std::vector<std::vector<ExpertWeights>> table) override {
+    return std::make_unique<ResidentExperts>(std::move(table));
+  }
+
+ private:
+  const Checkpoint& ck_;
+};
+
+class PackedSource final : public WeightSource {
+ public:
+  explicit PackedSource(std::shared_ptr<const PackedModel> pm)
+      : pm_(std::move(pm)), experts_(ResidentExperts::from_packed(pm_)) {}
+  bool has(const std::string& name) const override { return pm_->has(name); }
+  WeightView get(const std::string& name) const override {
+    const PackedTensor& t = pm_->tensor(name);
+    return {t.codec, t.data, t.shape, pm_->dir() + "/resident.bin"};
+  }
+  std::array<WeightView, 3> expert(int layer, int e, const ExpertTensorNames& n) const override {
+    if (!pm_->layer_has_experts(layer) || e >= pm_->num_experts(layer)) {
+      fail("{}/manifest.json: layer {} has no expert {} (config.json asks for it)", pm_->dir(), layer, e);
+    }
+    const ExpertWeights& w = experts_->table()[size_t(layer)][size_t(e)];
+    const std::string& file = pm_->expert_blob(layer, e).file;
+    auto view = [&](const ops::Matrix& m) { return WeightView{m.codec, m.data, {m.rows, m.cols}, file}; };
+    return {view(w.gate), view(w.up), view(w.down)};
+  }
+  std::unique_ptr<ExpertProvider> resident_experts(std::vector<std::vector<ExpertWeights>>) override {
+    return std::move(experts_);  // the same views, with checksums on first use
+  }
+
+ private:
+  std::shared_ptr<const PackedModel> pm_;
+  std::unique_ptr<ResidentExperts> experts_;
+};
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  TensorInfo t;
+  t.shape = shape;
+  return t.shape_string();
+}
+
+const WeightView& checked(const WeightView& t, const std::string& name, const std::vector<int64_t>& shape) {
+  if (t.shape != shape) {
+    fail("{}: tensor '{}' has shape {}, expected {} from config.json", t.file, name, shape_string(t.shape),
+         shape_string(shape));
   }
   return t;
 }
 
-ops::Matrix matrix(const Checkpoint& ck, const std::string& name, int64_t rows, int64_t cols) {
-  const TensorInfo& t = checked(ck, name, {rows, cols});
-  return ops::Matrix{t.dtype, t.data, rows, cols};
+ops::Matrix matrix(const WeightView& t, const std::string& name, int64_t rows, int64_t cols) {
+  checked(t, name, {rows, cols});
+  return ops::Matrix{t.codec, t.data, rows, cols};
 }
 
-std::vector<float> vector_f32(const Checkpoint& ck, const std::string& name, int64_t n) {
-  const TensorInfo& t = checked(ck, name, {n});
-  const ops::Matrix m{t.dtype, t.data, 1, n};
+ops::Matrix matrix(const WeightSource& src, const std::string& name, int64_t rows, int64_t cols) {
+  return matrix(src.get(name), name, rows, cols);
+}
+
+// Norms and biases: exact floats only (a quantized norm would be a packing bug).
+std::vector<float> vector_f32(const WeightSource& src, const std::string& name, int64_t n,
+                              int64_t* elem_bytes = nullptr) {
+  const WeightView t = src.get(name);
+  checked(t, name, {n});
+  if (codec_is_affine(t.codec))
+    fail("{}: tensor '{}' is stored as {}, expected f32, f16 or bf16", t.file, name, codec_name(t.codec));
+  const ops::Matrix m{t.codec, t.data, 1, n};
   std::vector<float> out(size_t(n), 0.0f);
   for (int64_t i = 0; i < n; ++i) out[size_t(i)] = m.at(0, i);
+  if (elem_bytes != nullptr) *elem_bytes = int64_t(codec_block_bytes(t.codec));
   return out;
 }
 
@@ -96,58 +177,85 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
   auto m = std::unique_ptr<Model>(new Model());
   m->dir_ = dir;
   m->config_ = read_model_config(dir, &m->family_);
-  m->checkpoint_ = std::make_unique<Checkpoint>(dir);
+  std::unique_ptr<WeightSource> source;
+  if (is_packed_model_dir(dir)) {
+    m->packed_ = PackedModel::open(dir);
+    if (m->packed_->config() != read_json_file(fs::path(dir) / "config.json")) {
+      fail("{}/manifest.json: key 'config' differs from {}/config.json", dir, dir);
+    }
+    source = std::make_unique<PackedSource>(m->packed_);
+  } else {
+    m->checkpoint_ = std::make_unique<Checkpoint>(dir);
+    source = std::make_unique<CheckpointSource>(*m->checkpoint_);
+  }
+  const WeightSource& src = *source;
   const ModelConfig& c = m->config_;
   const Family& f = *m->family_;
-  const Checkpoint& ck = *m->checkpoint_;
   const int64_t H = c.hidden_size, V = c.vocab_size;
 
-  m->w_.embed = matrix(ck, f.embed, V, H);
-  m->w_.final_norm = vector_f32(ck, f.final_norm, H);
-  if (c.tie_word_embeddings && !ck.has(f.lm_head)) {
+  m->w_.embed = matrix(src, f.embed, V, H);
+  m->w_.final_norm = vector_f32(src, f.final_norm, H, &m->norm_elem_bytes_);
+  if (c.tie_word_embeddings && !src.has(f.lm_head)) {
     m->w_.lm_head = m->w_.embed;
   } else {
-    m->w_.lm_head = matrix(ck, f.lm_head, V, H);
+    m->w_.lm_head = matrix(src, f.lm_head, V, H);
   }
   std::vector<std::vector<ExpertWeights>> experts(size_t(c.num_layers));
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerTensorNames n = f.layer_names(c, l);
     LayerWeights& lw = m->w_.layers.emplace_back();
-    lw.attn_norm = vector_f32(ck, n.attn_norm, H);
-    lw.ffn_norm = vector_f32(ck, n.ffn_norm, H);
-    lw.q = matrix(ck, n.q, c.q_dim(), H);
-    lw.k = matrix(ck, n.k, c.kv_dim(), H);
-    lw.v = matrix(ck, n.v, c.kv_dim(), H);
-    lw.o = matrix(ck, n.o, H, c.q_dim());
+    lw.attn_norm = vector_f32(src, n.attn_norm, H);
+    lw.ffn_norm = vector_f32(src, n.ffn_norm, H);
+    lw.q = matrix(src, n.q, c.q_dim(), H);
+    lw.k = matrix(src, n.k, c.kv_dim(), H);
+    lw.v = matrix(src, n.v, c.kv_dim(), H);
+    lw.o = matrix(src, n.o, H, c.q_dim());
     if (!n.q_bias.empty()) {
-      lw.q_bias = vector_f32(ck, n.q_bias, c.q_dim());
-      lw.k_bias = vector_f32(ck, n.k_bias, c.kv_dim());
-      lw.v_bias = vector_f32(ck, n.v_bias, c.kv_dim());
+      lw.q_bias = vector_f32(src, n.q_bias, c.q_dim());
+      lw.k_bias = vector_f32(src, n.k_bias, c.kv_dim());
+      lw.v_bias = vector_f32(src, n.v_bias, c.kv_dim());
     }
     if (c.qk_norm) {
-      lw.q_norm = vector_f32(ck, n.q_norm, c.head_dim);
-      lw.k_norm = vector_f32(ck, n.k_norm, c.head_dim);
+      lw.q_norm = vector_f32(src, n.q_norm, c.head_dim);
+      lw.k_norm = vector_f32(src, n.k_norm, c.head_dim);
     }
     lw.has_experts = c.layer_has_experts[size_t(l)] != 0;
     if (lw.has_experts) {
-      lw.router = matrix(ck, n.router, c.num_experts, H);
+      lw.router = matrix(src, n.router, c.num_experts, H);
       const int64_t I = c.moe_intermediate_size;
       for (int e = 0; e < c.num_experts; ++e) {
         const ExpertTensorNames en = f.expert_names(l, e);
-        experts[size_t(l)].push_back(
-            {matrix(ck, en.gate, I, H), matrix(ck, en.up, I, H), matrix(ck, en.down, H, I)});
-        m->expert_dtype_ = experts[size_t(l)].back().gate.dtype;
+        const std::array<WeightView, 3> v = source->expert(l, e, en);
+        ExpertWeights w{matrix(v[0], en.gate, I, H), matrix(v[1], en.up, I, H), matrix(v[2], en.down, H, I)};
+        m->expert_bytes_ = int64_t(w.gate.nbytes() + w.up.nbytes() + w.down.nbytes());
+        experts[size_t(l)].push_back(w);
       }
     } else {
       const int64_t I = c.intermediate_size;
-      lw.mlp_gate = matrix(ck, n.mlp_gate, I, H);
-      lw.mlp_up = matrix(ck, n.mlp_up, I, H);
-      lw.mlp_down = matrix(ck, n.mlp_down, H, I);
+      lw.mlp_gate = matrix(src, n.mlp_gate, I, H);
+      lw.mlp_up = matrix(src, n.mlp_up, I, H);
+      lw.mlp_down = matrix(src, n.mlp_down, H, I);
     }
   }
-  m->experts_ = std::make_unique<ResidentExperts>(std::move(experts));
+  if (m->packed_ != nullptr) {
+    for (int l = 0; l < m->packed_->num_layers(); ++l) {
+      if (m->packed_->layer_has_experts(l) && (l >= c.num_layers || !c.layer_has_experts[size_t(l)])) {
+        fail("{}/manifest.json: layer {} has experts that config.json does not", dir, l);
+      }
+      if (m->packed_->layer_has_experts(l) && m->packed_->num_experts(l) != c.num_experts) {
+        fail("{}/manifest.json: layer {} has {} experts, config.json says {}", dir, l, m->packed_->num_experts(l),
+             c.num_experts);
+      }
+    }
+  }
+  m->experts_ = source->resident_experts(std::move(experts));
   m->rope_ = make_rope(c);
   return m;
+}
+
+const Checkpoint& Model::checkpoint() const {
+  if (checkpoint_ == nullptr) fail("{}: a packed folder has no Hugging Face checkpoint", dir_);
+  return *checkpoint_;
 }
 
 Model::Sizes Model::sizes() const {
@@ -166,11 +274,11 @@ Model::Sizes Model::sizes() const {
     s.active_params += int64_t(v.size());
     s.bytes_per_token += int64_t(v.size()) * bytes_each;
   };
-  const int64_t elem = int64_t(dtype_size(w_.embed.dtype));
+  const int64_t elem = norm_elem_bytes_;
   // Embedding: all of it exists, one row is read per token.
   s.total_params += w_.embed.rows * w_.embed.cols;
   s.active_params += w_.embed.cols;
-  s.bytes_per_token += w_.embed.cols * elem;
+  s.bytes_per_token += int64_t(w_.embed.row_bytes());
   if (w_.lm_head.data != w_.embed.data) {
     count(w_.lm_head, true);
   } else {
@@ -189,7 +297,7 @@ Model::Sizes Model::sizes() const {
       s.total_params += per_expert * c.num_experts;
       s.expert_params += per_expert * c.num_experts;
       s.active_params += per_expert * c.experts_per_token;
-      s.bytes_per_token += per_expert * c.experts_per_token * int64_t(dtype_size(expert_dtype_));
+      s.bytes_per_token += expert_bytes_ * c.experts_per_token;
     } else {
       for (const auto* x : {&lw.mlp_gate, &lw.mlp_up, &lw.mlp_down}) count(*x, true);
     }

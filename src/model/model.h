@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "experts/expert_provider.h"
+#include "io/packed_model.h"
 #include "io/safetensors.h"
 #include "kv/kv_cache.h"
 #include "model/config.h"
@@ -54,14 +55,18 @@ struct RouteObserver {
 
 class Model {
  public:
-  // Reads config.json and the safetensors of a Hugging Face folder; checks every tensor's presence, dtype and
-  // shape. Experts stay mapped (the resident provider) unless set_expert_provider replaces it.
+  // Reads config.json and the safetensors of a Hugging Face folder, or a packed folder (one with manifest.json,
+  // docs/formats/packed.md); checks every tensor's presence, codec and shape the same way for both. Experts stay
+  // mapped (the resident provider) unless set_expert_provider replaces it.
   static std::unique_ptr<Model> load(const std::string& dir);
 
   const ModelConfig& config() const { return config_; }
   const Family& family() const { return *family_; }
   const std::string& dir() const { return dir_; }
-  const Checkpoint& checkpoint() const { return *checkpoint_; }
+  // The Hugging Face checkpoint; an Error for a packed folder (see packed()).
+  const Checkpoint& checkpoint() const;
+  // The packed folder's manifest, blob locations and decoder (for a streamed provider); null for an HF folder.
+  std::shared_ptr<const PackedModel> packed() const { return packed_; }
   ExpertProvider& experts() { return *experts_; }
   void set_expert_provider(std::unique_ptr<ExpertProvider> p) { experts_ = std::move(p); }
   void set_route_observer(RouteObserver* o) { observer_ = o; }
@@ -70,7 +75,7 @@ class Model {
   // logits of the rows with want_logits, in row order, into `logits` ([wanted x V]).
   void forward(std::span<const BatchRow> rows, float* logits);
 
-  // Parameter counts and bytes per decoded token at the stored precision.
+  // Parameter counts and bytes per decoded token at the stored codecs.
   struct Sizes {
     int64_t total_params = 0;
     int64_t active_params = 0;    // per token: attention, norms, routers, top-k experts, head, one embedding row
@@ -88,11 +93,13 @@ class Model {
   ModelConfig config_;
   const Family* family_ = nullptr;
   std::unique_ptr<Checkpoint> checkpoint_;
+  std::shared_ptr<const PackedModel> packed_;
   ModelWeights w_;
   std::unique_ptr<ExpertProvider> experts_;
   ops::Rope rope_;
   RouteObserver* observer_ = nullptr;
-  DType expert_dtype_ = DType::BF16;
+  int64_t expert_bytes_ = 0;     // stored bytes of one routed expert (gate + up + down)
+  int64_t norm_elem_bytes_ = 2;  // stored bytes of one norm weight
 };
 
 // Reads and validates config.json of a folder: family, typed config, and generation_config.json's eos ids.

@@ -10,6 +10,7 @@
 #include <hwy/highway.h>
 
 #include <atomic>
+#include <cstring>
 #include <vector>
 
 #include "core/error.h"
@@ -22,34 +23,51 @@ namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 
-template <DType T>
+// L weights of a stored row from element k; an affine codec's L never straddles a group or a nibble half
+// (MatmulRange checks L divides G/2), and each weight is d * q + m as codec_value computes it.
+template <Codec T>
 HWY_INLINE VF LoadWeights(DF df, const void* row, int64_t k) {
-  if constexpr (T == DType::F32) {
+  if constexpr (T == Codec::F32) {
     return hn::LoadU(df, static_cast<const float*>(row) + k);
-  } else if constexpr (T == DType::BF16) {
+  } else if constexpr (T == Codec::BF16) {
     const hn::Rebind<uint16_t, DF> du16;
     const hn::Rebind<uint32_t, DF> du32;
     const auto wide = hn::PromoteTo(du32, hn::LoadU(du16, static_cast<const uint16_t*>(row) + k));
     return hn::BitCast(df, hn::ShiftLeft<16>(wide));
-  } else {
+  } else if constexpr (T == Codec::F16) {
     const hn::Rebind<hwy::float16_t, DF> dh;
     return hn::PromoteTo(df, hn::LoadU(dh, static_cast<const hwy::float16_t*>(row) + k));
+  } else {
+    constexpr int64_t G = T == Codec::Q8_G32 || T == Codec::Q4_G32 ? 32 : 64;
+    constexpr bool kQ4 = T == Codec::Q4_G32 || T == Codec::Q4_G64;
+    constexpr size_t kBlock = kQ4 ? 4 + G / 2 : 4 + G;
+    const uint8_t* block = static_cast<const uint8_t*>(row) + size_t(k / G) * kBlock;
+    const int64_t j = k % G;
+    uint16_t dh, mh;
+    std::memcpy(&dh, block, 2);
+    std::memcpy(&mh, block + 2, 2);
+    const hn::Rebind<uint8_t, DF> du8;
+    const hn::Rebind<int32_t, DF> di32;
+    VF qf;
+    if constexpr (kQ4) {
+      const bool high = j >= G / 2;
+      const auto bytes = hn::PromoteTo(di32, hn::LoadU(du8, block + 4 + (high ? j - G / 2 : j)));
+      const auto nib = high ? hn::ShiftRight<4>(bytes) : hn::And(bytes, hn::Set(di32, 0x0F));
+      qf = hn::ConvertTo(df, nib);
+    } else {
+      qf = hn::ConvertTo(df, hn::PromoteTo(di32, hn::LoadU(du8, block + 4 + j)));
+    }
+    return hn::Add(hn::Mul(hn::Set(df, f16_to_f32(dh)), qf), hn::Set(df, f16_to_f32(mh)));
   }
 }
 
-template <DType T>
+template <Codec T>
 HWY_INLINE float LoadWeight(const void* row, int64_t k) {
-  if constexpr (T == DType::F32) {
-    return static_cast<const float*>(row)[k];
-  } else if constexpr (T == DType::BF16) {
-    return bf16_to_f32(static_cast<const uint16_t*>(row)[k]);
-  } else {
-    return f16_to_f32(static_cast<const uint16_t*>(row)[k]);
-  }
+  return codec_value(T, static_cast<const uint8_t*>(row), k);
 }
 
 // y[i][n0 + j] for i < TM, j < TN.
-template <DType T, int TM, int TN>
+template <Codec T, int TM, int TN>
 HWY_INLINE void Tile(const float* x, int64_t K, const uint8_t* w, size_t w_row_bytes, float* y, int64_t ldy) {
   const DF df;
   const int64_t L = int64_t(hn::Lanes(df));
@@ -78,7 +96,7 @@ HWY_INLINE void Tile(const float* x, int64_t K, const uint8_t* w, size_t w_row_b
   }
 }
 
-template <DType T, int TN>
+template <Codec T, int TN>
 HWY_INLINE void Columns(const float* x, int64_t m, const uint8_t* w, size_t w_row_bytes, int64_t K, float* y,
                         int64_t ldy) {
   int64_t i = 0;
@@ -86,9 +104,9 @@ HWY_INLINE void Columns(const float* x, int64_t m, const uint8_t* w, size_t w_ro
   for (; i < m; ++i) Tile<T, 1, TN>(x + i * K, K, w, w_row_bytes, y + i * ldy, ldy);
 }
 
-template <DType T>
+template <Codec T>
 void MatmulRangeT(const float* x, int64_t m, const Matrix& w, float* y, int64_t n0, int64_t n1) {
-  const size_t row_bytes = size_t(w.cols) * dtype_size(T);
+  const size_t row_bytes = codec_row_bytes(T, w.cols);
   const auto* base = static_cast<const uint8_t*>(w.data);
   // Blocks of rows keep a slice of x in cache while the weights stream past it.
   constexpr int64_t kRowBlock = 32;
@@ -103,16 +121,26 @@ void MatmulRangeT(const float* x, int64_t m, const Matrix& w, float* y, int64_t 
 }
 
 void MatmulRange(const float* x, int64_t m, const Matrix& w, float* y, int64_t n0, int64_t n1) {
-  switch (w.dtype) {
-    case DType::F32:
-      return MatmulRangeT<DType::F32>(x, m, w, y, n0, n1);
-    case DType::BF16:
-      return MatmulRangeT<DType::BF16>(x, m, w, y, n0, n1);
-    case DType::F16:
-      return MatmulRangeT<DType::F16>(x, m, w, y, n0, n1);
-    default:
-      fail("matmul: unsupported weight dtype {}", dtype_name(w.dtype));
+  if (codec_is_affine(w.codec) && (codec_group(w.codec) / 2) % int64_t(hn::Lanes(DF())) != 0) {
+    fail("matmul: {} needs a vector width dividing {} floats", codec_name(w.codec), codec_group(w.codec) / 2);
   }
+  switch (w.codec) {
+    case Codec::F32:
+      return MatmulRangeT<Codec::F32>(x, m, w, y, n0, n1);
+    case Codec::BF16:
+      return MatmulRangeT<Codec::BF16>(x, m, w, y, n0, n1);
+    case Codec::F16:
+      return MatmulRangeT<Codec::F16>(x, m, w, y, n0, n1);
+    case Codec::Q8_G32:
+      return MatmulRangeT<Codec::Q8_G32>(x, m, w, y, n0, n1);
+    case Codec::Q8_G64:
+      return MatmulRangeT<Codec::Q8_G64>(x, m, w, y, n0, n1);
+    case Codec::Q4_G32:
+      return MatmulRangeT<Codec::Q4_G32>(x, m, w, y, n0, n1);
+    case Codec::Q4_G64:
+      return MatmulRangeT<Codec::Q4_G64>(x, m, w, y, n0, n1);
+  }
+  fail("matmul: unsupported weight codec {}", int(w.codec));
 }
 
 float Dot(const float* a, const float* b, int64_t n) {
@@ -134,7 +162,8 @@ void Axpy(float s, const float* x, float* y, int64_t n) {
   const int64_t L = int64_t(hn::Lanes(df));
   const VF sv = hn::Set(df, s);
   const int64_t n_vec = n - n % L;
-  for (int64_t k = 0; k < n_vec; k += L) hn::StoreU(hn::MulAdd(sv, hn::LoadU(df, x + k), hn::LoadU(df, y + k)), df, y + k);
+  for (int64_t k = 0; k < n_vec; k += L)
+    hn::StoreU(hn::MulAdd(sv, hn::LoadU(df, x + k), hn::LoadU(df, y + k)), df, y + k);
   for (int64_t k = n_vec; k < n; ++k) y[k] = std::fma(s, x[k], y[k]);
 }
 
@@ -174,7 +203,9 @@ void matmul(const float* x, int64_t m, const Matrix& w, float* y) {
   });
 }
 
-float dot(const float* a, const float* b, int64_t n) { return HWY_DYNAMIC_DISPATCH(Dot)(a, b, n); }
+float dot(const float* a, const float* b, int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(Dot)(a, b, n);
+}
 
 float stream_read(const float* x, int64_t n) {
   ThreadPool& pool = ThreadPool::global();
@@ -187,7 +218,9 @@ float stream_read(const float* x, int64_t n) {
   for (float p : partial) s += p;
   return s;
 }
-void axpy(float s, const float* x, float* y, int64_t n) { HWY_DYNAMIC_DISPATCH(Axpy)(s, x, y, n); }
+void axpy(float s, const float* x, float* y, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(Axpy)(s, x, y, n);
+}
 
 }  // namespace seedling::ops
 #endif

@@ -1,21 +1,12 @@
-// The plain reference of ops/matmul.h: one multiply-add at a time, accumulated in double.
+// The plain reference of ops/matmul.h: one multiply-add at a time, accumulated in double, weights through
+// codec_value (codec/codec.h), the scalar definition of every codec.
 #include "core/error.h"
 #include "ops/matmul.h"
 
 namespace seedling::ops {
 
 float Matrix::at(int64_t r, int64_t c) const {
-  const size_t i = size_t(r) * size_t(cols) + size_t(c);
-  switch (dtype) {
-    case DType::F32:
-      return static_cast<const float*>(data)[i];
-    case DType::BF16:
-      return bf16_to_f32(static_cast<const uint16_t*>(data)[i]);
-    case DType::F16:
-      return f16_to_f32(static_cast<const uint16_t*>(data)[i]);
-    default:
-      fail("matrix of dtype {} cannot be read as float", dtype_name(dtype));
-  }
+  return codec_value(codec, static_cast<const uint8_t*>(data) + size_t(r) * row_bytes(), c);
 }
 
 namespace ref {

@@ -3,24 +3,37 @@
 
 #include <cstdint>
 
+#include "codec/codec.h"
 #include "core/dtype.h"
+#include "core/error.h"
 
 namespace seedling::ops {
 
-// A weight matrix of `rows` x `cols` elements, row-major, in its stored type (bf16, f16 or f32), usually inside
-// a memory map. A linear layer y = x W^T has W of shape (out_features, in_features) = (rows, cols).
+// A weight matrix of `rows` x `cols` elements, row-major, stored in `codec` (codec/codec.h: f32, f16, bf16, or an
+// affine q8/q4 codec in blocks along cols), usually inside a memory map. A linear layer y = x W^T has W of shape
+// (out_features, in_features) = (rows, cols).
 struct Matrix {
-  DType dtype = DType::F32;
+  Codec codec = Codec::F32;
   const void* data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
 
-  size_t nbytes() const { return size_t(rows) * size_t(cols) * dtype_size(dtype); }
+  Matrix() = default;
+  Matrix(Codec c, const void* d, int64_t r, int64_t n) : codec(c), data(d), rows(r), cols(n) {}
+  // A float tensor as stored in a checkpoint (f32, f16 or bf16).
+  Matrix(DType t, const void* d, int64_t r, int64_t n) : data(d), rows(r), cols(n) {
+    const std::optional<Codec> c = codec_of_dtype(t);
+    if (!c) fail("a matrix cannot hold dtype {} (expected f32, f16 or bf16)", dtype_name(t));
+    codec = *c;
+  }
+
+  size_t row_bytes() const { return codec_row_bytes(codec, cols); }
+  size_t nbytes() const { return size_t(rows) * row_bytes(); }
   // Rows [begin, begin + count) as a matrix of their own.
   Matrix row_slice(int64_t begin, int64_t count) const {
-    return {dtype, static_cast<const uint8_t*>(data) + size_t(begin) * size_t(cols) * dtype_size(dtype), count, cols};
+    return {codec, static_cast<const uint8_t*>(data) + size_t(begin) * row_bytes(), count, cols};
   }
-  // Element (r, c) widened to float; for references and tests, never for hot loops.
+  // Element (r, c) widened (dequantized) to float; for references and tests, never for hot loops.
   float at(int64_t r, int64_t c) const;
 };
 

@@ -1,0 +1,90 @@
+// codec/quantize.cpp - the encoders of codec/quantize.h.
+#include "codec/quantize.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+
+namespace seedling {
+
+namespace {
+
+void encode_group(Codec c, const float* x, int64_t n, uint8_t* block) {
+  const int64_t g = codec_group(c);
+  const int qmax = (1 << codec_bits(c)) - 1;
+  float lo = x[0], hi = x[0];
+  for (int64_t j = 0; j < n; ++j) {
+    if (!std::isfinite(x[j])) fail("quantize: value {} is not finite", x[j]);
+    lo = std::min(lo, x[j]);
+    hi = std::max(hi, x[j]);
+  }
+  const uint16_t mh = f32_to_f16(lo);
+  const float m = f16_to_f32(mh);
+  uint16_t dh = f32_to_f16((hi - m) / float(qmax));
+  float d = f16_to_f32(dh);
+  // The float16 rounding of d may leave the maximum one step past qmax; round d up once instead of clamping.
+  if (d * float(qmax) + m < hi) {
+    dh = uint16_t(dh + 1);  // the next float16 up (d >= 0)
+    d = f16_to_f32(dh);
+  }
+  if (!std::isfinite(d) || !std::isfinite(m)) fail("quantize: group range [{}, {}] does not fit float16", lo, hi);
+  std::memcpy(block, &dh, 2);
+  std::memcpy(block + 2, &mh, 2);
+  uint8_t* q = block + 4;
+  std::memset(q, 0, codec_block_bytes(c) - 4);
+  for (int64_t j = 0; j < n; ++j) {
+    int v = d > 0 ? int(std::lround((x[j] - m) / d)) : 0;
+    v = std::clamp(v, 0, qmax);
+    if (codec_bits(c) == 8) {
+      q[j] = uint8_t(v);
+    } else if (j < g / 2) {
+      q[j] = uint8_t(q[j] | v);
+    } else {
+      q[j - g / 2] = uint8_t(q[j - g / 2] | (v << 4));
+    }
+  }
+}
+
+}  // namespace
+
+void encode_row(Codec c, const float* x, int64_t cols, uint8_t* out) {
+  switch (c) {
+    case Codec::F32:
+      std::memcpy(out, x, size_t(cols) * 4);
+      return;
+    case Codec::F16:
+    case Codec::BF16:
+      for (int64_t k = 0; k < cols; ++k) {
+        const uint16_t h = c == Codec::BF16 ? f32_to_bf16(x[k]) : f32_to_f16(x[k]);
+        std::memcpy(out + size_t(k) * 2, &h, 2);
+      }
+      return;
+    default:
+      break;
+  }
+  const int64_t g = codec_group(c);
+  for (int64_t k0 = 0, b = 0; k0 < cols; k0 += g, ++b) {
+    encode_group(c, x + k0, std::min(g, cols - k0), out + size_t(b) * codec_block_bytes(c));
+  }
+}
+
+void encode_matrix(Codec c, DType src_dtype, const void* src, int64_t rows, int64_t cols, uint8_t* out) {
+  const std::optional<Codec> same = codec_of_dtype(src_dtype);
+  if (!same) fail("encode: source dtype {} is not f32, f16 or bf16", dtype_name(src_dtype));
+  if (*same == c) {
+    std::memcpy(out, src, codec_matrix_bytes(c, rows, cols));
+    return;
+  }
+  const size_t src_row = size_t(cols) * dtype_size(src_dtype), dst_row = codec_row_bytes(c, cols);
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto* s = static_cast<const uint8_t*>(src) + size_t(r) * src_row;
+    for (int64_t k = 0; k < cols; ++k) row[size_t(k)] = codec_value(*same, s, k);
+    encode_row(c, row.data(), cols, out + size_t(r) * dst_row);
+  }
+}
+
+}  // namespace seedling

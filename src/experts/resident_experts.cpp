@@ -1,0 +1,45 @@
+// experts/resident_experts.cpp - the resident provider, and its construction over a packed folder's expert files.
+#include "experts/resident_experts.h"
+
+#include "core/mapped_file.h"
+#include "io/packed_model.h"
+
+namespace seedling {
+
+std::unique_ptr<ResidentExperts> ResidentExperts::from_packed(std::shared_ptr<const PackedModel> packed) {
+  std::vector<std::vector<ExpertWeights>> table(size_t(packed->num_layers()));
+  std::vector<std::shared_ptr<const void>> maps;
+  std::vector<std::unique_ptr<std::atomic<bool>[]>> verified(table.size());
+  for (int l = 0; l < packed->num_layers(); ++l) {
+    if (!packed->layer_has_experts(l)) continue;
+    const PackedExpertLayer& pl = packed->expert_layer(l);
+    auto map = std::make_shared<const MappedFile>(pl.file);
+    if (map->size() != pl.file_bytes) fail("{}: changed size since the manifest was read", pl.file);
+    const int n = packed->num_experts(l);
+    verified[size_t(l)] = std::make_unique<std::atomic<bool>[]>(size_t(n));
+    for (int e = 0; e < n; ++e) {
+      table[size_t(l)].push_back(packed->decode_expert_blob(map->data() + pl.blobs[size_t(e)].offset, l, e));
+    }
+    maps.push_back(std::move(map));
+  }
+  auto r = std::make_unique<ResidentExperts>(std::move(table));
+  r->packed_ = std::move(packed);
+  r->mappings_ = std::move(maps);
+  r->verified_ = std::move(verified);
+  return r;
+}
+
+ExpertWeights ResidentExperts::acquire(int layer, int expert) {
+  const ExpertWeights& w = table_[size_t(layer)][size_t(expert)];
+  if (packed_ != nullptr) {
+    std::atomic<bool>& ok = verified_[size_t(layer)][size_t(expert)];
+    if (!ok.load(std::memory_order_acquire)) {
+      packed_->verify_blob(layer, expert,
+                           static_cast<const uint8_t*>(w.gate.data) - packed_->expert_layer(layer).parts[0].offset);
+      ok.store(true, std::memory_order_release);
+    }
+  }
+  return w;
+}
+
+}  // namespace seedling

@@ -1,0 +1,250 @@
+// io/packed_model.cpp - manifest validation and views of a packed model folder.
+#include "io/packed_model.h"
+
+#include <xxhash.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace seedling {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+uint64_t packed_checksum(const uint8_t* data, size_t bytes) {
+  return XXH64(data, bytes, 0);
+}
+
+bool is_packed_model_dir(const std::string& dir) {
+  return fs::exists(fs::path(dir) / "manifest.json");
+}
+
+namespace {
+
+// Typed access to the manifest: every failure names the manifest and the key path.
+struct ManifestReader {
+  std::string file;
+
+  [[noreturn]] void bad(const std::string& key, const std::string& what) const {
+    fail("{}: key '{}': {}", file, key, what);
+  }
+  const json& at(const json& obj, const std::string& key, const std::string& path) const {
+    if (!obj.is_object() || !obj.contains(key)) bad(path + key, "missing");
+    return obj[key];
+  }
+  uint64_t u64(const json& obj, const std::string& key, const std::string& path) const {
+    const json& v = at(obj, key, path);
+    if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0)) {
+      bad(path + key, "expected a non-negative integer");
+    }
+    return v.get<uint64_t>();
+  }
+  std::string str(const json& obj, const std::string& key, const std::string& path) const {
+    const json& v = at(obj, key, path);
+    if (!v.is_string()) bad(path + key, "expected a string");
+    return v.get<std::string>();
+  }
+  Codec codec(const json& obj, const std::string& path) const {
+    const std::string s = str(obj, "codec", path);
+    const std::optional<Codec> c = parse_codec(s);
+    if (!c)
+      bad(path + "codec", fmt::format("unknown codec '{}' (known: f32, f16, bf16, q8_g32, q8_g64, q4_g32, q4_g64)", s));
+    return *c;
+  }
+  std::vector<int64_t> shape(const json& obj, const std::string& path) const {
+    const json& v = at(obj, "shape", path);
+    if (!v.is_array() || v.empty() || v.size() > 2) bad(path + "shape", "expected [rows, cols] or [n]");
+    std::vector<int64_t> out;
+    for (const json& d : v) {
+      if (!d.is_number_integer() || d.get<int64_t>() <= 0) bad(path + "shape", "expected positive integers");
+      out.push_back(d.get<int64_t>());
+    }
+    return out;
+  }
+  uint64_t hash(const json& obj, const std::string& path) const {
+    const std::string s = str(obj, "xxh64", path);
+    if (s.size() != 16 || s.find_first_not_of("0123456789abcdef") != std::string::npos) {
+      bad(path + "xxh64", "expected 16 lowercase hex digits");
+    }
+    return std::stoull(s, nullptr, 16);
+  }
+};
+
+uint64_t file_size_of(const fs::path& p, const std::string& manifest, const std::string& key) {
+  std::error_code ec;
+  const uint64_t n = fs::file_size(p, ec);
+  if (ec) fail("{}: key '{}': file {} is missing or unreadable", manifest, key, p.string());
+  return n;
+}
+
+size_t expected_bytes(Codec c, const std::vector<int64_t>& shape) {
+  return shape.size() == 1 ? codec_matrix_bytes(c, 1, shape[0]) : codec_matrix_bytes(c, shape[0], shape[1]);
+}
+
+}  // namespace
+
+std::unique_ptr<PackedModel> PackedModel::open(const std::string& dir) {
+  auto pm = std::unique_ptr<PackedModel>(new PackedModel());
+  pm->dir_ = dir;
+  const fs::path mpath = fs::path(dir) / "manifest.json";
+  const ManifestReader r{mpath.string()};
+  {
+    std::ifstream in(mpath);
+    if (!in) fail("{}: cannot open", mpath.string());
+    try {
+      pm->manifest_ = json::parse(in);
+    } catch (const json::exception& e) {
+      fail("{}: not valid JSON: {}", mpath.string(), e.what());
+    }
+  }
+  const json& m = pm->manifest_;
+  if (!m.is_object()) fail("{}: expected a JSON object", mpath.string());
+  if (r.str(m, "format", "") != kPackedFormatName) r.bad("format", fmt::format("expected '{}'", kPackedFormatName));
+  const uint64_t version = r.u64(m, "version", "");
+  if (version != uint64_t(kPackedFormatVersion)) {
+    r.bad("version", fmt::format("version {} is not supported (this build reads {})", version, kPackedFormatVersion));
+  }
+  if (!r.at(m, "config", "").is_object()) r.bad("config", "expected the object of config.json");
+
+  // Resident tensors.
+  const json& res = r.at(m, "resident", "");
+  const std::string res_file = r.str(res, "file", "resident.");
+  const fs::path res_path = fs::path(dir) / res_file;
+  const uint64_t res_size = file_size_of(res_path, mpath.string(), "resident.file");
+  if (res_size > 0) pm->resident_ = std::make_unique<MappedFile>(res_path.string());
+  const json& tensors = r.at(res, "tensors", "resident.");
+  if (!tensors.is_object()) r.bad("resident.tensors", "expected an object of tensors by name");
+  for (const auto& [name, t] : tensors.items()) {
+    const std::string path = "resident.tensors." + name + ".";
+    PackedTensor pt;
+    pt.name = name;
+    pt.codec = r.codec(t, path);
+    pt.shape = r.shape(t, path);
+    pt.offset = r.u64(t, "offset", path);
+    pt.bytes = r.u64(t, "bytes", path);
+    pt.xxh64 = r.hash(t, path);
+    if (pt.bytes != expected_bytes(pt.codec, pt.shape)) {
+      r.bad(path + "bytes", fmt::format("{} bytes, but {} of shape {} takes {}", pt.bytes, codec_name(pt.codec),
+                                        t["shape"].dump(), expected_bytes(pt.codec, pt.shape)));
+    }
+    if (pt.offset % kPackedTensorAlign != 0) r.bad(path + "offset", "not 64-byte aligned");
+    if (pt.offset > res_size || pt.bytes > res_size - pt.offset) {
+      fail("{}: tensor '{}' ends at byte {}, past the end of {} ({} bytes; truncated?)", mpath.string(), name,
+           pt.offset + pt.bytes, res_path.string(), res_size);
+    }
+    pt.data = pm->resident_->data() + pt.offset;
+    if (packed_checksum(pt.data, pt.bytes) != pt.xxh64) {
+      fail("{}: tensor '{}' (offset {}, {} bytes) fails its xxh64 checksum from {}: the file is corrupted",
+           res_path.string(), name, pt.offset, pt.bytes, mpath.string());
+    }
+    pm->tensors_.emplace(name, std::move(pt));
+  }
+
+  // Expert layers.
+  const json& ex = r.at(m, "experts", "");
+  if (!ex.is_array()) r.bad("experts", "expected an array of layers");
+  for (size_t i = 0; i < ex.size(); ++i) {
+    const json& L = ex[i];
+    const std::string path = fmt::format("experts[{}].", i);
+    const uint64_t layer = r.u64(L, "layer", path);
+    if (layer > 100000) r.bad(path + "layer", "out of range");
+    if (pm->layers_.size() <= layer) pm->layers_.resize(layer + 1);
+    PackedExpertLayer& pl = pm->layers_[layer];
+    if (!pl.blobs.empty()) r.bad(path + "layer", fmt::format("layer {} appears twice", layer));
+    const fs::path fpath = fs::path(dir) / r.str(L, "file", path);
+    pl.file = fpath.string();
+    pl.file_bytes = file_size_of(fpath, mpath.string(), path + "file");
+    pl.blob_bytes = r.u64(L, "blob_bytes", path);
+    const char* part_names[3] = {"gate", "up", "down"};
+    for (int p = 0; p < 3; ++p) {
+      const std::string pp = path + part_names[p] + ".";
+      const json& pj = r.at(L, part_names[p], path);
+      PackedExpertPart& part = pl.parts[p];
+      part.codec = r.codec(pj, pp);
+      const std::vector<int64_t> shape = r.shape(pj, pp);
+      if (shape.size() != 2) r.bad(pp + "shape", "expected [rows, cols]");
+      part.rows = shape[0];
+      part.cols = shape[1];
+      part.offset = r.u64(pj, "offset", pp);
+      part.bytes = r.u64(pj, "bytes", pp);
+      if (part.bytes != codec_matrix_bytes(part.codec, part.rows, part.cols)) {
+        r.bad(pp + "bytes", fmt::format("{} bytes, but {} of shape {} takes {}", part.bytes, codec_name(part.codec),
+                                        pj["shape"].dump(), codec_matrix_bytes(part.codec, part.rows, part.cols)));
+      }
+      if (part.offset % kPackedTensorAlign != 0) r.bad(pp + "offset", "not 64-byte aligned");
+      if (part.offset > pl.blob_bytes || part.bytes > pl.blob_bytes - part.offset) {
+        r.bad(pp + "offset", fmt::format("part ends past blob_bytes {}", pl.blob_bytes));
+      }
+    }
+    const json& blobs = r.at(L, "blobs", path);
+    if (!blobs.is_array() || blobs.empty()) r.bad(path + "blobs", "expected a non-empty array");
+    for (size_t e = 0; e < blobs.size(); ++e) {
+      const std::string bp = fmt::format("{}blobs[{}].", path, e);
+      ExpertBlobLocation b{pl.file, r.u64(blobs[e], "offset", bp), r.u64(blobs[e], "bytes", bp), r.hash(blobs[e], bp)};
+      if (b.offset % kPackedBlobAlign != 0) r.bad(bp + "offset", "not 4096-byte aligned");
+      if (b.bytes != pl.blob_bytes) r.bad(bp + "bytes", fmt::format("expected blob_bytes {}", pl.blob_bytes));
+      const uint64_t padded = (b.bytes + kPackedBlobAlign - 1) / kPackedBlobAlign * kPackedBlobAlign;
+      if (b.offset > pl.file_bytes || padded > pl.file_bytes - b.offset) {
+        fail("{}: layer {} expert {} ends at byte {}, past the end of {} ({} bytes; truncated?)", mpath.string(), layer,
+             e, b.offset + padded, pl.file, pl.file_bytes);
+      }
+      pl.blobs.push_back(std::move(b));
+    }
+  }
+  return pm;
+}
+
+const PackedTensor& PackedModel::tensor(const std::string& name) const {
+  const auto it = tensors_.find(name);
+  if (it == tensors_.end()) fail("{}/manifest.json: no resident tensor '{}'", dir_, name);
+  return it->second;
+}
+
+bool PackedModel::layer_has_experts(int layer) const {
+  return layer >= 0 && size_t(layer) < layers_.size() && !layers_[size_t(layer)].blobs.empty();
+}
+
+int PackedModel::num_experts(int layer) const {
+  return layer_has_experts(layer) ? int(layers_[size_t(layer)].blobs.size()) : 0;
+}
+
+const PackedExpertLayer& PackedModel::expert_layer(int layer) const {
+  if (!layer_has_experts(layer)) fail("{}/manifest.json: layer {} has no routed experts", dir_, layer);
+  return layers_[size_t(layer)];
+}
+
+const ExpertBlobLocation& PackedModel::expert_blob(int layer, int expert) const {
+  const PackedExpertLayer& pl = expert_layer(layer);
+  if (expert < 0 || size_t(expert) >= pl.blobs.size()) {
+    fail("{}/manifest.json: layer {} has no expert {}", dir_, layer, expert);
+  }
+  return pl.blobs[size_t(expert)];
+}
+
+ExpertWeights PackedModel::decode_expert_blob(const uint8_t* blob, int layer, int expert) const {
+  const PackedExpertLayer& pl = expert_layer(layer);
+  (void)expert_blob(layer, expert);  // range check
+  auto view = [&](const PackedExpertPart& p) { return ops::Matrix{p.codec, blob + p.offset, p.rows, p.cols}; };
+  return {view(pl.parts[0]), view(pl.parts[1]), view(pl.parts[2])};
+}
+
+void PackedModel::verify_blob(int layer, int expert, const uint8_t* blob) const {
+  const ExpertBlobLocation& b = expert_blob(layer, expert);
+  const uint64_t got = packed_checksum(blob, b.bytes);
+  if (got != b.xxh64) {
+    fail(
+        "{}: layer {} expert {} (offset {}, {} bytes) fails its xxh64 checksum ({:016x}, manifest says {:016x}): "
+        "the file is corrupted",
+        b.file, layer, expert, b.offset, b.bytes, got, b.xxh64);
+  }
+}
+
+uint64_t PackedModel::expert_bytes_total() const {
+  uint64_t n = 0;
+  for (const PackedExpertLayer& pl : layers_) n += pl.blob_bytes * pl.blobs.size();
+  return n;
+}
+
+}  // namespace seedling

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# `seedling pack` and `seedling synth --packed` end to end: a bf16 pack gives the HF folder's logits byte for byte,
+# info and run work on packed folders, a q8 synth model loads and decodes, and bad input is one error line, exit 1,
+# with nothing left behind that looks like a packed folder.
+set -euo pipefail
+bin=$1
+data=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+m=$data/models/qwen3_moe_a
+ids=$(python3 -c "import json;print(','.join(map(str,json.load(open('$m/reference.json'))['ids'])))")
+want=$(python3 -c "import json;print(','.join(map(str,json.load(open('$m/reference.json'))['greedy'])))")
+
+"$bin" pack -m "$m/hf" -o "$tmp/p" --experts bf16 2>"$tmp/err" >/dev/null
+grep -q "MB/s" "$tmp/err" || { echo "no progress bar with a rate"; cat "$tmp/err"; exit 1; }
+grep -q "ETA" "$tmp/err" || { echo "no ETA in the progress bar"; exit 1; }
+[ -f "$tmp/p/manifest.json" ] && [ -f "$tmp/p/resident.bin" ] && [ -f "$tmp/p/experts-000.bin" ]
+[ ! -e "$tmp/p.partial" ] || { echo "p.partial left behind"; exit 1; }
+[ -f "$tmp/p/generation_config.json" ] || { echo "generation_config.json not copied"; exit 1; }
+echo "ok   pack writes manifest, resident.bin, experts files, copies generation_config.json, shows rate and ETA"
+
+"$bin" logits -m "$m/hf" --ids "$ids" -o "$tmp/hf.f32" 2>/dev/null
+"$bin" logits -m "$tmp/p" --ids "$ids" -o "$tmp/p.f32" 2>/dev/null
+cmp -s "$tmp/hf.f32" "$tmp/p.f32" || { echo "packed bf16 logits differ from the HF folder"; exit 1; }
+echo "ok   packed bf16 logits are byte-identical to the HF folder"
+
+got=$("$bin" run -m "$tmp/p" --ids "$ids" -n 12 --ignore-eos --print-ids 2>/dev/null | tail -n 1)
+[ "$got" = "$want" ] || { echo "run on packed: got $got, want $want"; exit 1; }
+echo "ok   run on a packed folder gives transformers' greedy continuation"
+
+"$bin" pack -m "$m/hf" -o "$tmp/q" --experts q4_g32 --dense q8_g64 >/dev/null 2>&1
+"$bin" info -m "$tmp/q" >"$tmp/info"
+grep -q "family:           qwen3_moe" "$tmp/info"
+hf_bpt=$("$bin" info -m "$m/hf" | sed -n 's/^bytes per token: *\([0-9.e+]*\).*/\1/p')
+q_bpt=$(sed -n 's/^bytes per token: *\([0-9.e+]*\).*/\1/p' "$tmp/info")
+python3 -c "import sys; a,b=float('$hf_bpt'),float('$q_bpt'); sys.exit(0 if b < 0.6*a else 1)" ||
+  { echo "bytes per token at q4/q8 ($q_bpt) not well below bf16 ($hf_bpt)"; exit 1; }
+echo "ok   info on a q4/q8 packed folder reports bytes per token at the stored codecs ($q_bpt vs $hf_bpt)"
+
+"$bin" synth --packed q8_g32 --layers 2 --experts 4 --vocab 512 -o "$tmp/s" >/dev/null 2>&1
+"$bin" info -m "$tmp/s" | grep -q "layers:           2"
+"$bin" run -m "$tmp/s" --ids 1,2,3 -n 2 --ignore-eos --print-ids >/dev/null 2>&1
+python3 - "$tmp/s/manifest.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+assert m["format"] == "seedling-packed" and m["version"] == 1
+for layer in m["experts"]:
+    assert layer["gate"]["codec"] == "q8_g32", layer["gate"]
+    assert all(b["offset"] % 4096 == 0 for b in layer["blobs"])
+PY
+echo "ok   synth --packed q8_g32 writes a packed Qwen3-30B-A3B-shaped model that info and run load"
+
+# Bad input: one error line, exit 1.
+expect_error() {
+  local what=$1 pattern=$2
+  shift 2
+  if "$@" >"$tmp/out" 2>"$tmp/err"; then echo "$what: expected failure"; exit 1; fi
+  [ "$(wc -l <"$tmp/err")" -eq 1 ] || { echo "$what: expected one error line, got:"; cat "$tmp/err"; exit 1; }
+  grep -q "$pattern" "$tmp/err" || { echo "$what: error lacks '$pattern':"; cat "$tmp/err"; exit 1; }
+  echo "ok   $what"
+}
+expect_error "unknown --experts codec" "q3_g16" "$bin" pack -m "$m/hf" -o "$tmp/x" --experts q3_g16
+[ ! -e "$tmp/x" ] && [ ! -e "$tmp/x.partial" ] || { echo "bad codec left a folder"; exit 1; }
+expect_error "existing output without --force" "exists" "$bin" pack -m "$m/hf" -o "$tmp/p"
+expect_error "missing model folder" "no such model folder" "$bin" pack -m "$tmp/none" -o "$tmp/y"
+cp -r "$tmp/p" "$tmp/t"
+f=$tmp/t/experts-002.bin
+truncate -s $(($(stat -c %s "$f") - 4096)) "$f"
+expect_error "truncated expert file" "truncated" "$bin" info -m "$tmp/t"
+cp -r "$tmp/p" "$tmp/c"
+python3 - "$tmp/c/resident.bin" <<'PY'
+import sys
+f = open(sys.argv[1], "r+b"); f.seek(100); b = f.read(1); f.seek(100); f.write(bytes([b[0] ^ 0x5a]))
+PY
+expect_error "corrupted resident tensor" "checksum" "$bin" info -m "$tmp/c"
+cp -r "$tmp/p" "$tmp/n"
+rm "$tmp/n/resident.bin"
+expect_error "manifest naming a missing file" "resident.bin" "$bin" info -m "$tmp/n"

@@ -1,0 +1,137 @@
+// Affine q8/q4 codecs: the block layout is what codec.h declares, encoding error stays within its bound, the fast
+// matmul equals the double-precision reference within float rounding, and a row gives the same bits alone or batched.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "codec/quantize.h"
+#include "ops/matmul.h"
+
+namespace seedling {
+
+namespace {
+const Codec kAffine[] = {Codec::Q8_G32, Codec::Q8_G64, Codec::Q4_G32, Codec::Q4_G64};
+
+std::vector<float> normal(size_t n, uint32_t seed, float mean = 0.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(mean, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+std::vector<uint8_t> encode(Codec c, const std::vector<float>& x, int64_t rows, int64_t cols) {
+  std::vector<uint8_t> out(codec_matrix_bytes(c, rows, cols));
+  encode_matrix(c, DType::F32, x.data(), rows, cols, out.data());
+  return out;
+}
+}  // namespace
+
+TEST(Codec, BlockSizesAndBitsPerWeightAreTheDeclaredOnes) {
+  EXPECT_EQ(codec_row_bytes(Codec::Q8_G32, 64), 2 * 36u);   // 9.0 bits per weight
+  EXPECT_EQ(codec_row_bytes(Codec::Q8_G64, 128), 2 * 68u);  // 8.5
+  EXPECT_EQ(codec_row_bytes(Codec::Q4_G32, 64), 2 * 20u);   // 5.0
+  EXPECT_EQ(codec_row_bytes(Codec::Q4_G64, 128), 2 * 36u);  // 4.5
+  EXPECT_EQ(codec_row_bytes(Codec::Q4_G32, 40), 2 * 20u);   // a partial last group takes a whole block
+  for (Codec c : kAllCodecs) EXPECT_EQ(parse_codec(codec_name(c)), c);
+  EXPECT_FALSE(parse_codec("q3_g32").has_value());
+}
+
+TEST(Codec, Q4NibbleOrderIsLowFirstHalfHighSecondHalf) {
+  std::vector<float> x(32);
+  for (int i = 0; i < 32; ++i) x[size_t(i)] = float(i % 16);  // exactly representable: d = 1, m = 0
+  x[16] = 15;
+  x[31] = 0;
+  const auto b = encode(Codec::Q4_G32, x, 1, 32);
+  const uint8_t* q = b.data() + 4;
+  EXPECT_EQ(q[0], (15 << 4) | 0);   // element 0 low, element 16 high
+  EXPECT_EQ(q[15], (0 << 4) | 15);  // element 15 low, element 31 high
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(codec_value(Codec::Q4_G32, b.data(), i), x[size_t(i)]);
+}
+
+TEST(Codec, DequantizedErrorIsWithinHalfAStepPlusFloat16Rounding) {
+  const int64_t rows = 8, cols = 200;  // 200: partial last groups for both group sizes
+  for (Codec c : kAffine) {
+    const auto x = normal(size_t(rows * cols), 3, 0.5f);
+    const auto b = encode(c, x, rows, cols);
+    const ops::Matrix m{c, b.data(), rows, cols};
+    const int64_t g = codec_group(c);
+    const int qmax = (1 << codec_bits(c)) - 1;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t k0 = 0; k0 < cols; k0 += g) {
+        float lo = INFINITY, hi = -INFINITY;
+        for (int64_t k = k0; k < std::min(cols, k0 + g); ++k) {
+          lo = std::min(lo, x[size_t(r * cols + k)]);
+          hi = std::max(hi, x[size_t(r * cols + k)]);
+        }
+        // Half a step of the float16 scale (which may be one float16 ulp coarser than (hi-lo)/qmax), plus the
+        // float16 rounding of the minimum (2^-11 relative) and the float32 arithmetic of d*q+m.
+        const double step = double(hi - lo) / qmax * (1 + 0x1.0p-9);
+        const double bound = step / 2 + std::fabs(lo) * 0x1.0p-11 + 1e-6;
+        for (int64_t k = k0; k < std::min(cols, k0 + g); ++k) {
+          ASSERT_LE(std::fabs(double(m.at(r, k)) - double(x[size_t(r * cols + k)])), bound)
+              << codec_name(c) << " row " << r << " col " << k;
+        }
+      }
+    }
+  }
+}
+
+TEST(Codec, ConstantGroupsAndBf16PassthroughAreExact) {
+  std::vector<float> x(64, 0.375f);
+  for (Codec c : kAffine) {
+    const auto b = encode(c, x, 1, 64);
+    for (int k = 0; k < 64; ++k) EXPECT_EQ(codec_value(c, b.data(), k), 0.375f) << codec_name(c);
+  }
+  std::vector<uint16_t> h = {f32_to_bf16(1.5f), f32_to_bf16(-2.25f), 0x7f7f};
+  std::vector<uint8_t> out(6);
+  encode_matrix(Codec::BF16, DType::BF16, h.data(), 1, 3, out.data());
+  EXPECT_EQ(std::memcmp(out.data(), h.data(), 6), 0);
+}
+
+TEST(Codec, NonFiniteValuesAreAnError) {
+  std::vector<float> x(32, 1.0f);
+  x[3] = NAN;
+  EXPECT_THROW(encode(Codec::Q8_G32, x, 1, 32), Error);
+}
+
+class QuantMatmulTest : public ::testing::TestWithParam<std::tuple<Codec, int, int, int>> {};
+
+TEST_P(QuantMatmulTest, FastEqualsReferenceWithinFloatRoundingAndRowsAreBatchIndependent) {
+  const auto [c, m, rows, cols] = GetParam();
+  const auto wf = normal(size_t(rows) * size_t(cols), 11);
+  const auto b = encode(c, wf, rows, cols);
+  const ops::Matrix w{c, b.data(), rows, cols};
+  const auto x = normal(size_t(m) * size_t(cols), 12);
+  std::vector<float> fast(size_t(m) * size_t(rows)), ref(fast.size());
+  ops::matmul(x.data(), m, w, fast.data());
+  ops::ref::matmul(x.data(), m, w, ref.data());
+  for (int i = 0; i < m; ++i) {
+    for (int n = 0; n < rows; ++n) {
+      double mag = 0;
+      for (int k = 0; k < cols; ++k) mag += std::fabs(double(x[size_t(i * cols + k)]) * double(w.at(n, k)));
+      const double bound = double(cols) * 0x1.0p-24 * mag + 1e-30;
+      ASSERT_LE(std::fabs(double(fast[size_t(i * rows + n)]) - double(ref[size_t(i * rows + n)])), bound)
+          << codec_name(c) << " row " << i << " col " << n;
+    }
+  }
+  for (int i = 0; i < m; ++i) {
+    std::vector<float> alone(static_cast<size_t>(rows));
+    ops::matmul(x.data() + size_t(i * cols), 1, w, alone.data());
+    ASSERT_EQ(std::memcmp(alone.data(), fast.data() + size_t(i * rows), size_t(rows) * 4), 0)
+        << codec_name(c) << " row " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, QuantMatmulTest,
+                         ::testing::Combine(::testing::ValuesIn(kAffine), ::testing::Values(1, 5, 33),
+                                            ::testing::Values(1, 7, 64), ::testing::Values(32, 40, 200, 256)),
+                         [](const auto& info) {
+                           return std::string(codec_name(std::get<0>(info.param))) + "_m" +
+                                  std::to_string(std::get<1>(info.param)) + "_r" +
+                                  std::to_string(std::get<2>(info.param)) + "_c" +
+                                  std::to_string(std::get<3>(info.param));
+                         });
+
+}  // namespace seedling
