@@ -131,7 +131,13 @@ int run_packed(const SynthFlags& f, const ordered_json& cfg) {
     const uint64_t blob = 2 * ((codec_matrix_bytes(*codec, I, H) + 63) / 64 * 64) + codec_matrix_bytes(*codec, H, I);
     total += (blob + 4095) / 4096 * 4096 * uint64_t(c.num_experts);
   }
-  w.set_total_bytes(total);  // the experts dominate; resident tensors count as they go
+  total += uint64_t(V * H * 2) * (c.tie_word_embeddings ? 1 : 2);  // bf16 embedding and head
+  for (int l = 0; l < c.num_layers; ++l) {
+    const int64_t attn = 2 * c.q_dim() * H + 2 * c.kv_dim() * H;
+    const int64_t ffn = c.layer_has_experts[size_t(l)] ? c.num_experts * H : 3 * c.intermediate_size * H;
+    total += uint64_t(attn + ffn) * 2;  // bf16; norms are too small to matter for a progress bar
+  }
+  w.set_total_bytes(total);
   auto mat = [&](const std::string& name, int64_t rows, int64_t cols) {
     const auto fill = random_bf16(mix(++tensor_seed), 1.0f / std::sqrt(float(cols)), 0);
     w.add_resident(name, Codec::BF16, {rows, cols}, [&](uint8_t* out) { fill(out, 0, size_t(rows * cols) * 2); });
