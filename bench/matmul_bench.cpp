@@ -35,8 +35,9 @@ int main(int argc, char** argv) {
   }
   std::sort(mm.begin(), mm.end());
   std::sort(rd.begin(), rd.end());
-  std::printf("bf16 matvec %lld x %lld (%.0f MB), %d threads: %.2f GB/s; streaming read of the same bytes: %.2f GB/s;"
-              " ratio %.2f (medians of 7)\n",
-              static_cast<long long>(rows), static_cast<long long>(cols), bytes / 1e6,
-              ThreadPool::global().size(), mm[3], rd[3], mm[3] / rd[3]);
+  std::printf(
+      "bf16 matvec %lld x %lld (%.0f MB), %d threads: %.2f GB/s; streaming read of the same bytes: %.2f GB/s;"
+      " ratio %.2f (medians of 7)\n",
+      static_cast<long long>(rows), static_cast<long long>(cols), bytes / 1e6, ThreadPool::global().size(), mm[3],
+      rd[3], mm[3] / rd[3]);
 }

@@ -26,7 +26,9 @@ std::string ChatSession::render_prompt() const {
   return template_.render(ctx);
 }
 
-std::vector<int32_t> ChatSession::prompt_ids() const { return tokenizer_.encode(render_prompt(), false); }
+std::vector<int32_t> ChatSession::prompt_ids() const {
+  return tokenizer_.encode(render_prompt(), false);
+}
 
 std::vector<int32_t> ChatSession::stop_ids(const ModelConfig& config) const {
   std::vector<int32_t> ids(config.eos_token_ids.begin(), config.eos_token_ids.end());

@@ -34,8 +34,8 @@ class TextOutput {
 
   StreamDecoder decoder_;
   std::vector<std::string> stops_;
-  std::string text_;      // everything decoded so far
-  size_t released_ = 0;   // text_[0, released_) has been handed out
+  std::string text_;     // everything decoded so far
+  size_t released_ = 0;  // text_[0, released_) has been handed out
   bool in_reasoning_;
   bool stopped_ = false;
   std::string content_, reasoning_;

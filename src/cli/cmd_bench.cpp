@@ -53,7 +53,8 @@ int run(const BenchFlags& f) {
   const ModelConfig& c = model->config();
   const Model::Sizes sizes = model->sizes();
   EngineOptions eo;
-  eo.max_context = f.model.ctx > 0 ? f.model.ctx : std::max(c.max_position_embeddings, f.prompt_tokens + f.decode_tokens + 1);
+  eo.max_context =
+      f.model.ctx > 0 ? f.model.ctx : std::max(c.max_position_embeddings, f.prompt_tokens + f.decode_tokens + 1);
   Engine engine(*model, eo);
   std::mt19937 rng(1234);
   std::vector<int32_t> prompt(size_t(f.prompt_tokens));
@@ -91,13 +92,13 @@ int run(const BenchFlags& f) {
   const double gbs = d.median * bytes / 1e9;
   std::printf("model: %s (%s, %d layers, %d experts top-%d)\n", model->dir().c_str(), c.model_type.c_str(),
               c.num_layers, c.num_experts, c.experts_per_token);
-  std::printf("threads: %d; repeats: %d; prompt %d tokens; decode %d tokens\n", ThreadPool::global().size(),
-              f.repeats, f.prompt_tokens, f.decode_tokens);
+  std::printf("threads: %d; repeats: %d; prompt %d tokens; decode %d tokens\n", ThreadPool::global().size(), f.repeats,
+              f.prompt_tokens, f.decode_tokens);
   std::printf("read bandwidth (1 GiB streaming read): %.2f GB/s (min %.2f, max %.2f)\n", b.median, b.min, b.max);
   std::printf("prefill: %.2f tok/s (min %.2f, max %.2f)\n", p.median, p.min, p.max);
   std::printf("decode:  %.2f tok/s (min %.2f, max %.2f)\n", d.median, d.min, d.max);
-  std::printf("bytes per token: %.1f MB; decode reads %.2f GB/s = %.1f%% of the measured read bandwidth\n",
-              bytes / 1e6, gbs, 100.0 * gbs / b.median);
+  std::printf("bytes per token: %.1f MB; decode reads %.2f GB/s = %.1f%% of the measured read bandwidth\n", bytes / 1e6,
+              gbs, 100.0 * gbs / b.median);
   std::printf("ceiling at this bandwidth: %.2f tok/s\n", b.median * 1e9 / bytes);
   std::printf("peak RSS: %.2f GB; KV cache: %.2f MB\n", double(peak_rss_bytes()) / 1e9, double(kv_bytes) / 1e6);
   return 0;

@@ -17,14 +17,14 @@ int run(const ModelFlags& f) {
   std::printf("model:            %s\n", model->dir().c_str());
   std::printf("family:           %s\n", c.model_type.c_str());
   std::printf("layers:           %d (%d with experts)\n", c.num_layers, moe_layers);
-  std::printf("hidden:           %d; heads %d, kv heads %d, head_dim %d\n", c.hidden_size, c.num_heads,
-              c.num_kv_heads, c.head_dim);
+  std::printf("hidden:           %d; heads %d, kv heads %d, head_dim %d\n", c.hidden_size, c.num_heads, c.num_kv_heads,
+              c.head_dim);
   std::printf("experts:          %d, top-%d, width %d, norm_topk_prob %s\n", c.num_experts, c.experts_per_token,
               c.moe_intermediate_size, c.norm_topk_prob ? "true" : "false");
   std::printf("vocab:            %d; context %d; rope %s theta %g\n", c.vocab_size, c.max_position_embeddings,
               c.rope.type.c_str(), c.rope.theta);
-  std::printf("parameters:       %.4g total, %.4g active per token, %.4g in routed experts\n",
-              double(s.total_params), double(s.active_params), double(s.expert_params));
+  std::printf("parameters:       %.4g total, %.4g active per token, %.4g in routed experts\n", double(s.total_params),
+              double(s.active_params), double(s.expert_params));
   std::printf("bytes per token:  %.4g (%.2f MB) at the stored precision\n", double(s.bytes_per_token),
               double(s.bytes_per_token) / 1e6);
   std::printf("experts live:     %s\n", model->experts().name());

@@ -34,8 +34,8 @@ int run(const PerplexityFlags& f) {
   });
   const double dt = now_seconds() - t0;
   std::fprintf(stderr, "\n");
-  std::printf("file: %s (%zu tokens); windows: %d of %d tokens; scored: %lld\n", f.file.c_str(), ids.size(),
-              r.windows, window, static_cast<long long>(r.scored));
+  std::printf("file: %s (%zu tokens); windows: %d of %d tokens; scored: %lld\n", f.file.c_str(), ids.size(), r.windows,
+              window, static_cast<long long>(r.scored));
   std::printf("mean nll: %.6f +- %.6f\n", r.mean_nll, r.nll_stderr);
   std::printf("perplexity: %.4f (%.4f .. %.4f at +-1 standard error)\n", r.ppl, std::exp(r.mean_nll - r.nll_stderr),
               std::exp(r.mean_nll + r.nll_stderr));
@@ -46,7 +46,8 @@ int run(const PerplexityFlags& f) {
 
 void add_perplexity(CLI::App& app, int* status) {
   auto f = std::make_shared<PerplexityFlags>();
-  CLI::App* cmd = app.add_subcommand("perplexity", "Perplexity of a text file in non-overlapping windows of --ctx tokens (default 512)");
+  CLI::App* cmd = app.add_subcommand(
+      "perplexity", "Perplexity of a text file in non-overlapping windows of --ctx tokens (default 512)");
   add_model_flags(cmd, &f->model);
   cmd->add_option("-f,--file", f->file, "text file")->required();
   cmd->callback([f, status] { *status = run(*f); });

@@ -21,7 +21,9 @@ struct DetokenizeFlags {
   bool skip_special = false;
 };
 
-std::string tokenizer_path(const std::string& m) { return find_tokenizer_file(m.empty() ? default_model_dir() : m); }
+std::string tokenizer_path(const std::string& m) {
+  return find_tokenizer_file(m.empty() ? default_model_dir() : m);
+}
 
 int tokenize(const TokenizeFlags& f) {
   const Tokenizer tok = Tokenizer::from_file(tokenizer_path(f.model));

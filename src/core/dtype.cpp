@@ -23,15 +23,24 @@ size_t dtype_size(DType t) {
 
 std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::F32: return "F32";
-    case DType::F16: return "F16";
-    case DType::BF16: return "BF16";
-    case DType::I8: return "I8";
-    case DType::U8: return "U8";
-    case DType::I32: return "I32";
-    case DType::I64: return "I64";
-    case DType::U16: return "U16";
-    case DType::U32: return "U32";
+    case DType::F32:
+      return "F32";
+    case DType::F16:
+      return "F16";
+    case DType::BF16:
+      return "BF16";
+    case DType::I8:
+      return "I8";
+    case DType::U8:
+      return "U8";
+    case DType::I32:
+      return "I32";
+    case DType::I64:
+      return "I64";
+    case DType::U16:
+      return "U16";
+    case DType::U32:
+      return "U32";
   }
   return "?";
 }
@@ -86,7 +95,7 @@ uint16_t f32_to_f16(float f) {
   const uint32_t abs = bits & 0x7fffffffu;
   if (abs > 0x7f800000u) return uint16_t(sign | 0x7e00u);
   if (abs >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // overflow to inf (>= 65520 rounds up)
-  if (abs < 0x38800000u) {                                   // subnormal or zero in f16
+  if (abs < 0x38800000u) {                                  // subnormal or zero in f16
     if (abs < 0x33000000u) return uint16_t(sign);
     const uint32_t e = abs >> 23;
     const uint32_t m = (abs & 0x7fffffu) | 0x800000u;

@@ -25,10 +25,9 @@ template <typename... Args>
 
 }  // namespace seedling
 
-#define SEEDLING_CHECK(cond, ...)                                                          \
-  do {                                                                                     \
-    if (!(cond)) {                                                                         \
-      ::seedling::fail("internal check failed at {}:{}: {}", __FILE__, __LINE__,          \
-                       ::fmt::format(__VA_ARGS__));                                        \
-    }                                                                                      \
+#define SEEDLING_CHECK(cond, ...)                                                                             \
+  do {                                                                                                        \
+    if (!(cond)) {                                                                                            \
+      ::seedling::fail("internal check failed at {}:{}: {}", __FILE__, __LINE__, ::fmt::format(__VA_ARGS__)); \
+    }                                                                                                         \
   } while (0)

@@ -16,7 +16,9 @@ int Engine::add_sequence() {
   return id;
 }
 
-void Engine::remove_sequence(int seq) { seqs_.erase(seq); }
+void Engine::remove_sequence(int seq) {
+  seqs_.erase(seq);
+}
 
 KvCache& Engine::cache(int seq) {
   auto it = seqs_.find(seq);
@@ -30,7 +32,9 @@ const KvCache& Engine::kv(int seq) const {
   return *it->second;
 }
 
-int Engine::length(int seq) const { return kv(seq).length; }
+int Engine::length(int seq) const {
+  return kv(seq).length;
+}
 
 void Engine::truncate(int seq, int n) {
   KvCache& kv = cache(seq);

@@ -8,7 +8,9 @@
 namespace seedling {
 
 namespace {
-double seconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+double seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 }  // namespace
 
 GenerateResult generate_on(Engine& engine, int seq, std::span<const int32_t> prompt, const GenerateOptions& options,

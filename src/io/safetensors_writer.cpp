@@ -26,8 +26,8 @@ void SafetensorsWriter::write(const std::string& path) const {
   header["__metadata__"] = {{"format", "pt"}};
   size_t offset = 0;
   for (const auto& e : entries_) {
-    header[e.name] = {{"dtype", std::string(dtype_name(e.dtype))}, {"shape", e.shape},
-                      {"data_offsets", {offset, offset + e.bytes}}};
+    header[e.name] = {
+        {"dtype", std::string(dtype_name(e.dtype))}, {"shape", e.shape}, {"data_offsets", {offset, offset + e.bytes}}};
     offset += e.bytes;
   }
   std::string text = header.dump();

@@ -7,7 +7,10 @@
 namespace seedling {
 
 KvCache::KvCache(int layers, int kv_dim, int initial_positions, int max_positions)
-    : kv_dim_(kv_dim), initial_(std::max(1, initial_positions)), max_(max_positions), k_(size_t(layers)),
+    : kv_dim_(kv_dim),
+      initial_(std::max(1, initial_positions)),
+      max_(max_positions),
+      k_(size_t(layers)),
       v_(size_t(layers)) {}
 
 void KvCache::reserve(int n) {

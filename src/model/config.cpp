@@ -6,7 +6,9 @@ namespace seedling {
 
 using nlohmann::json;
 
-bool ConfigReader::has(const std::string& key) const { return j_.contains(key) && !j_[key].is_null(); }
+bool ConfigReader::has(const std::string& key) const {
+  return j_.contains(key) && !j_[key].is_null();
+}
 
 void ConfigReader::bad(const std::string& key, const std::string& what) const {
   fail("{}: key '{}': {}", path_, key, what);
@@ -21,7 +23,9 @@ int ConfigReader::get_int(const std::string& key) const {
   return int(x);
 }
 
-int ConfigReader::get_int_or(const std::string& key, int fallback) const { return has(key) ? get_int(key) : fallback; }
+int ConfigReader::get_int_or(const std::string& key, int fallback) const {
+  return has(key) ? get_int(key) : fallback;
+}
 
 double ConfigReader::get_double(const std::string& key) const {
   if (!has(key)) bad(key, "missing (a number is required)");

@@ -30,8 +30,8 @@ struct ModelConfig {
   int intermediate_size = 0;  // width of the dense MLP of layers without experts
   int num_experts = 0;
   int experts_per_token = 0;
-  int moe_intermediate_size = 0;  // width of one routed expert
-  bool norm_topk_prob = true;     // renormalise the top-k routing weights to sum to 1
+  int moe_intermediate_size = 0;           // width of one routed expert
+  bool norm_topk_prob = true;              // renormalise the top-k routing weights to sum to 1
   std::vector<uint8_t> layer_has_experts;  // [num_layers]
   bool qk_norm = false;                    // RMSNorm over each head of q and k (Qwen3)
   bool attention_bias = false;

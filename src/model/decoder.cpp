@@ -122,6 +122,13 @@ void Model::moe(int layer, int64_t M, const float* xn, float* out) {
   // Rows grouped by expert, so each chosen expert is fetched once per batch and runs as one matrix product.
   std::vector<std::vector<int64_t>> slots_of(static_cast<size_t>(E));  // expert -> indices into chosen (i * K + s)
   for (int64_t j = 0; j < M * K; ++j) slots_of[size_t(chosen[size_t(j)])].push_back(j);
+  // Tell the provider every expert this batch needs before the first acquire, so a streamed provider has their
+  // reads in flight together instead of one miss at a time.
+  std::vector<int> used;
+  for (int e = 0; e < E; ++e) {
+    if (!slots_of[size_t(e)].empty()) used.push_back(e);
+  }
+  experts_->prefetch(layer, used);
   std::vector<float> expert_out(size_t(M * K * H));  // (M, K, H)
   std::vector<float> xe, g, u, a, d;
   for (int e = 0; e < E; ++e) {

@@ -59,9 +59,8 @@ void softmax(float* x, int64_t n) {
 void top_k(const float* x, int n, int k, int* idx) {
   std::vector<int> order(size_t(n), 0);
   std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
-    return x[a] > x[b] || (x[a] == x[b] && a < b);
-  });
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int a, int b) { return x[a] > x[b] || (x[a] == x[b] && a < b); });
   std::copy(order.begin(), order.begin() + k, idx);
 }
 
@@ -79,7 +78,8 @@ void attention_row(const float* q, const float* k_cache, const float* v_cache, i
     softmax(scratch, n);
     float* o = out + h * s.head_dim;
     std::fill(o, o + s.head_dim, 0.0f);
-    for (int j = 0; j < n; ++j) axpy(scratch[j], v_cache + int64_t(first + j) * kv_stride + kvh * s.head_dim, o, s.head_dim);
+    for (int j = 0; j < n; ++j)
+      axpy(scratch[j], v_cache + int64_t(first + j) * kv_stride + kvh * s.head_dim, o, s.head_dim);
   }
 }
 

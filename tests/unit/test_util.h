@@ -11,7 +11,9 @@
 
 namespace seedling::test {
 
-inline std::string data_path(const std::string& rel) { return std::string(SEEDLING_TEST_DATA) + "/" + rel; }
+inline std::string data_path(const std::string& rel) {
+  return std::string(SEEDLING_TEST_DATA) + "/" + rel;
+}
 
 // A fresh empty folder under the system temp dir, removed when the object dies.
 class ScratchDir {

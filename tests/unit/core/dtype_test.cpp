@@ -27,7 +27,7 @@ TEST(DType, F16RoundTripsEveryHalfValue) {
   }
   EXPECT_EQ(f16_to_f32(0x3c00), 1.0f);
   EXPECT_EQ(f16_to_f32(0x0001), 0x1.0p-24f);  // smallest subnormal
-  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);     // rounds to infinity
+  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);    // rounds to infinity
 }
 
 TEST(DType, ParsesSafetensorsNames) {

@@ -72,8 +72,7 @@ TEST(Safetensors, HeaderLengthPastEndOfFile) {
 
 TEST(Safetensors, OffsetsPastEndOfData) {
   test::ScratchDir dir("st");
-  test::write_file(dir / "t.safetensors",
-                   header_file(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8));
+  test::write_file(dir / "t.safetensors", header_file(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8));
   const std::string msg = error_of([&] { SafetensorsFile f(dir / "t.safetensors"); });
   EXPECT_NE(msg.find("'w'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("run past the end"), std::string::npos) << msg;
@@ -81,8 +80,7 @@ TEST(Safetensors, OffsetsPastEndOfData) {
 
 TEST(Safetensors, SpanDisagreesWithShape) {
   test::ScratchDir dir("st");
-  test::write_file(dir / "t.safetensors",
-                   header_file(R"({"w":{"dtype":"BF16","shape":[4],"data_offsets":[0,6]}})", 8));
+  test::write_file(dir / "t.safetensors", header_file(R"({"w":{"dtype":"BF16","shape":[4],"data_offsets":[0,6]}})", 8));
   const std::string msg = error_of([&] { SafetensorsFile f(dir / "t.safetensors"); });
   EXPECT_NE(msg.find("needs 8"), std::string::npos) << msg;
 }
@@ -96,8 +94,7 @@ TEST(Safetensors, HeaderNotJson) {
 
 TEST(Safetensors, UnknownDtype) {
   test::ScratchDir dir("st");
-  test::write_file(dir / "t.safetensors",
-                   header_file(R"({"w":{"dtype":"Q7","shape":[1],"data_offsets":[0,1]}})", 1));
+  test::write_file(dir / "t.safetensors", header_file(R"({"w":{"dtype":"Q7","shape":[1],"data_offsets":[0,1]}})", 1));
   const std::string msg = error_of([&] { SafetensorsFile f(dir / "t.safetensors"); });
   EXPECT_NE(msg.find("unsupported dtype 'Q7'"), std::string::npos) << msg;
 }

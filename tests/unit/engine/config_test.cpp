@@ -18,7 +18,9 @@ ModelConfig parse(const nlohmann::json& j) {
   return read_model_config(dir.str());
 }
 
-nlohmann::json real(const std::string& name) { return test::read_json(test::data_path("configs/" + name)); }
+nlohmann::json real(const std::string& name) {
+  return test::read_json(test::data_path("configs/" + name));
+}
 
 std::string error_of(const nlohmann::json& j) {
   try {

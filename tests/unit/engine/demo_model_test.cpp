@@ -13,7 +13,9 @@
 namespace seedling {
 
 namespace {
-std::string demo_dir() { return std::string(SEEDLING_TEST_DATA) + "/../../models/seedling-demo-moe"; }
+std::string demo_dir() {
+  return std::string(SEEDLING_TEST_DATA) + "/../../models/seedling-demo-moe";
+}
 }  // namespace
 
 TEST(DemoModel, HeldOutPerplexityWithinHalfAPercentOfTransformers) {

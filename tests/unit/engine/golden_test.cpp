@@ -13,7 +13,7 @@ namespace seedling {
 namespace {
 const std::vector<std::string> kModels = {"qwen3_moe_a", "qwen3_moe_b", "mixtral_a", "mixtral_b"};
 const std::vector<std::string> kLayouts = {"hf", "hub"};
-}
+}  // namespace
 
 class GoldenTest : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 

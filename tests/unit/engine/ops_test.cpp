@@ -1,4 +1,6 @@
 // The fast kernels against their plain references, and the batch-independence they promise.
+#include "ops/ops.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -6,7 +8,6 @@
 
 #include "core/dtype.h"
 #include "ops/matmul.h"
-#include "ops/ops.h"
 
 namespace seedling::ops {
 
@@ -65,13 +66,16 @@ TEST_P(MatmulTest, FastEqualsReferenceWithinFloatRounding) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, MatmulTest,
-                         ::testing::Values(std::make_tuple(DType::BF16, 1, 64, 64),
-                                           std::make_tuple(DType::BF16, 7, 33, 67),
-                                           std::make_tuple(DType::BF16, 37, 130, 40),
-                                           std::make_tuple(DType::F16, 5, 17, 96),
-                                           std::make_tuple(DType::F32, 9, 31, 129),
-                                           std::make_tuple(DType::F32, 1, 3, 5)));
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, MatmulTest,
+    ::testing::Values(std::make_tuple(DType::BF16, 1, 64, 64), std::make_tuple(DType::BF16, 7, 33, 67),
+                      std::make_tuple(DType::BF16, 37, 130, 40), std::make_tuple(DType::F16, 5, 17, 96),
+                      std::make_tuple(DType::F32, 9, 31, 129), std::make_tuple(DType::F32, 1, 3, 5)),
+    [](const auto& info) {
+      const auto& [t, m, rows, cols] = info.param;
+      return std::string(dtype_name(t)) + "_m" + std::to_string(m) + "_" + std::to_string(rows) + "x" +
+             std::to_string(cols);
+    });
 
 TEST(Ops, AttentionRowMatchesTheFormula) {
   std::mt19937 rng(3);
