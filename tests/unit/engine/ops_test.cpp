@@ -71,10 +71,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(std::make_tuple(DType::BF16, 1, 64, 64), std::make_tuple(DType::BF16, 7, 33, 67),
                       std::make_tuple(DType::BF16, 37, 130, 40), std::make_tuple(DType::F16, 5, 17, 96),
                       std::make_tuple(DType::F32, 9, 31, 129), std::make_tuple(DType::F32, 1, 3, 5)),
-    [](const auto& info) {
-      const auto& [t, m, rows, cols] = info.param;
-      return std::string(dtype_name(t)) + "_m" + std::to_string(m) + "_" + std::to_string(rows) + "x" +
-             std::to_string(cols);
+    [](const auto& info) {  // no structured binding here: its commas would split the macro's arguments
+      const auto& p = info.param;
+      return std::string(dtype_name(std::get<0>(p))) + "_m" + std::to_string(std::get<1>(p)) + "_" +
+             std::to_string(std::get<2>(p)) + "x" + std::to_string(std::get<3>(p));
     });
 
 TEST(Ops, AttentionRowMatchesTheFormula) {
