@@ -40,11 +40,17 @@ Stat stat(std::vector<double> v) {
   return {v[v.size() / 2], v.front(), v.back()};
 }
 
-// Reads one byte of every page of every tensor, so the timed runs find the weights in memory, not on disk.
-void touch_weights(const Checkpoint& ck) {
+// Reads one byte of every page of every mapped tensor, so the timed runs find the weights in memory, not on disk.
+// For a packed folder that is the resident tensors; its experts are the provider's business (mapped or streamed).
+void touch_weights(const Model& model) {
   volatile uint8_t sink = 0;
-  for (const auto& [name, t] : ck.all()) {
-    for (size_t off = 0; off < t->nbytes; off += 4096) sink = sink + t->data[off];
+  auto touch = [&](const uint8_t* data, size_t bytes) {
+    for (size_t off = 0; off < bytes; off += 4096) sink = sink + data[off];
+  };
+  if (model.packed()) {
+    for (const auto& [name, t] : model.packed()->tensors()) touch(t.data, t.bytes);
+  } else {
+    for (const auto& [name, t] : model.checkpoint().all()) touch(t->data, t->nbytes);
   }
 }
 
@@ -60,7 +66,7 @@ int run(const BenchFlags& f) {
   std::vector<int32_t> prompt(size_t(f.prompt_tokens));
   for (auto& t : prompt) t = int32_t(rng() % uint32_t(c.vocab_size));
   std::fprintf(stderr, "bench: touching %.2f GB of weights...\n", double(sizes.total_params) * 2 / 1e9);
-  touch_weights(model->checkpoint());
+  touch_weights(*model);
   std::vector<float> buf((size_t(1) << 30) / sizeof(float), 1.0f);
   read_bandwidth(buf);  // warm
 
@@ -101,6 +107,7 @@ int run(const BenchFlags& f) {
               gbs, 100.0 * gbs / b.median);
   std::printf("ceiling at this bandwidth: %.2f tok/s\n", b.median * 1e9 / bytes);
   std::printf("peak RSS: %.2f GB; KV cache: %.2f MB\n", double(peak_rss_bytes()) / 1e9, double(kv_bytes) / 1e6);
+  finish_model(*model, int64_t(f.repeats) * (f.prompt_tokens + f.decode_tokens));
   return 0;
 }
 }  // namespace

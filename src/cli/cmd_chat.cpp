@@ -98,6 +98,7 @@ int run(const ChatFlags& f) {
                  ids.size() - keep, ids.size(), double(ids.size() - keep) / r.prompt_seconds, r.tokens.size(),
                  decode_rate, r.stop_reason.c_str());
   }
+  finish_model(*model, int64_t(fed.size()));
   return 0;
 }
 }  // namespace

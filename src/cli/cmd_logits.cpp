@@ -29,6 +29,7 @@ int run(const LogitsFlags& f) {
   const size_t written = std::fwrite(logits.data(), sizeof(float), logits.size(), fp);
   if (std::fclose(fp) != 0 || written != logits.size()) fail("{}: write failed", f.out);
   std::fprintf(stderr, "wrote %zu x %d logits to %s\n", ids.size(), model->config().vocab_size, f.out.c_str());
+  finish_model(*model, int64_t(ids.size()));
   return 0;
 }
 }  // namespace

@@ -40,6 +40,7 @@ int run(const PerplexityFlags& f) {
   std::printf("perplexity: %.4f (%.4f .. %.4f at +-1 standard error)\n", r.ppl, std::exp(r.mean_nll - r.nll_stderr),
               std::exp(r.mean_nll + r.nll_stderr));
   std::printf("speed: %.1f tokens/s\n", double(r.windows) * window / dt);
+  finish_model(*model, int64_t(r.windows) * window);
   return 0;
 }
 }  // namespace

@@ -98,6 +98,7 @@ int run(const RunFlags& f) {
   const double decode_rate = r.tokens.size() > 1 ? double(r.tokens.size() - 1) / r.decode_seconds : 0.0;
   std::fprintf(stderr, "prompt: %zu tokens, %.1f tok/s; decode: %zu tokens, %.1f tok/s; stop: %s\n", prompt.size(),
                double(prompt.size()) / r.prompt_seconds, r.tokens.size(), decode_rate, r.stop_reason.c_str());
+  finish_model(*model, int64_t(prompt.size() + r.tokens.size()));
   return 0;
 }
 }  // namespace

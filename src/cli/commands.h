@@ -18,10 +18,19 @@ struct ModelFlags {
   std::string model;  // -m; empty: the bundled default model
   int threads = 0;    // 0: all hardware threads
   int ctx = 0;        // 0: the model's max_position_embeddings
+  // Where routed experts live (packed folders): --ram-budget 4G or --expert-slots N streams them from disk into a
+  // RAM slot cache; with neither, the budget comes from the memory available (printed with its reason).
+  std::string ram_budget;
+  int expert_slots = 0;
+  std::string expert_policy = "lru";
+  std::string route_trace;  // --route-trace FILE: chosen experts per token and layer (docs/formats/route-trace.md)
 };
 void add_model_flags(CLI::App* cmd, ModelFlags* f);
-// Sets the thread count and loads the model named by -m (or the default model).
+// Sets the thread count, loads the model named by -m (or the default model) and places its experts.
 std::unique_ptr<Model> load_model(const ModelFlags& f);
+// At the end of a command: closes the route trace and prints the expert statistics (hits, reads, latency) for
+// `tokens` processed tokens on stderr.
+void finish_model(Model& model, int64_t tokens);
 std::string default_model_dir();
 // The model folder -m names, or the default model's.
 std::string model_dir(const ModelFlags& f);

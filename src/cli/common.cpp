@@ -18,10 +18,18 @@ std::string default_model_dir() {
   return std::string(SEEDLING_SOURCE_DIR) + "/models/seedling-demo-moe";
 }
 
+void place_experts(Model& model, const ModelFlags& f);
+void open_route_trace(Model& model, const ModelFlags& f);
+
 void add_model_flags(CLI::App* cmd, ModelFlags* f) {
   cmd->add_option("-m,--model", f->model, "Hugging Face model folder (default: the bundled model)");
   cmd->add_option("-t,--threads", f->threads, "CPU threads (default: all)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--ctx", f->ctx, "context limit in positions (default: the model's)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--ram-budget", f->ram_budget, "RAM for streamed experts, e.g. 4G (packed folders)");
+  cmd->add_option("--expert-slots", f->expert_slots, "expert slots in RAM (at least the router's top-k)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--expert-policy", f->expert_policy, "slot eviction: lru or lfu")->capture_default_str();
+  cmd->add_option("--route-trace", f->route_trace, "write the chosen experts per token and layer to FILE (CSV)");
 }
 
 std::string model_dir(const ModelFlags& f) {
@@ -32,7 +40,10 @@ std::string model_dir(const ModelFlags& f) {
 
 std::unique_ptr<Model> load_model(const ModelFlags& f) {
   if (f.threads > 0) ThreadPool::set_global_threads(f.threads);
-  return Model::load(model_dir(f));
+  auto model = Model::load(model_dir(f));
+  place_experts(*model, f);
+  open_route_trace(*model, f);
+  return model;
 }
 
 std::vector<int32_t> parse_ids(const std::string& text, const char* flag) {

@@ -1,0 +1,132 @@
+// cli/expert_placement.cpp - where a loaded model's routed experts live, from the flags or the memory available.
+//
+// A Hugging Face folder keeps its experts mapped. A packed folder either keeps them mapped (when everything fits
+// in the memory available with room to spare) or streams them from disk into a RAM slot cache: sized by
+// --expert-slots or --ram-budget, else by MemAvailable minus the resident tensors and a reserve. The choice and its
+// reason are printed on stderr; when not even the top-k experts of one layer fit, the load is refused with the
+// minimum named.
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "experts/route_trace.h"
+#include "experts/streamed_experts.h"
+
+namespace seedling::cli {
+
+namespace {
+
+std::unique_ptr<RouteTraceWriter>& trace_slot() {
+  static std::unique_ptr<RouteTraceWriter> w;
+  return w;
+}
+
+uint64_t mem_available_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit) {
+    if (key == "MemAvailable:") return kb * 1024;
+  }
+  return 0;
+}
+
+double gb(uint64_t b) {
+  return double(b) / 1e9;
+}
+
+}  // namespace
+
+void place_experts(Model& model, const ModelFlags& f) {
+  const bool asked = !f.ram_budget.empty() || f.expert_slots > 0;
+  const EvictionPolicy policy = parse_eviction_policy(f.expert_policy);
+  auto packed = model.packed();
+  if (!packed) {
+    if (asked)
+      fail("--ram-budget and --expert-slots need a packed folder: run `seedling pack -m {} -o DIR` first", model.dir());
+    return;
+  }
+  const ModelConfig& c = model.config();
+  uint64_t blob = 0;
+  for (int l = 0; l < c.num_layers; ++l) {
+    if (packed->layer_has_experts(l)) blob = std::max(blob, packed->expert_layer(l).blob_bytes);
+  }
+  StreamedOptions o;
+  o.slots = f.expert_slots;
+  o.min_slots = c.experts_per_token;
+  o.policy = policy;
+  const uint64_t experts = packed->expert_bytes_total();
+  if (!f.ram_budget.empty()) o.ram_budget = parse_byte_size(f.ram_budget);
+  if (!asked) {
+    const uint64_t avail = mem_available_bytes();
+    const uint64_t resident = uint64_t(model.sizes().total_params - model.sizes().expert_params) * 2;  // upper bound
+    const uint64_t reserve = (uint64_t(1) << 30) + avail / 10;  // KV cache, activations, the rest of the system
+    if (resident + experts + reserve <= avail) {
+      std::fprintf(
+          stderr,
+          "experts: all %.2f GB mapped: they fit in the %.2f GB available (resident %.2f GB, reserve %.2f GB)\n",
+          gb(experts), gb(avail), gb(resident), gb(reserve));
+      return;
+    }
+    const uint64_t minimum = uint64_t(c.experts_per_token) * blob;
+    if (avail < resident + reserve + minimum) {
+      fail(
+          "not enough memory for {}: {:.2f} GB available, but the resident tensors ({:.2f} GB), a reserve ({:.2f} GB) "
+          "and the smallest expert cache (top-{} experts, {:.1f} MB) need {:.2f} GB",
+          model.dir(), gb(avail), gb(resident), gb(reserve), c.experts_per_token, double(minimum) / 1e6,
+          gb(resident + reserve + minimum));
+    }
+    o.ram_budget = avail - resident - reserve;
+    std::fprintf(stderr,
+                 "experts: %.2f GB do not fit in the %.2f GB available; streaming them with --ram-budget %.2f GB "
+                 "(available - resident %.2f GB - reserve %.2f GB)\n",
+                 gb(experts), gb(avail), gb(o.ram_budget), gb(resident), gb(reserve));
+  }
+  // The provider reads whole 4 KiB pages (O_DIRECT); the packed files are padded so that the page after a blob's
+  // last byte is there. The checksum covers the blob's own bytes, remembered per location.
+  std::vector<std::vector<BlobLocation>> where(size_t(c.num_layers));
+  auto real_bytes = std::make_shared<std::map<std::pair<std::string, uint64_t>, uint64_t>>();
+  for (int l = 0; l < c.num_layers; ++l) {
+    if (!packed->layer_has_experts(l)) continue;
+    for (int e = 0; e < packed->num_experts(l); ++e) {
+      const ExpertBlobLocation& b = packed->expert_blob(l, e);
+      const uint64_t padded = (b.bytes + 4095) / 4096 * 4096;
+      where[size_t(l)].push_back({b.file, b.offset, padded, b.xxh64});
+      (*real_bytes)[{b.file, b.offset}] = b.bytes;
+    }
+  }
+  std::shared_ptr<const PackedModel> p = packed;
+  auto decode = [p](const uint8_t* blob, int layer, int expert) { return p->decode_expert_blob(blob, layer, expert); };
+  auto verify = [real_bytes](const uint8_t* blob, size_t, const BlobLocation& at) {
+    const uint64_t got = packed_checksum(blob, real_bytes->at({at.file, at.offset}));
+    if (got != at.xxh64) {
+      fail("{}: expert blob at offset {} has xxh64 {:016x}, the manifest says {:016x} (corrupted file?)", at.file,
+           at.offset, got, at.xxh64);
+    }
+  };
+  auto provider = std::make_unique<StreamedExperts>(std::move(where), decode, verify, o);
+  model.set_expert_provider(std::move(provider));
+}
+
+void open_route_trace(Model& model, const ModelFlags& f) {
+  if (f.route_trace.empty()) return;
+  trace_slot() = std::make_unique<RouteTraceWriter>(f.route_trace);
+  model.set_route_observer(trace_slot().get());
+}
+
+void finish_model(Model& model, int64_t tokens) {
+  if (trace_slot()) {
+    trace_slot()->close();
+    model.set_route_observer(nullptr);
+    trace_slot().reset();
+  }
+  const std::string stats = format_expert_stats(model.experts().stats(), model.experts().name(), tokens);
+  std::fputs(stats.c_str(), stderr);
+}
+
+}  // namespace seedling::cli
