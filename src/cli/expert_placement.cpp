@@ -6,6 +6,7 @@
 // reason are printed on stderr; when not even the top-k experts of one layer fit, the load is refused with the
 // minimum named.
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -25,7 +26,10 @@ std::unique_ptr<RouteTraceWriter>& trace_slot() {
   return w;
 }
 
+// MemAvailable from /proc/meminfo. SEEDLING_MEM_AVAILABLE (bytes) stands in for it, so tests can act out a small
+// machine.
 uint64_t mem_available_bytes() {
+  if (const char* fake = std::getenv("SEEDLING_MEM_AVAILABLE")) return std::strtoull(fake, nullptr, 10);
   std::ifstream in("/proc/meminfo");
   std::string key;
   uint64_t kb = 0;

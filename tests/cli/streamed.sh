@@ -53,3 +53,23 @@ grep -q "xxh64" "$tmp/err" && grep -qF "$f" "$tmp/err" || { cat "$tmp/err"; exit
 [ "$(wc -l <"$tmp/err")" -eq 1 ] || { cat "$tmp/err"; exit 1; }
 cmp -s "$f" "$tmp/before" || { echo "the source file changed"; exit 1; }
 echo "ok   too few slots, a budget on an HF folder, a bad size and a corrupted blob: one error line each"
+
+# With no budget, the choice follows the memory available (SEEDLING_MEM_AVAILABLE acts out a small machine).
+"$bin" logits -m "$tmp/tiny" --ids "$ids" -o "$tmp/auto.f32" 2>"$tmp/err"
+grep -q "experts: all .* mapped" "$tmp/err" || { cat "$tmp/err"; exit 1; }
+# The demo model: resident tensors (bound) 2.83 MB, experts 7 MB, reserve 1 GiB + 10% of what is available. With
+# 1,199,526,471 bytes available the experts do not fit beside the reserve, but more than top-4 of them do.
+"$bin" logits -m "$tmp/demo" --ids 5,6,7,8 -o "$tmp/demo_mapped.f32" 2>/dev/null
+SEEDLING_MEM_AVAILABLE=1199526471 "$bin" logits -m "$tmp/demo" --ids 5,6,7,8 -o "$tmp/auto.f32" 2>"$tmp/err"
+grep -q "streaming them with --ram-budget" "$tmp/err" || { cat "$tmp/err"; exit 1; }
+cmp -s "$tmp/demo_mapped.f32" "$tmp/auto.f32" || { echo "logits differ under the automatic budget"; exit 1; }
+if SEEDLING_MEM_AVAILABLE=1000000 "$bin" run -m "$tmp/tiny" --ids 1,2 2>"$tmp/err" >/dev/null; then
+  echo "a machine too small was accepted"
+  exit 1
+fi
+grep -q "not enough memory" "$tmp/err" && grep -q "top-2 experts" "$tmp/err" || { cat "$tmp/err"; exit 1; }
+echo "ok   default placement: mapped when it fits, a budget from the memory available, a refusal naming the minimum"
+
+"$bin" bench -m "$tmp/tiny" --expert-slots 2 --prompt-tokens 8 -n 4 --repeats 1 >"$tmp/bench" 2>"$tmp/err"
+grep -q "of the measured read bandwidth" "$tmp/bench" && grep -q "hit rate" "$tmp/err" || { cat "$tmp/err"; exit 1; }
+echo "ok   bench on a packed folder with streamed experts"
