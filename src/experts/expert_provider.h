@@ -44,6 +44,12 @@ struct ExpertStats {
 // `tokens` > 0 adds the I/O wait per token. Empty for a provider that read nothing and counted nothing.
 std::string format_expert_stats(const ExpertStats& s, const char* provider, int64_t tokens = 0);
 
+// Route of one row in one layer, reported by the MoE block to an observer (route traces, statistics).
+struct RouteObserver {
+  virtual ~RouteObserver() = default;
+  virtual void on_route(int layer, int row, std::span<const int> experts, std::span<const float> weights) = 0;
+};
+
 class ExpertProvider {
  public:
   virtual ~ExpertProvider() = default;

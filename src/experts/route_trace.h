@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "model/model.h"
+#include "experts/expert_provider.h"
 
 namespace seedling {
 

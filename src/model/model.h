@@ -47,12 +47,6 @@ struct BatchRow {
   bool want_logits = false;
 };
 
-// Route of one row in one layer, reported to an observer (route traces, statistics).
-struct RouteObserver {
-  virtual ~RouteObserver() = default;
-  virtual void on_route(int layer, int row, std::span<const int> experts, std::span<const float> weights) = 0;
-};
-
 class Model {
  public:
   // Reads config.json and the safetensors of a Hugging Face folder, or a packed folder (one with manifest.json,
