@@ -1,14 +1,8 @@
 #!/usr/bin/env bash
 # The main commands end to end on a tiny golden checkpoint: run --print-ids gives transformers' greedy tokens,
 # logits writes [n x vocab] float32 equal to the reference within 1e-3, info and bench print their figures.
-set -euo pipefail
-bin=$1
-data=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-m=$data/models/qwen3_moe_a
-ids=$(python3 -c "import json;print(','.join(map(str,json.load(open('$m/reference.json'))['ids'])))")
-want=$(python3 -c "import json;print(','.join(map(str,json.load(open('$m/reference.json'))['greedy'])))")
+source "$(dirname "$0")/lib/common.bash"
+want=$(reference_ids greedy)
 
 got=$("$bin" run -m "$m/hf" --ids "$ids" -n 12 --ignore-eos --print-ids 2>/dev/null | tail -n 1)
 [ "$got" = "$want" ] || { echo "run --print-ids: got $got, want $want"; exit 1; }

@@ -2,14 +2,8 @@
 # `seedling pack` and `seedling synth --packed` end to end: a bf16 pack gives the HF folder's logits byte for byte,
 # info and run work on packed folders, a q8 synth model loads and decodes, and bad input is one error line, exit 1,
 # with nothing left behind that looks like a packed folder.
-set -euo pipefail
-bin=$1
-data=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-m=$data/models/qwen3_moe_a
-ids=$(python3 -c "import json;print(','.join(map(str,json.load(open('$m/reference.json'))['ids'])))")
-want=$(python3 -c "import json;print(','.join(map(str,json.load(open('$m/reference.json'))['greedy'])))")
+source "$(dirname "$0")/lib/common.bash"
+want=$(reference_ids greedy)
 
 "$bin" pack -m "$m/hf" -o "$tmp/p" --experts bf16 2>"$tmp/err" >/dev/null
 grep -q "MB/s" "$tmp/err" || { echo "no progress bar with a rate"; cat "$tmp/err"; exit 1; }

@@ -2,13 +2,7 @@
 # Experts streamed from a packed folder into a RAM slot cache give the same bits as the mapped (resident) experts,
 # under budgets that evict on every token, with either policy; the cache simulator replays a trace of a real run to
 # the run's own measured LRU hit rate; bad budgets and corrupted blobs give one clear error line.
-set -euo pipefail
-bin=$1
-data=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-m=$data/models/qwen3_moe_a
-ids=$(python3 -c "import json;print(','.join(map(str,json.load(open('$m/reference.json'))['ids'])))")
+source "$(dirname "$0")/lib/common.bash"
 "$bin" pack -m "$m/hf" -o "$tmp/tiny" >/dev/null 2>&1
 
 "$bin" logits -m "$tmp/tiny" --ids "$ids" -o "$tmp/resident.f32" 2>/dev/null

@@ -1,0 +1,15 @@
+# Sourced by the tests/cli/*.sh scripts (this folder is not globbed as a test): arguments, a scratch folder removed
+# on exit, and the reference ids of the tiny golden checkpoint qwen3_moe_a.
+set -euo pipefail
+bin=$1
+data=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+m=$data/models/qwen3_moe_a
+
+# reference_ids KEY: the comma-separated ids under KEY ("ids" or "greedy") of $m/reference.json.
+reference_ids() {
+  python3 -c "import json,sys;print(','.join(map(str,json.load(open(sys.argv[1]))[sys.argv[2]])))" \
+    "$m/reference.json" "$1"
+}
+ids=$(reference_ids ids)
