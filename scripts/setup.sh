@@ -4,7 +4,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config clang clang-format clang-tidy xz-utils
   nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libcpp-httplib-dev libpcre2-dev libutf8proc-dev libhwy-dev liburing-dev libxxhash-dev
+  libcpp-httplib-dev libpcre2-dev libutf8proc-dev libhwy-dev liburing-dev libxxhash-dev ccache
 )
 missing=()
 for p in "${packages[@]}"; do
