@@ -1,75 +1,337 @@
-// codec/seed_matmul.cpp - matvec and matmul on seed slices (codec/seed_matmul.h).
+// codec/seed_matmul.cpp - matvec and matmul on seed slices (codec/seed_matmul.h): Highway SIMD, runtime dispatch.
+//
+// Invariant: every decoded weight equals decode_seed_matrix's bit for bit, and each output y[i][r] is one fixed
+// sequence of float operations that depends only on row r of W and row i of x (never on m, the thread split or
+// which path ran), so a row alone equals the same row in a batch bit for bit.
+//
+// The decode of one block is vector work over its C weights, from tier-specific "pair tables" that extend the
+// GF(2) stream tables of codec/lfsr.h: because every LFSR state is GF(2)-linear in the seed,
+// state_k(seed) = state_k(seed & 0x00FF) ^ state_k(seed & 0xFF00), so for each byte value b a table row holds the
+// block's states as int16, already placed for the multiply: plane t, lane c holds the int16 pair
+// (S[c][2t], S[c][2t+1]) (zero where 2t + h >= P or c >= C), with the 0x8000 of S = state - 32768 folded into the
+// low-byte table (state ^ 0x8000 is S as int16). Lanes per block are C rounded up to 8. A block is then two vector
+// loads per table and plane, two XORs, and pairwise int16 multiply-adds (madd) against (q0, q1) and (q2, q3):
+//   isum_c = S[c][0] q0 + S[c][1] q1 + S[c][2] q2 + S[c][3] q3        (exact in int32, |isum_c| <= 2^20)
+//   w_c    = round_bf16(float(isum_c) * scale(e))                       (one multiply, then the spec's rounding)
+// The dot with x runs on a copy of x laid out like the table (blocks of 8 or 16 lanes, zero where no weight is),
+// into 4 accumulators: part p of the row (block j, part g) goes to accumulator (j * parts + g) mod 4, with a fused
+// multiply-add; the accumulators are summed ((a0 + a1) + (a2 + a3)) then across lanes. m = 1 fuses decode and dot;
+// m > 1 decodes a chunk of blocks once into a small buffer and runs every row of x over it with the same sequence.
+// The scalar target (no SIMD) decodes by the spec (decode_block) and dots with ops::dot.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "codec/seed_matmul.cpp"
 #include "codec/seed_matmul.h"
 
+#include <hwy/aligned_allocator.h>
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "codec/lfsr.h"
 #include "core/thread_pool.h"
 #include "ops/matmul.h"
 
-namespace seedling::seed {
+#ifndef SEEDLING_CODEC_SEED_MATMUL_SHARED
+#define SEEDLING_CODEC_SEED_MATMUL_SHARED
+namespace seedling::seed::detail {
 
-namespace {
+// Lanes of one block in the tables and in the copy of x: C rounded up to 8.
+constexpr int pad_lanes(int c) {
+  return (c + 7) / 8 * 8;
+}
+
+// The pair tables of one tier (see the file comment). Entry b (b = 0..255) is kEntry int16 at b * kEntry:
+// plane t (t = 0, 1) at t * 2 * kPad, lane c at 2 * c, then the pair (p = 2t, p = 2t + 1).
+template <int C, int P>
+struct PairTables {
+  static constexpr int kPad = pad_lanes(C);
+  static constexpr int kEntry = 2 * kPad * 2;
+  alignas(64) int16_t lo[256 * kEntry];
+  alignas(64) int16_t hi[256 * kEntry];
+};
+
+template <int C, int P>
+const PairTables<C, P>& pair_tables() {
+  static const PairTables<C, P>* tables = [] {
+    auto* t = new PairTables<C, P>();  // zeroed: pads are 0
+    for (int b = 0; b < 256; ++b) {
+      uint16_t lo_states[kMaxStates], hi_states[kMaxStates];
+      lfsr_states(uint16_t(b), C * P, lo_states);
+      lfsr_states(uint16_t(b << 8), C * P, hi_states);
+      for (int c = 0; c < C; ++c) {
+        for (int p = 0; p < P; ++p) {
+          const int at = b * PairTables<C, P>::kEntry + (p / 2) * 2 * PairTables<C, P>::kPad + 2 * c + (p % 2);
+          t->lo[at] = int16_t(uint16_t(lo_states[c * P + p] ^ 0x8000u));
+          t->hi[at] = int16_t(hi_states[c * P + p]);
+        }
+      }
+    }
+    return t;
+  }();
+  return *tables;
+}
+
+// Two int4 nibbles of a byte as the int16 pair (low nibble, high nibble) in one int32 (little-endian lanes).
+struct NibblePairs {
+  int32_t v[256];
+  constexpr NibblePairs() : v() {
+    for (int b = 0; b < 256; ++b) {
+      const int lo = (b & 0xF) >= 8 ? (b & 0xF) - 16 : (b & 0xF);
+      const int hi = (b >> 4) >= 8 ? (b >> 4) - 16 : (b >> 4);
+      v[b] = int32_t(uint32_t(uint16_t(int16_t(lo))) | (uint32_t(uint16_t(int16_t(hi))) << 16));
+    }
+  }
+};
+inline constexpr NibblePairs kNibblePairs{};
+
+}  // namespace seedling::seed::detail
+#endif  // SEEDLING_CODEC_SEED_MATMUL_SHARED
+
+HWY_BEFORE_NAMESPACE();
+namespace seedling::seed::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+#if HWY_TARGET == HWY_SCALAR
+
+// No SIMD: decode by the spec, dot with ops::dot (one fixed order per row, independent of m).
+void DecodeRow(const SeedMatrix& w, int64_t r, float* out) {
+  const SeedTierSpec sp = seed_tier_spec(w.tier);
+  const SeedSliceLayout L = seed_slice_layout(w.tier, w.rows, w.cols);
+  const int32_t bias = seed_blob_bias(w.blob);
+  float wb[kMaxBlock];
+  for (int64_t j = 0; j < L.blocks_per_row; ++j) {
+    const SeedBlock b = seed_blob_block(w.tier, w.blob, L, r * L.blocks_per_row + j);
+    decode_block(w.tier, b, bias + b.code, wb);
+    for (int64_t c = 0; c < sp.block && j * sp.block + c < w.cols; ++c) out[j * sp.block + c] = wb[c];
+  }
+}
+
+void MatmulRows(const float* x, const float* /*xp*/, int64_t m, const SeedMatrix& w, float* y, int64_t r0, int64_t r1) {
+  std::vector<float> row(size_t(w.cols));
+  for (int64_t r = r0; r < r1; ++r) {
+    DecodeRow(w, r, row.data());
+    for (int64_t i = 0; i < m; ++i) y[i * w.rows + r] = ops::dot(x + i * w.cols, row.data(), w.cols);
+  }
+}
+
+#else
+
+using D32 = hn::CappedTag<int32_t, 8>;
+using D16 = hn::Repartition<int16_t, D32>;
+using DF = hn::Rebind<float, D32>;
+using DU = hn::Rebind<uint32_t, D32>;
+using VF = hn::Vec<DF>;
+constexpr int kN = int(hn::MaxLanes(D32()));
+
+// Reads the blocks of one slice and decodes them, kN weights (one part) at a time.
+template <int C, int P, bool kApart>
+class BlockDecoder {
+ public:
+  static constexpr int kPad = detail::pad_lanes(C);
+  static constexpr int kParts = kPad / kN;
+
+  explicit BlockDecoder(const SeedMatrix& w)
+      : L_(seed_slice_layout(w.tier, w.rows, w.cols)), tables_(detail::pair_tables<C, P>()) {
+    seeds_ = w.blob + L_.seeds_offset;
+    words_ = w.blob + L_.words_offset;
+    codes_ = w.blob + L_.codes_offset;
+    const int32_t bias = seed_blob_bias(w.blob);
+    for (int code = 0; code < 16; ++code) scales_[code] = seed_scale(std::clamp(bias + code, -126, 127));
+  }
+
+  int64_t blocks_per_row() const { return L_.blocks_per_row; }
+
+  // Calls f(g, weights) for the kParts parts of block i (global index), g = 0 .. kParts - 1.
+  template <class F>
+  HWY_INLINE void Decode(int64_t i, F&& f) const {
+    const D32 d32;
+    const D16 d16;
+    const DF df;
+    const DU du;
+    uint16_t seed, word;
+    std::memcpy(&seed, seeds_ + 2 * i, 2);
+    std::memcpy(&word, words_ + 2 * i, 2);
+    const int code = kApart ? (codes_[i / 2] >> (4 * (i & 1))) & 0xF : word & 0xF;
+    const int nib01 = kApart ? word & 0xFF : (word >> 4) & 0xFF;
+    const int nib23 = kApart ? word >> 8 : word >> 12;
+    const auto q01 = hn::BitCast(d16, hn::Set(d32, detail::kNibblePairs.v[nib01]));
+    const auto q23 = hn::BitCast(d16, hn::Set(d32, detail::kNibblePairs.v[nib23]));
+    const VF scale = hn::Set(df, scales_[code]);
+    const int16_t* lo = tables_.lo + (seed & 0xFF) * detail::PairTables<C, P>::kEntry;
+    const int16_t* hi = tables_.hi + (seed >> 8) * detail::PairTables<C, P>::kEntry;
+    for (int g = 0; g < kParts; ++g) {
+      const auto s01 = hn::Xor(hn::Load(d16, lo + 2 * kN * g), hn::Load(d16, hi + 2 * kN * g));
+      const auto s23 = hn::Xor(hn::Load(d16, lo + 2 * kPad + 2 * kN * g), hn::Load(d16, hi + 2 * kPad + 2 * kN * g));
+      auto odd = hn::Zero(d32);
+      auto isum = hn::ReorderWidenMulAccumulate(d32, s01, q01, hn::Zero(d32), odd);
+      isum = hn::ReorderWidenMulAccumulate(d32, s23, q23, isum, odd);
+      isum = hn::RearrangeToOddPlusEven(isum, odd);
+      const auto u = hn::BitCast(du, hn::Mul(hn::ConvertTo(df, isum), scale));
+      // round_bf16: add 0x7FFF plus the lowest kept bit, clear the low 16 bits.
+      const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
+      const auto rounded = hn::And(hn::Add(hn::Add(u, hn::Set(du, 0x7FFFu)), lsb), hn::Set(du, 0xFFFF0000u));
+      f(g, hn::BitCast(df, rounded));
+    }
+  }
+
+ private:
+  SeedSliceLayout L_;
+  const detail::PairTables<C, P>& tables_;
+  const uint8_t* seeds_;
+  const uint8_t* words_;
+  const uint8_t* codes_;
+  float scales_[16];
+};
+
+HWY_INLINE float Reduce(const VF* a) {
+  const DF df;
+  return hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(a[0], a[1]), hn::Add(a[2], a[3]))));
+}
 
 template <int C, int P, bool kApart>
-void decode_row_t(const SeedMatrix& w, const SeedSliceLayout& L, int64_t r, float* out) {
-  const uint8_t* blob = w.blob;
-  const int32_t bias = seed_blob_bias(blob);
-  const int64_t i0 = r * L.blocks_per_row;
-  const uint8_t* seeds = blob + L.seeds_offset;
-  const uint8_t* words = blob + L.words_offset;
-  const uint8_t* codes = blob + L.codes_offset;
-  constexpr int kShift0 = kApart ? 0 : 4;
-  for (int64_t j = 0; j < L.blocks_per_row; ++j) {
-    const int64_t i = i0 + j;
-    uint16_t seed, word;
-    std::memcpy(&seed, seeds + 2 * i, 2);
-    std::memcpy(&word, words + 2 * i, 2);
-    const int code = kApart ? (codes[i / 2] >> (4 * (i & 1))) & 0xF : word & 0xF;
-    const float scale = seed_scale(bias + code);
-    int32_t q[P];
-    for (int p = 0; p < P; ++p) {
-      const int nib = (word >> (kShift0 + 4 * p)) & 0xF;
-      q[p] = nib >= 8 ? nib - 16 : nib;
+void DecodeRowT(const SeedMatrix& w, int64_t r, float* out) {
+  using Dec = BlockDecoder<C, P, kApart>;
+  const Dec dec(w);
+  const DF df;
+  HWY_ALIGN float wb[Dec::kPad];
+  const int64_t bpr = dec.blocks_per_row();
+  for (int64_t j = 0; j < bpr; ++j) {
+    dec.Decode(r * bpr + j, [&](int g, VF v) { hn::Store(v, df, wb + g * kN); });
+    const int64_t n = std::min<int64_t>(C, w.cols - j * C);
+    std::memcpy(out + j * C, wb, sizeof(float) * size_t(n));
+  }
+}
+
+// y[i][r] for rows r0..r1 of W; xp is x in the tables' layout (m rows of blocks_per_row * kPad floats).
+template <int C, int P, bool kApart>
+void MatmulRowsT(const float* xp, int64_t m, const SeedMatrix& w, float* y, int64_t r0, int64_t r1) {
+  using Dec = BlockDecoder<C, P, kApart>;
+  constexpr int kParts = Dec::kParts;
+  static_assert(4 % kParts == 0 || kParts % 4 == 0, "parts per block and the 4 accumulators must nest");
+  const Dec dec(w);
+  const DF df;
+  const int64_t bpr = dec.blocks_per_row();
+  const int64_t xs = bpr * Dec::kPad;  // stride of xp's rows
+  if (m == 1) {
+    // Fused: decode and dot, no row written. Groups of blocks whose parts fill the 4 accumulators in order.
+    constexpr int kGroup = kParts >= 4 ? 1 : 4 / kParts;
+    for (int64_t r = r0; r < r1; ++r) {
+      VF a[4] = {hn::Zero(df), hn::Zero(df), hn::Zero(df), hn::Zero(df)};
+      int64_t j = 0;
+      for (; j + kGroup <= bpr; j += kGroup) {
+        for (int b = 0; b < kGroup; ++b) {
+          const float* xb = xp + (j + b) * Dec::kPad;
+          dec.Decode(r * bpr + j + b, [&](int g, VF v) {
+            VF& acc = a[(b * kParts + g) & 3];
+            acc = hn::MulAdd(hn::LoadU(df, xb + g * kN), v, acc);
+          });
+        }
+      }
+      for (; j < bpr; ++j) {
+        const float* xb = xp + j * Dec::kPad;
+        dec.Decode(r * bpr + j, [&](int g, VF v) {
+          VF& acc = a[(j * kParts + g) & 3];
+          acc = hn::MulAdd(hn::LoadU(df, xb + g * kN), v, acc);
+        });
+      }
+      y[r] = Reduce(a);
     }
-    const uint64_t stream = lfsr_stream(seed);
-    float wb[C];
-    for (int c = 0; c < C; ++c) {
-      int32_t isum = 0;
-      for (int p = 0; p < P; ++p) isum += (int32_t(uint16_t(stream >> (c * P + p + 1))) - 32768) * q[p];
-      wb[c] = round_bf16(float(isum) * scale);
+    return;
+  }
+  // Several rows of x: decode a chunk of blocks once, then run each row of x over it. The accumulators of every
+  // row live in `acc` between chunks; the order of operations per output is the fused path's.
+  constexpr int64_t kChunk = 64;  // blocks; a multiple of 4, so part k of a chunk goes to accumulator k mod 4
+  hwy::AlignedFreeUniquePtr<float[]> wbuf = hwy::AllocateAligned<float>(size_t(kChunk * Dec::kPad));
+  hwy::AlignedFreeUniquePtr<float[]> acc = hwy::AllocateAligned<float>(size_t(m * 4 * kN));
+  for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t k = 0; k < m * 4 * kN; ++k) acc[size_t(k)] = 0.0f;
+    for (int64_t j0 = 0; j0 < bpr; j0 += kChunk) {
+      const int64_t nb = std::min(kChunk, bpr - j0);
+      for (int64_t b = 0; b < nb; ++b) {
+        float* wb = wbuf.get() + b * Dec::kPad;
+        dec.Decode(r * bpr + j0 + b, [&](int g, VF v) { hn::Store(v, df, wb + g * kN); });
+      }
+      const int64_t n_parts = nb * kParts;
+      for (int64_t i = 0; i < m; ++i) {
+        float* ai = acc.get() + i * 4 * kN;
+        VF a[4] = {hn::Load(df, ai), hn::Load(df, ai + kN), hn::Load(df, ai + 2 * kN), hn::Load(df, ai + 3 * kN)};
+        const float* xb = xp + i * xs + j0 * Dec::kPad;
+        int64_t p = 0;
+        for (; p + 4 <= n_parts; p += 4) {
+          for (int k = 0; k < 4; ++k) {
+            a[k] = hn::MulAdd(hn::LoadU(df, xb + (p + k) * kN), hn::Load(df, wbuf.get() + (p + k) * kN), a[k]);
+          }
+        }
+        for (; p < n_parts; ++p) {
+          a[p & 3] = hn::MulAdd(hn::LoadU(df, xb + p * kN), hn::Load(df, wbuf.get() + p * kN), a[p & 3]);
+        }
+        for (int k = 0; k < 4; ++k) hn::Store(a[k], df, ai + k * kN);
+      }
     }
-    const int64_t k0 = j * C;
-    if (k0 + C <= w.cols) {
-      std::memcpy(out + k0, wb, sizeof(wb));
-    } else {
-      for (int64_t c = 0; k0 + c < w.cols; ++c) out[k0 + c] = wb[c];
+    for (int64_t i = 0; i < m; ++i) {
+      const float* ai = acc.get() + i * 4 * kN;
+      const VF a[4] = {hn::Load(df, ai), hn::Load(df, ai + kN), hn::Load(df, ai + 2 * kN), hn::Load(df, ai + 3 * kN)};
+      y[i * w.rows + r] = Reduce(a);
     }
   }
 }
 
-}  // namespace
-
-void decode_seed_row(const SeedMatrix& w, int64_t r, float* out) {
-  const SeedSliceLayout L = seed_slice_layout(w.tier, w.rows, w.cols);
+void DecodeRow(const SeedMatrix& w, int64_t r, float* out) {
   switch (w.tier) {
     case SeedTier::P3:
-      return decode_row_t<8, 3, false>(w, L, r, out);
+      return DecodeRowT<8, 3, false>(w, r, out);
     case SeedTier::P4:
-      return decode_row_t<8, 4, true>(w, L, r, out);
+      return DecodeRowT<8, 4, true>(w, r, out);
     case SeedTier::S3:
-      return decode_row_t<12, 4, true>(w, L, r, out);
+      return DecodeRowT<12, 4, true>(w, r, out);
   }
+}
+
+void MatmulRows(const float* /*x*/, const float* xp, int64_t m, const SeedMatrix& w, float* y, int64_t r0, int64_t r1) {
+  switch (w.tier) {
+    case SeedTier::P3:
+      return MatmulRowsT<8, 3, false>(xp, m, w, y, r0, r1);
+    case SeedTier::P4:
+      return MatmulRowsT<8, 4, true>(xp, m, w, y, r0, r1);
+    case SeedTier::S3:
+      return MatmulRowsT<12, 4, true>(xp, m, w, y, r0, r1);
+  }
+}
+
+#endif  // HWY_TARGET == HWY_SCALAR
+
+}  // namespace seedling::seed::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace seedling::seed {
+HWY_EXPORT(DecodeRow);
+HWY_EXPORT(MatmulRows);
+
+void decode_seed_row(const SeedMatrix& w, int64_t r, float* out) {
+  HWY_DYNAMIC_DISPATCH(DecodeRow)(w, r, out);
 }
 
 void seed_matmul(const float* x, int64_t m, const SeedMatrix& w, float* y) {
+  if (m <= 0 || w.rows <= 0) return;
+  const SeedTierSpec sp = seed_tier_spec(w.tier);
   const SeedSliceLayout L = seed_slice_layout(w.tier, w.rows, w.cols);
-  ThreadPool::global().parallel_for(size_t(w.rows), 16, [&](size_t r0, size_t r1) {
-    std::vector<float> row(size_t(L.blocks_per_row) * kMaxBlock);
-    for (size_t r = r0; r < r1; ++r) {
-      decode_seed_row(w, int64_t(r), row.data());
-      for (int64_t i = 0; i < m; ++i) y[i * w.rows + int64_t(r)] = ops::dot(x + i * w.cols, row.data(), w.cols);
+  // x in the tables' layout: each block of C inputs at a multiple of pad_lanes(C), zeros between (and past cols).
+  const int pad = detail::pad_lanes(sp.block);
+  const int64_t xs = L.blocks_per_row * pad;
+  hwy::AlignedFreeUniquePtr<float[]> xp = hwy::AllocateAligned<float>(size_t(m * xs));
+  std::fill(xp.get(), xp.get() + m * xs, 0.0f);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < L.blocks_per_row; ++j) {
+      const int64_t n = std::min<int64_t>(sp.block, w.cols - j * sp.block);
+      std::memcpy(xp.get() + i * xs + j * pad, x + i * w.cols + j * sp.block, sizeof(float) * size_t(n));
     }
+  }
+  ThreadPool::global().parallel_for(size_t(w.rows), 16, [&](size_t r0, size_t r1) {
+    HWY_DYNAMIC_DISPATCH(MatmulRows)(x, xp.get(), m, w, y, int64_t(r0), int64_t(r1));
   });
 }
 
@@ -88,3 +350,4 @@ void seed_matmul(const float* x, int64_t m, const SeedMatrix& w, float* y) {
 }  // namespace ref
 
 }  // namespace seedling::seed
+#endif  // HWY_ONCE

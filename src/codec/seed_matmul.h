@@ -1,11 +1,12 @@
 // codec/seed_matmul.h - y = x W^T with W stored as a seed slice, computed on seeds: no weight matrix is
-// materialised, only one decoded row (cols floats) per thread at a time.
+// materialised.
 //
-// seed_matmul decodes each row of W once from its seeds (LFSR stream tables, codec/lfsr.h) into bf16-exact floats
-// and dots it with every one of the m activation rows (ops::dot, one fixed order of additions), so a row's result
-// does not depend on m or on the thread count: a row alone equals the same row in a batch, bit for bit. Threads
-// split the rows of W. ref::seed_matmul decodes by the spec (decode_seed_matrix) then sums in plain index order;
-// the two agree within float32 rounding of the dot products, tested.
+// seed_matmul decodes blocks of W with SIMD from the GF(2) pair tables (codec/seed_matmul.cpp) into bf16-exact
+// floats equal to the spec's, fused into the dot at m = 1 and decoded once per chunk for all m rows of x at m > 1,
+// with one fixed order of additions per output, so a row's result does not depend on m or on the thread count: a
+// row alone equals the same row in a batch, bit for bit. Threads split the rows of W. ref::seed_matmul decodes by
+// the spec (decode_seed_matrix) then sums in plain index order; the two agree within float32 rounding of the dot
+// products (tests/unit/engine/seed_matmul_test.cpp, with the bound derived there).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // Seed codecs (docs/formats/seed.md): the LFSR spec, the stream tables, the golden expansion hash, words and blobs,
-// validation of bad blobs, scalar = fast search, and kernels on seeds against decode-then-dot.
+// validation of bad blobs, scalar = fast search. The kernels' tests are in seed_matmul_test.cpp.
 #include "codec/seed_codec.h"
 
 #include <gtest/gtest.h>
@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "codec/lfsr.h"
-#include "codec/seed_matmul.h"
 #include "codec/seed_search.h"
 #include "core/error.h"
 
@@ -248,36 +247,4 @@ TEST(SeedSearch, ProgressReportsEveryBlockAtTheEnd) {
   EXPECT_GE(calls, 1);
   EXPECT_EQ(last.blocks_done, 128);
   EXPECT_EQ(last.blocks_total, 128);
-}
-
-TEST(SeedMatmul, EqualsDecodeThenDotWithinFloatRoundingAndIsBatchIndependent) {
-  for (SeedTier t : kAllSeedTiers) {
-    const int64_t rows = 37, cols = t == SeedTier::S3 ? 100 : 96, m = 5;
-    std::vector<float> w = gaussian(size_t(rows * cols), 21, 0.05f);
-    SeedSearchOptions opt;
-    opt.n_seeds = 128;
-    const auto blob = encode_seed_slice(t, w.data(), rows, cols, nullptr, opt);
-    const SeedMatrix sm{t, blob.data(), rows, cols};
-    // The stream-table row decoder equals the spec decoder bit for bit.
-    std::vector<float> full(size_t(rows * cols)), row(size_t(cols + kMaxBlock));
-    decode_seed_matrix(sm, full.data());
-    for (int64_t r = 0; r < rows; ++r) {
-      decode_seed_row(sm, r, row.data());
-      ASSERT_EQ(0, std::memcmp(row.data(), &full[size_t(r * cols)], sizeof(float) * size_t(cols))) << r;
-    }
-    std::vector<float> x = gaussian(size_t(m * cols), 22);
-    std::vector<float> y(size_t(m * rows)), yr(size_t(m * rows)), y1(static_cast<size_t>(rows));
-    seed_matmul(x.data(), m, sm, y.data());
-    ref::seed_matmul(x.data(), m, sm, yr.data());
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t r = 0; r < rows; ++r) {
-        double mag = 0;
-        for (int64_t k = 0; k < cols; ++k)
-          mag += std::fabs(double(x[size_t(i * cols + k)]) * full[size_t(r * cols + k)]);
-        EXPECT_NEAR(y[size_t(i * rows + r)], yr[size_t(i * rows + r)], mag * double(cols) * 6e-8 + 1e-30);
-      }
-      seed_matmul(x.data() + i * cols, 1, sm, y1.data());
-      ASSERT_EQ(0, std::memcmp(y1.data(), y.data() + i * rows, sizeof(float) * size_t(rows))) << "row " << i;
-    }
-  }
 }
