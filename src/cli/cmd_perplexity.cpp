@@ -1,13 +1,10 @@
 // cli/cmd_perplexity.cpp - `seedling perplexity`: perplexity of a text file in non-overlapping windows.
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 
 #include "cli/commands.h"
 #include "core/error.h"
 #include "engine/perplexity.h"
-#include "tokenizer/tokenizer.h"
 
 namespace seedling::cli {
 
@@ -19,11 +16,7 @@ struct PerplexityFlags {
 
 int run(const PerplexityFlags& f) {
   auto model = load_model(f.model);
-  const Tokenizer tok = Tokenizer::from_file(find_tokenizer_file(model->dir()));
-  std::ifstream in(f.file, std::ios::binary);
-  if (!in) fail("{}: cannot open", f.file);
-  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  const std::vector<int32_t> ids = tok.encode(text, false);
+  const std::vector<int32_t> ids = read_text_tokens(model->dir(), f.file);
   const int window = f.model.ctx > 0 ? f.model.ctx : 512;  // --ctx is the window length
   EngineOptions eo;
   eo.max_context = window;

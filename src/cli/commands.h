@@ -38,6 +38,9 @@ std::string model_dir(const ModelFlags& f);
 // "1,2,3" -> ids; an Error naming the flag on anything that is not a comma-separated list of integers.
 std::vector<int32_t> parse_ids(const std::string& text, const char* flag);
 std::string join_ids(const std::vector<int32_t>& ids);
+// The token ids of a text file (no special tokens added), by the tokenizer of model folder `dir`; an Error naming
+// the file when it cannot be read.
+std::vector<int32_t> read_text_tokens(const std::string& dir, const std::string& file);
 
 double now_seconds();
 // Peak resident set size of this process in bytes (VmHWM).
@@ -56,5 +59,6 @@ void add_perplexity(CLI::App& app, int* status);
 void add_pack(CLI::App& app, int* status);
 void add_quant_report(CLI::App& app, int* status);
 void add_cache_sim(CLI::App& app, int* status);
+void add_imatrix(CLI::App& app, int* status);
 
 }  // namespace seedling::cli

@@ -1,11 +1,13 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "tokenizer/tokenizer.h"
 
 #ifndef SEEDLING_SOURCE_DIR
 #define SEEDLING_SOURCE_DIR "."
@@ -76,6 +78,14 @@ std::string join_ids(const std::vector<int32_t>& ids) {
   std::string s;
   for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
   return s;
+}
+
+std::vector<int32_t> read_text_tokens(const std::string& dir, const std::string& file) {
+  const Tokenizer tok = Tokenizer::from_file(find_tokenizer_file(dir));
+  std::ifstream in(file, std::ios::binary);
+  if (!in) fail("{}: cannot open", file);
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  return tok.encode(text, false);
 }
 
 double now_seconds() {

@@ -50,6 +50,18 @@ struct RouteObserver {
   virtual void on_route(int layer, int row, std::span<const int> experts, std::span<const float> weights) = 0;
 };
 
+// The matrices whose inputs an ActivationObserver sees: attention q/k/v (one input) and o, a routed expert's gate/up
+// (one input) and down, a dense MLP's gate/up and down.
+enum class MatrixInput : uint8_t { AttnQkv, AttnO, ExpertGateUp, ExpertDown, MlpGateUp, MlpDown };
+
+// The inputs of a layer's matrices, reported by the forward before they are multiplied (imatrix collection). x holds
+// n rows of `width` floats; `expert` is the routed expert for ExpertGateUp/ExpertDown (the rows routed to it in this
+// batch), -1 otherwise. Called on the forward's own thread; a model without an observer pays one null test per call.
+struct ActivationObserver {
+  virtual ~ActivationObserver() = default;
+  virtual void on_input(int layer, MatrixInput which, int expert, const float* x, int64_t n, int64_t width) = 0;
+};
+
 class ExpertProvider {
  public:
   virtual ~ExpertProvider() = default;

@@ -44,7 +44,14 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : map_(path) {
   const uint8_t* base = map_.data() + 8 + header_len;
   const size_t data_size = size - 8 - header_len;
   for (const auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") continue;
+    if (name == "__metadata__") {
+      if (entry.is_object()) {
+        for (const auto& [key, value] : entry.items()) {
+          if (value.is_string()) metadata_[key] = value.get<std::string>();
+        }
+      }
+      continue;
+    }
     auto bad = [&](const std::string& what) { fail("{}: tensor '{}': {}", path, name, what); };
     if (!entry.is_object()) bad("entry is not an object");
     if (!entry.contains("dtype") || !entry["dtype"].is_string()) bad("missing string 'dtype'");

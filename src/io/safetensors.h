@@ -35,10 +35,13 @@ class SafetensorsFile {
   explicit SafetensorsFile(const std::string& path);
   const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
   const std::string& path() const { return map_.path(); }
+  // The string entries of __metadata__ (entries of other types are left out).
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:
   MappedFile map_;
   std::map<std::string, TensorInfo> tensors_;
+  std::map<std::string, std::string> metadata_;
 };
 
 // All tensors of a checkpoint folder: model.safetensors, or the shards named by model.safetensors.index.json,

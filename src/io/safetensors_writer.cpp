@@ -24,6 +24,7 @@ size_t SafetensorsWriter::data_bytes() const {
 void SafetensorsWriter::write(const std::string& path) const {
   nlohmann::ordered_json header;
   header["__metadata__"] = {{"format", "pt"}};
+  for (const auto& [key, value] : metadata_) header["__metadata__"][key] = value;
   size_t offset = 0;
   for (const auto& e : entries_) {
     header[e.name] = {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -17,6 +18,8 @@ class SafetensorsWriter {
   using Fill = std::function<void(uint8_t* out, size_t offset, size_t bytes)>;
 
   void add(std::string name, DType dtype, std::vector<int64_t> shape, Fill fill);
+  // A string entry of the header's __metadata__ (besides "format": "pt").
+  void set_metadata(const std::string& key, const std::string& value) { metadata_.emplace_back(key, value); }
   // Writes the header and every tensor's data to `path`. Throws Error naming the path on I/O failure.
   void write(const std::string& path) const;
   size_t data_bytes() const;
@@ -30,6 +33,7 @@ class SafetensorsWriter {
     size_t bytes;
   };
   std::vector<Entry> entries_;
+  std::vector<std::pair<std::string, std::string>> metadata_;
 };
 
 }  // namespace seedling

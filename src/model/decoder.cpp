@@ -52,6 +52,8 @@ void Model::attention(int layer, std::span<const BatchRow> rows, const float* xn
   const int64_t M = int64_t(rows.size());
   const int Q = c.q_dim(), KV = c.kv_dim(), hd = c.head_dim;
   std::vector<float> q(size_t(M * Q)), k(size_t(M * KV)), v(size_t(M * KV)), att(size_t(M * Q));
+  if (activation_observer_ != nullptr)
+    activation_observer_->on_input(layer, MatrixInput::AttnQkv, -1, xn, M, c.hidden_size);
   ops::matmul(xn, M, lw.q, q.data());  // (M, Q)
   ops::matmul(xn, M, lw.k, k.data());  // (M, KV)
   ops::matmul(xn, M, lw.v, v.data());  // (M, KV)
@@ -90,6 +92,7 @@ void Model::attention(int layer, std::span<const BatchRow> rows, const float* xn
                          att.data() + i * Q, scratch.data());
     }
   });
+  if (activation_observer_ != nullptr) activation_observer_->on_input(layer, MatrixInput::AttnO, -1, att.data(), M, Q);
   ops::matmul(att.data(), M, lw.o, out);  // (M, H)
 }
 
@@ -137,6 +140,8 @@ void Model::moe(int layer, int64_t M, const float* xn, float* out) {
     const int64_t n = int64_t(slots.size());
     xe.resize(size_t(n * H));
     for (int64_t r = 0; r < n; ++r) std::copy_n(xn + (slots[size_t(r)] / K) * H, H, xe.data() + r * H);
+    if (activation_observer_ != nullptr)
+      activation_observer_->on_input(layer, MatrixInput::ExpertGateUp, e, xe.data(), n, H);
     const ExpertWeights ew = experts_->acquire(layer, e);
     g.resize(size_t(n * I));
     u.resize(size_t(n * I));
@@ -145,6 +150,8 @@ void Model::moe(int layer, int64_t M, const float* xn, float* out) {
     ops::matmul(xe.data(), n, ew.gate, g.data());  // (n, I)
     ops::matmul(xe.data(), n, ew.up, u.data());    // (n, I)
     ops::silu_mul(g.data(), u.data(), a.data(), n * I);
+    if (activation_observer_ != nullptr)
+      activation_observer_->on_input(layer, MatrixInput::ExpertDown, e, a.data(), n, I);
     ops::matmul(a.data(), n, ew.down, d.data());  // (n, H)
     experts_->release(layer, e);
     for (int64_t r = 0; r < n; ++r) std::copy_n(d.data() + r * H, H, expert_out.data() + slots[size_t(r)] * H);
@@ -165,9 +172,12 @@ void Model::dense_mlp(int layer, int64_t M, const float* xn, float* out) {
   const LayerWeights& lw = w_.layers[size_t(layer)];
   const int64_t I = lw.mlp_gate.rows;
   std::vector<float> g(size_t(M * I)), u(size_t(M * I));
+  if (activation_observer_ != nullptr)
+    activation_observer_->on_input(layer, MatrixInput::MlpGateUp, -1, xn, M, config_.hidden_size);
   ops::matmul(xn, M, lw.mlp_gate, g.data());
   ops::matmul(xn, M, lw.mlp_up, u.data());
   ops::silu_mul(g.data(), u.data(), g.data(), M * I);
+  if (activation_observer_ != nullptr) activation_observer_->on_input(layer, MatrixInput::MlpDown, -1, g.data(), M, I);
   ops::matmul(g.data(), M, lw.mlp_down, out);
 }
 

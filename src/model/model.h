@@ -64,6 +64,8 @@ class Model {
   ExpertProvider& experts() { return *experts_; }
   void set_expert_provider(std::unique_ptr<ExpertProvider> p) { experts_ = std::move(p); }
   void set_route_observer(RouteObserver* o) { observer_ = o; }
+  // Sees the input of every matrix product of the forward (imatrix); null: none. Never changes a logit.
+  void set_activation_observer(ActivationObserver* o) { activation_observer_ = o; }
 
   // Runs the rows (several sequences may share a batch; rows of one sequence come in position order). Writes the
   // logits of the rows with want_logits, in row order, into `logits` ([wanted x V]).
@@ -92,6 +94,7 @@ class Model {
   std::unique_ptr<ExpertProvider> experts_;
   ops::Rope rope_;
   RouteObserver* observer_ = nullptr;
+  ActivationObserver* activation_observer_ = nullptr;
   int64_t expert_bytes_ = 0;     // stored bytes of one routed expert (gate + up + down)
   int64_t norm_elem_bytes_ = 2;  // stored bytes of one norm weight
 };

@@ -4,10 +4,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
+
+#include "core/error.h"
 
 namespace seedling::test {
 
@@ -55,6 +58,21 @@ inline std::string read_file(const std::string& path) {
 
 inline void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
+}
+
+// The message of the seedling::Error that f throws, or "(no error)".
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// The prompt ids of a tiny golden checkpoint (tests/data/models/NAME/reference.json, key "ids").
+inline std::vector<int32_t> golden_ids(const std::string& name) {
+  return read_json(data_path("models/" + name + "/reference.json"))["ids"].get<std::vector<int32_t>>();
 }
 
 }  // namespace seedling::test

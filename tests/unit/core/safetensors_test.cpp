@@ -19,15 +19,6 @@ std::string header_file(const std::string& json, size_t data_bytes) {
   return s + json + std::string(data_bytes, '\x01');
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 }  // namespace
 
 TEST(Safetensors, ReadsWhatTheWriterWrote) {
@@ -48,7 +39,7 @@ TEST(Safetensors, ReadsWhatTheWriterWrote) {
 }
 
 TEST(Safetensors, MissingFileNamesThePath) {
-  const std::string msg = error_of([] { SafetensorsFile f("/nonexistent/x.safetensors"); });
+  const std::string msg = test::error_of([] { SafetensorsFile f("/nonexistent/x.safetensors"); });
   EXPECT_NE(msg.find("/nonexistent/x.safetensors"), std::string::npos) << msg;
   EXPECT_NE(msg.find("cannot open"), std::string::npos) << msg;
 }
@@ -56,7 +47,7 @@ TEST(Safetensors, MissingFileNamesThePath) {
 TEST(Safetensors, TooShortForTheHeaderLength) {
   test::ScratchDir dir("st");
   test::write_file(dir / "t.safetensors", "abc");
-  const std::string msg = error_of([&] { SafetensorsFile f(dir / "t.safetensors"); });
+  const std::string msg = test::error_of([&] { SafetensorsFile f(dir / "t.safetensors"); });
   EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
 }
 
@@ -66,14 +57,14 @@ TEST(Safetensors, HeaderLengthPastEndOfFile) {
   s[0] = char(0xff);
   s[1] = char(0xff);
   test::write_file(dir / "t.safetensors", s);
-  const std::string msg = error_of([&] { SafetensorsFile f(dir / "t.safetensors"); });
+  const std::string msg = test::error_of([&] { SafetensorsFile f(dir / "t.safetensors"); });
   EXPECT_NE(msg.find("runs past the end"), std::string::npos) << msg;
 }
 
 TEST(Safetensors, OffsetsPastEndOfData) {
   test::ScratchDir dir("st");
   test::write_file(dir / "t.safetensors", header_file(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8));
-  const std::string msg = error_of([&] { SafetensorsFile f(dir / "t.safetensors"); });
+  const std::string msg = test::error_of([&] { SafetensorsFile f(dir / "t.safetensors"); });
   EXPECT_NE(msg.find("'w'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("run past the end"), std::string::npos) << msg;
 }
@@ -81,21 +72,21 @@ TEST(Safetensors, OffsetsPastEndOfData) {
 TEST(Safetensors, SpanDisagreesWithShape) {
   test::ScratchDir dir("st");
   test::write_file(dir / "t.safetensors", header_file(R"({"w":{"dtype":"BF16","shape":[4],"data_offsets":[0,6]}})", 8));
-  const std::string msg = error_of([&] { SafetensorsFile f(dir / "t.safetensors"); });
+  const std::string msg = test::error_of([&] { SafetensorsFile f(dir / "t.safetensors"); });
   EXPECT_NE(msg.find("needs 8"), std::string::npos) << msg;
 }
 
 TEST(Safetensors, HeaderNotJson) {
   test::ScratchDir dir("st");
   test::write_file(dir / "t.safetensors", header_file("{not json", 0));
-  const std::string msg = error_of([&] { SafetensorsFile f(dir / "t.safetensors"); });
+  const std::string msg = test::error_of([&] { SafetensorsFile f(dir / "t.safetensors"); });
   EXPECT_NE(msg.find("not valid JSON"), std::string::npos) << msg;
 }
 
 TEST(Safetensors, UnknownDtype) {
   test::ScratchDir dir("st");
   test::write_file(dir / "t.safetensors", header_file(R"({"w":{"dtype":"Q7","shape":[1],"data_offsets":[0,1]}})", 1));
-  const std::string msg = error_of([&] { SafetensorsFile f(dir / "t.safetensors"); });
+  const std::string msg = test::error_of([&] { SafetensorsFile f(dir / "t.safetensors"); });
   EXPECT_NE(msg.find("unsupported dtype 'Q7'"), std::string::npos) << msg;
 }
 
@@ -113,7 +104,7 @@ TEST(Checkpoint, MissingShardNamesIt) {
       std::filesystem::copy_file(e.path(), dir / e.path().filename().string());
     }
   }
-  const std::string msg = error_of([&] { Checkpoint ck(dir.str()); });
+  const std::string msg = test::error_of([&] { Checkpoint ck(dir.str()); });
   EXPECT_NE(msg.find("model-00002-of-00003.safetensors"), std::string::npos) << msg;
   EXPECT_NE(msg.find("missing"), std::string::npos) << msg;
 }
@@ -124,7 +115,7 @@ TEST(Checkpoint, TruncatedShardIsAnError) {
   std::string bytes = test::read_file(src);
   bytes.resize(bytes.size() / 2);
   test::write_file(dir / "model.safetensors", bytes);
-  const std::string msg = error_of([&] { Checkpoint ck(dir.str()); });
+  const std::string msg = test::error_of([&] { Checkpoint ck(dir.str()); });
   EXPECT_NE(msg.find(dir / "model.safetensors"), std::string::npos) << msg;
   EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
 }

@@ -1,0 +1,84 @@
+// model/imatrix.h - per-input-channel activation energies of a model's matrices (docs/formats/imatrix.md).
+//
+// ImatrixCollector watches a forward (Model::set_activation_observer) and sums x_j^2 over every row that enters a
+// matrix, per input channel j: for each routed expert of each MoE layer over the rows routed to it (the input of
+// gate/up, width hidden; the input of down, width moe_intermediate), for dense MLPs and for attention (q/k/v and
+// o inputs), with the row counts. write_imatrix stores the sums as float32 safetensors with fixed names; Imatrix
+// reads a file back and checks that every tensor the model needs is there with the model's shape, so a file made on
+// another model is an Error naming the file, the tensor, its shape and the expected one.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "experts/expert_provider.h"
+#include "io/safetensors.h"
+#include "model/config.h"
+
+namespace seedling {
+
+inline constexpr const char* kImatrixFormatName = "seedling-imatrix";
+inline constexpr int kImatrixFormatVersion = 1;
+
+// Tensor names (docs/formats/imatrix.md): "layers.L.experts.gate_up.sum_sq" [E, H], "layers.L.experts.rows" [E],
+// "layers.L.attn.qkv.sum_sq" [H], "layers.L.attn.rows" [1], ...
+std::string imatrix_sum_name(int layer, MatrixInput which);
+std::string imatrix_rows_name(int layer, MatrixInput which);
+
+// Width of the input of `which` in `layer` (hidden, q_dim, moe_intermediate or intermediate); 0 when the layer has
+// no such matrix (an expert input in a dense layer, a dense MLP input in an MoE layer).
+int64_t imatrix_width(const ModelConfig& c, int layer, MatrixInput which);
+
+class ImatrixCollector : public ActivationObserver {
+ public:
+  explicit ImatrixCollector(const ModelConfig& c);
+  void on_input(int layer, MatrixInput which, int expert, const float* x, int64_t n, int64_t width) override;
+
+  // Sum of squares per channel (double) and rows, of one expert (expert >= 0) or of a dense matrix (expert -1).
+  std::span<const double> sum_sq(int layer, MatrixInput which, int expert = -1) const;
+  int64_t rows(int layer, MatrixInput which, int expert = -1) const;
+  const ModelConfig& config() const { return c_; }
+
+ private:
+  struct Slot {
+    int64_t width = 0;
+    std::vector<double> sum;    // [experts or 1][width]
+    std::vector<int64_t> rows;  // [experts or 1]
+  };
+  Slot& slot(int layer, MatrixInput which);
+  const Slot& slot(int layer, MatrixInput which) const;
+  ModelConfig c_;
+  std::vector<Slot> slots_;  // [layer * 6 + which]
+};
+
+// Writes every tensor of the collector to `path` (float32 sums, int64 rows) with `metadata` in __metadata__
+// (format and version are added).
+void write_imatrix(const std::string& path, const ImatrixCollector& col,
+                   const std::map<std::string, std::string>& metadata);
+
+class Imatrix {
+ public:
+  // Reads `path` and checks it against the model `c`: the format name, every tensor present with the model's shape
+  // and dtype, no tensor the model does not have, and every value finite and >= 0. Errors name the file and the
+  // tensor.
+  static Imatrix load(const std::string& path, const ModelConfig& c);
+
+  // Sums of squares (float32, as stored) of one expert's or dense matrix's input; rows that were summed.
+  std::span<const float> sum_sq(int layer, MatrixInput which, int expert = -1) const;
+  int64_t rows(int layer, MatrixInput which, int expert = -1) const;
+  // Mean energies sum_sq / rows (what the seed search takes as h); empty when no row reached the matrix.
+  std::vector<float> mean_energy(int layer, MatrixInput which, int expert = -1) const;
+  const std::map<std::string, std::string>& metadata() const { return file_->metadata(); }
+  const std::string& path() const { return file_->path(); }
+
+ private:
+  const TensorInfo& find(const std::string& name) const;
+  std::shared_ptr<SafetensorsFile> file_;
+  ModelConfig c_;
+};
+
+}  // namespace seedling

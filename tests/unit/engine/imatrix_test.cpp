@@ -1,0 +1,202 @@
+// The imatrix collector and its file: watching a forward changes no logit (bit for bit), rows agree with the routes,
+// layer 0's attention input energies equal a direct computation from the checkpoint, the file reads back what was
+// collected, and a file that does not fit the model is an Error naming the tensor.
+#include "model/imatrix.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "codec/codec.h"
+#include "core/error.h"
+#include "engine/engine.h"
+#include "io/safetensors_writer.h"
+#include "model/model.h"
+#include "test_util.h"
+
+namespace seedling {
+
+namespace {
+
+std::vector<float> all_logits(Model& model, const std::vector<int32_t>& ids) {
+  Engine engine(model, {});
+  const int seq = engine.add_sequence();
+  SequenceStep step{seq, ids, true};
+  return engine.step({&step, 1});
+}
+
+struct RouteCounter : RouteObserver {
+  std::map<std::pair<int, int>, int64_t> rows;  // (layer, expert) -> rows routed
+  void on_route(int layer, int, std::span<const int> experts, std::span<const float>) override {
+    for (int e : experts) ++rows[{layer, e}];
+  }
+};
+
+}  // namespace
+
+// qwen3_moe_a has MoE layers 0 and 2 and a dense MLP in layer 1: every kind of input is watched.
+TEST(ImatrixTest, WatchingChangesNoLogitAndCountsEveryRoutedRow) {
+  auto model = Model::load(test::data_path("models/qwen3_moe_a/hf"));
+  const ModelConfig& c = model->config();
+  ASSERT_EQ(c.layer_has_experts[1], 0);
+  const std::vector<int32_t> ids = test::golden_ids("qwen3_moe_a");
+  const std::vector<float> plain = all_logits(*model, ids);
+
+  ImatrixCollector col(c);
+  RouteCounter routes;
+  model->set_activation_observer(&col);
+  model->set_route_observer(&routes);
+  const std::vector<float> watched = all_logits(*model, ids);
+  model->set_activation_observer(nullptr);
+  model->set_route_observer(nullptr);
+  ASSERT_EQ(plain.size(), watched.size());
+  EXPECT_EQ(std::memcmp(plain.data(), watched.data(), plain.size() * sizeof(float)), 0);
+
+  const int64_t n = int64_t(ids.size());
+  for (int l = 0; l < c.num_layers; ++l) {
+    EXPECT_EQ(col.rows(l, MatrixInput::AttnQkv), n);
+    EXPECT_EQ(col.rows(l, MatrixInput::AttnO), n);
+    if (!c.layer_has_experts[size_t(l)]) {
+      EXPECT_EQ(col.rows(l, MatrixInput::MlpGateUp), n);
+      EXPECT_EQ(col.rows(l, MatrixInput::MlpDown), n);
+      EXPECT_EQ(col.sum_sq(l, MatrixInput::MlpDown).size(), size_t(c.intermediate_size));
+      continue;
+    }
+    int64_t total = 0;
+    for (int e = 0; e < c.num_experts; ++e) {
+      const int64_t r = col.rows(l, MatrixInput::ExpertGateUp, e);
+      const auto it = routes.rows.find(std::make_pair(l, e));
+      EXPECT_EQ(r, it == routes.rows.end() ? 0 : it->second) << "layer " << l << " expert " << e;
+      EXPECT_EQ(col.rows(l, MatrixInput::ExpertDown, e), r);
+      double s = 0;
+      for (double v : col.sum_sq(l, MatrixInput::ExpertDown, e)) s += v;
+      EXPECT_EQ(s > 0, r > 0) << "down input energy of layer " << l << " expert " << e;
+      total += r;
+    }
+    EXPECT_EQ(total, n * c.experts_per_token);
+  }
+}
+
+TEST(ImatrixTest, LayerZeroAttentionInputEqualsNormedEmbeddings) {
+  auto model = Model::load(test::data_path("models/qwen3_moe_a/hf"));
+  const ModelConfig& c = model->config();
+  const std::vector<int32_t> ids = test::golden_ids("qwen3_moe_a");
+  ImatrixCollector col(c);
+  model->set_activation_observer(&col);
+  all_logits(*model, ids);
+  model->set_activation_observer(nullptr);
+
+  const Checkpoint& ck = model->checkpoint();
+  const TensorInfo& embed = ck.get(model->family().embed);
+  const TensorInfo& norm = ck.get(model->family().layer_names(c, 0).attn_norm);
+  const Codec ec = *codec_of_dtype(embed.dtype), nc = *codec_of_dtype(norm.dtype);
+  const int64_t H = c.hidden_size;
+  std::vector<double> want(size_t(H), 0.0);
+  for (int32_t t : ids) {
+    const uint8_t* row = embed.data + size_t(t) * codec_row_bytes(ec, H);
+    double ms = 0;
+    for (int64_t j = 0; j < H; ++j) ms += double(codec_value(ec, row, j)) * double(codec_value(ec, row, j));
+    const double inv = 1.0 / std::sqrt(ms / double(H) + double(c.rms_norm_eps));
+    for (int64_t j = 0; j < H; ++j) {
+      const double x = double(codec_value(ec, row, j)) * inv * double(codec_value(nc, norm.data, j));
+      want[size_t(j)] += x * x;
+    }
+  }
+  const std::span<const double> got = col.sum_sq(0, MatrixInput::AttnQkv);
+  ASSERT_EQ(got.size(), size_t(H));
+  for (int64_t j = 0; j < H; ++j) EXPECT_NEAR(got[size_t(j)], want[size_t(j)], 1e-5 * want[size_t(j)]) << j;
+}
+
+// One token: every expert it is routed to sees the same row, so their gate/up energies are equal.
+TEST(ImatrixTest, OneRowGivesEqualEnergiesToItsExperts) {
+  auto model = Model::load(test::data_path("models/qwen3_moe_a/hf"));
+  const ModelConfig& c = model->config();
+  ImatrixCollector col(c);
+  model->set_activation_observer(&col);
+  all_logits(*model, {test::golden_ids("qwen3_moe_a")[0]});
+  std::vector<int> used;
+  for (int e = 0; e < c.num_experts; ++e) {
+    if (col.rows(0, MatrixInput::ExpertGateUp, e) > 0) used.push_back(e);
+  }
+  ASSERT_EQ(int(used.size()), c.experts_per_token);
+  const std::span<const double> first = col.sum_sq(0, MatrixInput::ExpertGateUp, used[0]);
+  for (int e : used) {
+    const std::span<const double> s = col.sum_sq(0, MatrixInput::ExpertGateUp, e);
+    EXPECT_TRUE(std::equal(first.begin(), first.end(), s.begin()));
+  }
+}
+
+TEST(ImatrixTest, FileReadsBackAndRejectsAnotherModel) {
+  auto model = Model::load(test::data_path("models/qwen3_moe_a/hf"));
+  const ModelConfig& c = model->config();
+  ImatrixCollector col(c);
+  model->set_activation_observer(&col);
+  all_logits(*model, test::golden_ids("qwen3_moe_a"));
+  test::ScratchDir dir("imatrix");
+  const std::string path = dir / "im.safetensors";
+  write_imatrix(path, col, {{"text", "reference ids"}});
+
+  const Imatrix im = Imatrix::load(path, c);
+  EXPECT_EQ(im.metadata().at("text"), "reference ids");
+  for (int l = 0; l < c.num_layers; ++l) {
+    for (MatrixInput w : {MatrixInput::AttnQkv, MatrixInput::AttnO, MatrixInput::ExpertGateUp, MatrixInput::ExpertDown,
+                          MatrixInput::MlpGateUp, MatrixInput::MlpDown}) {
+      if (imatrix_width(c, l, w) == 0) continue;
+      const bool per_expert = w == MatrixInput::ExpertGateUp || w == MatrixInput::ExpertDown;
+      for (int e = per_expert ? 0 : -1; e < (per_expert ? c.num_experts : 0); ++e) {
+        const std::span<const double> want = col.sum_sq(l, w, e);
+        const std::span<const float> got = im.sum_sq(l, w, e);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t j = 0; j < got.size(); ++j) EXPECT_EQ(got[j], float(want[j]));
+        EXPECT_EQ(im.rows(l, w, e), col.rows(l, w, e));
+        const std::vector<float> h = im.mean_energy(l, w, e);
+        if (col.rows(l, w, e) == 0) {
+          EXPECT_TRUE(h.empty());
+        } else {
+          EXPECT_FLOAT_EQ(h[0], float(double(got[0]) / double(col.rows(l, w, e))));
+        }
+      }
+    }
+  }
+
+  ModelConfig fewer_experts = c;
+  fewer_experts.num_experts = 4;
+  EXPECT_NE(test::error_of([&] {
+              Imatrix::load(path, fewer_experts);
+            }).find("tensor 'layers.0.experts.gate_up.sum_sq' has shape [8, 64], the model expects [4, 64]"),
+            std::string::npos);
+  ModelConfig more_layers = c;
+  more_layers.num_layers = 4;
+  more_layers.layer_has_experts.push_back(1);
+  EXPECT_NE(
+      test::error_of([&] { Imatrix::load(path, more_layers); }).find("tensor 'layers.3.attn.qkv.sum_sq' is missing"),
+      std::string::npos);
+  ModelConfig fewer_layers = c;
+  fewer_layers.num_layers = 2;
+  fewer_layers.layer_has_experts.pop_back();
+  EXPECT_NE(test::error_of([&] { Imatrix::load(path, fewer_layers); }).find("tensor 'layers.2."), std::string::npos);
+  EXPECT_NE(test::error_of([&] {
+              Imatrix::load(test::data_path("models/qwen3_moe_a/hf/model.safetensors"), c);
+            }).find("not an imatrix file"),
+            std::string::npos);
+
+  // A negative energy (a corrupt or hand-made file) is refused, naming the tensor.
+  SafetensorsWriter bad;
+  bad.set_metadata("seedling_format", kImatrixFormatName);
+  bad.set_metadata("seedling_format_version", std::to_string(kImatrixFormatVersion));
+  bad.add(imatrix_sum_name(0, MatrixInput::AttnQkv), DType::F32, {c.hidden_size}, [](uint8_t* out, size_t, size_t n) {
+    for (size_t b = 0; b < n; b += 4) {
+      const float v = -1.0f;
+      std::memcpy(out + b, &v, 4);
+    }
+  });
+  bad.write(dir / "bad.safetensors");
+  EXPECT_NE(test::error_of([&] {
+              Imatrix::load(dir / "bad.safetensors", c);
+            }).find("tensor 'layers.0.attn.qkv.sum_sq' element 0 is -1, expected finite >= 0"),
+            std::string::npos);
+}
+
+}  // namespace seedling
