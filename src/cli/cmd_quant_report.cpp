@@ -1,23 +1,34 @@
-// cli/cmd_quant_report.cpp - `seedling quant-report --gaussian N [--json]`: relative MSE of each weight codec at its
-// bits per weight, next to the Gaussian rate-distortion bound 2^(-2R).
+// cli/cmd_quant_report.cpp - `seedling quant-report`: how much each weight codec loses, three ways.
 //
-// Weights are N i.i.d. N(0, 1) values (splitmix64 + Box-Muller in double, --rng-seed) in rows of 2048, so N must be a
-// multiple of 2048; the whole set is one slice (one exponent bias for the seed tiers). rel_mse = sum (w - w')^2 /
-// sum w^2. Affine rows use codec/affine_reference.h (float16 scale and minimum per group); bits per weight include
-// every scale, minimum and bias. Tensor and model reports (KLD) come with the packed format.
+//   --gaussian N         N i.i.d. N(0, 1) weights (splitmix64 + Box-Muller in double, --rng-seed) in rows of 2048, so
+//                        N must be a multiple of 2048; the whole set is one slice (one exponent bias for the seeds).
+//   -m DIR [--tensor T]  the weights of a Hugging Face folder: tensor T, or every routed expert's gate, up and down;
+//                        --rows N evenly spaced rows of each tensor (row i * rows / N), each tensor one slice.
+//   -m DIR --against D -f TEXT   the logits of model DIR against model D (a packed copy) over the same windows of
+//                        the text: KLD(DIR || D) per token, top-1 agreement, both perplexities.
+//
+// Weight reports: rel_mse = sum (w - w')^2 / sum w^2 pooled over every weight measured, next to the Gaussian
+// rate-distortion bound 2^(-2R) at the codec's bits per weight R. Affine rows use codec/affine_reference.h (float16
+// scale and minimum per group); bits per weight count every scale, minimum and bias as stored for the whole tensor
+// (a row shorter than the group is one short group; a seed tier's bias is one per tensor).
 #include <cmath>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <variant>
 #include <vector>
 
 #include "cli/commands.h"
 #include "codec/affine_reference.h"
+#include "codec/codec.h"
 #include "codec/seed_codec.h"
 #include "codec/seed_search.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "engine/perplexity.h"
+#include "io/packed_model.h"
+#include "io/safetensors.h"
 
 namespace seedling::cli {
 
@@ -25,6 +36,10 @@ namespace {
 
 struct QuantReportFlags {
   int64_t gaussian = 0;
+  std::string model, tensor, against, file;
+  int64_t rows = 16;
+  int64_t tokens = 0;
+  int ctx = 512;
   bool json = false;
   uint32_t seeds = 65535;
   uint64_t rng_seed = 1;
@@ -32,10 +47,60 @@ struct QuantReportFlags {
   bool quiet = false;
 };
 
-struct Row {
-  std::string codec;
-  double bits = 0, rel_mse = 0, seconds = 0;
+struct Bf16 {};
+struct CodecUnderTest {
+  std::string name;
+  std::variant<Bf16, seed::AffineSpec, seed::SeedTier> how;
 };
+
+// Error of one codec pooled over every slice measured.
+struct Tally {
+  double err = 0, w2 = 0;
+  double bits_x_weights = 0;  // for the weights' mean bits per weight
+  int64_t weights = 0;
+  double seconds = 0;  // seed search
+  double rel_mse() const { return err / w2; }
+  double bits() const { return bits_x_weights / double(weights); }
+};
+
+std::vector<CodecUnderTest> codecs_under_test(const char* int8_name, seed::AffineSpec int8) {
+  std::vector<CodecUnderTest> v = {{"bf16", Bf16{}},
+                                   {int8_name, int8},
+                                   {"int4_g32", seed::AffineSpec{4, 32}},
+                                   {"int4_g64", seed::AffineSpec{4, 64}},
+                                   {"int4_g128", seed::AffineSpec{4, 128}},
+                                   {"int3_g64", seed::AffineSpec{3, 64}}};
+  for (seed::SeedTier t : seed::kAllSeedTiers) v.push_back({std::string(seed::seed_tier_name(t)), t});
+  return v;
+}
+
+// Encodes and decodes one slice (rows x cols of a tensor of full_rows rows) with codec `c` and adds its error.
+void measure(const CodecUnderTest& c, const std::vector<float>& w, int64_t rows, int64_t cols, int64_t full_rows,
+             const seed::SeedSearchOptions& opt, Tally* t) {
+  std::vector<float> d(w.size());
+  double bits = 16.0;
+  if (std::holds_alternative<Bf16>(c.how)) {
+    for (size_t i = 0; i < w.size(); ++i) d[i] = bf16_to_f32(f32_to_bf16(w[i]));
+  } else if (const auto* a = std::get_if<seed::AffineSpec>(&c.how)) {
+    seed::affine_roundtrip(*a, w.data(), rows, cols, d.data());
+    const int64_t groups = (cols + a->group - 1) / a->group;
+    bits = double(a->bits) + 32.0 * double(groups) / double(cols);
+  } else {
+    const seed::SeedTier tier = std::get<seed::SeedTier>(c.how);
+    const double t0 = now_seconds();
+    const auto blob = seed::encode_seed_slice(tier, w.data(), rows, cols, nullptr, opt);
+    t->seconds += now_seconds() - t0;
+    seed::decode_seed_matrix({tier, blob.data(), rows, cols}, d.data());
+    bits = seed::seed_bits_per_weight(tier, full_rows, cols);
+  }
+  for (size_t i = 0; i < w.size(); ++i) {
+    const double e = double(w[i]) - double(d[i]);
+    t->err += e * e;
+    t->w2 += double(w[i]) * double(w[i]);
+  }
+  t->bits_x_weights += bits * double(w.size());
+  t->weights += int64_t(w.size());
+}
 
 uint64_t splitmix64(uint64_t& s) {
   uint64_t z = (s += 0x9E3779B97F4A7C15ull);
@@ -57,95 +122,235 @@ std::vector<float> gaussian_weights(int64_t n, uint64_t seed) {
   return w;
 }
 
-double rel_mse(const std::vector<float>& w, const std::vector<float>& d) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < w.size(); ++i) {
-    const double e = double(w[i]) - double(d[i]);
-    num += e * e;
-    den += double(w[i]) * double(w[i]);
-  }
-  return num / den;
+seed::SeedSearchOptions search_options(const QuantReportFlags& f) {
+  seed::SeedSearchOptions opt;
+  opt.n_seeds = f.seeds;
+  return opt;
 }
 
-int run(const QuantReportFlags& f) {
-  if (f.gaussian <= 0) fail("quant-report: give --gaussian N (tensor and model reports need the packed format)");
+void print_tallies(const QuantReportFlags& f, const std::vector<CodecUnderTest>& codecs, const std::vector<Tally>& t,
+                   bool with_weights) {
+  if (f.json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (size_t i = 0; i < codecs.size(); ++i) {
+      nlohmann::json row = {{"codec", codecs[i].name},
+                            {"bits_per_weight", t[i].bits()},
+                            {"rel_mse", t[i].rel_mse()},
+                            {"bound_rel_mse", std::exp2(-2.0 * t[i].bits())}};
+      if (with_weights) row["weights"] = t[i].weights;
+      arr.push_back(row);
+    }
+    std::printf("%s\n", arr.dump(2).c_str());
+    return;
+  }
+  std::printf("%-10s %8s %12s %12s %8s %10s\n", "codec", "bits/w", "rel_mse", "2^(-2R)", "ratio", "search_s");
+  for (size_t i = 0; i < codecs.size(); ++i) {
+    const double bound = std::exp2(-2.0 * t[i].bits());
+    std::printf("%-10s %8.4f %12.4e %12.4e %8.2f", codecs[i].name.c_str(), t[i].bits(), t[i].rel_mse(), bound,
+                t[i].rel_mse() / bound);
+    if (t[i].seconds > 0) {
+      std::printf(" %10.1f  (%.0f weights/s per thread)", t[i].seconds,
+                  double(t[i].weights) / t[i].seconds / ThreadPool::global().size());
+    }
+    std::printf("\n");
+  }
+}
+
+int run_gaussian(const QuantReportFlags& f) {
   constexpr int64_t kCols = 2048;
   if (f.gaussian % kCols != 0)
     fail("quant-report: --gaussian {} is not a multiple of the row length {}", f.gaussian, kCols);
-  if (f.seeds < 1 || f.seeds > 65535) fail("quant-report: --seeds {} is outside 1..65535", f.seeds);
-  if (f.threads > 0) ThreadPool::set_global_threads(f.threads);
   const int64_t rows = f.gaussian / kCols;
   const std::vector<float> w = gaussian_weights(f.gaussian, f.rng_seed);
-  std::vector<float> d(w.size());
-  std::vector<Row> out;
-
-  for (size_t i = 0; i < w.size(); ++i) d[i] = bf16_to_f32(f32_to_bf16(w[i]));
-  out.push_back({"bf16", 16.0, rel_mse(w, d), 0});
-  const struct {
-    const char* name;
-    seed::AffineSpec spec;
-  } affine[] = {{"int8_g64", {8, 64}},
-                {"int4_g32", {4, 32}},
-                {"int4_g64", {4, 64}},
-                {"int4_g128", {4, 128}},
-                {"int3_g64", {3, 64}}};
-  for (const auto& a : affine) {
-    seed::affine_roundtrip(a.spec, w.data(), rows, kCols, d.data());
-    out.push_back({a.name, seed::affine_bits_per_weight(a.spec), rel_mse(w, d), 0});
-  }
-  for (seed::SeedTier t : seed::kAllSeedTiers) {
-    seed::SeedSearchOptions opt;
-    opt.n_seeds = f.seeds;
-    const std::string name(seed::seed_tier_name(t));
+  const std::vector<CodecUnderTest> codecs = codecs_under_test("int8_g64", {8, 64});
+  std::vector<Tally> t(codecs.size());
+  for (size_t i = 0; i < codecs.size(); ++i) {
+    seed::SeedSearchOptions opt = search_options(f);
     if (!f.quiet) {
-      opt.progress = [name](const seed::SeedSearchProgress& p) {
+      opt.progress = [name = codecs[i].name](const seed::SeedSearchProgress& p) {
         std::fprintf(stderr, "\r%s: %lld / %lld blocks, %.0f blocks/s, ETA %.0f s   ", name.c_str(),
                      (long long)p.blocks_done, (long long)p.blocks_total, p.blocks_per_s, p.eta_s);
         if (p.blocks_done == p.blocks_total) std::fprintf(stderr, "\n");
       };
     }
-    const double t0 = now_seconds();
-    const auto blob = seed::encode_seed_slice(t, w.data(), rows, kCols, nullptr, opt);
-    const double secs = now_seconds() - t0;
-    seed::decode_seed_matrix({t, blob.data(), rows, kCols}, d.data());
-    out.push_back({name, seed::seed_bits_per_weight(t, rows, kCols), rel_mse(w, d), secs});
+    measure(codecs[i], w, rows, kCols, rows, opt, &t[i]);
   }
+  if (!f.json) {
+    std::printf("%lld i.i.d. N(0,1) weights in rows of %lld; seed search over %u seeds on %d threads\n",
+                (long long)f.gaussian, (long long)kCols, f.seeds, ThreadPool::global().size());
+  }
+  print_tallies(f, codecs, t, false);
+  return 0;
+}
 
-  if (f.json) {
-    nlohmann::json arr = nlohmann::json::array();
-    for (const Row& r : out) {
-      arr.push_back({{"codec", r.codec},
-                     {"bits_per_weight", r.bits},
-                     {"rel_mse", r.rel_mse},
-                     {"bound_rel_mse", std::exp2(-2.0 * r.bits)}});
+// Rows r_i = i * rows / n (i < n, n = min(want, rows)) of a 2-D float tensor, as float32.
+std::vector<float> sample_rows(const TensorInfo& t, int64_t want, int64_t* n_out) {
+  const Codec c = *codec_of_dtype(t.dtype);
+  const int64_t rows = t.shape[0], cols = t.shape[1], n = std::min(want, rows);
+  std::vector<float> w(size_t(n * cols));
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* row = t.data + size_t(i * rows / n) * codec_row_bytes(c, cols);
+    for (int64_t k = 0; k < cols; ++k) w[size_t(i * cols + k)] = codec_value(c, row, k);
+  }
+  *n_out = n;
+  return w;
+}
+
+int run_weights(const QuantReportFlags& f) {
+  if (f.rows < 1) fail("quant-report: --rows {} must be at least 1", f.rows);
+  if (is_packed_model_dir(f.model))
+    fail("quant-report: {} is a packed folder; -m takes the Hugging Face folder it was packed from", f.model);
+  const Family* fam = nullptr;
+  const ModelConfig c = read_model_config(f.model, &fam);
+  const Checkpoint ck(f.model);
+  std::vector<const TensorInfo*> tensors;
+  std::string what;
+  if (!f.tensor.empty()) {
+    const TensorInfo& t = ck.get(f.tensor);
+    if (t.shape.size() != 2)
+      fail("quant-report: tensor '{}' has shape {}, expected a matrix", f.tensor, t.shape_string());
+    if (!codec_of_dtype(t.dtype))
+      fail("{}: tensor '{}' has dtype {}, expected BF16, F16 or F32", t.file, f.tensor, dtype_name(t.dtype));
+    tensors.push_back(&t);
+    what = fmt::format("tensor {} {}", f.tensor, t.shape_string());
+  } else {
+    int moe_layers = 0;
+    for (int l = 0; l < c.num_layers; ++l) {
+      if (!c.layer_has_experts[size_t(l)]) continue;
+      ++moe_layers;
+      for (int e = 0; e < c.num_experts; ++e) {
+        const ExpertTensorNames n = fam->expert_names(l, e);
+        for (const std::string* name : {&n.gate, &n.up, &n.down}) {
+          const TensorInfo& t = ck.get(*name);
+          if (t.shape.size() != 2 || !codec_of_dtype(t.dtype))
+            fail("{}: tensor '{}' has shape {} and dtype {}, expected a BF16, F16 or F32 matrix", t.file, *name,
+                 t.shape_string(), dtype_name(t.dtype));
+          tensors.push_back(&t);
+        }
+      }
     }
-    std::printf("%s\n", arr.dump(2).c_str());
+    if (moe_layers == 0) fail("quant-report: {} has no routed experts (name one matrix with --tensor)", f.model);
+    what = fmt::format("routed experts: gate, up and down of {} experts x {} MoE layers", c.num_experts, moe_layers);
+  }
+  const std::vector<CodecUnderTest> codecs = codecs_under_test("int8_g32", {8, 32});
+  std::vector<Tally> t(codecs.size());
+  const seed::SeedSearchOptions opt = search_options(f);
+  int64_t sampled = 0, total = 0;
+  const double t0 = now_seconds();
+  double last_report = -1.0;
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    const TensorInfo& ti = *tensors[k];
+    int64_t n = 0;
+    const std::vector<float> w = sample_rows(ti, f.rows, &n);
+    for (size_t i = 0; i < codecs.size(); ++i) measure(codecs[i], w, n, ti.shape[1], ti.shape[0], opt, &t[i]);
+    sampled += int64_t(w.size());
+    total += ti.numel();
+    const double dt = now_seconds() - t0;
+    if (!f.quiet && (dt - last_report >= 0.5 || k + 1 == tensors.size())) {
+      last_report = dt;
+      std::fprintf(stderr, "\rquant-report: tensor %zu/%zu, ETA %.0f s   ", k + 1, tensors.size(),
+                   dt / double(k + 1) * double(tensors.size() - k - 1));
+    }
+  }
+  if (!f.quiet) std::fprintf(stderr, "\n");
+  if (!f.json) {
+    std::printf("%s: %s (%zu tensors); up to %lld evenly spaced rows of each: %lld of %lld weights (%.1f%%)\n",
+                f.model.c_str(), what.c_str(), tensors.size(), (long long)f.rows, (long long)sampled, (long long)total,
+                100.0 * double(sampled) / double(total));
+    std::printf("seed search over %u seeds on %d threads, each tensor's sample one slice\n", f.seeds,
+                ThreadPool::global().size());
+  }
+  print_tallies(f, codecs, t, true);
+  return 0;
+}
+
+// The sizes two models must share for their logits to be compared.
+void check_same_shape(const Model& a, const Model& b) {
+  const ModelConfig &x = a.config(), &y = b.config();
+  const struct {
+    const char* key;
+    int64_t u, v;
+  } keys[] = {{"vocab_size", x.vocab_size, y.vocab_size},
+              {"hidden_size", x.hidden_size, y.hidden_size},
+              {"num_hidden_layers", x.num_layers, y.num_layers},
+              {"num_experts", x.num_experts, y.num_experts},
+              {"num_experts_per_tok", x.experts_per_token, y.experts_per_token},
+              {"moe_intermediate_size", x.moe_intermediate_size, y.moe_intermediate_size}};
+  for (const auto& k : keys) {
+    if (k.u != k.v)
+      fail("quant-report: {} has {} {} but --against {} has {}: not the same model", a.dir(), k.key, k.u, b.dir(), k.v);
+  }
+}
+
+int run_against(const QuantReportFlags& f) {
+  if (f.file.empty()) fail("quant-report: --against needs -f TEXT_FILE (the text whose tokens are compared)");
+  if (f.tokens < 0) fail("quant-report: --tokens {} is negative", f.tokens);
+  auto ref = Model::load(f.model);
+  auto test = Model::load(f.against);
+  check_same_shape(*ref, *test);
+  std::vector<int32_t> ids = read_text_tokens(ref->dir(), f.file);
+  const size_t all = ids.size();
+  if (f.tokens > 0 && int64_t(ids.size()) > f.tokens) ids.resize(size_t(f.tokens));
+  EngineOptions eo;
+  eo.max_context = f.ctx;
+  Engine a(*ref, eo), b(*test, eo);
+  const LogitComparison r = compare_logits(a, b, ids, f.ctx, [&](int done, int total) {
+    if (!f.quiet) std::fprintf(stderr, "\rquant-report: window %d/%d", done, total);
+  });
+  if (!f.quiet) std::fprintf(stderr, "\n");
+  if (f.json) {
+    const nlohmann::json j = {
+        {"reference", f.model},       {"test", f.against},      {"tokens", ids.size()},
+        {"windows", r.ref.windows},   {"ctx", f.ctx},           {"scored", r.ref.scored},
+        {"kld_mean", r.kld_mean},     {"kld_max", r.kld_max},   {"top1_agreement", r.top1_agreement},
+        {"ppl_reference", r.ref.ppl}, {"ppl_test", r.test.ppl}, {"nll_reference", r.ref.mean_nll},
+        {"nll_test", r.test.mean_nll}};
+    std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
-  std::printf("%lld i.i.d. N(0,1) weights in rows of %lld; seed search over %u seeds on %d threads\n",
-              (long long)f.gaussian, (long long)kCols, f.seeds, ThreadPool::global().size());
-  std::printf("%-10s %8s %12s %12s %8s %10s\n", "codec", "bits/w", "rel_mse", "2^(-2R)", "ratio", "search_s");
-  for (const Row& r : out) {
-    const double bound = std::exp2(-2.0 * r.bits);
-    std::printf("%-10s %8.4f %12.4e %12.4e %8.2f", r.codec.c_str(), r.bits, r.rel_mse, bound, r.rel_mse / bound);
-    if (r.seconds > 0) {
-      std::printf(" %10.1f  (%.0f weights/s per thread)", r.seconds,
-                  double(f.gaussian) / r.seconds / ThreadPool::global().size());
-    }
-    std::printf("\n");
-  }
+  std::printf("reference: %s\ntest:      %s\n", f.model.c_str(), f.against.c_str());
+  std::printf("text: %s, %zu of its %zu tokens in %d windows of %d; %lld positions scored\n", f.file.c_str(),
+              ids.size(), all, r.ref.windows, f.ctx, (long long)r.ref.scored);
+  std::printf("KLD(reference || test) per token: mean %.6f, max %.6f\n", r.kld_mean, r.kld_max);
+  std::printf("top-1 agreement: %.2f%%\n", 100.0 * r.top1_agreement);
+  std::printf("perplexity: reference %.4f (nll %.6f +- %.6f), test %.4f (nll %.6f +- %.6f), ratio %.4f\n", r.ref.ppl,
+              r.ref.mean_nll, r.ref.nll_stderr, r.test.ppl, r.test.mean_nll, r.test.nll_stderr, r.test.ppl / r.ref.ppl);
   return 0;
+}
+
+int run(const QuantReportFlags& f) {
+  if (f.seeds < 1 || f.seeds > 65535) fail("quant-report: --seeds {} is outside 1..65535", f.seeds);
+  if (f.threads > 0) ThreadPool::set_global_threads(f.threads);
+  if ((f.gaussian != 0) == !f.model.empty())
+    fail("quant-report: give either --gaussian N or -m DIR (with --tensor, or --against PACKED_DIR -f TEXT_FILE)");
+  if (f.gaussian != 0) {
+    if (f.gaussian < 0) fail("quant-report: --gaussian {} is negative", f.gaussian);
+    return run_gaussian(f);
+  }
+  if (!f.against.empty()) {
+    if (!f.tensor.empty()) fail("quant-report: --tensor and --against do not go together");
+    return run_against(f);
+  }
+  if (!f.file.empty()) fail("quant-report: -f is for --against (logits over a text)");
+  return run_weights(f);
 }
 
 }  // namespace
 
 void add_quant_report(CLI::App& app, int* status) {
   auto f = std::make_shared<QuantReportFlags>();
-  CLI::App* cmd =
-      app.add_subcommand("quant-report", "Relative MSE of each weight codec against the rate-distortion bound");
-  cmd->add_option("--gaussian", f->gaussian, "N i.i.d. N(0,1) weights in rows of 2048 (N a multiple of 2048)")
-      ->required();
-  cmd->add_flag("--json", f->json, "Print a JSON array of {codec, bits_per_weight, rel_mse, bound_rel_mse}");
+  CLI::App* cmd = app.add_subcommand(
+      "quant-report", "Error of each weight codec against the rate-distortion bound; logits KLD of a packed model");
+  cmd->add_option("--gaussian", f->gaussian, "N i.i.d. N(0,1) weights in rows of 2048 (N a multiple of 2048)");
+  cmd->add_option("-m,--model", f->model, "Hugging Face model folder: its routed experts, or --tensor");
+  cmd->add_option("--tensor", f->tensor, "with -m: one matrix of the checkpoint instead of the routed experts");
+  cmd->add_option("--rows", f->rows, "with -m: evenly spaced rows sampled from each tensor")->capture_default_str();
+  cmd->add_option("--against", f->against, "with -m: a packed copy whose logits are compared to -m's over -f");
+  cmd->add_option("-f,--file", f->file, "with --against: text file");
+  cmd->add_option("--tokens", f->tokens, "with --against: the first N tokens of the text (0: all)");
+  cmd->add_option("--ctx", f->ctx, "with --against: window length in tokens")->capture_default_str();
+  cmd->add_flag("--json", f->json,
+                "Print JSON (weights: an array of {codec, bits_per_weight, rel_mse, bound_rel_mse})");
   cmd->add_option("--seeds", f->seeds, "Search seeds 1..K only (a quick preview; the format uses all 65535)")
       ->capture_default_str();
   cmd->add_option("--rng-seed", f->rng_seed, "Seed of the Gaussian generator")->capture_default_str();
