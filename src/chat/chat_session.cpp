@@ -14,16 +14,27 @@ void ChatSession::add(const std::string& role, const std::string& content) {
 }
 
 std::string ChatSession::render_prompt() const {
-  nlohmann::ordered_json ctx = nlohmann::ordered_json::object();
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   if (!system_.empty()) messages.push_back({{"role", "system"}, {"content", system_}});
   for (const auto& m : messages_) messages.push_back(m);
+  return render_messages(messages, nullptr, nlohmann::ordered_json::object());
+}
+
+std::string ChatSession::render_messages(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                                         const nlohmann::ordered_json& extra_kwargs) const {
+  nlohmann::ordered_json ctx = nlohmann::ordered_json::object();
   ctx["messages"] = messages;
+  if (!tools.is_null()) ctx["tools"] = tools;
   ctx["add_generation_prompt"] = true;
   ctx["bos_token"] = found_.bos_token;
   ctx["eos_token"] = found_.eos_token;
   for (auto it = kwargs_.begin(); it != kwargs_.end(); ++it) ctx[it.key()] = it.value();
+  for (auto it = extra_kwargs.begin(); it != extra_kwargs.end(); ++it) ctx[it.key()] = it.value();
   return template_.render(ctx);
+}
+
+bool ChatSession::template_uses_tools() const {
+  return found_.source.find("tools") != std::string::npos;
 }
 
 std::vector<int32_t> ChatSession::prompt_ids() const {

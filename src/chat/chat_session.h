@@ -25,6 +25,12 @@ class ChatSession {
 
   // The conversation rendered by the template, ending with the assistant's generation prompt.
   std::string render_prompt() const;
+  // Any conversation: OpenAI-style `messages` and `tools` (null: none) rendered with the generation prompt, the
+  // template kwargs and then `extra_kwargs` (which win).
+  std::string render_messages(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                              const nlohmann::ordered_json& extra_kwargs) const;
+  // Whether the template reads a `tools` variable at all (templates without it would drop the tools silently).
+  bool template_uses_tools() const;
   // render_prompt() as ids (the template writes every special token itself, so none are added).
   std::vector<int32_t> prompt_ids() const;
   // Ids that end the assistant's turn: the model's eos ids and the template's eos_token.

@@ -7,15 +7,14 @@ namespace seedling {
 namespace {
 constexpr std::string_view kOpen = "<think>";
 constexpr std::string_view kClose = "</think>";
+}  // namespace
 
-// Length of the longest suffix of `text` that is a proper prefix of `word`.
 size_t partial_suffix(std::string_view text, std::string_view word) {
   for (size_t n = std::min(text.size(), word.size() - 1); n > 0; --n) {
     if (text.substr(text.size() - n) == word.substr(0, n)) return n;
   }
   return 0;
 }
-}  // namespace
 
 bool prompt_opens_reasoning(const std::string& prompt) {
   const size_t open = prompt.rfind(kOpen);
@@ -24,8 +23,11 @@ bool prompt_opens_reasoning(const std::string& prompt) {
   return close == std::string::npos || close < open;
 }
 
-TextOutput::TextOutput(const Tokenizer& tokenizer, std::vector<std::string> stop_strings, bool starts_in_reasoning)
-    : decoder_(tokenizer, /*skip_special_tokens=*/true), in_reasoning_(starts_in_reasoning) {
+TextOutput::TextOutput(const Tokenizer& tokenizer, std::vector<std::string> stop_strings, bool starts_in_reasoning,
+                       bool split_reasoning)
+    : decoder_(tokenizer, /*skip_special_tokens=*/true),
+      in_reasoning_(starts_in_reasoning && split_reasoning),
+      split_reasoning_(split_reasoning) {
   for (auto& s : stop_strings) {
     if (!s.empty()) stops_.push_back(std::move(s));
   }
@@ -46,7 +48,7 @@ TextOutput::Piece TextOutput::push(int32_t id) {
     stopped_ = true;
     return release(std::max(stop_at, released_));
   }
-  size_t hold = std::max(partial_suffix(text_, kOpen), partial_suffix(text_, kClose));
+  size_t hold = split_reasoning_ ? std::max(partial_suffix(text_, kOpen), partial_suffix(text_, kClose)) : 0;
   for (const auto& s : stops_) hold = std::max(hold, partial_suffix(text_, s));
   return release(text_.size() - hold);
 }
@@ -62,7 +64,7 @@ TextOutput::Piece TextOutput::release(size_t end) {
   size_t i = released_;
   while (i < end) {
     const std::string_view tag = in_reasoning_ ? kClose : kOpen;
-    const size_t at = text_.find(tag, i);
+    const size_t at = split_reasoning_ ? text_.find(tag, i) : std::string::npos;
     const size_t stop = (at == std::string::npos || at + tag.size() > end) ? end : at;
     (in_reasoning_ ? out.reasoning : out.content).append(text_, i, stop - i);
     if (stop == end) {

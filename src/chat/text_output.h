@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tokenizer/tokenizer.h"
@@ -21,7 +22,9 @@ class TextOutput {
   };
 
   // starts_in_reasoning: the prompt ended inside an open <think> (templates that open it for the model).
-  TextOutput(const Tokenizer& tokenizer, std::vector<std::string> stop_strings, bool starts_in_reasoning);
+  // split_reasoning false: think tags are plain content (raw completions).
+  TextOutput(const Tokenizer& tokenizer, std::vector<std::string> stop_strings, bool starts_in_reasoning,
+             bool split_reasoning = true);
 
   Piece push(int32_t id);
   Piece finish();  // releases what was held back (nothing past a stop string)
@@ -37,9 +40,13 @@ class TextOutput {
   std::string text_;     // everything decoded so far
   size_t released_ = 0;  // text_[0, released_) has been handed out
   bool in_reasoning_;
+  bool split_reasoning_;
   bool stopped_ = false;
   std::string content_, reasoning_;
 };
+
+// Length of the longest suffix of `text` that is a proper prefix of `word`: text to hold back while streaming.
+size_t partial_suffix(std::string_view text, std::string_view word);
 
 // True when `prompt` leaves a <think> block open (its last "<think>" comes after its last "</think>").
 bool prompt_opens_reasoning(const std::string& prompt);

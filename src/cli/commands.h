@@ -60,5 +60,6 @@ void add_pack(CLI::App& app, int* status);
 void add_quant_report(CLI::App& app, int* status);
 void add_cache_sim(CLI::App& app, int* status);
 void add_imatrix(CLI::App& app, int* status);
+void add_serve(CLI::App& app, int* status);
 
 }  // namespace seedling::cli

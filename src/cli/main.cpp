@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   seedling::cli::add_quant_report(app, &status);
   seedling::cli::add_cache_sim(app, &status);
   seedling::cli::add_imatrix(app, &status);
+  seedling::cli::add_serve(app, &status);
   try {
     app.parse(argc, argv);  // the chosen subcommand runs inside parse, as its callback
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,341 @@
+#include "serve/api.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <random>
+#include <set>
+
+namespace seedling::serve {
+
+using Json = nlohmann::ordered_json;
+
+ApiError::ApiError(int status_, std::string message_, std::string param_, std::string code_)
+    : status(status_),
+      message(std::move(message_)),
+      type(status_ >= 500 ? "server_error" : "invalid_request_error"),
+      param(std::move(param_)),
+      code(std::move(code_)) {}
+
+std::string ApiError::body() const {
+  Json e = Json::object();
+  e["message"] = message;
+  e["type"] = type;
+  e["param"] = param.empty() ? Json(nullptr) : Json(param);
+  e["code"] = code.empty() ? Json(nullptr) : Json(code);
+  return Json{{"error", e}}.dump();
+}
+
+namespace {
+
+ApiError wrong_type(const std::string& param, const char* expected, const Json& got) {
+  return ApiError(400, fmt::format("'{}' must be {}, got {}", param, expected, got.type_name()), param, "invalid_type");
+}
+
+ApiError bad_value(const std::string& param, const std::string& why) {
+  return ApiError(400, fmt::format("'{}': {}", param, why), param, "invalid_value");
+}
+
+ApiError unsupported(const std::string& param, const std::string& why) {
+  return ApiError(400, fmt::format("'{}' is not supported: {}", param, why), param, "unsupported_parameter");
+}
+
+const Json* field(const Json& b, const char* key) {
+  auto it = b.find(key);
+  if (it == b.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::optional<double> number(const Json& b, const char* key, double lo, double hi) {
+  const Json* v = field(b, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number()) throw wrong_type(key, "a number", *v);
+  const double x = v->get<double>();
+  if (!(x >= lo && x <= hi)) throw bad_value(key, fmt::format("must be between {} and {}, got {}", lo, hi, x));
+  return x;
+}
+
+std::optional<int64_t> integer(const Json& b, const char* key, int64_t lo, int64_t hi) {
+  const Json* v = field(b, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number_integer()) throw wrong_type(key, "an integer", *v);
+  if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX)) {
+    throw bad_value(key, fmt::format("must be between {} and {}", lo, hi));
+  }
+  const int64_t x = v->get<int64_t>();
+  if (x < lo || x > hi) throw bad_value(key, fmt::format("must be between {} and {}, got {}", lo, hi, x));
+  return x;
+}
+
+std::optional<bool> boolean(const Json& b, const char* key) {
+  const Json* v = field(b, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_boolean()) throw wrong_type(key, "a boolean", *v);
+  return v->get<bool>();
+}
+
+std::optional<std::string> string(const Json& b, const char* key) {
+  const Json* v = field(b, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_string()) throw wrong_type(key, "a string", *v);
+  return v->get<std::string>();
+}
+
+// Refuses a key that is neither one of the fields both endpoints share nor one of `own`.
+void check_known(const Json& body, const std::set<std::string>& own) {
+  static const std::set<std::string> shared = {"model",
+                                               "max_tokens",
+                                               "temperature",
+                                               "top_p",
+                                               "top_k",
+                                               "min_p",
+                                               "seed",
+                                               "stop",
+                                               "stream",
+                                               "n",
+                                               "logprobs",
+                                               "repetition_penalty",
+                                               "user",
+                                               "metadata",
+                                               "stream_options",
+                                               "frequency_penalty",
+                                               "presence_penalty"};
+  for (auto it = body.begin(); it != body.end(); ++it) {
+    if (!shared.count(it.key()) && !own.count(it.key())) {
+      throw ApiError(400, fmt::format("unrecognized request argument supplied: '{}'", it.key()), it.key(),
+                     "unknown_parameter");
+    }
+  }
+}
+
+// The fields chat and completions share. Sampling defaults are OpenAI's (temperature 1, top_p 1); without a seed,
+// a random one.
+GenerationParams parse_generation(const Json& b, bool chat) {
+  GenerationParams g;
+  if (auto v = string(b, "model"); v && v->empty()) throw bad_value("model", "must not be empty");
+  std::optional<int64_t> max_tokens = integer(b, "max_tokens", 1, 1 << 30);
+  if (chat) {
+    if (auto m = integer(b, "max_completion_tokens", 1, 1 << 30)) max_tokens = m;
+  }
+  if (max_tokens) g.max_tokens = int(*max_tokens);
+  if (!chat && !max_tokens) g.max_tokens = 16;  // OpenAI's default for completions
+  g.sampling.temperature = float(number(b, "temperature", 0, 2).value_or(1.0));
+  g.sampling.top_p = float(number(b, "top_p", 0, 1).value_or(1.0));
+  if (field(b, "top_p") && g.sampling.top_p <= 0.0f) throw bad_value("top_p", "must be greater than 0");
+  g.sampling.top_k = int(integer(b, "top_k", 0, 1 << 30).value_or(0));
+  g.sampling.min_p = float(number(b, "min_p", 0, 1).value_or(0.0));
+  g.sampling.repetition_penalty = float(number(b, "repetition_penalty", 0.01, 100).value_or(1.0));
+  if (auto seed = integer(b, "seed", INT64_MIN, INT64_MAX)) {
+    g.sampling.seed = uint64_t(*seed);
+  } else {
+    std::random_device rd;
+    g.sampling.seed = (uint64_t(rd()) << 32) ^ rd();
+  }
+  if (const Json* stop = field(b, "stop")) {
+    if (stop->is_string()) {
+      g.stop.push_back(stop->get<std::string>());
+    } else if (stop->is_array()) {
+      for (const Json& s : *stop) {
+        if (!s.is_string()) throw wrong_type("stop", "a string or an array of strings", *stop);
+        g.stop.push_back(s.get<std::string>());
+      }
+    } else {
+      throw wrong_type("stop", "a string or an array of strings", *stop);
+    }
+    if (g.stop.size() > 16) throw bad_value("stop", fmt::format("at most 16 stop strings, got {}", g.stop.size()));
+    for (const std::string& s : g.stop) {
+      if (s.empty()) throw bad_value("stop", "stop strings must not be empty");
+    }
+  }
+  g.stream = boolean(b, "stream").value_or(false);
+  if (const Json* so = field(b, "stream_options")) {
+    if (!so->is_object()) throw wrong_type("stream_options", "an object", *so);
+    for (auto it = so->begin(); it != so->end(); ++it) {
+      if (it.key() != "include_usage") throw unsupported("stream_options." + it.key(), "only include_usage is");
+    }
+    if (auto u = boolean(*so, "include_usage")) g.include_usage = *u;
+  }
+  if (auto n = integer(b, "n", 1, 1 << 30); n && *n != 1) throw unsupported("n", "one choice per request (n = 1)");
+  for (const char* p : {"frequency_penalty", "presence_penalty"}) {
+    if (auto v = number(b, p, -2, 2); v && *v != 0.0) throw unsupported(p, "use repetition_penalty");
+  }
+  if (auto u = string(b, "user")) (void)u;
+  if (const Json* m = field(b, "metadata"); m && !m->is_object()) throw wrong_type("metadata", "an object", *m);
+  return g;
+}
+
+// Message content as the template wants it: a string. Text parts are joined; other parts are refused.
+std::string content_text(const Json& c, const std::string& param) {
+  if (c.is_null()) return "";
+  if (c.is_string()) return c.get<std::string>();
+  if (!c.is_array()) throw wrong_type(param, "a string or an array of content parts", c);
+  std::string text;
+  for (size_t i = 0; i < c.size(); ++i) {
+    const Json& part = c[i];
+    const std::string p = fmt::format("{}[{}]", param, i);
+    if (!part.is_object()) throw wrong_type(p, "an object", part);
+    auto type = string(part, "type");
+    if (type != "text") throw unsupported(p + ".type", "only text content parts are");
+    auto t = string(part, "text");
+    if (!t) throw bad_value(p + ".text", "missing");
+    text += *t;
+  }
+  return text;
+}
+
+Json parse_messages(const Json& b) {
+  const Json* ms = field(b, "messages");
+  if (ms == nullptr) throw ApiError(400, "'messages' is required", "messages", "missing_required_parameter");
+  if (!ms->is_array()) throw wrong_type("messages", "an array", *ms);
+  if (ms->empty()) throw bad_value("messages", "at least one message is needed");
+  Json out = Json::array();
+  for (size_t i = 0; i < ms->size(); ++i) {
+    const Json& m = (*ms)[i];
+    const std::string p = fmt::format("messages[{}]", i);
+    if (!m.is_object()) throw wrong_type(p, "an object", m);
+    const Json* role = field(m, "role");
+    if (role == nullptr) throw bad_value(p + ".role", "missing");
+    if (!role->is_string()) throw wrong_type(p + ".role", "a string", *role);
+    std::string r = role->get<std::string>();
+    static const std::set<std::string> roles = {"system", "developer", "user", "assistant", "tool"};
+    if (!roles.count(r)) {
+      throw bad_value(p + ".role", fmt::format("'{}' is not one of system, developer, user, assistant, tool", r));
+    }
+    if (r == "developer") r = "system";
+    Json o = Json::object();
+    o["role"] = r;
+    o["content"] = content_text(m.contains("content") ? m["content"] : Json(nullptr), p + ".content");
+    if (auto name = string(m, "name")) o["name"] = *name;
+    if (r == "assistant") {
+      if (auto rc = string(m, "reasoning_content")) o["reasoning_content"] = *rc;
+      if (const Json* calls = field(m, "tool_calls")) {
+        if (!calls->is_array()) throw wrong_type(p + ".tool_calls", "an array", *calls);
+        Json tc = Json::array();
+        for (size_t k = 0; k < calls->size(); ++k) {
+          const Json& c = (*calls)[k];
+          const std::string cp = fmt::format("{}.tool_calls[{}]", p, k);
+          if (!c.is_object()) throw wrong_type(cp, "an object", c);
+          const Json* fn = field(c, "function");
+          if (fn == nullptr || !fn->is_object()) throw bad_value(cp + ".function", "an object is required");
+          auto name = string(*fn, "name");
+          if (!name) throw bad_value(cp + ".function.name", "missing");
+          Json args = Json::object();
+          if (const Json* a = field(*fn, "arguments")) {
+            if (a->is_string()) {
+              // Templates iterate over arguments as a mapping, as transformers passes them.
+              args = Json::parse(a->get<std::string>(), nullptr, false);
+              if (args.is_discarded()) args = a->get<std::string>();
+            } else if (a->is_object()) {
+              args = *a;
+            } else {
+              throw wrong_type(cp + ".function.arguments", "a string", *a);
+            }
+          }
+          Json call = {{"type", "function"}, {"function", {{"name", *name}, {"arguments", args}}}};
+          if (auto id = string(c, "id")) call["id"] = *id;
+          tc.push_back(call);
+        }
+        o["tool_calls"] = tc;
+      }
+    }
+    if (r == "tool") {
+      if (auto id = string(m, "tool_call_id")) o["tool_call_id"] = *id;
+    }
+    out.push_back(o);
+  }
+  return out;
+}
+
+}  // namespace
+
+Json parse_body(const std::string& body) {
+  Json j;
+  try {
+    j = Json::parse(body);
+  } catch (const Json::exception& e) {
+    throw ApiError(400, fmt::format("the request body is not valid JSON: {}", e.what()), "", "invalid_json");
+  }
+  if (!j.is_object()) throw ApiError(400, "the request body must be a JSON object", "", "invalid_json");
+  return j;
+}
+
+ChatRequest parse_chat_request(const Json& b, bool template_has_tools) {
+  check_known(b, {"messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls",
+                  "response_format", "chat_template_kwargs"});
+  ChatRequest r;
+  r.gen = parse_generation(b, true);
+  r.messages = parse_messages(b);
+  if (auto lp = boolean(b, "logprobs"); lp && *lp) throw unsupported("logprobs", "log probabilities are not returned");
+  if (field(b, "top_logprobs")) throw unsupported("top_logprobs", "log probabilities are not returned");
+  (void)boolean(b, "parallel_tool_calls");
+  if (const Json* rf = field(b, "response_format")) {
+    if (!rf->is_object()) throw wrong_type("response_format", "an object", *rf);
+    if (string(*rf, "type").value_or("") != "text") {
+      throw unsupported("response_format", "only {\"type\": \"text\"} (no structured output)");
+    }
+  }
+  if (const Json* kw = field(b, "chat_template_kwargs")) {
+    if (!kw->is_object()) throw wrong_type("chat_template_kwargs", "an object", *kw);
+    r.template_kwargs = *kw;
+  }
+  bool tools_off = false;
+  if (const Json* choice = field(b, "tool_choice")) {
+    if (!choice->is_string()) throw unsupported("tool_choice", "only \"auto\" and \"none\" (no forced calls)");
+    const std::string c = choice->get<std::string>();
+    if (c == "none") {
+      tools_off = true;
+    } else if (c != "auto") {
+      throw unsupported("tool_choice", fmt::format("'{}': only \"auto\" and \"none\" (no forced calls)", c));
+    }
+  }
+  if (const Json* tools = field(b, "tools")) {
+    if (!tools->is_array()) throw wrong_type("tools", "an array", *tools);
+    if (!tools->empty() && !template_has_tools) {
+      throw unsupported("tools", "this model's chat template has no tool support");
+    }
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const Json& t = (*tools)[i];
+      const std::string p = fmt::format("tools[{}]", i);
+      if (!t.is_object()) throw wrong_type(p, "an object", t);
+      if (string(t, "type") != "function") throw unsupported(p + ".type", "only \"function\" tools are");
+      const Json* fn = field(t, "function");
+      if (fn == nullptr || !fn->is_object()) throw bad_value(p + ".function", "an object is required");
+      auto name = string(*fn, "name");
+      if (!name || name->empty()) throw bad_value(p + ".function.name", "a non-empty name is required");
+    }
+    if (!tools->empty() && !tools_off) r.tools = *tools;
+  }
+  return r;
+}
+
+CompletionRequest parse_completion_request(const Json& b) {
+  check_known(b, {"prompt", "echo", "suffix", "best_of"});
+  CompletionRequest r;
+  r.gen = parse_generation(b, false);
+  const Json* p = field(b, "prompt");
+  if (p == nullptr) throw ApiError(400, "'prompt' is required", "prompt", "missing_required_parameter");
+  if (p->is_string()) {
+    r.prompt = p->get<std::string>();
+  } else if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) {
+    r.prompt = (*p)[0].get<std::string>();
+  } else if (p->is_array() && !p->empty() &&
+             std::all_of(p->begin(), p->end(), [](const Json& v) { return v.is_number_integer(); })) {
+    for (const Json& v : *p) {
+      const int64_t id = v.get<int64_t>();
+      if (id < 0 || id > INT32_MAX) throw bad_value("prompt", fmt::format("token id {} is out of range", id));
+      r.prompt_ids.push_back(int32_t(id));
+    }
+  } else {
+    throw wrong_type("prompt", "a string, an array of one string, or an array of token ids", *p);
+  }
+  if (r.prompt.empty() && r.prompt_ids.empty()) throw bad_value("prompt", "must not be empty");
+  if (const Json* lp = field(b, "logprobs"); lp && !(lp->is_number_integer() && lp->get<int64_t>() == 0)) {
+    throw unsupported("logprobs", "log probabilities are not returned");
+  }
+  if (auto echo = boolean(b, "echo"); echo && *echo) throw unsupported("echo", "the prompt is not echoed");
+  if (field(b, "suffix")) throw unsupported("suffix", "no insertion");
+  if (auto bo = integer(b, "best_of", 1, 1 << 30); bo && *bo != 1) throw unsupported("best_of", "only 1");
+  return r;
+}
+
+}  // namespace seedling::serve

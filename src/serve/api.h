@@ -1,0 +1,58 @@
+// serve/api.h - the OpenAI request bodies read into typed requests, and OpenAI-style errors.
+//
+// Every field is checked for its type and range; a field the server does not implement (n > 1, logprobs, penalties
+// other than 0, tools when the template has none, ...) or does not know is refused with a 400 naming it. Nothing
+// wrong is silently ignored or defaulted.
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+
+namespace seedling::serve {
+
+// An HTTP error with OpenAI's body: {"error": {"message", "type", "param", "code"}}.
+struct ApiError : std::exception {
+  ApiError(int status, std::string message, std::string param = {}, std::string code = {});
+  const char* what() const noexcept override { return message.c_str(); }
+  std::string body() const;
+
+  int status;
+  std::string message;
+  std::string type;   // invalid_request_error (4xx) or server_error (5xx)
+  std::string param;  // "" -> null
+  std::string code;   // "" -> null
+};
+
+struct GenerationParams {
+  std::optional<int> max_tokens;  // none: up to the context limit
+  SamplerParams sampling;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+};
+
+struct ChatRequest {
+  nlohmann::ordered_json messages;  // as the chat template expects them (content as a string, arguments as objects)
+  nlohmann::ordered_json tools;     // null: none
+  nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();  // chat_template_kwargs
+  GenerationParams gen;
+};
+
+struct CompletionRequest {
+  std::string prompt;               // text, or
+  std::vector<int32_t> prompt_ids;  // token ids (prompt given as an array of integers)
+  GenerationParams gen;
+};
+
+// The request body as a JSON object; 400 when it is not one.
+nlohmann::ordered_json parse_body(const std::string& body);
+ChatRequest parse_chat_request(const nlohmann::ordered_json& body, bool template_has_tools);
+CompletionRequest parse_completion_request(const nlohmann::ordered_json& body);
+
+}  // namespace seedling::serve

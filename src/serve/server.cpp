@@ -1,0 +1,437 @@
+#include "serve/server.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <ctime>
+#include <mutex>
+#include <set>
+
+#include "chat/chat_session.h"
+#include "core/error.h"
+#include "serve/api.h"
+#include "serve/page.h"
+#include "serve/reply.h"
+#include "serve/scheduler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace seedling::serve {
+
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  if (e.status == 503) res.set_header("Retry-After", "1");
+  if (e.status == 401) res.set_header("WWW-Authenticate", "Bearer");
+  res.set_content(e.body(), "application/json");
+}
+
+std::string sse(const Json& j) {
+  return "data: " + j.dump() + "\n\n";
+}
+
+const char* finish_reason(Finish f) {
+  return f == Finish::kLength ? "length" : "stop";
+}
+
+// The generation of one request as its handler drives it: tokens from the scheduler into a Reply.
+struct Generation {
+  std::shared_ptr<Stream> stream;
+  std::unique_ptr<Reply> reply;
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+  std::string finish;  // "" while running
+  std::string error;   // set when the engine failed
+  int tool_index = 0;
+
+  // Waits for the next tokens; returns what they add to the reply. Sets `finish` at the end.
+  Reply::Delta next() {
+    Reply::Delta d;
+    auto add = [&](Reply::Delta x) {
+      d.reasoning += x.reasoning;
+      d.content += x.content;
+      for (auto& c : x.calls) d.calls.push_back(std::move(c));
+    };
+    Stream::Update u = stream->wait();
+    for (int32_t t : u.tokens) {
+      if (reply->stopped()) break;
+      ++completion_tokens;
+      add(reply->push(t));
+    }
+    if (reply->stopped()) {
+      stream->cancel();
+      finish = "stop";
+    } else if (u.finish == Finish::kError) {
+      finish = "error";
+      error = u.error;
+    } else if (u.finish != Finish::kRunning) {
+      finish = finish_reason(u.finish);
+    }
+    if (!finish.empty()) {
+      add(reply->finish());
+      if (!reply->calls().empty() && finish == "stop") finish = "tool_calls";
+    }
+    return d;
+  }
+
+  Json usage() const {
+    return {{"prompt_tokens", prompt_tokens},
+            {"completion_tokens", completion_tokens},
+            {"total_tokens", prompt_tokens + completion_tokens}};
+  }
+};
+
+Json tool_call_json(const ToolCall& c, const std::string& id, int index, bool with_index) {
+  Json j = Json::object();
+  if (with_index) j["index"] = index;
+  j["id"] = id;
+  j["type"] = "function";
+  j["function"] = {{"name", c.name}, {"arguments", c.arguments}};
+  return j;
+}
+
+}  // namespace
+
+struct Server::Impl {
+  Model& model;
+  ServerOptions opt;
+  Tokenizer tok;
+  ChatSession chat;
+  std::vector<int32_t> stop_ids;
+  Engine engine;
+  Metrics metrics;
+  Scheduler scheduler;
+  httplib::Server http;
+  std::mutex render_mu;
+  std::atomic<uint64_t> next_id{1};
+  int64_t created = std::time(nullptr);
+
+  Impl(Model& m, ServerOptions o)
+      : model(m),
+        opt(std::move(o)),
+        tok(Tokenizer::from_file(find_tokenizer_file(m.dir()))),
+        chat(m.dir(), tok),
+        stop_ids(chat.stop_ids(m.config())),
+        engine(m, EngineOptions{opt.max_context, 256, 512}),
+        scheduler(engine, {opt.max_seqs, opt.max_queue, opt.prompt_chunk}, &metrics) {
+    if (opt.model_id.empty()) opt.model_id = "seedling";
+    routes();
+  }
+
+  std::string new_id(const char* prefix) { return fmt::format("{}-{:x}{:08x}", prefix, created, next_id++); }
+
+  void guarded(httplib::Response& res, const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const ApiError& e) {
+      send_error(res, e);
+    } catch (const std::exception& e) {
+      send_error(res, ApiError(500, e.what(), "", "internal_error"));
+    }
+  }
+
+  void check_key(const httplib::Request& req) {
+    if (opt.api_key.empty()) return;
+    const std::string auth = req.get_header_value("Authorization");
+    if (auth.empty()) {
+      throw ApiError(401, "missing API key: send the header 'Authorization: Bearer KEY'", "", "invalid_api_key");
+    }
+    if (auth != "Bearer " + opt.api_key) throw ApiError(401, "incorrect API key", "", "invalid_api_key");
+  }
+
+  // Submits a prompt; 400 when it does not fit the context with its max_tokens, 503 when the queue is full.
+  std::shared_ptr<Generation> start(std::vector<int32_t> ids, const GenerationParams& g, const char* prompt_param,
+                                    bool opens_reasoning, bool tools, bool chat_reply) {
+    const int ctx = engine.max_context();
+    const int n = int(ids.size());
+    if (n >= ctx) {
+      throw ApiError(400, fmt::format("the prompt has {} tokens; the context limit is {}", n, ctx), prompt_param,
+                     "context_length_exceeded");
+    }
+    const int max_tokens = g.max_tokens.value_or(ctx - n);
+    if (int64_t(n) + max_tokens > ctx) {
+      throw ApiError(400,
+                     fmt::format("the prompt ({} tokens) plus max_tokens ({}) exceed the context limit of {} tokens", n,
+                                 max_tokens, ctx),
+                     "max_tokens", "context_length_exceeded");
+    }
+    auto gen = std::make_shared<Generation>();
+    gen->prompt_tokens = n;
+    gen->reply = std::make_unique<Reply>(tok, g.stop, opens_reasoning, tools, chat_reply);
+    gen->stream = scheduler.submit({std::move(ids), max_tokens, g.sampling, stop_ids});
+    if (!gen->stream) {
+      throw ApiError(503,
+                     fmt::format("the server is busy: {} requests are running and {} waiting; retry later",
+                                 opt.max_seqs, opt.max_queue),
+                     "", "queue_full");
+    }
+    return gen;
+  }
+
+  // Streams `gen` as server-sent events; `chunk` wraps a delta into its event object.
+  void stream_events(httplib::Response& res, std::shared_ptr<Generation> gen, bool include_usage,
+                     std::function<Json(const Reply::Delta*, const char* finish)> chunk, std::string id) {
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [gen, include_usage, chunk, id](size_t, httplib::DataSink& sink) {
+          auto send = [&](Json j) {
+            if (include_usage) j["usage"] = nullptr;
+            const std::string s = sse(j);
+            return sink.write(s.data(), s.size());
+          };
+          Reply::Delta first;
+          if (!send(chunk(&first, nullptr))) return gen->stream->cancel(), false;
+          while (gen->finish.empty()) {
+            Reply::Delta d = gen->next();
+            if (!d.empty() && !send(chunk(&d, nullptr))) return gen->stream->cancel(), false;
+          }
+          if (gen->finish == "error") {
+            const std::string e = "data: " + ApiError(500, gen->error, "", "internal_error").body() + "\n\n";
+            sink.write(e.data(), e.size());
+          } else {
+            if (!send(chunk(nullptr, gen->finish.c_str()))) return false;
+            if (include_usage) {
+              Json u = chunk(nullptr, nullptr);
+              u["choices"] = Json::array();
+              u["usage"] = gen->usage();
+              const std::string s = sse(u);
+              if (!sink.write(s.data(), s.size())) return false;
+            }
+          }
+          const std::string done = "data: [DONE]\n\n";
+          sink.write(done.data(), done.size());
+          sink.done();
+          return true;
+        },
+        [gen](bool) { gen->stream->cancel(); });
+  }
+
+  void chat_completions(const httplib::Request& req, httplib::Response& res) {
+    const Json body = parse_body(req.body);
+    ChatRequest cr = parse_chat_request(body, chat.template_uses_tools());
+    std::string prompt;
+    try {
+      std::lock_guard lk(render_mu);
+      prompt = chat.render_messages(cr.messages, cr.tools, cr.template_kwargs);
+    } catch (const Error& e) {
+      throw ApiError(400, fmt::format("the chat template refused the messages: {}", e.what()), "messages",
+                     "template_error");
+    }
+    const bool tools = !cr.tools.is_null();
+    auto gen = start(tok.encode(prompt, false), cr.gen, "messages", prompt_opens_reasoning(prompt), tools, true);
+    const std::string id = new_id("chatcmpl");
+    const int64_t now = std::time(nullptr);
+    const std::string model_id = opt.model_id;
+    if (!cr.gen.stream) {
+      while (gen->finish.empty()) gen->next();
+      if (gen->finish == "error") throw ApiError(500, gen->error, "", "internal_error");
+      const Reply& r = *gen->reply;
+      Json msg = {{"role", "assistant"}};
+      msg["content"] = r.content().empty() && !r.calls().empty() ? Json(nullptr) : Json(r.content());
+      if (!r.reasoning().empty()) msg["reasoning_content"] = r.reasoning();
+      if (!r.calls().empty()) {
+        Json calls = Json::array();
+        for (size_t i = 0; i < r.calls().size(); ++i) {
+          calls.push_back(tool_call_json(r.calls()[i], fmt::format("call_{}_{}", id.substr(9), i), int(i), false));
+        }
+        msg["tool_calls"] = calls;
+      }
+      Json out = {
+          {"id", id},
+          {"object", "chat.completion"},
+          {"created", now},
+          {"model", model_id},
+          {"choices",
+           Json::array({{{"index", 0}, {"message", msg}, {"logprobs", nullptr}, {"finish_reason", gen->finish}}})},
+          {"usage", gen->usage()}};
+      res.set_content(out.dump(), "application/json");
+      return;
+    }
+    auto tool_index = std::make_shared<int>(0);
+    stream_events(
+        res, gen, cr.gen.include_usage,
+        [id, now, model_id, tool_index](const Reply::Delta* d, const char* finish) {
+          Json delta = Json::object();
+          if (d != nullptr && d->empty() && *tool_index == 0 && finish == nullptr) {
+            delta = {{"role", "assistant"}, {"content", ""}};
+          } else if (d != nullptr) {
+            if (!d->reasoning.empty()) delta["reasoning_content"] = d->reasoning;
+            if (!d->content.empty()) delta["content"] = d->content;
+            if (!d->calls.empty()) {
+              Json calls = Json::array();
+              for (const ToolCall& c : d->calls) {
+                const int i = (*tool_index)++;
+                calls.push_back(tool_call_json(c, fmt::format("call_{}_{}", id.substr(9), i), i, true));
+              }
+              delta["tool_calls"] = calls;
+            }
+          }
+          return Json{{"id", id},
+                      {"object", "chat.completion.chunk"},
+                      {"created", now},
+                      {"model", model_id},
+                      {"choices", Json::array({{{"index", 0},
+                                                {"delta", delta},
+                                                {"logprobs", nullptr},
+                                                {"finish_reason", finish ? Json(finish) : Json(nullptr)}}})}};
+        },
+        id);
+  }
+
+  void completions(const httplib::Request& req, httplib::Response& res) {
+    const Json body = parse_body(req.body);
+    CompletionRequest cr = parse_completion_request(body);
+    std::vector<int32_t> ids = cr.prompt_ids;
+    if (ids.empty()) ids = tok.encode(cr.prompt, false);
+    if (ids.empty()) throw ApiError(400, "the prompt encodes to no tokens", "prompt", "invalid_value");
+    const int V = model.config().vocab_size;
+    for (int32_t t : ids) {
+      if (t >= V) {
+        throw ApiError(400, fmt::format("token id {} is out of range: the vocabulary has {} ids", t, V), "prompt",
+                       "invalid_value");
+      }
+    }
+    auto gen = start(std::move(ids), cr.gen, "prompt", false, false, false);
+    const std::string id = new_id("cmpl");
+    const int64_t now = std::time(nullptr);
+    const std::string model_id = opt.model_id;
+    auto choice = [](const std::string& text, const char* finish) {
+      return Json::array(
+          {{{"text", text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish ? Json(finish) : Json()}}});
+    };
+    if (!cr.gen.stream) {
+      while (gen->finish.empty()) gen->next();
+      if (gen->finish == "error") throw ApiError(500, gen->error, "", "internal_error");
+      Json out = {{"id", id},
+                  {"object", "text_completion"},
+                  {"created", now},
+                  {"model", model_id},
+                  {"choices", choice(gen->reply->content(), gen->finish.c_str())},
+                  {"usage", gen->usage()}};
+      res.set_content(out.dump(), "application/json");
+      return;
+    }
+    stream_events(
+        res, gen, cr.gen.include_usage,
+        [id, now, model_id, choice](const Reply::Delta* d, const char* finish) {
+          return Json{{"id", id},
+                      {"object", "text_completion"},
+                      {"created", now},
+                      {"model", model_id},
+                      {"choices", choice(d ? d->content : "", finish)}};
+        },
+        id);
+  }
+
+  Json model_json() const {
+    return {{"id", opt.model_id}, {"object", "model"}, {"created", created}, {"owned_by", "seedling"}};
+  }
+
+  void routes() {
+    http.new_task_queue = [n = size_t(opt.max_seqs + opt.max_queue + 8)] { return new httplib::ThreadPool(n); };
+    http.set_payload_max_length(opt.max_body);
+    http.set_read_timeout(opt.timeout_s, 0);
+    http.set_write_timeout(opt.timeout_s, 0);
+    http.set_keep_alive_timeout(2);
+    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      const bool open = req.path == "/" || req.path == "/health" || req.path == "/index.html";
+      if (open) return httplib::Server::HandlerResponse::Unhandled;
+      try {
+        check_key(req);
+      } catch (const ApiError& e) {
+        send_error(res, e);
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      return httplib::Server::HandlerResponse::Unhandled;
+    });
+    http.set_error_handler(
+        httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+          if (!res.body.empty() || res.content_length_ > 0) return httplib::Server::HandlerResponse::Unhandled;
+          if (res.status == 404) {
+            send_error(res, ApiError(404, fmt::format("unknown route: {} {}", req.method, req.path), "", "not_found"));
+          } else if (res.status == 413) {
+            send_error(res, ApiError(413,
+                                     fmt::format("the request body is larger than the limit of {} bytes (--max-body)",
+                                                 opt.max_body),
+                                     "", "request_too_large"));
+          } else {
+            send_error(res, ApiError(res.status, fmt::format("HTTP error {}", res.status), "", ""));
+          }
+          return httplib::Server::HandlerResponse::Handled;
+        }));
+    http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+      static const std::set<std::string> known = {"/",          "/health",         "/metrics",
+                                                  "/v1/models", "/v1/completions", "/v1/chat/completions"};
+      metrics.count_request(known.count(req.path) ? req.path : "other", res.status);
+    });
+    http.Get("/", [](const httplib::Request&, httplib::Response& res) {
+      const std::string_view page = chat_page();
+      res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
+    });
+    http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content(R"({"status":"ok"})", "application/json");
+    });
+    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(metrics.render(), "text/plain; version=0.0.4");
+    });
+    http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(Json{{"object", "list"}, {"data", Json::array({model_json()})}}.dump(), "application/json");
+    });
+    http.Get("/v1/models/(.+)", [this](const httplib::Request& req, httplib::Response& res) {
+      if (req.matches[1] != opt.model_id) {
+        return send_error(res, ApiError(404, fmt::format("the model '{}' does not exist", std::string(req.matches[1])),
+                                        "model", "model_not_found"));
+      }
+      res.set_content(model_json().dump(), "application/json");
+    });
+    http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      guarded(res, [&] { chat_completions(req, res); });
+    });
+    http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      guarded(res, [&] { completions(req, res); });
+    });
+  }
+};
+
+Server::Server(Model& model, ServerOptions options) : impl_(std::make_unique<Impl>(model, std::move(options))) {}
+
+Server::~Server() {
+  stop();
+}
+
+int Server::bind() {
+  const ServerOptions& o = impl_->opt;
+  if (o.port < 0 || o.port > 65535) fail("--port must be between 0 and 65535, got {}", o.port);
+  if (o.port == 0) {
+    const int port = impl_->http.bind_to_any_port(o.host);
+    if (port < 0) fail("cannot listen on {}: no free port", o.host);
+    return port;
+  }
+  if (!impl_->http.bind_to_port(o.host, o.port)) {
+    fail("cannot listen on {}:{} (in use, or not an address of this machine)", o.host, o.port);
+  }
+  return o.port;
+}
+
+void Server::run() {
+  impl_->http.listen_after_bind();
+}
+
+void Server::stop() {
+  impl_->scheduler.stop();
+  impl_->http.stop();
+}
+
+const Metrics& Server::metrics() const {
+  return impl_->metrics;
+}
+
+int Server::max_context() const {
+  return impl_->engine.max_context();
+}
+
+}  // namespace seedling::serve
