@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <variant>
 #include <vector>
 
@@ -29,6 +30,7 @@
 #include "engine/perplexity.h"
 #include "io/packed_model.h"
 #include "io/safetensors.h"
+#include "model/imatrix.h"
 
 namespace seedling::cli {
 
@@ -36,7 +38,7 @@ namespace {
 
 struct QuantReportFlags {
   int64_t gaussian = 0;
-  std::string model, tensor, against, file;
+  std::string model, tensor, against, file, imatrix;
   int64_t rows = 16;
   int64_t tokens = 0;
   int ctx = 512;
@@ -48,35 +50,45 @@ struct QuantReportFlags {
 };
 
 struct Bf16 {};
+struct SeedArm {
+  seed::SeedTier tier;
+  bool weighted;  // searched with the imatrix's h
+};
 struct CodecUnderTest {
   std::string name;
-  std::variant<Bf16, seed::AffineSpec, seed::SeedTier> how;
+  std::variant<Bf16, seed::AffineSpec, SeedArm> how;
 };
 
-// Error of one codec pooled over every slice measured.
+// Error of one codec pooled over every slice measured; werr/ww2 weight each column by its energy h (1 without).
 struct Tally {
-  double err = 0, w2 = 0;
+  double err = 0, w2 = 0, werr = 0, ww2 = 0;
   double bits_x_weights = 0;  // for the weights' mean bits per weight
   int64_t weights = 0;
   double seconds = 0;  // seed search
   double rel_mse() const { return err / w2; }
+  double weighted_rel_mse() const { return werr / ww2; }
   double bits() const { return bits_x_weights / double(weights); }
 };
 
-std::vector<CodecUnderTest> codecs_under_test(const char* int8_name, seed::AffineSpec int8) {
+std::vector<CodecUnderTest> codecs_under_test(const char* int8_name, seed::AffineSpec int8, bool imatrix) {
   std::vector<CodecUnderTest> v = {{"bf16", Bf16{}},
                                    {int8_name, int8},
                                    {"int4_g32", seed::AffineSpec{4, 32}},
                                    {"int4_g64", seed::AffineSpec{4, 64}},
                                    {"int4_g128", seed::AffineSpec{4, 128}},
                                    {"int3_g64", seed::AffineSpec{3, 64}}};
-  for (seed::SeedTier t : seed::kAllSeedTiers) v.push_back({std::string(seed::seed_tier_name(t)), t});
+  for (seed::SeedTier t : seed::kAllSeedTiers) v.push_back({std::string(seed::seed_tier_name(t)), SeedArm{t, false}});
+  if (imatrix) {
+    for (seed::SeedTier t : seed::kAllSeedTiers)
+      v.push_back({std::string(seed::seed_tier_name(t)) + "+imatrix", SeedArm{t, true}});
+  }
   return v;
 }
 
-// Encodes and decodes one slice (rows x cols of a tensor of full_rows rows) with codec `c` and adds its error.
+// Encodes and decodes one slice (rows x cols of a tensor of full_rows rows) with codec `c` and adds its error;
+// h (cols energies, or nullptr for 1) weights the weighted error and the search of a weighted seed arm.
 void measure(const CodecUnderTest& c, const std::vector<float>& w, int64_t rows, int64_t cols, int64_t full_rows,
-             const seed::SeedSearchOptions& opt, Tally* t) {
+             const float* h, const seed::SeedSearchOptions& opt, Tally* t) {
   std::vector<float> d(w.size());
   double bits = 16.0;
   if (std::holds_alternative<Bf16>(c.how)) {
@@ -86,17 +98,20 @@ void measure(const CodecUnderTest& c, const std::vector<float>& w, int64_t rows,
     const int64_t groups = (cols + a->group - 1) / a->group;
     bits = double(a->bits) + 32.0 * double(groups) / double(cols);
   } else {
-    const seed::SeedTier tier = std::get<seed::SeedTier>(c.how);
+    const SeedArm arm = std::get<SeedArm>(c.how);
+    const seed::SeedTier tier = arm.tier;
     const double t0 = now_seconds();
-    const auto blob = seed::encode_seed_slice(tier, w.data(), rows, cols, nullptr, opt);
+    const auto blob = seed::encode_seed_slice(tier, w.data(), rows, cols, arm.weighted ? h : nullptr, opt);
     t->seconds += now_seconds() - t0;
     seed::decode_seed_matrix({tier, blob.data(), rows, cols}, d.data());
     bits = seed::seed_bits_per_weight(tier, full_rows, cols);
   }
   for (size_t i = 0; i < w.size(); ++i) {
-    const double e = double(w[i]) - double(d[i]);
+    const double e = double(w[i]) - double(d[i]), hc = h ? double(h[i % size_t(cols)]) : 1.0;
     t->err += e * e;
     t->w2 += double(w[i]) * double(w[i]);
+    t->werr += hc * e * e;
+    t->ww2 += hc * double(w[i]) * double(w[i]);
   }
   t->bits_x_weights += bits * double(w.size());
   t->weights += int64_t(w.size());
@@ -130,6 +145,7 @@ seed::SeedSearchOptions search_options(const QuantReportFlags& f) {
 
 void print_tallies(const QuantReportFlags& f, const std::vector<CodecUnderTest>& codecs, const std::vector<Tally>& t,
                    bool with_weights) {
+  const bool weighted = !f.imatrix.empty();
   if (f.json) {
     nlohmann::json arr = nlohmann::json::array();
     for (size_t i = 0; i < codecs.size(); ++i) {
@@ -138,16 +154,19 @@ void print_tallies(const QuantReportFlags& f, const std::vector<CodecUnderTest>&
                             {"rel_mse", t[i].rel_mse()},
                             {"bound_rel_mse", std::exp2(-2.0 * t[i].bits())}};
       if (with_weights) row["weights"] = t[i].weights;
+      if (weighted) row["weighted_rel_mse"] = t[i].weighted_rel_mse();
       arr.push_back(row);
     }
     std::printf("%s\n", arr.dump(2).c_str());
     return;
   }
-  std::printf("%-10s %8s %12s %12s %8s %10s\n", "codec", "bits/w", "rel_mse", "2^(-2R)", "ratio", "search_s");
+  std::printf("%-11s %8s %12s %12s %8s", "codec", "bits/w", "rel_mse", "2^(-2R)", "ratio");
+  std::printf(weighted ? " %12s %10s\n" : "%.0s %10s\n", "weighted", "search_s");
   for (size_t i = 0; i < codecs.size(); ++i) {
     const double bound = std::exp2(-2.0 * t[i].bits());
-    std::printf("%-10s %8.4f %12.4e %12.4e %8.2f", codecs[i].name.c_str(), t[i].bits(), t[i].rel_mse(), bound,
+    std::printf("%-11s %8.4f %12.4e %12.4e %8.2f", codecs[i].name.c_str(), t[i].bits(), t[i].rel_mse(), bound,
                 t[i].rel_mse() / bound);
+    if (weighted) std::printf(" %12.4e", t[i].weighted_rel_mse());
     if (t[i].seconds > 0) {
       std::printf(" %10.1f  (%.0f weights/s per thread)", t[i].seconds,
                   double(t[i].weights) / t[i].seconds / ThreadPool::global().size());
@@ -162,7 +181,7 @@ int run_gaussian(const QuantReportFlags& f) {
     fail("quant-report: --gaussian {} is not a multiple of the row length {}", f.gaussian, kCols);
   const int64_t rows = f.gaussian / kCols;
   const std::vector<float> w = gaussian_weights(f.gaussian, f.rng_seed);
-  const std::vector<CodecUnderTest> codecs = codecs_under_test("int8_g64", {8, 64});
+  const std::vector<CodecUnderTest> codecs = codecs_under_test("int8_g64", {8, 64}, false);
   std::vector<Tally> t(codecs.size());
   for (size_t i = 0; i < codecs.size(); ++i) {
     seed::SeedSearchOptions opt = search_options(f);
@@ -173,7 +192,7 @@ int run_gaussian(const QuantReportFlags& f) {
         if (p.blocks_done == p.blocks_total) std::fprintf(stderr, "\n");
       };
     }
-    measure(codecs[i], w, rows, kCols, rows, opt, &t[i]);
+    measure(codecs[i], w, rows, kCols, rows, nullptr, opt, &t[i]);
   }
   if (!f.json) {
     std::printf("%lld i.i.d. N(0,1) weights in rows of %lld; seed search over %u seeds on %d threads\n",
@@ -203,7 +222,12 @@ int run_weights(const QuantReportFlags& f) {
   const Family* fam = nullptr;
   const ModelConfig c = read_model_config(f.model, &fam);
   const Checkpoint ck(f.model);
-  std::vector<const TensorInfo*> tensors;
+  struct Item {
+    const TensorInfo* t;
+    int layer = -1, expert = -1;
+    MatrixInput input = MatrixInput::ExpertGateUp;
+  };
+  std::vector<Item> tensors;
   std::string what;
   if (!f.tensor.empty()) {
     const TensorInfo& t = ck.get(f.tensor);
@@ -211,7 +235,7 @@ int run_weights(const QuantReportFlags& f) {
       fail("quant-report: tensor '{}' has shape {}, expected a matrix", f.tensor, t.shape_string());
     if (!codec_of_dtype(t.dtype))
       fail("{}: tensor '{}' has dtype {}, expected BF16, F16 or F32", t.file, f.tensor, dtype_name(t.dtype));
-    tensors.push_back(&t);
+    tensors.push_back({&t});
     what = fmt::format("tensor {} {}", f.tensor, t.shape_string());
   } else {
     int moe_layers = 0;
@@ -222,27 +246,39 @@ int run_weights(const QuantReportFlags& f) {
         const ExpertTensorNames n = fam->expert_names(l, e);
         for (const std::string* name : {&n.gate, &n.up, &n.down}) {
           const TensorInfo& t = ck.get(*name);
+          const MatrixInput input = name == &n.down ? MatrixInput::ExpertDown : MatrixInput::ExpertGateUp;
           if (t.shape.size() != 2 || !codec_of_dtype(t.dtype))
             fail("{}: tensor '{}' has shape {} and dtype {}, expected a BF16, F16 or F32 matrix", t.file, *name,
                  t.shape_string(), dtype_name(t.dtype));
-          tensors.push_back(&t);
+          tensors.push_back({&t, l, e, input});
         }
       }
     }
     if (moe_layers == 0) fail("quant-report: {} has no routed experts (name one matrix with --tensor)", f.model);
     what = fmt::format("routed experts: gate, up and down of {} experts x {} MoE layers", c.num_experts, moe_layers);
   }
-  const std::vector<CodecUnderTest> codecs = codecs_under_test("int8_g32", {8, 32});
+  std::optional<Imatrix> im;
+  if (!f.imatrix.empty()) {
+    if (!f.tensor.empty()) fail("quant-report: --imatrix weights the routed experts; it does not go with --tensor");
+    im = Imatrix::load(f.imatrix, c);
+  }
+  const std::vector<CodecUnderTest> codecs = codecs_under_test("int8_g32", {8, 32}, im.has_value());
   std::vector<Tally> t(codecs.size());
   const seed::SeedSearchOptions opt = search_options(f);
-  int64_t sampled = 0, total = 0;
+  int64_t sampled = 0, total = 0, unweighted = 0;
   const double t0 = now_seconds();
   double last_report = -1.0;
   for (size_t k = 0; k < tensors.size(); ++k) {
-    const TensorInfo& ti = *tensors[k];
+    const TensorInfo& ti = *tensors[k].t;
     int64_t n = 0;
     const std::vector<float> w = sample_rows(ti, f.rows, &n);
-    for (size_t i = 0; i < codecs.size(); ++i) measure(codecs[i], w, n, ti.shape[1], ti.shape[0], opt, &t[i]);
+    std::vector<float> h;
+    if (im) {
+      h = im->expert_search_weights(tensors[k].layer, tensors[k].expert, tensors[k].input);
+      unweighted += h.empty() ? 1 : 0;
+    }
+    for (size_t i = 0; i < codecs.size(); ++i)
+      measure(codecs[i], w, n, ti.shape[1], ti.shape[0], h.empty() ? nullptr : h.data(), opt, &t[i]);
     sampled += int64_t(w.size());
     total += ti.numel();
     const double dt = now_seconds() - t0;
@@ -259,6 +295,12 @@ int run_weights(const QuantReportFlags& f) {
                 100.0 * double(sampled) / double(total));
     std::printf("seed search over %u seeds on %d threads, each tensor's sample one slice\n", f.seeds,
                 ThreadPool::global().size());
+    if (im) {
+      std::printf(
+          "imatrix %s: 'weighted' = sum h (w - w')^2 / sum h w^2 with h its mean energies (1 for the %lld "
+          "tensors of experts no row reached); +imatrix: seeds searched with h\n",
+          f.imatrix.c_str(), (long long)unweighted);
+    }
   }
   print_tallies(f, codecs, t, true);
   return 0;
@@ -345,6 +387,8 @@ void add_quant_report(CLI::App& app, int* status) {
   cmd->add_option("-m,--model", f->model, "Hugging Face model folder: its routed experts, or --tensor");
   cmd->add_option("--tensor", f->tensor, "with -m: one matrix of the checkpoint instead of the routed experts");
   cmd->add_option("--rows", f->rows, "with -m: evenly spaced rows sampled from each tensor")->capture_default_str();
+  cmd->add_option("--imatrix", f->imatrix,
+                  "with -m: activation energies (seedling imatrix) weighting errors and seeds");
   cmd->add_option("--against", f->against, "with -m: a packed copy whose logits are compared to -m's over -f");
   cmd->add_option("-f,--file", f->file, "with --against: text file");
   cmd->add_option("--tokens", f->tokens, "with --against: the first N tokens of the text (0: all)");

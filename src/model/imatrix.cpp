@@ -284,4 +284,15 @@ std::vector<float> Imatrix::mean_energy(int layer, MatrixInput which, int expert
   return h;
 }
 
+std::vector<float> Imatrix::expert_search_weights(int layer, int expert, MatrixInput which) const {
+  if (!is_expert_input(which)) fail("{}: search weights are for routed experts' inputs", file_->path());
+  std::vector<float> h = mean_energy(layer, which, expert);
+  double sum = 0;
+  for (float v : h) sum += double(v);
+  if (!(sum > 0)) return {};
+  const double scale = double(h.size()) / sum;
+  for (float& v : h) v = float(double(v) * scale);
+  return h;
+}
+
 }  // namespace seedling

@@ -72,6 +72,10 @@ class Imatrix {
   int64_t rows(int layer, MatrixInput which, int expert = -1) const;
   // Mean energies sum_sq / rows (what the seed search takes as h); empty when no row reached the matrix.
   std::vector<float> mean_energy(int layer, MatrixInput which, int expert = -1) const;
+  // The seed search's h for a routed expert's matrix (ExpertGateUp for gate and up, ExpertDown for down): the mean
+  // energies scaled to average 1 over the channels. Empty when no row reached the expert or every energy is 0: such
+  // an expert is searched unweighted.
+  std::vector<float> expert_search_weights(int layer, int expert, MatrixInput which) const;
   const std::map<std::string, std::string>& metadata() const { return file_->metadata(); }
   const std::string& path() const { return file_->path(); }
 

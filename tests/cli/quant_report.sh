@@ -107,4 +107,9 @@ expect_error against-other-model "has vocab_size 4096 but --against $tmp/tiny ha
   "$bin" quant-report -m "$demo" --against "$tmp/tiny" -f "$text" -q
 expect_error against-short-text "fewer than one window of --ctx 512" -- \
   "$bin" quant-report -m "$demo" --against "$tmp/q4" -f "$text" --tokens 100 -q
+"$bin" imatrix -f "$text" --max-tokens 64 -o "$tmp/demo-im.safetensors" -t 2 >/dev/null 2>&1
+expect_error imatrix-other-model "tensor 'layers.0.attn.qkv.sum_sq' has shape [192], the model expects [64]" -- \
+  "$bin" quant-report -m "$tiny" --imatrix "$tmp/demo-im.safetensors" -q
+expect_error imatrix-with-tensor "does not go with --tensor" -- \
+  "$bin" quant-report -m "$demo" --tensor model.embed_tokens.weight --imatrix "$tmp/demo-im.safetensors" -q
 exit $failures

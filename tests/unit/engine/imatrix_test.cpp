@@ -10,6 +10,9 @@
 #include <map>
 
 #include "codec/codec.h"
+#include "codec/quantize.h"
+#include "codec/seed_codec.h"
+#include "codec/seed_search.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "io/safetensors_writer.h"
@@ -197,6 +200,51 @@ TEST(ImatrixTest, FileReadsBackAndRejectsAnotherModel) {
               Imatrix::load(dir / "bad.safetensors", c);
             }).find("tensor 'layers.0.attn.qkv.sum_sq' element 0 is -1, expected finite >= 0"),
             std::string::npos);
+}
+
+// What the imatrix is for: with a recorded file, a P4 search weighted by the expert's energies gives a lower
+// energy-weighted error sum h (w - w')^2 than the unweighted search, over layer 0's routed experts.
+TEST(ImatrixTest, WeightedSeedSearchLowersTheEnergyWeightedError) {
+  auto model = Model::load(test::data_path("models/qwen3_moe_a/hf"));
+  const ModelConfig& c = model->config();
+  ImatrixCollector col(c);
+  model->set_activation_observer(&col);
+  all_logits(*model, test::golden_ids("qwen3_moe_a"));
+  model->set_activation_observer(nullptr);
+  test::ScratchDir dir("imatrix-search");
+  write_imatrix(dir / "im.safetensors", col, {});
+  const Imatrix im = Imatrix::load(dir / "im.safetensors", c);
+
+  seed::SeedSearchOptions opt;
+  opt.n_seeds = 1024;
+  double err_plain = 0, err_weighted = 0;
+  int parts = 0;
+  for (int e = 0; e < c.num_experts; ++e) {
+    const ExpertTensorNames n = model->family().expert_names(0, e);
+    for (const std::string* name : {&n.gate, &n.down}) {
+      const MatrixInput input = name == &n.down ? MatrixInput::ExpertDown : MatrixInput::ExpertGateUp;
+      const std::vector<float> h = im.expert_search_weights(0, e, input);
+      if (h.empty()) continue;  // no row reached this expert: nothing to weight by
+      const TensorInfo& t = model->checkpoint().get(*name);
+      const int64_t rows = t.shape[0], cols = t.shape[1];
+      std::vector<float> w(size_t(rows * cols)), d(w.size());
+      encode_matrix(Codec::F32, t.dtype, t.data, rows, cols, reinterpret_cast<uint8_t*>(w.data()));
+      for (const float* hp : {static_cast<const float*>(nullptr), h.data()}) {
+        const auto blob = seed::encode_seed_slice(seed::SeedTier::P4, w.data(), rows, cols, hp, opt);
+        seed::decode_seed_matrix({seed::SeedTier::P4, blob.data(), rows, cols}, d.data());
+        double err = 0;
+        for (size_t i = 0; i < w.size(); ++i) {
+          const double diff = double(w[i]) - double(d[i]);
+          err += double(h[i % size_t(cols)]) * diff * diff;
+        }
+        (hp ? err_weighted : err_plain) += err;
+      }
+      ++parts;
+    }
+  }
+  ASSERT_GT(parts, 4);
+  EXPECT_LT(err_weighted, err_plain);
+  RecordProperty("weighted_over_plain", std::to_string(err_weighted / err_plain));
 }
 
 }  // namespace seedling
