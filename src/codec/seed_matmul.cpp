@@ -144,9 +144,8 @@ class BlockDecoder {
 
   int64_t blocks_per_row() const { return L_.blocks_per_row; }
 
-  // Calls f(g, weights) for the kParts parts of block i (global index), g = 0 .. kParts - 1.
-  template <class F>
-  HWY_INLINE void Decode(int64_t i, F&& f) const {
+  // The kParts parts of block i (global index): out[g] = weights g * kN .. g * kN + kN - 1 of the block.
+  HWY_INLINE void Decode(size_t i, VF* out) const {
     const D32 d32;
     const D16 d16;
     const DF df;
@@ -154,14 +153,14 @@ class BlockDecoder {
     uint16_t seed, word;
     std::memcpy(&seed, seeds_ + 2 * i, 2);
     std::memcpy(&word, words_ + 2 * i, 2);
-    const int code = kApart ? (codes_[i / 2] >> (4 * (i & 1))) & 0xF : word & 0xF;
-    const int nib01 = kApart ? word & 0xFF : (word >> 4) & 0xFF;
-    const int nib23 = kApart ? word >> 8 : word >> 12;
+    const unsigned code = kApart ? (unsigned(codes_[i >> 1]) >> ((i & 1) * 4)) & 0xFu : word & 0xFu;
+    const unsigned nib01 = kApart ? word & 0xFFu : (word >> 4) & 0xFFu;
+    const unsigned nib23 = kApart ? word >> 8 : word >> 12;
     const auto q01 = hn::BitCast(d16, hn::Set(d32, detail::kNibblePairs.v[nib01]));
     const auto q23 = hn::BitCast(d16, hn::Set(d32, detail::kNibblePairs.v[nib23]));
     const VF scale = hn::Set(df, scales_[code]);
-    const int16_t* lo = tables_.lo + (seed & 0xFF) * detail::PairTables<C, P>::kEntry;
-    const int16_t* hi = tables_.hi + (seed >> 8) * detail::PairTables<C, P>::kEntry;
+    const int16_t* lo = tables_.lo + size_t(seed & 0xFF) * detail::PairTables<C, P>::kEntry;
+    const int16_t* hi = tables_.hi + size_t(seed >> 8) * detail::PairTables<C, P>::kEntry;
     for (int g = 0; g < kParts; ++g) {
       const auto s01 = hn::Xor(hn::Load(d16, lo + 2 * kN * g), hn::Load(d16, hi + 2 * kN * g));
       const auto s23 = hn::Xor(hn::Load(d16, lo + 2 * kPad + 2 * kN * g), hn::Load(d16, hi + 2 * kPad + 2 * kN * g));
@@ -170,10 +169,10 @@ class BlockDecoder {
       isum = hn::ReorderWidenMulAccumulate(d32, s23, q23, isum, odd);
       isum = hn::RearrangeToOddPlusEven(isum, odd);
       const auto u = hn::BitCast(du, hn::Mul(hn::ConvertTo(df, isum), scale));
-      // round_bf16: add 0x7FFF plus the lowest kept bit, clear the low 16 bits.
-      const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
-      const auto rounded = hn::And(hn::Add(hn::Add(u, hn::Set(du, 0x7FFFu)), lsb), hn::Set(du, 0xFFFF0000u));
-      f(g, hn::BitCast(df, rounded));
+      // round_bf16 without its tie term: float(isum) * scale(e) never has low bits 0x8000 (every isum of the
+      // format checked in SeedKernel.ProductsNeverTieAtBf16), so adding 0x8000 then clearing the low 16 bits
+      // rounds to nearest exactly as the spec's ties-to-even does.
+      out[g] = hn::BitCast(df, hn::And(hn::Add(u, hn::Set(du, 0x8000u)), hn::Set(du, 0xFFFF0000u)));
     }
   }
 
@@ -199,43 +198,50 @@ void DecodeRowT(const SeedMatrix& w, int64_t r, float* out) {
   HWY_ALIGN float wb[Dec::kPad];
   const int64_t bpr = dec.blocks_per_row();
   for (int64_t j = 0; j < bpr; ++j) {
-    dec.Decode(r * bpr + j, [&](int g, VF v) { hn::Store(v, df, wb + g * kN); });
+    VF v[Dec::kParts];
+    dec.Decode(size_t(r * bpr + j), v);
+    for (int g = 0; g < Dec::kParts; ++g) hn::Store(v[g], df, wb + g * kN);
     const int64_t n = std::min<int64_t>(C, w.cols - j * C);
     std::memcpy(out + j * C, wb, sizeof(float) * size_t(n));
   }
 }
 
-// y[i][r] for rows r0..r1 of W; xp is x in the tables' layout (m rows of blocks_per_row * kPad floats).
+// y[i][r] for rows r0..r1 of W; xp is x in the tables' layout (m rows of blocks_per_row * kPad floats, the parts
+// of consecutive blocks contiguous). Part p of a row (counting from the row's start) goes to accumulator p mod 4.
 template <int C, int P, bool kApart>
 void MatmulRowsT(const float* xp, int64_t m, const SeedMatrix& w, float* y, int64_t r0, int64_t r1) {
   using Dec = BlockDecoder<C, P, kApart>;
   constexpr int kParts = Dec::kParts;
-  static_assert(4 % kParts == 0 || kParts % 4 == 0, "parts per block and the 4 accumulators must nest");
+  // Blocks per group of 4 parts: one group fills the 4 accumulators once, in order.
+  constexpr int kGroup = kParts >= 4 ? 1 : 4 / kParts;
+  static_assert(kGroup * kParts == 4, "parts per block must divide 4 or be 4");
   const Dec dec(w);
   const DF df;
-  const int64_t bpr = dec.blocks_per_row();
-  const int64_t xs = bpr * Dec::kPad;  // stride of xp's rows
+  const size_t bpr = size_t(dec.blocks_per_row());
+  const size_t xs = bpr * Dec::kPad;  // stride of xp's rows
   if (m == 1) {
-    // Fused: decode and dot, no row written. Groups of blocks whose parts fill the 4 accumulators in order.
-    constexpr int kGroup = kParts >= 4 ? 1 : 4 / kParts;
+    // Fused: decode and dot, no row written.
     for (int64_t r = r0; r < r1; ++r) {
-      VF a[4] = {hn::Zero(df), hn::Zero(df), hn::Zero(df), hn::Zero(df)};
-      int64_t j = 0;
+      const size_t i0 = size_t(r) * bpr;
+      VF a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0;
+      size_t j = 0;
       for (; j + kGroup <= bpr; j += kGroup) {
-        for (int b = 0; b < kGroup; ++b) {
-          const float* xb = xp + (j + b) * Dec::kPad;
-          dec.Decode(r * bpr + j + b, [&](int g, VF v) {
-            VF& acc = a[(b * kParts + g) & 3];
-            acc = hn::MulAdd(hn::LoadU(df, xb + g * kN), v, acc);
-          });
-        }
-      }
-      for (; j < bpr; ++j) {
+        VF v[4];
+        for (int b = 0; b < kGroup; ++b) dec.Decode(i0 + j + size_t(b), v + b * kParts);
         const float* xb = xp + j * Dec::kPad;
-        dec.Decode(r * bpr + j, [&](int g, VF v) {
-          VF& acc = a[(j * kParts + g) & 3];
-          acc = hn::MulAdd(hn::LoadU(df, xb + g * kN), v, acc);
-        });
+        a0 = hn::MulAdd(hn::LoadU(df, xb), v[0], a0);
+        a1 = hn::MulAdd(hn::LoadU(df, xb + kN), v[1], a1);
+        a2 = hn::MulAdd(hn::LoadU(df, xb + 2 * kN), v[2], a2);
+        a3 = hn::MulAdd(hn::LoadU(df, xb + 3 * kN), v[3], a3);
+      }
+      VF a[4] = {a0, a1, a2, a3};
+      for (; j < bpr; ++j) {
+        VF v[kParts];
+        dec.Decode(i0 + j, v);
+        for (int g = 0; g < kParts; ++g) {
+          VF& acc = a[(j * kParts + size_t(g)) & 3];
+          acc = hn::MulAdd(hn::LoadU(df, xp + j * Dec::kPad + g * kN), v[g], acc);
+        }
       }
       y[r] = Reduce(a);
     }
@@ -243,36 +249,39 @@ void MatmulRowsT(const float* xp, int64_t m, const SeedMatrix& w, float* y, int6
   }
   // Several rows of x: decode a chunk of blocks once, then run each row of x over it. The accumulators of every
   // row live in `acc` between chunks; the order of operations per output is the fused path's.
-  constexpr int64_t kChunk = 64;  // blocks; a multiple of 4, so part k of a chunk goes to accumulator k mod 4
-  hwy::AlignedFreeUniquePtr<float[]> wbuf = hwy::AllocateAligned<float>(size_t(kChunk * Dec::kPad));
-  hwy::AlignedFreeUniquePtr<float[]> acc = hwy::AllocateAligned<float>(size_t(m * 4 * kN));
+  constexpr size_t kChunk = 64;  // blocks; a multiple of 4, so part k of a chunk goes to accumulator k mod 4
+  hwy::AlignedFreeUniquePtr<float[]> wbuf = hwy::AllocateAligned<float>(kChunk * Dec::kPad);
+  hwy::AlignedFreeUniquePtr<float[]> acc = hwy::AllocateAligned<float>(size_t(m) * 4 * kN);
   for (int64_t r = r0; r < r1; ++r) {
-    for (int64_t k = 0; k < m * 4 * kN; ++k) acc[size_t(k)] = 0.0f;
-    for (int64_t j0 = 0; j0 < bpr; j0 += kChunk) {
-      const int64_t nb = std::min(kChunk, bpr - j0);
-      for (int64_t b = 0; b < nb; ++b) {
-        float* wb = wbuf.get() + b * Dec::kPad;
-        dec.Decode(r * bpr + j0 + b, [&](int g, VF v) { hn::Store(v, df, wb + g * kN); });
+    std::fill(acc.get(), acc.get() + size_t(m) * 4 * kN, 0.0f);
+    for (size_t j0 = 0; j0 < bpr; j0 += kChunk) {
+      const size_t nb = std::min(kChunk, bpr - j0);
+      for (size_t b = 0; b < nb; ++b) {
+        VF v[kParts];
+        dec.Decode(size_t(r) * bpr + j0 + b, v);
+        for (int g = 0; g < kParts; ++g) hn::Store(v[g], df, wbuf.get() + b * Dec::kPad + g * kN);
       }
-      const int64_t n_parts = nb * kParts;
+      const size_t n_parts = nb * kParts;
       for (int64_t i = 0; i < m; ++i) {
-        float* ai = acc.get() + i * 4 * kN;
-        VF a[4] = {hn::Load(df, ai), hn::Load(df, ai + kN), hn::Load(df, ai + 2 * kN), hn::Load(df, ai + 3 * kN)};
-        const float* xb = xp + i * xs + j0 * Dec::kPad;
-        int64_t p = 0;
+        float* ai = acc.get() + size_t(i) * 4 * kN;
+        VF a0 = hn::Load(df, ai), a1 = hn::Load(df, ai + kN), a2 = hn::Load(df, ai + 2 * kN),
+           a3 = hn::Load(df, ai + 3 * kN);
+        const float* xb = xp + size_t(i) * xs + j0 * Dec::kPad;
+        const float* wv = wbuf.get();
+        size_t p = 0;
         for (; p + 4 <= n_parts; p += 4) {
-          for (int k = 0; k < 4; ++k) {
-            a[k] = hn::MulAdd(hn::LoadU(df, xb + (p + k) * kN), hn::Load(df, wbuf.get() + (p + k) * kN), a[k]);
-          }
+          a0 = hn::MulAdd(hn::LoadU(df, xb + p * kN), hn::Load(df, wv + p * kN), a0);
+          a1 = hn::MulAdd(hn::LoadU(df, xb + (p + 1) * kN), hn::Load(df, wv + (p + 1) * kN), a1);
+          a2 = hn::MulAdd(hn::LoadU(df, xb + (p + 2) * kN), hn::Load(df, wv + (p + 2) * kN), a2);
+          a3 = hn::MulAdd(hn::LoadU(df, xb + (p + 3) * kN), hn::Load(df, wv + (p + 3) * kN), a3);
         }
-        for (; p < n_parts; ++p) {
-          a[p & 3] = hn::MulAdd(hn::LoadU(df, xb + p * kN), hn::Load(df, wbuf.get() + p * kN), a[p & 3]);
-        }
+        VF a[4] = {a0, a1, a2, a3};
+        for (; p < n_parts; ++p) a[p & 3] = hn::MulAdd(hn::LoadU(df, xb + p * kN), hn::Load(df, wv + p * kN), a[p & 3]);
         for (int k = 0; k < 4; ++k) hn::Store(a[k], df, ai + k * kN);
       }
     }
     for (int64_t i = 0; i < m; ++i) {
-      const float* ai = acc.get() + i * 4 * kN;
+      const float* ai = acc.get() + size_t(i) * 4 * kN;
       const VF a[4] = {hn::Load(df, ai), hn::Load(df, ai + kN), hn::Load(df, ai + 2 * kN), hn::Load(df, ai + 3 * kN)};
       y[i * w.rows + r] = Reduce(a);
     }

@@ -69,6 +69,25 @@ void for_each_simd_target(F&& fn) {
 
 }  // namespace
 
+// The SIMD decode rounds to bf16 by adding 0x8000 to the bits and clearing the low 16, which equals the spec's
+// ties-to-even only if no product float(isum) * scale(e) is a tie. |isum| <= 2^20 and scale(e) = fl(1/32767) * 2^e
+// scales by a power of two into the normal range (docs/formats/seed.md), so the low 16 bits of the product are those
+// of float(isum) * fl(1/32767): checking every isum checks every weight the format can hold.
+TEST(SeedKernel, ProductsNeverTieAtBf16) {
+  int ties = 0;
+  for (int32_t isum = -(1 << 20); isum <= (1 << 20); ++isum) {
+    const float f = float(isum) * kR32;
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    ties += (u & 0xFFFFu) == 0x8000u;
+  }
+  EXPECT_EQ(ties, 0);
+  for (int e : {kMinExponent, 0, kMaxExponent}) {
+    const float f = float(-(1 << 20) + 7) * seed_scale(e);
+    EXPECT_EQ(round_bf16(f), round_bf16(float(-(1 << 20) + 7) * kR32) * std::ldexp(1.0f, e)) << e;
+  }
+}
+
 TEST(SeedKernel, RowDecodeEqualsSpecForEverySeedPerTier) {
   for_each_simd_target([&] {
     // One block per seed: 65535 rows of one block, every q and code drawn at random.
