@@ -1,0 +1,201 @@
+// tests/server/api.test.mjs - `seedling serve` driven by the official openai npm package: chat completions streaming
+// and not, text completions, stop strings, usage and stream_options.include_usage, seeded sampling, and the errors a
+// client sees (401 with --api-key, 400 for unsupported parameters and for a context that is too long).
+// Invariant: every expected answer is computed, never written down: streaming equals non-streaming, greedy equals
+// `seedling run`, a stop string cuts exactly where it first occurs in the uncut answer.
+import { execFileSync } from 'node:child_process';
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import OpenAI from 'openai';
+import { BINARY, MODEL_DIR, MODEL_ID, client, streamChat, streamCompletion, withServer } from './lib.mjs';
+
+const CTX = 256;
+const fixture = withServer(['--ctx', String(CTX), '--max-seqs', '4']);
+
+const chatBody = (content, extra = {}) => ({
+  model: MODEL_ID(),
+  messages: [{ role: 'user', content }],
+  max_tokens: 24,
+  temperature: 0,
+  ...extra,
+});
+
+// The OpenAI-style error a call must fail with: its status, and the body's message naming `names`.
+async function rejectsWith(promise, status, ErrorClass, ...names) {
+  await assert.rejects(promise, (err) => {
+    assert.ok(err instanceof ErrorClass, `expected ${ErrorClass.name}, got ${err?.constructor?.name}: ${err?.message}`);
+    assert.equal(err.status, status);
+    assert.equal(typeof err.error?.message, 'string', `error body without error.message: ${JSON.stringify(err.error)}`);
+    for (const name of names) {
+      assert.ok(err.param === name || err.error.message.includes(name), `error does not name ${name}: ${err.message}`);
+    }
+    return true;
+  });
+}
+
+describe('models and health', () => {
+  test('/v1/models lists the model by its folder name', async () => {
+    const ids = [];
+    for await (const model of fixture.openai.models.list()) ids.push(model.id);
+    assert.deepEqual(ids, [MODEL_ID()]);
+  });
+  test('/health answers 200', async () => {
+    const res = await fetch(`${fixture.server.url}/health`);
+    assert.equal(res.status, 200);
+  });
+});
+
+describe('chat completions', () => {
+  test('non-streaming: an assistant message, finish_reason and usage that add up', async () => {
+    const res = await fixture.openai.chat.completions.create(chatBody('Write a function that adds two numbers.'));
+    assert.equal(res.object, 'chat.completion');
+    assert.equal(res.model, MODEL_ID());
+    assert.equal(res.choices.length, 1);
+    const [choice] = res.choices;
+    assert.equal(choice.message.role, 'assistant');
+    assert.equal(typeof choice.message.content, 'string');
+    assert.ok(['stop', 'length'].includes(choice.finish_reason), choice.finish_reason);
+    assert.ok(res.usage.prompt_tokens > 0);
+    assert.equal(res.usage.total_tokens, res.usage.prompt_tokens + res.usage.completion_tokens);
+    if (choice.finish_reason === 'length') assert.equal(res.usage.completion_tokens, 24);
+    else assert.ok(res.usage.completion_tokens <= 24);
+  });
+
+  test('streaming gives the same text as non-streaming, in several chunks, and no usage unless asked', async () => {
+    const body = chatBody('def parse(line):', { max_tokens: 32 });
+    const whole = await fixture.openai.chat.completions.create(body);
+    const streamed = await streamChat(fixture.openai, body);
+    assert.equal(streamed.text, whole.choices[0].message.content);
+    assert.equal(streamed.finish, whole.choices[0].finish_reason);
+    assert.ok(streamed.chunks > 1, `answer came in ${streamed.chunks} chunk(s)`);
+    assert.equal(streamed.usage, null);
+  });
+
+  test('stream_options.include_usage: a last chunk with usage equal to the non-streaming usage', async () => {
+    const body = chatBody('import os', { max_tokens: 20 });
+    const whole = await fixture.openai.chat.completions.create(body);
+    const chunks = [];
+    await streamChat(fixture.openai, { ...body, stream_options: { include_usage: true } }, { onChunk: (c) => chunks.push(c) });
+    const last = chunks.at(-1);
+    assert.deepEqual(last.choices, []);
+    assert.equal(last.usage.prompt_tokens, whole.usage.prompt_tokens);
+    assert.equal(last.usage.completion_tokens, whole.usage.completion_tokens);
+    assert.equal(last.usage.total_tokens, whole.usage.total_tokens);
+    assert.ok(chunks.slice(0, -1).every((c) => !c.usage), 'usage before the last chunk');
+  });
+
+  test('max_completion_tokens bounds the answer like max_tokens', async () => {
+    const { max_tokens, ...body } = chatBody('class Tree:');
+    const res = await fixture.openai.chat.completions.create({ ...body, max_completion_tokens: 5 });
+    assert.ok(res.usage.completion_tokens <= 5);
+    const ref = await fixture.openai.chat.completions.create({ ...body, max_tokens: 5 });
+    assert.equal(res.choices[0].message.content, ref.choices[0].message.content);
+  });
+});
+
+describe('text completions', () => {
+  const prompt = 'def add(a, b):\n';
+  test('greedy completion equals `seedling run` on the same prompt', async () => {
+    const res = await fixture.openai.completions.create({ model: MODEL_ID(), prompt, max_tokens: 24, temperature: 0 });
+    assert.equal(res.object, 'text_completion');
+    const run = execFileSync(BINARY(), ['run', '-m', MODEL_DIR(), '-p', prompt, '-n', '24', '--temp', '0'], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
+    assert.equal(prompt + res.choices[0].text + '\n', run); // run echoes the prompt and ends with a newline
+    assert.equal(res.usage.completion_tokens, 24);
+  });
+
+  test('streaming equals non-streaming, with usage when asked', async () => {
+    const body = { model: MODEL_ID(), prompt: 'import sys\n', max_tokens: 16, temperature: 0 };
+    const whole = await fixture.openai.completions.create(body);
+    const streamed = await streamCompletion(fixture.openai, { ...body, stream_options: { include_usage: true } });
+    assert.equal(streamed.text, whole.choices[0].text);
+    assert.ok(streamed.chunks > 1);
+    assert.deepEqual(streamed.usage, whole.usage);
+  });
+});
+
+describe('stop strings', () => {
+  // A stop string taken from the middle of the uncut greedy answer cuts it where it first occurs.
+  for (const stream of [false, true]) {
+    test(`stop cuts at the first occurrence and is not returned (${stream ? 'streaming' : 'non-streaming'})`, async () => {
+      const body = { model: MODEL_ID(), prompt: 'def fibonacci(n):\n', max_tokens: 40, temperature: 0 };
+      const full = (await fixture.openai.completions.create(body)).choices[0].text;
+      assert.ok(full.length > 20, `answer too short to cut: ${JSON.stringify(full)}`);
+      const stop = full.slice(10, 13);
+      const expected = full.slice(0, full.indexOf(stop));
+      const cut = stream
+        ? await streamCompletion(fixture.openai, { ...body, stop: [stop, 'never appears'] })
+        : (await fixture.openai.completions.create({ ...body, stop: [stop, 'never appears'] })).choices[0];
+      assert.equal(cut.text, expected);
+      assert.equal(cut.finish ?? cut.finish_reason, 'stop');
+    });
+  }
+
+  test('a stop string in a chat completion', async () => {
+    const body = chatBody('def main():', { max_tokens: 40 });
+    const full = (await fixture.openai.chat.completions.create(body)).choices[0].message.content;
+    assert.ok(full.length > 12, `answer too short to cut: ${JSON.stringify(full)}`);
+    const stop = full.slice(6, 9);
+    const res = await fixture.openai.chat.completions.create({ ...body, stop });
+    assert.equal(res.choices[0].message.content, full.slice(0, full.indexOf(stop)));
+    assert.equal(res.choices[0].finish_reason, 'stop');
+    assert.equal((await streamChat(fixture.openai, { ...body, stop })).text, full.slice(0, full.indexOf(stop)));
+  });
+});
+
+describe('seeded sampling', () => {
+  const body = (seed) => chatBody('def sort_items(items):', { temperature: 1.0, top_p: 0.95, max_tokens: 32, seed });
+  test('the same seed gives the same answer, streaming or not; another seed another answer', async () => {
+    const a = await fixture.openai.chat.completions.create(body(1234));
+    const b = await fixture.openai.chat.completions.create(body(1234));
+    const s = await streamChat(fixture.openai, body(1234));
+    const c = await fixture.openai.chat.completions.create(body(4321));
+    assert.equal(b.choices[0].message.content, a.choices[0].message.content);
+    assert.equal(s.text, a.choices[0].message.content);
+    assert.notEqual(c.choices[0].message.content, a.choices[0].message.content);
+    const greedy = await fixture.openai.chat.completions.create(body(undefined));
+    assert.equal(typeof greedy.choices[0].message.content, 'string');
+  });
+});
+
+describe('errors through the client', () => {
+  test('n=2 is refused with 400 naming n', async () => {
+    await rejectsWith(fixture.openai.chat.completions.create(chatBody('hi', { n: 2 })), 400, OpenAI.BadRequestError, 'n');
+  });
+  test('logprobs (not implemented) is refused with 400 naming it', async () => {
+    await rejectsWith(
+      fixture.openai.chat.completions.create(chatBody('hi', { logprobs: true })),
+      400,
+      OpenAI.BadRequestError,
+      'logprobs',
+    );
+  });
+  test('a prompt longer than the context gets 400', async () => {
+    const long = 'x = 1\n'.repeat(CTX);
+    await rejectsWith(fixture.openai.completions.create({ model: MODEL_ID(), prompt: long, max_tokens: 4 }), 400, OpenAI.BadRequestError);
+    await rejectsWith(fixture.openai.chat.completions.create(chatBody(long, { max_tokens: 4 })), 400, OpenAI.BadRequestError);
+  });
+  test('prompt + max_tokens beyond the context gets 400', async () => {
+    await rejectsWith(fixture.openai.chat.completions.create(chatBody('hi', { max_tokens: CTX })), 400, OpenAI.BadRequestError);
+  });
+  test('the server still answers after the errors', async () => {
+    const res = await fixture.openai.chat.completions.create(chatBody('hi', { max_tokens: 2 }));
+    assert.ok(res.usage.completion_tokens <= 2);
+  });
+});
+
+describe('--api-key', () => {
+  const keyed = withServer(['--api-key', 'sk-seedling-test']);
+  test('a wrong key gets 401 through the client; the right key is served', async () => {
+    await rejectsWith(client(keyed.server, { apiKey: 'sk-wrong' }).models.list(), 401, OpenAI.AuthenticationError);
+    await rejectsWith(
+      client(keyed.server, { apiKey: 'sk-wrong' }).chat.completions.create(chatBody('hi', { max_tokens: 2 })),
+      401,
+      OpenAI.AuthenticationError,
+    );
+    const res = await client(keyed.server, { apiKey: 'sk-seedling-test' }).chat.completions.create(chatBody('hi', { max_tokens: 2 }));
+    assert.ok(res.choices[0].message.content !== undefined);
+  });
+});
