@@ -40,11 +40,13 @@ async function send(i, request) {
   return { text: res.text, tokens: res.usage.completion_tokens };
 }
 
-test('8 concurrent requests of different lengths return what each returns alone', async () => {
+test('8 concurrent requests of different lengths return what each returns alone', async (t) => {
   const requests = Array.from({ length: N }, (_, i) => batchRequest(i));
   const alone = [];
   for (let i = 0; i < N; i++) alone.push(await send(i, requests[i]));
-  assert.ok(new Set(alone.map((a) => a.tokens)).size > 1, 'the requests should differ in length');
+  t.diagnostic(`tokens of each request alone: ${alone.map((a) => a.tokens).join(' ')}`);
+  assert.ok(alone.every((a) => a.tokens > 1), 'every request should answer with tokens');
+  assert.ok(new Set(alone.map((a) => a.tokens)).size > 4, 'the requests should differ in length');
   // All at once, then again with staggered starts so that requests join a batch that is already decoding.
   for (const staggerMs of [0, 15]) {
     const together = await Promise.all(
@@ -71,19 +73,22 @@ test('a client that aborts mid-stream frees its slot', async (t) => {
     { signal: controller.signal },
   );
   let chunks = 0;
+  let finished = false;
   let inUseWhileStreaming = null;
-  await assert.rejects(
-    (async () => {
-      for await (const chunk of stream) {
-        if (chunk.choices[0]?.text) chunks += 1;
-        if (chunks === 3) {
-          inUseWhileStreaming = metricValue(await metrics(fixture.server), 'seedling_slots_in_use');
-          controller.abort();
-        }
+  try {
+    for await (const chunk of stream) {
+      if (chunk.choices[0]?.text) chunks += 1;
+      if (chunk.choices[0]?.finish_reason) finished = true;
+      if (chunks === 3) {
+        inUseWhileStreaming = metricValue(await metrics(fixture.server), 'seedling_slots_in_use');
+        controller.abort();
       }
-    })(),
-    (err) => err.name === 'AbortError' || err.constructor.name === 'APIUserAbortError',
-  );
+    }
+  } catch (err) {
+    // The client may end the iteration quietly or throw its abort error; anything else is a failure.
+    if (!(err.name === 'AbortError' || err.constructor.name === 'APIUserAbortError')) throw err;
+  }
+  assert.ok(controller.signal.aborted && !finished, `the stream ended by itself after ${chunks} chunks`);
   assert.equal(inUseWhileStreaming, 1);
   const abortedAt = Date.now();
   const freed = await waitForMetrics(fixture.server, (s) => metricValue(s, 'seedling_slots_in_use') === 0);

@@ -36,7 +36,7 @@ async function openPage() {
 }
 
 // Sets the page's settings, sends `text`, and records every distinct text of the answer as it changes.
-async function sendMessage(page, text, { temperature = '0', maxTokens = '200', system = '' } = {}) {
+async function sendMessage(page, text, { temperature = '0', maxTokens = '64', system = '' } = {}) {
   await page.fill('#temperature', temperature);
   await page.fill('#top_p', '1');
   await page.fill('#max_tokens', maxTokens);
@@ -70,7 +70,7 @@ test('the page streams an answer, equal to the API answer, and keeps it across a
   const api = await fixture.openai.chat.completions.create({
     model: MODEL_ID(),
     messages: [{ role: 'system', content: 'You write Python.' }, { role: 'user', content: 'def binary_search(items, x):' }],
-    temperature: 0, top_p: 1, max_tokens: 200,
+    temperature: 0, top_p: 1, max_tokens: 64,
   });
   assert.equal(shown, api.choices[0].message.content);
   assert.match(await page.locator('.message.assistant .stats').last().textContent(), /finish: (length|stop)/);
@@ -87,7 +87,7 @@ test('the page streams an answer, equal to the API answer, and keeps it across a
 
 test('the stop button ends the answer and the server frees the slot', async () => {
   const { page, context, problems } = await openPage();
-  await sendMessage(page, 'def add(a, b):', { maxTokens: '1800' });
+  await sendMessage(page, 'import os', { maxTokens: '1800' });
   await page.waitForFunction(() => window.answerUpdates.length >= 3);
   assert.ok(await page.isVisible('#stop'));
   await page.click('#stop');

@@ -136,12 +136,13 @@ export async function waitForMetrics(server, pred, { timeoutMs = 10000, interval
 }
 
 // The demo model writes Python: prompts of different lengths, so that requests batched together differ.
+// (Chosen so that each gets an answer of several tokens as a chat message too: some prompts get an empty one.)
 export const PROMPTS = [
-  'def add(a, b):\n',
+  'def binary_search(items, x):\n    lo = 0\n',
   'import os\n\ndef list_files(path):\n',
   'class Stack:\n    def __init__(self):\n',
   '# Parse a line of comma-separated values.\ndef parse_csv_line(line):\n',
-  'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n',
+  'def is_prime(n):\n    if n < 2:\n',
   'from collections import defaultdict\n\n\ndef count_words(text):\n    counts = defaultdict(int)\n',
   'import json\nimport sys\n\n\ndef main(argv):\n    if len(argv) < 2:\n',
   'def quicksort(items):\n    if len(items) <= 1:\n        return items\n    pivot = items[0]\n',

@@ -6,10 +6,13 @@
 // Invariant: bounded in count (streams x 2 x rounds requests) and in time (--time-limit-s aborts what is left and
 // counts it as errors); it starts its own server and only ever talks to it on loopback.
 //
-//   node tests/server/load.mjs --binary build/seedling --model models/seedling-demo-moe --streams 64 --max-seqs 64
+//   node tests/server/load.mjs --binary build/seedling --model models/seedling-demo-moe --streams 64 --max-seqs 8,64
+//
+// (--max-seqs takes a list: one server, and one set of interleaved arms, for each.)
 //
 // runLoad() is also what tests/server/load.test.mjs runs, smaller, in CI.
 import { execFileSync } from 'node:child_process';
+import { setMaxListeners } from 'node:events';
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -58,6 +61,7 @@ export async function runLoad(server, { streams = 64, rounds = 2, minTokens = 16
   const span = maxTokens - minTokens + 1;
   const bodies = Array.from({ length: streams }, (_, i) => loadRequest(i, minTokens + ((i * 37) % span)));
   const deadline = new AbortController();
+  setMaxListeners(4 * streams + 10, deadline.signal);  // every request in flight listens to it (client and fetch)
   const timer = setTimeout(() => deadline.abort(), timeLimitS * 1000);
   const send = (body) => timedRequest(openai, body, deadline.signal);
   const arms = { sequential: [], concurrent: [] };
@@ -164,22 +168,32 @@ async function main() {
   process.env.SEEDLING_BINARY = path.resolve(o.binary);
   process.env.SEEDLING_MODEL = path.resolve(o.model);
   const streams = int('streams');
-  const maxSeqs = int('max-seqs');
-  const flags = ['--max-seqs', String(maxSeqs), '--ctx', '512'];
+  const maxSeqsList = o['max-seqs'].split(',').map((v) => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 1) throw new Error(`--max-seqs: expected positive integers separated by commas, got ${o['max-seqs']}`);
+    return n;
+  });
   const bench = o['no-bench'] ? null : engineBench(process.env.SEEDLING_BINARY, process.env.SEEDLING_MODEL);
-  const server = await startServer(flags);
-  let result;
-  try {
-    result = await runLoad(server, {
-      streams, rounds: int('rounds'), minTokens: int('min-tokens'), maxTokens: int('max-tokens'),
-      timeLimitS: int('time-limit-s'),
-    });
-  } finally {
-    await server.stop();
+  const runs = [];
+  let failed = false;
+  for (const maxSeqs of maxSeqsList) {
+    const flags = ['--max-seqs', String(maxSeqs), '--ctx', '512'];
+    const server = await startServer(flags);
+    let result;
+    try {
+      result = await runLoad(server, {
+        streams, rounds: int('rounds'), minTokens: int('min-tokens'), maxTokens: int('max-tokens'),
+        timeLimitS: int('time-limit-s'),
+      });
+    } finally {
+      await server.stop();
+    }
+    console.log(report(result, bench, flags) + '\n');
+    runs.push({ ...result, flags });
+    failed ||= result.errors !== 0 || result.mismatches !== 0;
   }
-  console.log(report(result, bench, flags));
-  if (o.json) fs.writeFileSync(o.json, JSON.stringify({ ...result, bench, flags }, null, 2));
-  process.exitCode = result.errors === 0 && result.mismatches === 0 ? 0 : 1;
+  if (o.json) fs.writeFileSync(o.json, JSON.stringify({ bench, runs }, null, 2));
+  process.exitCode = failed ? 1 : 0;
 }
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
