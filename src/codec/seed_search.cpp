@@ -3,10 +3,12 @@
 //
 // The fast search builds, per distinct energy vector h of a column of blocks, a table over all seeds of U, float(S)
 // and the Cholesky factor (the same scalar expressions as the reference, seed_search_detail.h), then scores chunks of
-// seeds against small batches of blocks. Every lane computes the reference's float expressions in the reference's
+// seeds against small batches of blocks, up to 4 blocks at once sharing each load from the table (their arithmetic
+// stays apart). Every lane computes the reference's float expressions in the reference's
 // order (explicit Mul and Add, never fused), and keeps its first strict minimum, so the lane-wise winners reduce to
 // the reference's (lowest seed, then first candidate). The winner's q and e are recomputed by the scalar code and
-// checked against the lane's error.
+// checked against the lane's error. Two rewrites keep the bits: with every energy 1, (h * d) * d is computed as
+// d * d, and bf16 rounding adds 0x8000 (no product of the format is a tie, tested).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "codec/seed_search.cpp"
 #include "codec/seed_search.h"
@@ -15,6 +17,7 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -56,32 +59,109 @@ HWY_INLINE VF Pow2(DF df, VI e) {
   return hn::BitCast(df, hn::ShiftLeft<23>(hn::Add(e, hn::Set(DI(), 127))));
 }
 
+// round_bf16 of a product float(isum) * scale(e) with |isum| <= 2^20 and e in the format's range: such a product
+// is never a tie at bf16 (every isum checked in SeedKernel.ProductsNeverTieAtBf16), so adding 0x8000 to the bits
+// then clearing the low 16 rounds exactly as the spec's ties-to-even does.
 HWY_INLINE VF RoundBf16(DF df, VF w) {
   const hn::RebindToUnsigned<DF> du;
-  auto u = hn::BitCast(du, w);
-  const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
-  u = hn::And(hn::Add(hn::Add(u, hn::Set(du, 0x7FFFu)), lsb), hn::Set(du, 0xFFFF0000u));
-  return hn::BitCast(df, u);
+  const auto u = hn::BitCast(du, w);
+  return hn::BitCast(df, hn::And(hn::Add(u, hn::Set(du, 0x8000u)), hn::Set(du, 0xFFFF0000u)));
 }
 
 HWY_INLINE VI ExponentField(DI di, VF f) {
   return hn::And(hn::ShiftRight<23>(hn::BitCast(di, f)), hn::Set(di, 0xFF));
 }
 
-template <int C, int P>
+// Scores the seeds i0 .. i0 + N - 1 on MB blocks at once (they share every load from the table; their
+// arithmetic stays apart, each lane in the reference's order). kUnit: every energy is 1, so (h * d) * d is d * d,
+// the same bits.
+template <int C, int P, int MB, bool kUnit>
+HWY_INLINE void ScoreSeeds(const detail::SeedTable& tab, size_t i0, const float* const* x, const float (*hx)[C],
+                           const float* h, VI vlo, VI vhi, VF* be, VI* bi) {
+  const DF df;
+  const DI di;
+  const size_t n = tab.n;
+  const VI one = hn::Set(di, 1);
+  const VF kr32 = hn::Set(df, kR32), m8 = hn::Set(df, -8.0f), p7 = hn::Set(df, 7.0f);
+  VF t[MB][P];
+  {
+    VF bv[MB][P], y[MB][P];
+    for (int p = 0; p < P; ++p) {
+      for (int m = 0; m < MB; ++m) bv[m][p] = hn::Zero(df);
+      for (int c = 0; c < C; ++c) {
+        const VF u = hn::LoadU(df, tab.U.data() + size_t(c * P + p) * n + i0);
+        for (int m = 0; m < MB; ++m) bv[m][p] = hn::Add(bv[m][p], hn::Mul(u, hn::Set(df, hx[m][c])));
+      }
+    }
+    auto Lk = [&](int i, int j) { return hn::LoadU(df, tab.L.data() + size_t(detail::tri(i, j)) * n + i0); };
+    for (int i = 0; i < P; ++i) {
+      VF s[MB];
+      for (int m = 0; m < MB; ++m) s[m] = bv[m][i];
+      for (int k = 0; k < i; ++k) {
+        const VF l = Lk(i, k);
+        for (int m = 0; m < MB; ++m) s[m] = hn::Sub(s[m], hn::Mul(l, y[m][k]));
+      }
+      const VF d = Lk(i, i);
+      for (int m = 0; m < MB; ++m) y[m][i] = hn::Div(s[m], d);
+    }
+    for (int i = P - 1; i >= 0; --i) {
+      VF s[MB];
+      for (int m = 0; m < MB; ++m) s[m] = y[m][i];
+      for (int k = i + 1; k < P; ++k) {
+        const VF l = Lk(k, i);
+        for (int m = 0; m < MB; ++m) s[m] = hn::Sub(s[m], hn::Mul(l, t[m][k]));
+      }
+      const VF d = Lk(i, i);
+      for (int m = 0; m < MB; ++m) t[m][i] = hn::Div(s[m], d);
+    }
+  }
+  const auto ok = hn::Ne(hn::LoadU(di, tab.ok.data() + i0), hn::Zero(di));
+  const VI id0 = hn::ShiftLeft<2>(hn::Iota(di, int32_t(i0)));
+  for (int m = 0; m < MB; ++m) {
+    auto valid = ok;
+    VF mx = hn::Zero(df);
+    for (int p = 0; p < P; ++p) {
+      valid = hn::And(valid, hn::Ne(ExponentField(di, t[m][p]), hn::Set(di, 255)));
+      mx = hn::Max(mx, hn::Abs(t[m][p]));
+    }
+    const VI field = ExponentField(di, mx);
+    VI e0 = hn::IfThenElse(hn::Eq(field, hn::Zero(di)), vlo, hn::Sub(field, hn::Set(di, 129)));
+    e0 = hn::Min(hn::Max(e0, vlo), vhi);
+    const VI cands[3] = {e0, hn::Max(hn::Sub(e0, one), vlo), hn::Min(hn::Add(e0, one), vhi)};
+    for (int ci = 0; ci < 3; ++ci) {
+      const VF inv = Pow2(df, hn::Neg(cands[ci]));
+      const VF scale = hn::Mul(kr32, Pow2(df, cands[ci]));
+      VF q[P];
+      for (int p = 0; p < P; ++p) q[p] = hn::Min(hn::Max(hn::Round(hn::Mul(t[m][p], inv)), m8), p7);
+      VF err = hn::Zero(df);
+      for (int c = 0; c < C; ++c) {
+        VF isum = hn::Zero(df);
+        for (int p = 0; p < P; ++p)
+          isum = hn::Add(isum, hn::Mul(hn::LoadU(df, tab.Sf.data() + size_t(c * P + p) * n + i0), q[p]));
+        const VF d = hn::Sub(hn::Set(df, x[m][c]), RoundBf16(df, hn::Mul(isum, scale)));
+        err = hn::Add(err, kUnit ? hn::Mul(d, d) : hn::Mul(hn::Mul(hn::Set(df, h[c]), d), d));
+      }
+      // Invalid lanes never win; the reference skips them.
+      err = hn::IfThenElse(hn::RebindMask(df, valid), err, hn::Set(df, INFINITY));
+      const auto lt = hn::Lt(err, be[m]);
+      be[m] = hn::IfThenElse(lt, err, be[m]);
+      bi[m] = hn::IfThenElse(hn::RebindMask(di, lt), hn::Add(id0, hn::Set(di, ci)), bi[m]);
+    }
+  }
+}
+
+template <int C, int P, bool kUnit>
 void SearchBlocksT(const detail::SeedTable& tab, const float* const* xs, const float* h, int32_t lo, int32_t hi,
                    size_t nblocks, size_t nvecs, int32_t* ids) {
   const DF df;
   const DI di;
   const size_t N = hn::Lanes(df);
   constexpr int kBatch = 8;
-  const size_t n = tab.n;
   const size_t chunk_vecs = std::max<size_t>(1, 512 / N);
   float hx[kBatch][C];
   auto best_err = hwy::AllocateAligned<float>(kBatch * N);
   auto best_id = hwy::AllocateAligned<int32_t>(kBatch * N);
-  const VI vlo = hn::Set(di, lo), vhi = hn::Set(di, hi), one = hn::Set(di, 1);
-  const VF kr32 = hn::Set(df, kR32), m8 = hn::Set(df, -8.0f), p7 = hn::Set(df, 7.0f);
+  const VI vlo = hn::Set(di, lo), vhi = hn::Set(di, hi);
   for (size_t b0 = 0; b0 < nblocks; b0 += kBatch) {
     const size_t nb = std::min<size_t>(kBatch, nblocks - b0);
     for (size_t b = 0; b < nb; ++b) {
@@ -91,61 +171,36 @@ void SearchBlocksT(const detail::SeedTable& tab, const float* const* xs, const f
     }
     for (size_t v0 = 0; v0 < nvecs; v0 += chunk_vecs) {
       const size_t v1 = std::min(nvecs, v0 + chunk_vecs);
-      for (size_t b = 0; b < nb; ++b) {
-        const float* x = xs[b0 + b];
+      size_t b = 0;
+      for (; b + 4 <= nb; b += 4) {
+        VF be[4];
+        VI bi[4];
+        for (int m = 0; m < 4; ++m) {
+          be[m] = hn::Load(df, best_err.get() + (b + size_t(m)) * N);
+          bi[m] = hn::Load(di, best_id.get() + (b + size_t(m)) * N);
+        }
+        for (size_t v = v0; v < v1; ++v)
+          ScoreSeeds<C, P, 4, kUnit>(tab, v * N, xs + b0 + b, hx + b, h, vlo, vhi, be, bi);
+        for (int m = 0; m < 4; ++m) {
+          hn::Store(be[m], df, best_err.get() + (b + size_t(m)) * N);
+          hn::Store(bi[m], di, best_id.get() + (b + size_t(m)) * N);
+        }
+      }
+      for (; b + 2 <= nb; b += 2) {
+        VF be[2] = {hn::Load(df, best_err.get() + b * N), hn::Load(df, best_err.get() + (b + 1) * N)};
+        VI bi[2] = {hn::Load(di, best_id.get() + b * N), hn::Load(di, best_id.get() + (b + 1) * N)};
+        for (size_t v = v0; v < v1; ++v)
+          ScoreSeeds<C, P, 2, kUnit>(tab, v * N, xs + b0 + b, hx + b, h, vlo, vhi, be, bi);
+        for (int m = 0; m < 2; ++m) {
+          hn::Store(be[m], df, best_err.get() + (b + size_t(m)) * N);
+          hn::Store(bi[m], di, best_id.get() + (b + size_t(m)) * N);
+        }
+      }
+      for (; b < nb; ++b) {
         VF be = hn::Load(df, best_err.get() + b * N);
         VI bi = hn::Load(di, best_id.get() + b * N);
-        for (size_t v = v0; v < v1; ++v) {
-          const size_t i0 = v * N;
-          VF bv[P], y[P], t[P];
-          for (int p = 0; p < P; ++p) {
-            VF s = hn::Zero(df);
-            for (int c = 0; c < C; ++c)
-              s = hn::Add(s, hn::Mul(hn::LoadU(df, tab.U.data() + size_t(c * P + p) * n + i0), hn::Set(df, hx[b][c])));
-            bv[p] = s;
-          }
-          auto Lk = [&](int i, int j) { return hn::LoadU(df, tab.L.data() + size_t(detail::tri(i, j)) * n + i0); };
-          for (int i = 0; i < P; ++i) {
-            VF s = bv[i];
-            for (int k = 0; k < i; ++k) s = hn::Sub(s, hn::Mul(Lk(i, k), y[k]));
-            y[i] = hn::Div(s, Lk(i, i));
-          }
-          for (int i = P - 1; i >= 0; --i) {
-            VF s = y[i];
-            for (int k = i + 1; k < P; ++k) s = hn::Sub(s, hn::Mul(Lk(k, i), t[k]));
-            t[i] = hn::Div(s, Lk(i, i));
-          }
-          auto valid = hn::Ne(hn::LoadU(di, tab.ok.data() + i0), hn::Zero(di));
-          VF m = hn::Zero(df);
-          for (int p = 0; p < P; ++p) {
-            valid = hn::And(valid, hn::Ne(ExponentField(di, t[p]), hn::Set(di, 255)));
-            m = hn::Max(m, hn::Abs(t[p]));
-          }
-          const VI field = ExponentField(di, m);
-          VI e0 = hn::IfThenElse(hn::Eq(field, hn::Zero(di)), vlo, hn::Sub(field, hn::Set(di, 129)));
-          e0 = hn::Min(hn::Max(e0, vlo), vhi);
-          const VI cands[3] = {e0, hn::Max(hn::Sub(e0, one), vlo), hn::Min(hn::Add(e0, one), vhi)};
-          const VI id0 = hn::ShiftLeft<2>(hn::Iota(di, int32_t(i0)));
-          for (int ci = 0; ci < 3; ++ci) {
-            const VF inv = Pow2(df, hn::Neg(cands[ci]));
-            const VF scale = hn::Mul(kr32, Pow2(df, cands[ci]));
-            VF q[P];
-            for (int p = 0; p < P; ++p) q[p] = hn::Min(hn::Max(hn::Round(hn::Mul(t[p], inv)), m8), p7);
-            VF err = hn::Zero(df);
-            for (int c = 0; c < C; ++c) {
-              VF isum = hn::Zero(df);
-              for (int p = 0; p < P; ++p)
-                isum = hn::Add(isum, hn::Mul(hn::LoadU(df, tab.Sf.data() + size_t(c * P + p) * n + i0), q[p]));
-              const VF d = hn::Sub(hn::Set(df, x[c]), RoundBf16(df, hn::Mul(isum, scale)));
-              err = hn::Add(err, hn::Mul(hn::Mul(hn::Set(df, h[c]), d), d));
-            }
-            // Invalid lanes never win; the reference skips them.
-            err = hn::IfThenElse(hn::RebindMask(df, valid), err, hn::Set(df, INFINITY));
-            const auto lt = hn::Lt(err, be);
-            be = hn::IfThenElse(lt, err, be);
-            bi = hn::IfThenElse(hn::RebindMask(di, lt), hn::Add(id0, hn::Set(di, ci)), bi);
-          }
-        }
+        for (size_t v = v0; v < v1; ++v)
+          ScoreSeeds<C, P, 1, kUnit>(tab, v * N, xs + b0 + b, hx + b, h, vlo, vhi, &be, &bi);
         hn::Store(be, df, best_err.get() + b * N);
         hn::Store(bi, di, best_id.get() + b * N);
       }
@@ -171,9 +226,16 @@ void SearchBlocks(const detail::SeedTable& tab, const float* const* xs, const fl
                   size_t nblocks, size_t nvecs_limit, int32_t* ids) {
   const size_t N = hn::Lanes(DF());
   const size_t nvecs = std::min(tab.n / N, nvecs_limit == 0 ? tab.n / N : (nvecs_limit + N - 1) / N);
-  if (tab.C == 8 && tab.P == 3) return SearchBlocksT<8, 3>(tab, xs, h, lo, hi, nblocks, nvecs, ids);
-  if (tab.C == 8 && tab.P == 4) return SearchBlocksT<8, 4>(tab, xs, h, lo, hi, nblocks, nvecs, ids);
-  if (tab.C == 12 && tab.P == 4) return SearchBlocksT<12, 4>(tab, xs, h, lo, hi, nblocks, nvecs, ids);
+  const bool unit = std::all_of(h, h + tab.C, [](float v) { return v == 1.0f; });
+  if (tab.C == 8 && tab.P == 3)
+    return unit ? SearchBlocksT<8, 3, true>(tab, xs, h, lo, hi, nblocks, nvecs, ids)
+                : SearchBlocksT<8, 3, false>(tab, xs, h, lo, hi, nblocks, nvecs, ids);
+  if (tab.C == 8 && tab.P == 4)
+    return unit ? SearchBlocksT<8, 4, true>(tab, xs, h, lo, hi, nblocks, nvecs, ids)
+                : SearchBlocksT<8, 4, false>(tab, xs, h, lo, hi, nblocks, nvecs, ids);
+  if (tab.C == 12 && tab.P == 4)
+    return unit ? SearchBlocksT<12, 4, true>(tab, xs, h, lo, hi, nblocks, nvecs, ids)
+                : SearchBlocksT<12, 4, false>(tab, xs, h, lo, hi, nblocks, nvecs, ids);
   SEEDLING_CHECK(false, "no fast search for C = {}, P = {}", tab.C, tab.P);
 }
 
