@@ -7,7 +7,8 @@
 // stays apart). Every lane computes the reference's float expressions in the reference's
 // order (explicit Mul and Add, never fused), and keeps its first strict minimum, so the lane-wise winners reduce to
 // the reference's (lowest seed, then first candidate). The winner's q and e are recomputed by the scalar code and
-// checked against the lane's error. Two rewrites keep the bits: with every energy 1, (h * d) * d is computed as
+// checked against the lane's error. A candidate stops summing its error once every lane has reached the block's best
+// so far (it cannot win; see ScoreSeeds). Two rewrites keep the bits: with every energy 1, (h * d) * d is computed as
 // d * d, and bf16 rounding adds 0x8000 (no product of the format is a tie, tested).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "codec/seed_search.cpp"
@@ -118,6 +119,10 @@ HWY_INLINE void ScoreSeeds(const detail::SeedTable& tab, size_t i0, const float*
   const auto ok = hn::Ne(hn::LoadU(di, tab.ok.data() + i0), hn::Zero(di));
   const VI id0 = hn::ShiftLeft<2>(hn::Iota(di, int32_t(i0)));
   for (int m = 0; m < MB; ++m) {
+    // The block's best error over the seeds of earlier calls (all lower than these): a candidate whose running
+    // error reaches it in every valid lane cannot win (terms are >= 0 and adding them never lowers a float sum;
+    // ties go to the lower seed), so the rest of its sum is skipped. The winner itself is never skipped.
+    const VF gb = hn::MinOfLanes(df, be[m]);
     auto valid = ok;
     VF mx = hn::Zero(df);
     for (int p = 0; p < P; ++p) {
@@ -134,13 +139,19 @@ HWY_INLINE void ScoreSeeds(const detail::SeedTable& tab, size_t i0, const float*
       VF q[P];
       for (int p = 0; p < P; ++p) q[p] = hn::Min(hn::Max(hn::Round(hn::Mul(t[m][p], inv)), m8), p7);
       VF err = hn::Zero(df);
+      bool beaten = false;
       for (int c = 0; c < C; ++c) {
         VF isum = hn::Zero(df);
         for (int p = 0; p < P; ++p)
           isum = hn::Add(isum, hn::Mul(hn::LoadU(df, tab.Sf.data() + size_t(c * P + p) * n + i0), q[p]));
         const VF d = hn::Sub(hn::Set(df, x[m][c]), RoundBf16(df, hn::Mul(isum, scale)));
         err = hn::Add(err, kUnit ? hn::Mul(d, d) : hn::Mul(hn::Mul(hn::Set(df, h[c]), d), d));
+        if (c % 2 == 1 && c + 1 < C && hn::AllFalse(df, hn::And(hn::Lt(err, gb), hn::RebindMask(df, valid)))) {
+          beaten = true;
+          break;
+        }
       }
+      if (beaten) continue;
       // Invalid lanes never win; the reference skips them.
       err = hn::IfThenElse(hn::RebindMask(df, valid), err, hn::Set(df, INFINITY));
       const auto lt = hn::Lt(err, be[m]);

@@ -217,6 +217,39 @@ TEST(SeedSearch, FastEqualsScalarReferenceOverAllSeeds) {
   for (SeedTier t : kAllSeedTiers) expect_fast_equals_reference(t, 3, seed_tier_spec(t).block, 65535, true, 9);
 }
 
+TEST(SeedSearch, FastEqualsScalarReferenceOnExactlyDecodableBlocks) {
+  // Blocks that some seed reproduces exactly (error 0, so later seeds can only tie and must lose to it), beside
+  // Gaussian ones: the fast search's early stop on candidates that reach the block's best so far keeps the
+  // reference's winner, ties included. All 65535 seeds, unweighted and weighted.
+  for (SeedTier t : kAllSeedTiers) {
+    const int C = seed_tier_spec(t).block;
+    const int64_t rows = 6;
+    std::vector<float> w = gaussian(size_t(rows * C), 31, 0.02f);
+    std::mt19937 rng(32);
+    std::uniform_int_distribution<int> seed(1, 65535), q(-8, 7);
+    for (int64_t r = 0; r < 3; ++r) {
+      SeedBlock b;
+      b.seed = uint16_t(seed(rng));
+      for (int p = 0; p < seed_tier_spec(t).coefs; ++p) b.q[p] = int8_t(q(rng));
+      decode_block(t, b, -12, &w[size_t(r * C)]);
+    }
+    std::vector<float> h = gaussian(size_t(C), 33);
+    for (float& v : h) v = v * v + 0.01f;
+    for (const float* hp : {static_cast<const float*>(nullptr), static_cast<const float*>(h.data())}) {
+      SeedSearchOptions opt;
+      const SeedSearchResult fast = seed_search_slice(t, w.data(), rows, C, hp, opt);
+      opt.use_reference = true;
+      const SeedSearchResult ref = seed_search_slice(t, w.data(), rows, C, hp, opt);
+      ASSERT_EQ(fast.exp_bias, ref.exp_bias);
+      for (size_t i = 0; i < ref.blocks.size(); ++i) {
+        ASSERT_EQ(fast.blocks[i].seed, ref.blocks[i].seed) << seed_tier_name(t) << " block " << i;
+        ASSERT_EQ(fast.blocks[i].code, ref.blocks[i].code) << seed_tier_name(t) << " block " << i;
+        for (int p = 0; p < kMaxCoefs; ++p) ASSERT_EQ(fast.blocks[i].q[p], ref.blocks[i].q[p]) << "block " << i;
+      }
+    }
+  }
+}
+
 TEST(SeedSearch, DecodedErrorIsNearSeedLmLevelsOnGaussianWeights) {
   // Not an exact oracle: P4 on i.i.d. Gaussian weights should land well under int3's error (~0.03-0.04 relative)
   // and the search's own score must be the decoded error (the winner's blocks decode to what it scored).
