@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <mutex>
 #include <set>
@@ -406,15 +409,25 @@ Server::~Server() {
 int Server::bind() {
   const ServerOptions& o = impl_->opt;
   if (o.port < 0 || o.port > 65535) fail("--port must be between 0 and 65535, got {}", o.port);
+  // cpp-httplib listens with a backlog of 5: clients that connect at once (64 in tests/server/load.mjs) overflow it,
+  // the kernel drops their SYNs and they retry after 1, 3, 7, 15 ... s. So its socket is listened on again, with a
+  // backlog of SOMAXCONN, after the bind. SO_REUSEADDR rather than its default SO_REUSEPORT, which let a second
+  // server bind a port a first one listens on and share its connections.
+  auto listening = std::make_shared<int>(-1);
+  impl_->http.set_socket_options([listening](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    *listening = sock;
+  });
+  int port = o.port;
   if (o.port == 0) {
-    const int port = impl_->http.bind_to_any_port(o.host);
+    port = impl_->http.bind_to_any_port(o.host);
     if (port < 0) fail("cannot listen on {}: no free port", o.host);
-    return port;
-  }
-  if (!impl_->http.bind_to_port(o.host, o.port)) {
+  } else if (!impl_->http.bind_to_port(o.host, o.port)) {
     fail("cannot listen on {}:{} (in use, or not an address of this machine)", o.host, o.port);
   }
-  return o.port;
+  if (::listen(*listening, SOMAXCONN) != 0) fail("cannot listen on {}:{}: {}", o.host, port, std::strerror(errno));
+  return port;
 }
 
 void Server::run() {
