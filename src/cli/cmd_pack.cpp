@@ -3,7 +3,8 @@
 // Routed experts go to one file per MoE layer, one 4 KiB-aligned blob per expert, in --experts CODEC; dense
 // matrices (attention projections, dense MLPs, embeddings, head) in --dense CODEC; norms, biases and routers stay
 // exactly as stored (a router's top-k is a discrete choice that a small error can flip). Both flags default to
-// "stored": the checkpoint's own dtype, byte for byte.
+// "stored": the checkpoint's own dtype, byte for byte. Seed tiers (p3, p4, s3) are for experts only: each part is
+// searched (codec/seed_search.h, every thread) into one slice blob, with one progress line for the whole search.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "codec/quantize.h"
+#include "codec/seed_search.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "io/packed_writer.h"
@@ -27,14 +29,52 @@ struct PackFlags {
   std::string out;
   std::string experts = "stored";
   std::string dense = "stored";
+  uint32_t seed_search_seeds = seed::SeedSearchOptions::kLfsrSeeds;  // preview/test knob: search seeds 1..K only
   bool force = false;
+};
+
+// Per-input-channel activation energies of one expert part (h in codec/seed_search.h: cols values, >= 0), which
+// weight the seed search's error. None today: every part is searched unweighted (nullptr). `--imatrix FILE` fills
+// this: for gate and up the energies of the hidden state entering the expert, for down those of its activation.
+struct ChannelEnergies {
+  const float* get(int layer, int expert, int part, int64_t cols) const { return nullptr; }
+};
+
+// One progress line on stderr over every seed part of a pack: blocks searched, blocks/s, ETA.
+class SearchProgress {
+ public:
+  explicit SearchProgress(int64_t total_blocks) : total_(total_blocks), t0_(now_seconds()) {}
+  // `done_in_part` blocks of the part being searched are done (called from the search's threads, one at a time).
+  void report(int64_t done_in_part) { print(base_ + done_in_part, false); }
+  // The part being searched is complete: its blocks count as done.
+  void part_done(int64_t blocks) {
+    base_ += blocks;
+    print(base_, base_ == total_);
+    if (base_ == total_) std::fputc('\n', stderr);
+  }
+
+ private:
+  // At most four lines a second, and the last one.
+  void print(int64_t done, bool last) {
+    const double now = now_seconds();
+    if (!last && now - last_print_ < 0.25) return;
+    last_print_ = now;
+    const double t = now - t0_, rate = t > 0 ? double(done) / t : 0.0;
+    const double eta = rate > 0 ? double(total_ - done) / rate : 0.0;
+    std::fprintf(stderr, "\rpack: seed search %lld/%lld blocks (%5.1f%%) %9.0f blocks/s ETA %6.0f s", (long long)done,
+                 (long long)total_, 100.0 * double(done) / double(std::max<int64_t>(total_, 1)), rate, eta);
+    std::fflush(stderr);
+  }
+
+  int64_t total_, base_ = 0;
+  double t0_, last_print_ = -1.0;
 };
 
 // "stored" -> nullopt (keep the source dtype); a codec name -> that codec; anything else fails naming the flag.
 std::optional<Codec> codec_flag(const std::string& value, const char* flag) {
   if (value == "stored") return std::nullopt;
   const std::optional<Codec> c = parse_codec(value);
-  if (!c) fail("{} '{}' is unknown (known: stored, f32, f16, bf16, q8_g32, q8_g64, q4_g32, q4_g64)", flag, value);
+  if (!c) fail("{} '{}' is unknown (known: stored, {})", flag, value, codec_names());
   return c;
 }
 
@@ -51,9 +91,32 @@ void encode_parallel(Codec c, const TensorInfo& t, int64_t rows, int64_t cols, u
   });
 }
 
+// Searches one expert part into a seed slice blob of codec_matrix_bytes(c, rows, cols) bytes at `out`.
+void encode_seed_part(Codec c, const TensorInfo& t, int64_t rows, int64_t cols, const float* h, uint32_t n_seeds,
+                      SearchProgress& progress, uint8_t* out) {
+  std::vector<float> w(size_t(rows * cols));
+  encode_matrix(Codec::F32, t.dtype, t.data, rows, cols, reinterpret_cast<uint8_t*>(w.data()));
+  seed::SeedSearchOptions opt;
+  opt.n_seeds = n_seeds;
+  opt.progress = [&](const seed::SeedSearchProgress& p) { progress.report(p.blocks_done); };
+  const seed::SeedTier tier = codec_seed_tier(c);
+  const std::vector<uint8_t> blob = seed::encode_seed_slice(tier, w.data(), rows, cols, h, opt);
+  progress.part_done(seed::seed_slice_layout(tier, rows, cols).n_blocks);
+  SEEDLING_CHECK(blob.size() == codec_matrix_bytes(c, rows, cols), "seed blob of {} bytes", blob.size());
+  std::memcpy(out, blob.data(), blob.size());
+}
+
 int run(const PackFlags& f) {
   const std::optional<Codec> expert_codec = codec_flag(f.experts, "--experts");
   const std::optional<Codec> dense_codec = codec_flag(f.dense, "--dense");
+  if (dense_codec && codec_is_seed(*dense_codec)) {
+    fail("--dense '{}' is a seed codec, which only routed experts may use (--experts {})", f.dense, f.dense);
+  }
+  const bool seeds = expert_codec && codec_is_seed(*expert_codec);
+  if (f.seed_search_seeds < 1 || f.seed_search_seeds > seed::SeedSearchOptions::kLfsrSeeds) {
+    fail("--seed-search-seeds {} is out of range (expected 1..{})", f.seed_search_seeds,
+         seed::SeedSearchOptions::kLfsrSeeds);
+  }
   if (is_packed_model_dir(f.model)) fail("pack: {} is already a packed folder", f.model);
   if (fs::exists(f.out) && !f.force) fail("pack: {} exists (pass --force to replace it)", f.out);
   const Family* fam_ptr = nullptr;
@@ -131,12 +194,25 @@ int run(const PackFlags& f) {
     }
   }
 
-  const ordered_json source = {{"created_by", "seedling pack"},
-                               {"from", fs::absolute(f.model).string()},
-                               {"experts", f.experts},
-                               {"dense", f.dense}};
+  ordered_json source = {{"created_by", "seedling pack"},
+                         {"from", fs::absolute(f.model).string()},
+                         {"experts", f.experts},
+                         {"dense", f.dense}};
+  int64_t seed_blocks = 0;  // every block the seed search will do, for its progress line
+  if (seeds) {
+    source["seed_search_seeds"] = f.seed_search_seeds;
+    const seed::SeedTier t = codec_seed_tier(*expert_codec);
+    const int64_t I = c.moe_intermediate_size;
+    for (int l = 0; l < c.num_layers; ++l) {
+      if (!c.layer_has_experts[size_t(l)]) continue;
+      seed_blocks += int64_t(c.num_experts) *
+                     (2 * seed::seed_slice_layout(t, I, H).n_blocks + seed::seed_slice_layout(t, H, I).n_blocks);
+    }
+  }
   PackedWriter w(f.out, config, source);
-  w.set_total_bytes(total);
+  w.set_total_bytes(seeds ? 0 : total);  // with seeds, the search's line is the progress (writing is the quick part)
+  SearchProgress search_progress(seed_blocks);
+  const ChannelEnergies energies;
   for (const Item& it : resident) {
     const std::vector<int64_t>& s = it.t->shape;
     const int64_t rows = s.size() == 1 ? 1 : s[0], cols = s.back();
@@ -151,7 +227,12 @@ int run(const PackFlags& f) {
       const ExpertTensorNames en = fam.expert_names(l, e);
       const std::string& name = p == 0 ? en.gate : p == 1 ? en.up : en.down;
       const TensorInfo& t = get(name, {parts[p].rows, parts[p].cols});
-      encode_parallel(ec, t, parts[p].rows, parts[p].cols, out);
+      if (codec_is_seed(ec)) {
+        encode_seed_part(ec, t, parts[p].rows, parts[p].cols, energies.get(l, e, p, parts[p].cols), f.seed_search_seeds,
+                         search_progress, out);
+      } else {
+        encode_parallel(ec, t, parts[p].rows, parts[p].cols, out);
+      }
     });
   }
   for (const char* extra : {"tokenizer.json", "tokenizer_config.json", "generation_config.json", "chat_template.jinja",
@@ -171,8 +252,13 @@ void add_pack(CLI::App& app, int* status) {
   CLI::App* cmd = app.add_subcommand("pack", "Pack a Hugging Face folder for streaming (docs/formats/packed.md)");
   cmd->add_option("-m,--model", f->model, "Hugging Face model folder")->required();
   cmd->add_option("-o,--output", f->out, "output folder")->required();
-  cmd->add_option("--experts", f->experts, "codec of routed experts: stored, bf16, q8_g32, q8_g64, q4_g32, q4_g64");
+  cmd->add_option("--experts", f->experts,
+                  "codec of routed experts: stored, bf16, q8_g32, q8_g64, q4_g32, q4_g64, or a seed tier p3, p4, s3 "
+                  "(searched: ~100 core-days for a 30B-A3B model; docs/formats/seed.md)");
   cmd->add_option("--dense", f->dense, "codec of dense matrices (attention, dense MLP, embeddings, head)");
+  cmd->add_option("--seed-search-seeds", f->seed_search_seeds,
+                  "preview/test knob: search seeds 1..K only (default all 65535), for fast tests and previews; "
+                  "recorded in the manifest");
   cmd->add_flag("--force", f->force, "replace an existing output folder");
   cmd->callback([f, status] { *status = run(*f); });
 }

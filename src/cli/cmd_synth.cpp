@@ -2,7 +2,9 @@
 //
 // For speed and memory measurements only (random weights say nothing about quality). Writes a Hugging Face folder
 // (config.json, one safetensors shard per layer plus one for embeddings and head, the index) into OUT.partial and
-// renames it to OUT when complete, so an interrupted run never leaves a folder that looks valid.
+// renames it to OUT when complete, so an interrupted run never leaves a folder that looks valid. With --packed it
+// writes a packed folder instead; seed tiers (p3, p4, s3) get RANDOM seed blobs (random seeds, coefficients and
+// exponent codes at the scale of the other weights), not searched ones: fit for speed, never for quality.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -11,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "codec/quantize.h"
+#include "codec/seed_codec.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "io/packed_writer.h"
@@ -110,11 +113,35 @@ SafetensorsWriter::Fill random_bf16(uint64_t seed, float stddev, float constant)
   };
 }
 
+// A valid seed slice blob of random blocks (codec_matrix_bytes(c, rows, cols) bytes at `out`): seeds uniform in
+// 1..65535, coefficients uniform in -8..7, exponent codes in 1..3 around the exponent that gives weights of standard
+// deviation `stddev`. What a search would write for weights of that scale, in size and cost, not in values.
+void random_seed_blob(Codec c, uint64_t seed, int64_t rows, int64_t cols, float stddev, uint8_t* out) {
+  const seed::SeedTier t = codec_seed_tier(c);
+  const seed::SeedTierSpec sp = seed::seed_tier_spec(t);
+  const seed::SeedSliceLayout L = seed::seed_slice_layout(t, rows, cols);
+  // A weight is sum_p (S_p / 32767) q_p 2^e: S_p / 32767 has variance 1/3 and q_p (uniform -8..7) mean square 21.5.
+  const int e_mid = int(std::lround(std::log2(double(stddev) / std::sqrt(double(sp.coefs) * 21.5 / 3.0))));
+  const int32_t bias = e_mid - 2;
+  std::vector<seed::SeedBlock> blocks(size_t(L.n_blocks));
+  ThreadPool::global().parallel_for(blocks.size(), 1 << 14, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      const uint64_t r = mix(seed ^ i);
+      seed::SeedBlock& k = blocks[i];
+      k.seed = uint16_t(1 + r % 65535);
+      for (int p = 0; p < sp.coefs; ++p) k.q[p] = int8_t(int((r >> (20 + 4 * p)) & 0xF) - 8);
+      k.code = uint8_t(1 + (r >> 40) % 3);
+    }
+  });
+  const std::vector<uint8_t> blob = seed::write_seed_blob(t, rows, cols, bias, blocks);  // validates
+  std::memcpy(out, blob.data(), blob.size());
+}
+
 // The same random weights written straight into the packed format: resident tensors in bf16, experts encoded
-// to `codec` row by row, so a model larger than memory is made without an HF copy first.
+// to `codec` row by row (or random seed blobs), so a model larger than memory is made without an HF copy first.
 int run_packed(const SynthFlags& f, const ordered_json& cfg) {
   const std::optional<Codec> codec = parse_codec(f.packed);
-  if (!codec) fail("synth: --packed '{}' is unknown (known: bf16, q8_g32, q8_g64, q4_g32, q4_g64)", f.packed);
+  if (!codec) fail("synth: --packed '{}' is unknown (known: {})", f.packed, codec_names());
   const fs::path cfg_dir = f.out + ".config";
   fs::remove_all(cfg_dir);
   fs::create_directories(cfg_dir);
@@ -168,6 +195,10 @@ int run_packed(const SynthFlags& f, const ordered_json& cfg) {
       std::vector<uint16_t> bf16;
       w.add_expert_layer(l, c.num_experts, parts, [&](int e, int p, uint8_t* out) {
         const int64_t rows = parts[p].rows, cols = parts[p].cols;
+        if (codec_is_seed(*codec)) {
+          return random_seed_blob(*codec, mix(layer_seed ^ uint64_t(e * 3 + p)), rows, cols,
+                                  1.0f / std::sqrt(float(cols)), out);
+        }
         bf16.resize(size_t(rows * cols));
         random_bf16(mix(layer_seed ^ uint64_t(e * 3 + p)), 1.0f / std::sqrt(float(cols)), 0)(
             reinterpret_cast<uint8_t*>(bf16.data()), 0, bf16.size() * 2);
@@ -292,7 +323,8 @@ void add_synth(CLI::App& app, int* status) {
   cmd->add_flag("--force", f->force, "replace an existing output folder");
   cmd->add_option("--packed", f->packed,
                   "write a packed folder (docs/formats/packed.md) with experts in this codec: bf16, q8_g32, q8_g64, "
-                  "q4_g32, q4_g64");
+                  "q4_g32, q4_g64, or p3, p4, s3: RANDOM seed blobs (random seeds, coefficients and exponent codes at "
+                  "the weights' scale), fit for speed measurements only");
   cmd->callback([f, status] { *status = run(*f); });
 }
 

@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "experts/resident_experts.h"
 #include "experts/route_trace.h"
 #include "experts/streamed_experts.h"
 
@@ -75,6 +76,8 @@ void place_experts(Model& model, const ModelFlags& f) {
           stderr,
           "experts: all %.2f GB mapped: they fit in the %.2f GB available (resident %.2f GB, reserve %.2f GB)\n",
           gb(experts), gb(avail), gb(resident), gb(reserve));
+      // Mapped for good: every seed part is validated now, before any kernel reads one.
+      if (auto* r = dynamic_cast<const ResidentExperts*>(&model.experts())) r->validate_all();
       return;
     }
     const uint64_t minimum = uint64_t(c.experts_per_token) * blob;
@@ -91,30 +94,7 @@ void place_experts(Model& model, const ModelFlags& f) {
                  "(available - resident %.2f GB - reserve %.2f GB)\n",
                  gb(experts), gb(avail), gb(o.ram_budget), gb(resident), gb(reserve));
   }
-  // The provider reads whole 4 KiB pages (O_DIRECT); the packed files are padded so that the page after a blob's
-  // last byte is there. The checksum covers the blob's own bytes, remembered per location.
-  std::vector<std::vector<BlobLocation>> where(size_t(c.num_layers));
-  auto real_bytes = std::make_shared<std::map<std::pair<std::string, uint64_t>, uint64_t>>();
-  for (int l = 0; l < c.num_layers; ++l) {
-    if (!packed->layer_has_experts(l)) continue;
-    for (int e = 0; e < packed->num_experts(l); ++e) {
-      const ExpertBlobLocation& b = packed->expert_blob(l, e);
-      const uint64_t padded = (b.bytes + 4095) / 4096 * 4096;
-      where[size_t(l)].push_back({b.file, b.offset, padded, b.xxh64});
-      (*real_bytes)[{b.file, b.offset}] = b.bytes;
-    }
-  }
-  std::shared_ptr<const PackedModel> p = packed;
-  auto decode = [p](const uint8_t* blob, int layer, int expert) { return p->decode_expert_blob(blob, layer, expert); };
-  auto verify = [real_bytes](const uint8_t* blob, size_t, const BlobLocation& at) {
-    const uint64_t got = packed_checksum(blob, real_bytes->at({at.file, at.offset}));
-    if (got != at.xxh64) {
-      fail("{}: expert blob at offset {} has xxh64 {:016x}, the manifest says {:016x} (corrupted file?)", at.file,
-           at.offset, got, at.xxh64);
-    }
-  };
-  auto provider = std::make_unique<StreamedExperts>(std::move(where), decode, verify, o);
-  model.set_expert_provider(std::move(provider));
+  model.set_expert_provider(StreamedExperts::from_packed(packed, o));
 }
 
 void open_route_trace(Model& model, const ModelFlags& f) {

@@ -11,6 +11,10 @@
 // (as ggml's q4_1), so one half of a group is one contiguous run of nibbles of the same position.
 // Bits per weight: q8_g32 9.0, q8_g64 8.5, q4_g32 5.0, q4_g64 4.5.
 //
+// Seed codecs (p3, p4, s3; docs/formats/seed.md) store a whole matrix as ONE slice blob with a header (the exponent
+// bias) and arrays over all its blocks, so a seed matrix has no fixed row size: only codec_matrix_bytes applies to
+// it, and nothing may cut it by rows. Bits per weight: p3 4.0, p4 4.5, s3 3.0 (plus 32 bits per slice).
+//
 // Everything here is inline: io/ (the packed format, a lower layer) sizes tensors with it without linking codec/.
 #pragma once
 
@@ -18,13 +22,16 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <string>
 #include <string_view>
 
+#include "codec/seed_codec.h"
 #include "core/dtype.h"
+#include "core/error.h"
 
 namespace seedling {
 
-enum class Codec : uint8_t { F32, F16, BF16, Q8_G32, Q8_G64, Q4_G32, Q4_G64 };
+enum class Codec : uint8_t { F32, F16, BF16, Q8_G32, Q8_G64, Q4_G32, Q4_G64, P3, P4, S3 };
 
 struct BlockQ8G32 {
   uint16_t d;  // scale, float16
@@ -48,8 +55,8 @@ static_assert(sizeof(BlockQ8G64) == 4 + 64, "q8_g64 block is 68 bytes");
 static_assert(sizeof(BlockQ4G32) == 4 + 16, "q4_g32 block is 20 bytes");
 static_assert(sizeof(BlockQ4G64) == 4 + 32, "q4_g64 block is 36 bytes");
 
-inline constexpr Codec kAllCodecs[] = {Codec::F32,    Codec::F16,    Codec::BF16,  Codec::Q8_G32,
-                                       Codec::Q8_G64, Codec::Q4_G32, Codec::Q4_G64};
+inline constexpr Codec kAllCodecs[] = {Codec::F32,    Codec::F16,    Codec::BF16, Codec::Q8_G32, Codec::Q8_G64,
+                                       Codec::Q4_G32, Codec::Q4_G64, Codec::P3,   Codec::P4,     Codec::S3};
 
 inline std::string_view codec_name(Codec c) {
   switch (c) {
@@ -67,6 +74,12 @@ inline std::string_view codec_name(Codec c) {
       return "q4_g32";
     case Codec::Q4_G64:
       return "q4_g64";
+    case Codec::P3:
+      return "p3";
+    case Codec::P4:
+      return "p4";
+    case Codec::S3:
+      return "s3";
   }
   return "?";
 }
@@ -79,8 +92,29 @@ inline std::optional<Codec> parse_codec(std::string_view s) {
   return std::nullopt;
 }
 
+// The names of every codec, for error messages ("f32, f16, ..., s3").
+inline std::string codec_names() {
+  std::string s;
+  for (Codec c : kAllCodecs) {
+    if (!s.empty()) s += ", ";
+    s += codec_name(c);
+  }
+  return s;
+}
+
+inline bool codec_is_float(Codec c) {
+  return c == Codec::F32 || c == Codec::F16 || c == Codec::BF16;
+}
 inline bool codec_is_affine(Codec c) {
-  return c >= Codec::Q8_G32;
+  return c >= Codec::Q8_G32 && c <= Codec::Q4_G64;
+}
+inline bool codec_is_seed(Codec c) {
+  return c == Codec::P3 || c == Codec::P4 || c == Codec::S3;
+}
+// The seed tier of a seed codec (check codec_is_seed first).
+inline seed::SeedTier codec_seed_tier(Codec c) {
+  SEEDLING_CHECK(codec_is_seed(c), "{} is not a seed codec", codec_name(c));
+  return c == Codec::P3 ? seed::SeedTier::P3 : c == Codec::P4 ? seed::SeedTier::P4 : seed::SeedTier::S3;
 }
 inline int codec_bits(Codec c) {
   return c == Codec::Q4_G32 || c == Codec::Q4_G64 ? 4 : 8;
@@ -98,8 +132,10 @@ inline int64_t codec_group(Codec c) {
       return 1;
   }
 }
-// Bytes of one block (affine) or one element (float).
+// Bytes of one block (affine) or one element (float); not defined for seed codecs (their blocks are split across
+// arrays: see seed::seed_slice_layout).
 inline size_t codec_block_bytes(Codec c) {
+  SEEDLING_CHECK(!codec_is_seed(c), "{} has no fixed block size", codec_name(c));
   switch (c) {
     case Codec::F32:
       return 4;
@@ -114,14 +150,21 @@ inline size_t codec_block_bytes(Codec c) {
       return sizeof(BlockQ4G32);
     case Codec::Q4_G64:
       return sizeof(BlockQ4G64);
+    case Codec::P3:
+    case Codec::P4:
+    case Codec::S3:
+      break;
   }
   return 0;
 }
+// Bytes of one stored row; float and affine codecs only (a seed matrix is one blob, not rows).
 inline size_t codec_row_bytes(Codec c, int64_t cols) {
   const int64_t g = codec_group(c);
   return size_t((cols + g - 1) / g) * codec_block_bytes(c);
 }
+// Bytes of a rows x cols matrix: rows of codec_row_bytes, or one seed slice blob (header included).
 inline size_t codec_matrix_bytes(Codec c, int64_t rows, int64_t cols) {
+  if (codec_is_seed(c)) return seed::seed_slice_layout(codec_seed_tier(c), rows, cols).bytes;
   return size_t(rows) * codec_row_bytes(c, cols);
 }
 
@@ -139,7 +182,8 @@ inline std::optional<Codec> codec_of_dtype(DType t) {
   }
 }
 
-// Element k of a stored row, as float; the scalar definition every kernel must match bit for bit.
+// Element k of a stored row, as float; the scalar definition every kernel must match bit for bit. Float and affine
+// codecs only: a seed matrix's elements come from seed::decode_seed_matrix (ops::Matrix::at handles both).
 inline float codec_value(Codec c, const uint8_t* row, int64_t k) {
   if (c == Codec::F32) {
     float v;

@@ -72,21 +72,6 @@ void unpack_word(SeedTier t, uint16_t word, SeedBlock* b) {
   for (int p = sp.coefs; p < kMaxCoefs; ++p) b->q[p] = 0;
 }
 
-SeedSliceLayout seed_slice_layout(SeedTier t, int64_t rows, int64_t cols) {
-  const SeedTierSpec sp = seed_tier_spec(t);
-  if (rows <= 0 || cols <= 0) fail("a seed slice needs positive rows and cols, got {} x {}", rows, cols);
-  SeedSliceLayout L;
-  L.rows = rows;
-  L.cols = cols;
-  L.blocks_per_row = (cols + sp.block - 1) / sp.block;
-  L.n_blocks = rows * L.blocks_per_row;
-  L.seeds_offset = 4;
-  L.words_offset = 4 + 2 * size_t(L.n_blocks);
-  L.codes_offset = 4 + 4 * size_t(L.n_blocks);
-  L.bytes = L.codes_offset + (sp.codes_apart ? size_t(L.n_blocks + 1) / 2 : 0);
-  return L;
-}
-
 double seed_bits_per_weight(SeedTier t, int64_t rows, int64_t cols) {
   return double(seed_slice_layout(t, rows, cols).bytes) * 8.0 / double(rows * cols);
 }

@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/error.h"
+
 namespace seedling::seed {
 
 enum class SeedTier : uint8_t { P3, P4, S3 };
@@ -96,7 +98,22 @@ struct SeedSliceLayout {
   size_t seeds_offset = 4, words_offset = 0, codes_offset = 0;
   size_t bytes = 0;  // the blob's exact size
 };
-SeedSliceLayout seed_slice_layout(SeedTier t, int64_t rows, int64_t cols);
+// Inline (as the format's size arithmetic) so io/, below codec/, sizes seed parts without linking codec/*.cpp.
+// Throws Error on a shape that is not positive.
+inline SeedSliceLayout seed_slice_layout(SeedTier t, int64_t rows, int64_t cols) {
+  const SeedTierSpec sp = seed_tier_spec(t);
+  if (rows <= 0 || cols <= 0) fail("a seed slice needs positive rows and cols, got {} x {}", rows, cols);
+  SeedSliceLayout L;
+  L.rows = rows;
+  L.cols = cols;
+  L.blocks_per_row = (cols + sp.block - 1) / sp.block;
+  L.n_blocks = rows * L.blocks_per_row;
+  L.seeds_offset = 4;
+  L.words_offset = 4 + 2 * size_t(L.n_blocks);
+  L.codes_offset = 4 + 4 * size_t(L.n_blocks);
+  L.bytes = L.codes_offset + (sp.codes_apart ? size_t(L.n_blocks + 1) / 2 : 0);
+  return L;
+}
 
 // Bits per weight of a slice, the bias included.
 double seed_bits_per_weight(SeedTier t, int64_t rows, int64_t cols);

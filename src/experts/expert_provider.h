@@ -20,6 +20,11 @@ struct ExpertWeights {
   ops::Matrix down;  // (hidden, moe_intermediate)
 };
 
+// Checks every seed-coded part (p3/p4/s3) of `w` with seed::validate_seed_blob: size against the manifest's shape,
+// seeds, padding, exponent range. Throws Error naming `file`, the layer, the expert and the part; float and affine
+// parts pass untouched. Providers call it on every blob before any kernel reads it (experts/expert_weights.cpp).
+void validate_expert_weights(const ExpertWeights& w, const std::string& file, int layer, int expert);
+
 // What a provider did over a run. Resident providers report zeros.
 struct ExpertStats {
   uint64_t hits = 0;

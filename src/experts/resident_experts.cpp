@@ -1,7 +1,12 @@
 // experts/resident_experts.cpp - the resident provider, and its construction over a packed folder's expert files.
 #include "experts/resident_experts.h"
 
+#include <mutex>
+#include <string>
+
+#include "core/error.h"
 #include "core/mapped_file.h"
+#include "core/thread_pool.h"
 #include "io/packed_model.h"
 
 namespace seedling {
@@ -36,10 +41,38 @@ ExpertWeights ResidentExperts::acquire(int layer, int expert) {
     if (!ok.load(std::memory_order_acquire)) {
       packed_->verify_blob(layer, expert,
                            static_cast<const uint8_t*>(w.gate.data) - packed_->expert_layer(layer).parts[0].offset);
+      validate_expert_weights(w, packed_->expert_blob(layer, expert).file, layer, expert);
       ok.store(true, std::memory_order_release);
     }
   }
   return w;
+}
+
+void ResidentExperts::validate_all() const {
+  if (packed_ == nullptr) return;
+  for (int l = 0; l < int(table_.size()); ++l) {
+    const std::vector<ExpertWeights>& row = table_[size_t(l)];
+    if (row.empty()) continue;
+    bool seeds = false;
+    for (const ops::Matrix& m : {row[0].gate, row[0].up, row[0].down}) seeds = seeds || codec_is_seed(m.codec);
+    if (!seeds) continue;
+    const std::string& file = packed_->expert_layer(l).file;
+    // The pool does not carry exceptions across threads: keep the first error, throw it here.
+    std::mutex mu;
+    std::string first_error;
+    ThreadPool::global().parallel_for(row.size(), 1, [&](size_t e0, size_t e1) {
+      for (size_t e = e0; e < e1; ++e) {
+        try {
+          validate_expert_weights(row[e], file, l, int(e));
+        } catch (const Error& err) {
+          const std::lock_guard<std::mutex> lock(mu);
+          if (first_error.empty()) first_error = err.what();
+          return;
+        }
+      }
+    });
+    if (!first_error.empty()) throw Error(first_error);
+  }
 }
 
 }  // namespace seedling

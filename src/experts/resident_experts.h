@@ -1,8 +1,9 @@
 // experts/resident_experts.h - every routed expert mapped in memory; acquire is a table lookup.
 //
 // Two sources: views into the mapped Hugging Face checkpoint, or views into the mapped expert files of a packed
-// folder (from_packed), whose blobs are checked against their xxh64 the first time each expert is acquired (a full
-// scan at load would read every expert of a model that may be far larger than RAM).
+// folder (from_packed), whose blobs are checked against their xxh64 and seed parts validated the first time each
+// expert is acquired (a full scan at load would read every expert of a model that may be far larger than RAM);
+// validate_all() validates every seed part at once, for a caller that has decided to keep them all mapped.
 #pragma once
 
 #include <atomic>
@@ -23,6 +24,9 @@ class ResidentExperts final : public ExpertProvider {
   // Maps every experts-LLL.bin of `packed` and decodes each blob in place; `packed` must outlive the provider.
   static std::unique_ptr<ResidentExperts> from_packed(std::shared_ptr<const PackedModel> packed);
 
+  // Packed only: validates every seed part of every expert now (validate_expert_weights), threads over experts;
+  // what a caller that keeps the experts mapped runs at open. acquire() validates each expert on first use anyway.
+  void validate_all() const;
   ExpertWeights acquire(int layer, int expert) override;
   void release(int, int) override {}
   const char* name() const override { return "resident"; }

@@ -11,8 +11,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 
 #include "core/error.h"
+#include "io/packed_model.h"
 
 namespace seedling {
 
@@ -426,6 +428,38 @@ ExpertStats StreamedExperts::stats() const {
   s.slot_bytes = slot_bytes_;
   s.policy = policy_name(cache_.policy());
   return s;
+}
+
+std::unique_ptr<StreamedExperts> StreamedExperts::from_packed(std::shared_ptr<const PackedModel> packed,
+                                                              StreamedOptions options) {
+  // The provider reads whole 4 KiB pages (O_DIRECT); the packed files are padded so that the page after a blob's
+  // last byte is there. The checksum covers the blob's own bytes, remembered per location.
+  std::vector<std::vector<BlobLocation>> where(size_t(packed->num_layers()));
+  auto real_bytes = std::make_shared<std::map<std::pair<std::string, uint64_t>, uint64_t>>();
+  for (int l = 0; l < packed->num_layers(); ++l) {
+    if (!packed->layer_has_experts(l)) continue;
+    for (int e = 0; e < packed->num_experts(l); ++e) {
+      const ExpertBlobLocation& b = packed->expert_blob(l, e);
+      const uint64_t padded = (b.bytes + 4095) / 4096 * 4096;
+      where[size_t(l)].push_back({b.file, b.offset, padded, b.xxh64});
+      (*real_bytes)[{b.file, b.offset}] = b.bytes;
+    }
+  }
+  std::shared_ptr<const PackedModel> p = packed;
+  // Called after the checksum: seed parts are validated before the views are handed out.
+  auto decode = [p](const uint8_t* blob, int layer, int expert) {
+    const ExpertWeights w = p->decode_expert_blob(blob, layer, expert);
+    validate_expert_weights(w, p->expert_blob(layer, expert).file, layer, expert);
+    return w;
+  };
+  auto verify = [real_bytes](const uint8_t* blob, size_t, const BlobLocation& at) {
+    const uint64_t got = packed_checksum(blob, real_bytes->at({at.file, at.offset}));
+    if (got != at.xxh64) {
+      fail("{}: expert blob at offset {} has xxh64 {:016x}, the manifest says {:016x} (corrupted file?)", at.file,
+           at.offset, got, at.xxh64);
+    }
+  };
+  return std::make_unique<StreamedExperts>(std::move(where), decode, verify, std::move(options));
 }
 
 }  // namespace seedling

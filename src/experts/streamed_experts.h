@@ -28,6 +28,8 @@
 
 namespace seedling {
 
+class PackedModel;
+
 // Where one expert's blob lives (the packed format's ExpertBlobLocation).
 struct BlobLocation {
   std::string file;
@@ -68,6 +70,10 @@ class StreamedExperts final : public ExpertProvider {
   // naming a missing one) and allocates the slots.
   StreamedExperts(std::vector<std::vector<BlobLocation>> where, DecodeExpertBlob decode, VerifyExpertBlob verify,
                   StreamedOptions options);
+  // Over a packed folder's expert files: each blob read is checked against its xxh64, then its seed parts are
+  // validated (validate_expert_weights), before its views are handed out. `packed` is kept alive by the provider.
+  static std::unique_ptr<StreamedExperts> from_packed(std::shared_ptr<const PackedModel> packed,
+                                                      StreamedOptions options);
   ~StreamedExperts() override;
   StreamedExperts(const StreamedExperts&) = delete;
   StreamedExperts& operator=(const StreamedExperts&) = delete;

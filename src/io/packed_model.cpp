@@ -49,8 +49,7 @@ struct ManifestReader {
   Codec codec(const json& obj, const std::string& path) const {
     const std::string s = str(obj, "codec", path);
     const std::optional<Codec> c = parse_codec(s);
-    if (!c)
-      bad(path + "codec", fmt::format("unknown codec '{}' (known: f32, f16, bf16, q8_g32, q8_g64, q4_g32, q4_g64)", s));
+    if (!c) bad(path + "codec", fmt::format("unknown codec '{}' (known: {})", s, codec_names()));
     return *c;
   }
   std::vector<int64_t> shape(const json& obj, const std::string& path) const {
@@ -125,6 +124,10 @@ std::unique_ptr<PackedModel> PackedModel::open(const std::string& dir) {
     pt.offset = r.u64(t, "offset", path);
     pt.bytes = r.u64(t, "bytes", path);
     pt.xxh64 = r.hash(t, path);
+    if (codec_is_seed(pt.codec)) {
+      r.bad(path + "codec",
+            fmt::format("{} is a seed codec, which only routed experts' parts may use", codec_name(pt.codec)));
+    }
     if (pt.bytes != expected_bytes(pt.codec, pt.shape)) {
       r.bad(path + "bytes", fmt::format("{} bytes, but {} of shape {} takes {}", pt.bytes, codec_name(pt.codec),
                                         t["shape"].dump(), expected_bytes(pt.codec, pt.shape)));

@@ -124,7 +124,7 @@ std::vector<float> vector_f32(const WeightSource& src, const std::string& name, 
                               int64_t* elem_bytes = nullptr) {
   const WeightView t = src.get(name);
   checked(t, name, {n});
-  if (codec_is_affine(t.codec))
+  if (!codec_is_float(t.codec))
     fail("{}: tensor '{}' is stored as {}, expected f32, f16 or bf16", t.file, name, codec_name(t.codec));
   const ops::Matrix m{t.codec, t.data, 1, n};
   std::vector<float> out(size_t(n), 0.0f);

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "codec/seed_matmul.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "ops/matmul.h"
@@ -139,6 +140,10 @@ void MatmulRange(const float* x, int64_t m, const Matrix& w, float* y, int64_t n
       return MatmulRangeT<Codec::Q4_G32>(x, m, w, y, n0, n1);
     case Codec::Q4_G64:
       return MatmulRangeT<Codec::Q4_G64>(x, m, w, y, n0, n1);
+    case Codec::P3:
+    case Codec::P4:
+    case Codec::S3:
+      break;  // matmul() hands seed matrices to seed::seed_matmul before any range is cut
   }
   fail("matmul: unsupported weight codec {}", int(w.codec));
 }
@@ -195,6 +200,8 @@ HWY_EXPORT(StreamSum);
 
 void matmul(const float* x, int64_t m, const Matrix& w, float* y) {
   if (m <= 0 || w.rows <= 0) return;
+  // Seed slices: computed on seeds (codec/seed_matmul.h), its own threads over the rows of W.
+  if (codec_is_seed(w.codec)) return seed::seed_matmul(x, m, w.seed_matrix(), y);
   // Split output columns across threads in multiples of 4 (whole tiles); at least 16 columns per chunk.
   const int64_t groups = (w.rows + 3) / 4;
   ThreadPool::global().parallel_for(size_t(groups), 4, [&](size_t g0, size_t g1) {

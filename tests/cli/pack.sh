@@ -44,15 +44,7 @@ for layer in m["experts"]:
 PY
 echo "ok   synth --packed q8_g32 writes a packed Qwen3-30B-A3B-shaped model that info and run load"
 
-# Bad input: one error line, exit 1.
-expect_error() {
-  local what=$1 pattern=$2
-  shift 2
-  if "$@" >"$tmp/out" 2>"$tmp/err"; then echo "$what: expected failure"; exit 1; fi
-  [ "$(wc -l <"$tmp/err")" -eq 1 ] || { echo "$what: expected one error line, got:"; cat "$tmp/err"; exit 1; }
-  grep -q "$pattern" "$tmp/err" || { echo "$what: error lacks '$pattern':"; cat "$tmp/err"; exit 1; }
-  echo "ok   $what"
-}
+# Bad input: one error line, exit 1 (expect_error, lib/common.bash).
 expect_error "unknown --experts codec" "q3_g16" "$bin" pack -m "$m/hf" -o "$tmp/x" --experts q3_g16
 [ ! -e "$tmp/x" ] && [ ! -e "$tmp/x.partial" ] || { echo "bad codec left a folder"; exit 1; }
 expect_error "existing output without --force" "exists" "$bin" pack -m "$m/hf" -o "$tmp/p"

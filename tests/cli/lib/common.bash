@@ -13,3 +13,13 @@ reference_ids() {
     "$m/reference.json" "$1"
 }
 ids=$(reference_ids ids)
+
+# expect_error WHAT PATTERN COMMAND...: the command must fail with exactly one stderr line matching PATTERN.
+expect_error() {
+  local what=$1 pattern=$2
+  shift 2
+  if "$@" >"$tmp/out" 2>"$tmp/err"; then echo "$what: expected failure"; exit 1; fi
+  [ "$(wc -l <"$tmp/err")" -eq 1 ] || { echo "$what: expected one error line, got:"; cat "$tmp/err"; exit 1; }
+  grep -q "$pattern" "$tmp/err" || { echo "$what: error lacks '$pattern':"; cat "$tmp/err"; exit 1; }
+  echo "ok   $what"
+}

@@ -1,11 +1,16 @@
 // Affine q8/q4 codecs: the block layout is what codec.h declares, encoding error stays within its bound, the fast
 // matmul equals the double-precision reference within float rounding, and a row gives the same bits alone or batched.
+// Seed codecs as ops::Matrix: sizes are the slice layout's, at() is the spec decode, matmul dispatches to the seed
+// kernels (fast and reference), and nothing cuts a seed matrix by rows.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 
 #include "codec/quantize.h"
+#include "codec/seed_matmul.h"
+#include "codec/seed_search.h"
+#include "core/error.h"
 #include "ops/matmul.h"
 
 namespace seedling {
@@ -133,5 +138,39 @@ INSTANTIATE_TEST_SUITE_P(Shapes, QuantMatmulTest,
                                   std::to_string(std::get<2>(info.param)) + "_c" +
                                   std::to_string(std::get<3>(info.param));
                          });
+
+TEST(SeedCodecMatrix, SizesAtAndMatmulAreTheSeedSlices) {
+  EXPECT_EQ(codec_matrix_bytes(Codec::P3, 768, 2048), 4 + 4 * size_t(768 * 256));                  // 4.0 b/w
+  EXPECT_EQ(codec_matrix_bytes(Codec::P4, 768, 2048), 4 + 4 * size_t(768 * 256) + 768 * 256 / 2);  // 4.5 b/w
+  EXPECT_EQ(codec_matrix_bytes(Codec::S3, 2048, 768), 4 + 4 * size_t(2048 * 64) + 2048 * 64 / 2);  // 3.0 b/w
+  for (Codec c : {Codec::P3, Codec::P4, Codec::S3}) {
+    EXPECT_TRUE(codec_is_seed(c));
+    EXPECT_FALSE(codec_is_affine(c));
+    EXPECT_FALSE(codec_is_float(c));
+    const int64_t rows = 21, cols = 100, m = 3;  // 100: a partial last block for every tier
+    const seed::SeedTier t = codec_seed_tier(c);
+    seed::SeedSearchOptions opt;
+    opt.n_seeds = 64;
+    const std::vector<float> w = normal(size_t(rows * cols), 5);
+    const std::vector<uint8_t> blob = seed::encode_seed_slice(t, w.data(), rows, cols, nullptr, opt);
+    const ops::Matrix mat{c, blob.data(), rows, cols};
+    EXPECT_EQ(mat.nbytes(), blob.size());
+    EXPECT_EQ(mat.nbytes(), seed::seed_slice_layout(t, rows, cols).bytes);
+    std::vector<float> full(size_t(rows * cols));
+    seed::decode_seed_matrix(mat.seed_matrix(), full.data());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t k = 0; k < cols; ++k) ASSERT_EQ(mat.at(r, k), full[size_t(r * cols + k)]) << codec_name(c);
+    const std::vector<float> x = normal(size_t(m * cols), 6);
+    std::vector<float> y(size_t(m * rows)), ys(size_t(m * rows)), yr(size_t(m * rows)), yrs(size_t(m * rows));
+    ops::matmul(x.data(), m, mat, y.data());
+    seed::seed_matmul(x.data(), m, mat.seed_matrix(), ys.data());
+    ops::ref::matmul(x.data(), m, mat, yr.data());
+    seed::ref::seed_matmul(x.data(), m, mat.seed_matrix(), yrs.data());
+    EXPECT_EQ(0, std::memcmp(y.data(), ys.data(), y.size() * 4)) << codec_name(c);
+    EXPECT_EQ(0, std::memcmp(yr.data(), yrs.data(), yr.size() * 4)) << codec_name(c);
+    EXPECT_THROW(mat.row_bytes(), Error);
+    EXPECT_THROW(mat.row_slice(1, 2), Error);
+  }
+}
 
 }  // namespace seedling

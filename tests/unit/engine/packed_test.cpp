@@ -1,6 +1,8 @@
 // Packed folders (docs/formats/packed.md), made by `seedling pack`: bf16 packs give the HF folder's logits bit for
 // bit; an affine pack computes exactly the model whose weights are its dequantized values (an f32 checkpoint of
-// those values is the oracle); q8/q4 logits stay near the reference; every kind of bad folder is a clear Error.
+// those values is the oracle); q8/q4 logits stay near the reference; a seed pack (p3/p4/s3) computes its
+// spec-decoded model within float32 rounding and streams bit for bit as it runs mapped; every kind of bad folder
+// (seed blobs with out-of-range exponents or the wrong size included) is a clear Error.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +10,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "codec/seed_codec.h"
 #include "engine/engine.h"
+#include "experts/resident_experts.h"
+#include "experts/streamed_experts.h"
 #include "io/packed_model.h"
 #include "io/safetensors_writer.h"
 #include "model/model.h"
@@ -78,6 +83,19 @@ void write_dequantized_checkpoint(const std::string& packed_dir, const std::stri
   w.write(out + "/model.safetensors");
 }
 
+// RMS of got - ref over the standard deviation of ref (the spread of the logits).
+double rel_rms_error(const std::vector<float>& got, const std::vector<float>& ref) {
+  EXPECT_EQ(got.size(), ref.size());
+  double mean = 0, var = 0, se = 0;
+  for (float v : ref) mean += v;
+  mean /= double(ref.size());
+  for (size_t i = 0; i < ref.size() && i < got.size(); ++i) {
+    var += (ref[i] - mean) * (ref[i] - mean);
+    se += (double(got[i]) - ref[i]) * (double(got[i]) - ref[i]);
+  }
+  return std::sqrt(se / var);
+}
+
 void corrupt_byte(const std::string& path, uint64_t offset) {
   std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
   f.seekg(std::streamoff(offset));
@@ -144,19 +162,50 @@ TEST_P(PackedGoldenTest, QuantizedExpertLogitsStayNearTheReference) {
   const std::string hf = test::data_path("models/" + name + "/hf");
   const auto ids = golden_ids(name);
   const std::vector<float> ref = logits_of(hf, ids);
-  double mean = 0, var = 0;
-  for (float v : ref) mean += v;
-  mean /= double(ref.size());
-  for (float v : ref) var += (v - mean) * (v - mean);
-  const double sd = std::sqrt(var / double(ref.size()));
   for (const auto& [codec, bound] : {std::pair{"q8_g32", 0.02}, {"q8_g64", 0.02}, {"q4_g32", 0.30}, {"q4_g64", 0.30}}) {
     pack(hf, tmp / "p", std::string("--experts ") + codec);
-    const std::vector<float> got = logits_of(tmp / "p", ids);
-    double se = 0;
-    for (size_t i = 0; i < got.size(); ++i) se += (double(got[i]) - ref[i]) * (double(got[i]) - ref[i]);
-    const double rel = std::sqrt(se / double(got.size())) / sd;
+    const double rel = rel_rms_error(logits_of(tmp / "p", ids), ref);
     EXPECT_LE(rel, bound) << name << " " << codec;
     RecordProperty(std::string("rel_rms_") + codec, std::to_string(rel));
+  }
+}
+
+// The seed kernels (ops::matmul -> seed::seed_matmul) against the format's spec end to end: the oracle is an f32
+// checkpoint of every expert weight decoded block by block by seed::decode_block (Matrix::at). The two differ only
+// in the order of float32 additions inside dot products, so the bound is float32 rounding carried through the net:
+// RMS logit difference <= 1e-5 of the logits' spread.
+TEST_P(PackedGoldenTest, SeedPackComputesItsSpecDecodedModelWithinFloatRounding) {
+  const std::string name = GetParam();
+  const test::ScratchDir tmp("packseed");
+  const auto ids = golden_ids(name);
+  for (const char* tier : {"p4", "p3", "s3"}) {
+    pack(test::data_path("models/" + name + "/hf"), tmp / "p", std::string("--seed-search-seeds 64 --experts ") + tier);
+    fs::remove_all(tmp / "deq");
+    write_dequantized_checkpoint(tmp / "p", tmp / "deq");
+    const std::vector<float> want = logits_of(tmp / "deq", ids), got = logits_of(tmp / "p", ids);
+    const double rel = rel_rms_error(got, want);
+    EXPECT_LE(rel, 1e-5) << name << " " << tier;
+    RecordProperty(std::string("rel_rms_") + tier, std::to_string(rel));
+  }
+}
+
+// A seed pack read from disk into 2 slots (every token evicts) gives the mapped run's logits bit for bit.
+TEST_P(PackedGoldenTest, SeedPackStreamedInTwoSlotsEqualsMappedBitForBit) {
+  const std::string name = GetParam();
+  const test::ScratchDir tmp("packseeds");
+  const auto ids = golden_ids(name);
+  for (const char* tier : {"p4", "p3", "s3"}) {
+    pack(test::data_path("models/" + name + "/hf"), tmp / "p", std::string("--seed-search-seeds 32 --experts ") + tier);
+    auto model = Model::load(tmp / "p");
+    const std::vector<float> mapped = logits(*model, ids);
+    StreamedOptions o;
+    o.min_slots = model->config().experts_per_token;
+    o.slots = std::max(2, o.min_slots);
+    model->set_expert_provider(StreamedExperts::from_packed(model->packed(), o));
+    const std::vector<float> streamed = logits(*model, ids);
+    EXPECT_GT(model->experts().stats().misses, uint64_t(o.slots));  // experts were evicted and read again
+    ASSERT_EQ(mapped.size(), streamed.size());
+    EXPECT_EQ(std::memcmp(mapped.data(), streamed.data(), mapped.size() * 4), 0) << name << " " << tier;
   }
 }
 
@@ -226,6 +275,92 @@ TEST_F(PackedBadInputTest, WrongShapeOrVersionOrMissingKeyFails) {
   pack(test::data_path("models/qwen3_moe_a/hf"), dir_, "--experts q8_g32");
   edit_manifest(dir_, [](nlohmann::json& m) { m["resident"]["tensors"].erase("model.norm.weight"); });
   EXPECT_NE(load_error(dir_).find("model.norm.weight"), std::string::npos) << load_error(dir_);
+}
+
+// Seed blobs: out-of-range exponent codes are refused before any kernel reads them, by every provider, naming the
+// file, layer, expert and part; a seed part whose manifest size disagrees with the layout is refused at open.
+class SeedBadInputTest : public ::testing::Test {
+ protected:
+  void SetUp() override { pack(test::data_path("models/qwen3_moe_a/hf"), dir_, "--experts p4 --seed-search-seeds 16"); }
+  // Layer 0 expert 3's gate gets exponent bias 100 and its first block code 15 (e = 115 > 100); the blob's checksum
+  // in the manifest is updated, so only the seed validation can catch it.
+  void break_exponents() {
+    const auto pm = PackedModel::open(dir_);
+    const ExpertBlobLocation b = pm->expert_blob(0, 3);
+    const PackedExpertPart& gate = pm->expert_layer(0).parts[0];
+    const seed::SeedSliceLayout L = seed::seed_slice_layout(seed::SeedTier::P4, gate.rows, gate.cols);
+    std::string bytes = test::read_file(b.file);
+    const int32_t bias = 100;
+    std::memcpy(bytes.data() + b.offset + gate.offset, &bias, 4);
+    bytes[b.offset + gate.offset + L.codes_offset] = char(bytes[b.offset + gate.offset + L.codes_offset] | 0x0F);
+    test::write_file(b.file, bytes);
+    const uint64_t h = packed_checksum(reinterpret_cast<const uint8_t*>(bytes.data()) + b.offset, b.bytes);
+    edit_manifest(dir_, [&](nlohmann::json& m) { m["experts"][0]["blobs"][3]["xxh64"] = fmt::format("{:016x}", h); });
+  }
+  static void expect_names_the_blob(const std::string& e) {
+    EXPECT_NE(e.find("experts-000.bin"), std::string::npos) << e;
+    EXPECT_NE(e.find("layer 0 expert 3 gate"), std::string::npos) << e;
+    EXPECT_NE(e.find("exponent code 15"), std::string::npos) << e;
+  }
+  const test::ScratchDir tmp_{"seedbad"};
+  const std::string dir_ = tmp_ / "p";
+};
+
+TEST_F(SeedBadInputTest, OutOfRangeExponentIsRefusedByTheMappedProviderAtOpenAndAtFirstAcquire) {
+  break_exponents();
+  auto model = Model::load(dir_);
+  auto* resident = dynamic_cast<ResidentExperts*>(&model->experts());
+  ASSERT_NE(resident, nullptr);
+  try {
+    resident->validate_all();
+    FAIL() << "validate_all accepted an out-of-range exponent";
+  } catch (const Error& e) {
+    expect_names_the_blob(e.what());
+  }
+  EXPECT_NO_THROW(model->experts().acquire(0, 2));
+  try {
+    model->experts().acquire(0, 3);
+    FAIL() << "acquire handed out an out-of-range exponent";
+  } catch (const Error& e) {
+    expect_names_the_blob(e.what());
+  }
+}
+
+TEST_F(SeedBadInputTest, OutOfRangeExponentIsRefusedByTheStreamedProviderAfterTheChecksum) {
+  break_exponents();
+  const auto pm = std::shared_ptr<const PackedModel>(PackedModel::open(dir_));
+  StreamedOptions o;
+  o.slots = 2;
+  o.min_slots = 2;
+  const auto provider = StreamedExperts::from_packed(pm, o);
+  EXPECT_NO_THROW({
+    provider->acquire(0, 2);
+    provider->release(0, 2);
+  });
+  try {
+    provider->acquire(0, 3);
+    FAIL() << "the streamed provider handed out an out-of-range exponent";
+  } catch (const Error& e) {
+    expect_names_the_blob(e.what());
+  }
+}
+
+TEST_F(SeedBadInputTest, SeedPartSizeDisagreeingWithTheLayoutIsRefusedAtOpen) {
+  edit_manifest(dir_, [](nlohmann::json& m) {
+    m["experts"][0]["down"]["bytes"] = m["experts"][0]["down"]["bytes"].get<uint64_t>() + 2;
+  });
+  const std::string e = load_error(dir_);
+  EXPECT_NE(e.find("experts[0].down.bytes"), std::string::npos) << e;
+  EXPECT_NE(e.find("p4"), std::string::npos) << e;
+}
+
+TEST_F(SeedBadInputTest, SeedCodecOnAResidentTensorIsRefused) {
+  edit_manifest(dir_, [](nlohmann::json& m) {
+    m["resident"]["tensors"]["model.layers.0.self_attn.q_proj.weight"]["codec"] = "p4";
+  });
+  const std::string e = load_error(dir_);
+  EXPECT_NE(e.find("model.layers.0.self_attn.q_proj.weight"), std::string::npos) << e;
+  EXPECT_NE(e.find("seed codec"), std::string::npos) << e;
 }
 
 TEST(PackedModel, BlobLocationsAreAlignedAndDecodeViewsIntoTheBlob) {
