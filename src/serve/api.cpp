@@ -99,7 +99,8 @@ void check_known(const Json& body, const std::set<std::string>& own) {
                                                "metadata",
                                                "stream_options",
                                                "frequency_penalty",
-                                               "presence_penalty"};
+                                               "presence_penalty",
+                                               "ignore_eos"};
   for (auto it = body.begin(); it != body.end(); ++it) {
     if (!shared.count(it.key()) && !own.count(it.key())) {
       throw ApiError(400, fmt::format("unrecognized request argument supplied: '{}'", it.key()), it.key(),
@@ -148,6 +149,7 @@ GenerationParams parse_generation(const Json& b, bool chat) {
     }
   }
   g.stream = boolean(b, "stream").value_or(false);
+  g.ignore_eos = boolean(b, "ignore_eos").value_or(false);
   if (const Json* so = field(b, "stream_options")) {
     if (!so->is_object()) throw wrong_type("stream_options", "an object", *so);
     for (auto it = so->begin(); it != so->end(); ++it) {

@@ -35,6 +35,7 @@ struct GenerationParams {
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  bool ignore_eos = false;     // extension (as vLLM's): generate up to max_tokens whatever the model says
 };
 
 struct ChatRequest {

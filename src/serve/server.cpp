@@ -164,7 +164,8 @@ struct Server::Impl {
     auto gen = std::make_shared<Generation>();
     gen->prompt_tokens = n;
     gen->reply = std::make_unique<Reply>(tok, g.stop, opens_reasoning, tools, chat_reply);
-    gen->stream = scheduler.submit({std::move(ids), max_tokens, g.sampling, stop_ids});
+    gen->stream =
+        scheduler.submit({std::move(ids), max_tokens, g.sampling, g.ignore_eos ? std::vector<int32_t>{} : stop_ids});
     if (!gen->stream) {
       throw ApiError(503,
                      fmt::format("the server is busy: {} requests are running and {} waiting; retry later",
@@ -336,6 +337,12 @@ struct Server::Impl {
 
   void routes() {
     http.new_task_queue = [n = size_t(opt.max_seqs + opt.max_queue + 8)] { return new httplib::ThreadPool(n); };
+    // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a second server on a busy port would
+    // start and share its connections instead of failing.
+    http.set_socket_options([](socket_t sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof(yes));
+    });
     http.set_payload_max_length(opt.max_body);
     http.set_read_timeout(opt.timeout_s, 0);
     http.set_write_timeout(opt.timeout_s, 0);

@@ -1,0 +1,361 @@
+// The server over HTTP, in this process, with httplib's client: every error a status and an OpenAI-style body
+// naming the parameter; stop strings, usage and streaming = not streaming; tools through a tool-capable template;
+// a client that disconnects mid-stream frees its slot (seen in /metrics).
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "chat/chat_session.h"
+#include "model/model.h"
+#include "serve/server.h"
+#include "test_util.h"
+
+namespace seedling::serve {
+
+using Json = nlohmann::json;
+
+namespace {
+std::string demo_dir() {
+  return std::string(SEEDLING_TEST_DATA) + "/../../models/seedling-demo-moe";
+}
+
+class Running {
+ public:
+  Running(Model& model, ServerOptions o) : server_(model, std::move(o)) {
+    port_ = server_.bind();
+    thread_ = std::thread([this] { server_.run(); });
+    for (int i = 0; i < 500; ++i) {  // until it answers
+      auto r = client().Get("/health");
+      if (r && r->status == 200) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << "the server never answered /health";
+  }
+  ~Running() {
+    server_.stop();
+    thread_.join();
+  }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(60, 0);
+    return c;
+  }
+  httplib::Result post(const std::string& path, const std::string& body, const httplib::Headers& h = {}) const {
+    return client().Post(path.c_str(), h, body, "application/json");
+  }
+  // A value of /metrics: the line that starts with `name` followed by a space.
+  double metric(const std::string& name) const {
+    auto r = client().Get("/metrics");
+    EXPECT_TRUE(r && r->status == 200);
+    const std::string text = r ? r->body : "";
+    const size_t at = text.find("\n" + name + " ");
+    if (at == std::string::npos) {
+      ADD_FAILURE() << "no metric " << name;
+      return -1;
+    }
+    return std::stod(text.substr(at + name.size() + 2));
+  }
+  Server& server() { return server_; }
+
+ private:
+  Server server_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+ServerOptions options() {
+  ServerOptions o;
+  o.port = 0;
+  o.model_id = "demo";
+  o.max_body = 4096;
+  return o;
+}
+
+// Expects an OpenAI-style error with this status, naming `param` (empty: null).
+void expect_error(const httplib::Result& r, int status, const std::string& param, const std::string& code = "") {
+  ASSERT_TRUE(r) << "no response";
+  EXPECT_EQ(r->status, status) << r->body;
+  const Json j = Json::parse(r->body, nullptr, false);
+  ASSERT_TRUE(j.is_object() && j.contains("error")) << r->body;
+  const Json& e = j["error"];
+  EXPECT_TRUE(e["message"].is_string() && !e["message"].get<std::string>().empty()) << r->body;
+  EXPECT_EQ(e["type"], status >= 500 ? "server_error" : "invalid_request_error") << r->body;
+  if (param.empty()) {
+    EXPECT_TRUE(e["param"].is_null()) << r->body;
+  } else {
+    EXPECT_EQ(e["param"], param) << r->body;
+  }
+  if (!code.empty()) {
+    EXPECT_EQ(e["code"], code) << r->body;
+  }
+  EXPECT_TRUE(e.contains("code")) << r->body;
+}
+
+// The events of an SSE body, [DONE] last.
+std::vector<std::string> events(const std::string& body) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at < body.size()) {
+    const size_t end = body.find("\n\n", at);
+    if (end == std::string::npos) break;
+    std::string e = body.substr(at, end - at);
+    EXPECT_EQ(e.rfind("data: ", 0), 0u) << e;
+    out.push_back(e.substr(6));
+    at = end + 2;
+  }
+  return out;
+}
+
+const std::string kUser = R"("messages": [{"role": "user", "content": "def fib(n):"}])";
+
+class Http : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { model_ = Model::load(demo_dir()).release(); }
+  static void TearDownTestSuite() { delete model_; }
+  static Model* model_;
+};
+Model* Http::model_ = nullptr;
+}  // namespace
+
+TEST_F(Http, BadRequestsGetStatusAndErrorNamingTheParameter) {
+  Running s(*model_, options());
+  const std::string chat = "/v1/chat/completions";
+  expect_error(s.post(chat, "{\"messages\": [1,"), 400, "", "invalid_json");
+  expect_error(s.post(chat, "[1, 2]"), 400, "", "invalid_json");
+  expect_error(s.post(chat, "{\"temperature\": \"hot\", " + kUser + "}"), 400, "temperature", "invalid_type");
+  expect_error(s.post(chat, "{\"max_tokens\": 0, " + kUser + "}"), 400, "max_tokens", "invalid_value");
+  expect_error(s.post(chat, "{\"max_tokens\": 2.5, " + kUser + "}"), 400, "max_tokens", "invalid_type");
+  expect_error(s.post(chat, "{\"messages\": \"hi\"}"), 400, "messages", "invalid_type");
+  expect_error(s.post(chat, "{}"), 400, "messages");
+  expect_error(s.post(chat, R"({"messages": [{"role": "wizard", "content": "x"}]})"), 400, "messages[0].role");
+  expect_error(s.post(chat, "{\"stop\": [1], " + kUser + "}"), 400, "stop", "invalid_type");
+  expect_error(s.post(chat, "{\"stream\": 1, " + kUser + "}"), 400, "stream", "invalid_type");
+  expect_error(s.post(chat, "{\"n\": 2, " + kUser + "}"), 400, "n", "unsupported_parameter");
+  expect_error(s.post(chat, "{\"logprobs\": true, " + kUser + "}"), 400, "logprobs", "unsupported_parameter");
+  expect_error(s.post(chat, "{\"frobnicate\": true, " + kUser + "}"), 400, "frobnicate", "unknown_parameter");
+  // The demo model's template has no tools.
+  expect_error(s.post(chat, R"({"tools": [{"type": "function", "function": {"name": "f"}}], )" + kUser + "}"), 400,
+               "tools", "unsupported_parameter");
+  expect_error(s.post(chat, "{\"max_tokens\": 100000, " + kUser + "}"), 400, "max_tokens", "context_length_exceeded");
+  expect_error(s.post("/v1/completions", "{\"prompt\": 5}"), 400, "prompt", "invalid_type");
+  expect_error(s.post("/v1/completions", "{\"prompt\": \"x\", \"echo\": true}"), 400, "echo");
+  expect_error(s.client().Get("/v1/nothing"), 404, "", "not_found");
+  expect_error(s.client().Get("/v1/models/other"), 404, "model", "model_not_found");
+  expect_error(s.post(chat, "{\"pad\": \"" + std::string(5000, 'x') + "\"}"), 413, "", "request_too_large");
+  EXPECT_GE(s.metric("seedling_requests_total{path=\"/v1/chat/completions\",status=\"400\"}"), 14);
+}
+
+TEST_F(Http, ApiKeyIsRequiredOnTheApiButNotOnHealth) {
+  ServerOptions o = options();
+  o.api_key = "s3cret";
+  Running s(*model_, o);
+  const std::string body = "{\"max_tokens\": 2, " + kUser + "}";
+  expect_error(s.post("/v1/chat/completions", body), 401, "", "invalid_api_key");
+  expect_error(s.post("/v1/chat/completions", body, {{"Authorization", "Bearer nope"}}), 401, "", "invalid_api_key");
+  expect_error(s.client().Get("/v1/models"), 401, "", "invalid_api_key");
+  expect_error(s.client().Get("/metrics"), 401, "", "invalid_api_key");
+  auto ok = s.post("/v1/chat/completions", body, {{"Authorization", "Bearer s3cret"}});
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  auto health = s.client().Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+}
+
+TEST_F(Http, ModelsHealthAndPage) {
+  Running s(*model_, options());
+  auto models = s.client().Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(Json::parse(models->body)["data"][0]["id"], "demo");
+  auto page = s.client().Get("/");
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 200);
+  EXPECT_EQ(page->body, test::read_file(std::string(SEEDLING_TEST_DATA) + "/../../src/serve/page/index.html"));
+}
+
+// A stop string taken from the middle of a greedy completion cuts it there, streamed or not, with finish "stop";
+// usage counts the prompt's tokens and what was generated.
+TEST_F(Http, StopStringsUsageAndStreamingEqualNotStreaming) {
+  Running s(*model_, options());
+  auto full = s.post("/v1/completions", R"({"prompt": "import os\n", "max_tokens": 40, "temperature": 0})");
+  ASSERT_TRUE(full);
+  ASSERT_EQ(full->status, 200) << full->body;
+  const Json f = Json::parse(full->body);
+  const std::string text = f["choices"][0]["text"];
+  EXPECT_EQ(f["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(f["usage"]["completion_tokens"], 40);
+  EXPECT_EQ(f["usage"]["total_tokens"], f["usage"]["prompt_tokens"].get<int>() + 40);
+  ASSERT_GT(text.size(), 20u);
+  const std::string stop = text.substr(text.size() / 2, 3);
+  const std::string want = text.substr(0, text.find(stop));
+  Json req = {{"prompt", "import os\n"}, {"max_tokens", 40}, {"temperature", 0}, {"stop", {stop, "@@never@@"}}};
+  auto cut = s.post("/v1/completions", req.dump());
+  ASSERT_TRUE(cut);
+  const Json c = Json::parse(cut->body);
+  EXPECT_EQ(c["choices"][0]["text"], want);
+  EXPECT_EQ(c["choices"][0]["finish_reason"], "stop");
+  EXPECT_LT(c["usage"]["completion_tokens"].get<int>(), 40);
+  req["stream"] = true;
+  req["stream_options"] = {{"include_usage", true}};
+  auto streamed = s.post("/v1/completions", req.dump());
+  ASSERT_TRUE(streamed);
+  EXPECT_EQ(streamed->get_header_value("Content-Type"), "text/event-stream");
+  const std::vector<std::string> ev = events(streamed->body);
+  ASSERT_GE(ev.size(), 3u);
+  EXPECT_EQ(ev.back(), "[DONE]");
+  std::string got;
+  std::string finish;
+  for (size_t i = 0; i + 2 < ev.size(); ++i) {
+    const Json j = Json::parse(ev[i]);
+    got += j["choices"][0]["text"].get<std::string>();
+    if (!j["choices"][0]["finish_reason"].is_null()) finish = j["choices"][0]["finish_reason"];
+    EXPECT_TRUE(j["usage"].is_null());
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(finish, "stop");
+  const Json usage = Json::parse(ev[ev.size() - 2]);
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"], c["usage"]);
+}
+
+TEST_F(Http, ChatStreamedEqualsNotStreamedWithASeed) {
+  Running s(*model_, options());
+  Json req = {
+      {"messages",
+       {{{"role", "system"}, {"content", "You write Python."}}, {{"role", "user"}, {"content", "sort a list"}}}},
+      {"max_tokens", 24},
+      {"temperature", 0.9},
+      {"seed", 7}};
+  auto whole = s.post("/v1/chat/completions", req.dump());
+  ASSERT_TRUE(whole);
+  ASSERT_EQ(whole->status, 200) << whole->body;
+  const Json w = Json::parse(whole->body);
+  EXPECT_EQ(w["object"], "chat.completion");
+  EXPECT_EQ(w["model"], "demo");
+  EXPECT_EQ(w["choices"][0]["message"]["role"], "assistant");
+  req["stream"] = true;
+  auto streamed = s.post("/v1/chat/completions", req.dump());
+  ASSERT_TRUE(streamed);
+  const std::vector<std::string> ev = events(streamed->body);
+  ASSERT_GE(ev.size(), 3u);
+  EXPECT_EQ(ev.back(), "[DONE]");
+  EXPECT_EQ(Json::parse(ev[0])["choices"][0]["delta"]["role"], "assistant");
+  std::string content;
+  for (size_t i = 0; i + 1 < ev.size(); ++i) {
+    const Json j = Json::parse(ev[i]);
+    EXPECT_EQ(j["object"], "chat.completion.chunk");
+    const Json& d = j["choices"][0]["delta"];
+    if (d.contains("content")) content += d["content"].get<std::string>();
+  }
+  EXPECT_EQ(content, w["choices"][0]["message"]["content"]);
+  EXPECT_EQ(Json::parse(ev[ev.size() - 2])["choices"][0]["finish_reason"], w["choices"][0]["finish_reason"]);
+}
+
+TEST_F(Http, QueueFullIs503WithRetryAfter) {
+  ServerOptions o = options();
+  o.max_seqs = 1;
+  o.max_queue = 0;
+  Running s(*model_, o);
+  std::thread busy(
+      [&] { s.post("/v1/completions", R"({"prompt": "def f():", "max_tokens": 1500, "ignore_eos": true})"); });
+  for (int i = 0; i < 2000 && s.metric("seedling_slots_in_use") < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(s.metric("seedling_slots_in_use"), 1);
+  auto r = s.post("/v1/completions", R"({"prompt": "x", "max_tokens": 2})");
+  expect_error(r, 503, "", "queue_full");
+  EXPECT_EQ(r->get_header_value("Retry-After"), "1");
+  s.server().stop();  // ends the busy request
+  busy.join();
+}
+
+// The client reads a few events of a long stream and hangs up: the slot is free again long before the request
+// could have finished, and it stopped generating.
+TEST_F(Http, DisconnectMidStreamFreesTheSlot) {
+  Running s(*model_, options());
+  httplib::Client c = s.client();
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/chat/completions";
+  req.set_header("Content-Type", "application/json");
+  req.body = "{\"max_tokens\": 1900, \"ignore_eos\": true, \"stream\": true, " + kUser + "}";
+  int chunks = 0;
+  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 4; };
+  httplib::Response res;
+  httplib::Error err = httplib::Error::Success;
+  EXPECT_FALSE(c.send(req, res, err));  // the receiver cancelled
+  const auto hung_up = std::chrono::steady_clock::now();
+  while (s.metric("seedling_slots_in_use") > 0) {
+    ASSERT_LT(std::chrono::steady_clock::now() - hung_up, std::chrono::seconds(10)) << "the slot was never freed";
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const double generated = s.metric("seedling_generated_tokens_total");
+  EXPECT_LT(generated, 1900);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(s.metric("seedling_generated_tokens_total"), generated);  // nothing runs for it any more
+}
+
+TEST_F(Http, MetricsCountRequestsTokensAndLatencies) {
+  Running s(*model_, options());
+  auto r = s.post("/v1/chat/completions", "{\"max_tokens\": 5, \"temperature\": 0, \"stop\": \"@@\", " + kUser + "}");
+  ASSERT_TRUE(r);
+  const Json j = Json::parse(r->body);
+  const int generated = j["usage"]["completion_tokens"];
+  EXPECT_EQ(s.metric("seedling_requests_total{path=\"/v1/chat/completions\",status=\"200\"}"), 1);
+  EXPECT_EQ(s.metric("seedling_generated_tokens_total"), generated);
+  EXPECT_EQ(s.metric("seedling_prompt_tokens_total") + s.metric("seedling_prompt_tokens_reused_total"),
+            j["usage"]["prompt_tokens"].get<double>());
+  EXPECT_EQ(s.metric("seedling_time_to_first_token_seconds_count"), 1);
+  EXPECT_EQ(s.metric("seedling_token_latency_seconds_count"), generated - 1);
+  EXPECT_EQ(s.metric("seedling_slots"), 8);
+  EXPECT_EQ(s.metric("seedling_queue_depth"), 0);
+  EXPECT_GE(s.metric("seedling_expert_cache_hits_total"), 0);
+  EXPECT_GE(s.metric("seedling_expert_cache_misses_total"), 0);
+}
+
+// A model folder with a tool-capable template (Qwen3's): tools and tool messages render through it; the prompt the
+// server fed is the one ChatSession renders for the same messages. Forced tool choice is refused.
+TEST_F(Http, ToolsGoThroughAToolCapableTemplate) {
+  test::ScratchDir dir("serve-tools");
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}) {
+    std::filesystem::create_symlink(std::filesystem::absolute(demo_dir() + "/" + f), dir / f);
+  }
+  test::write_file(dir / "chat_template.jinja", test::read_file(test::data_path("templates/qwen3.jinja")));
+  auto model = Model::load(dir.str());
+  Running s(*model, options());
+  const nlohmann::ordered_json tools = nlohmann::ordered_json::parse(
+      R"([{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}])");
+  const nlohmann::ordered_json messages = nlohmann::ordered_json::parse(R"([
+      {"role": "user", "content": "Weather in Paris?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "18 C, sunny"}])");
+  nlohmann::ordered_json req = {{"messages", messages}, {"tools", tools}, {"max_tokens", 4}, {"temperature", 0}};
+  auto r = s.post("/v1/chat/completions", req.dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  // The same conversation rendered here, with the arguments as a mapping as the server passes them.
+  const Tokenizer tok = Tokenizer::from_file(find_tokenizer_file(dir.str()));
+  ChatSession chat(dir.str(), tok);
+  nlohmann::ordered_json rendered = messages;
+  rendered[1]["content"] = "";
+  rendered[1]["tool_calls"][0]["function"]["arguments"] = {{"city", "Paris"}};
+  const std::string prompt = chat.render_messages(rendered, tools, nlohmann::ordered_json::object());
+  EXPECT_NE(prompt.find("<tool_response>\n18 C, sunny\n</tool_response>"), std::string::npos) << prompt;
+  EXPECT_NE(prompt.find("\"name\": \"get_weather\""), std::string::npos) << prompt;
+  EXPECT_EQ(Json::parse(r->body)["usage"]["prompt_tokens"], tok.encode(prompt, false).size());
+  req["tool_choice"] = "required";
+  expect_error(s.post("/v1/chat/completions", req.dump()), 400, "tool_choice", "unsupported_parameter");
+  req["tool_choice"] = "none";
+  auto none = s.post("/v1/chat/completions", req.dump());
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 200) << none->body;
+  EXPECT_LT(Json::parse(none->body)["usage"]["prompt_tokens"], tok.encode(prompt, false).size());
+}
+
+}  // namespace seedling::serve
