@@ -337,12 +337,6 @@ struct Server::Impl {
 
   void routes() {
     http.new_task_queue = [n = size_t(opt.max_seqs + opt.max_queue + 8)] { return new httplib::ThreadPool(n); };
-    // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a second server on a busy port would
-    // start and share its connections instead of failing.
-    http.set_socket_options([](socket_t sock) {
-      int yes = 1;
-      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof(yes));
-    });
     http.set_payload_max_length(opt.max_body);
     http.set_read_timeout(opt.timeout_s, 0);
     http.set_write_timeout(opt.timeout_s, 0);
