@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tokenizer/tokenizer.h"
+
 namespace seedling::serve {
 
 namespace {
@@ -77,6 +79,67 @@ TEST(ToolCalls, UnterminatedBlockAtTheEnd) {
   ToolCallParser::Piece cut = parse_in_pieces("<tool_call>\n{\"name\": \"f\", \"argu", 5);
   EXPECT_TRUE(cut.calls.empty());
   EXPECT_EQ(cut.content, "<tool_call>\n{\"name\": \"f\", \"argu");
+}
+
+}  // namespace seedling::serve
+
+namespace seedling::serve {
+
+namespace {
+struct Streamed {
+  std::string reasoning, content;
+  std::vector<ToolCall> calls;
+  bool stopped = false;
+};
+
+// Feeds the ids of `text` one at a time and gathers the deltas, as the server does while streaming.
+Streamed stream_text(const std::string& text, std::vector<std::string> stops, bool parse_tools, bool chat = true) {
+  const Tokenizer tok =
+      Tokenizer::from_file(find_tokenizer_file(std::string(SEEDLING_TEST_DATA) + "/../../models/seedling-demo-moe"));
+  Reply r(tok, std::move(stops), false, parse_tools, chat);
+  Streamed s;
+  auto add = [&](const Reply::Delta& d) {
+    s.reasoning += d.reasoning;
+    s.content += d.content;
+    s.calls.insert(s.calls.end(), d.calls.begin(), d.calls.end());
+  };
+  for (int32_t id : tok.encode(text, false)) add(r.push(id));
+  add(r.finish());
+  s.stopped = r.stopped();
+  EXPECT_EQ(s.content, r.content());
+  EXPECT_EQ(s.reasoning, r.reasoning());
+  EXPECT_EQ(s.calls.size(), r.calls().size());
+  return s;
+}
+}  // namespace
+
+TEST(Reply, ReasoningContentAndToolCallsFromTokens) {
+  const Streamed s = stream_text(
+      "<think>\nthe user wants weather\n</think>\n\nChecking. <tool_call>\n{\"name\": \"get_weather\", "
+      "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+      {}, true);
+  EXPECT_EQ(s.reasoning, "\nthe user wants weather\n");
+  EXPECT_EQ(s.content, "\n\nChecking. ");
+  ASSERT_EQ(s.calls.size(), 1u);
+  EXPECT_EQ(s.calls[0].name, "get_weather");
+  EXPECT_EQ(s.calls[0].arguments, "{\"city\":\"Paris\"}");
+}
+
+TEST(Reply, WithoutToolsBlocksAreTextAndCompletionsKeepThinkTags) {
+  const std::string text = "a <tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call> <think>x</think> b";
+  const Streamed chat = stream_text(text, {}, false);
+  EXPECT_TRUE(chat.calls.empty());
+  EXPECT_EQ(chat.content, "a <tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>  b");
+  EXPECT_EQ(chat.reasoning, "x");
+  const Streamed raw = stream_text(text, {}, true, /*chat=*/false);
+  EXPECT_EQ(raw.content, text);
+  EXPECT_TRUE(raw.calls.empty());
+}
+
+TEST(Reply, StopStringAcrossTokensEndsTheTextBeforeIt) {
+  const Streamed s = stream_text("def f(x):\n    return x\n\n\ndef g(y):\n    pass\n", {"\n\n\ndef", "never"}, true);
+  EXPECT_TRUE(s.stopped);
+  EXPECT_EQ(s.content, "def f(x):\n    return x");
 }
 
 }  // namespace seedling::serve
