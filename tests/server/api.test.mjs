@@ -1,13 +1,24 @@
 // tests/server/api.test.mjs - `seedling serve` driven by the official openai npm package: chat completions streaming
 // and not, text completions, stop strings, usage and stream_options.include_usage, seeded sampling, and the errors a
-// client sees (401 with --api-key, 400 for unsupported parameters and for a context that is too long).
+// client sees (401 with --api-key, 400 for unsupported parameters and for a context that is too long, 503 with
+// Retry-After beyond --max-queue).
 // Invariant: every expected answer is computed, never written down: streaming equals non-streaming, greedy equals
 // `seedling run`, a stop string cuts exactly where it first occurs in the uncut answer.
 import { execFileSync } from 'node:child_process';
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import OpenAI from 'openai';
-import { BINARY, MODEL_DIR, MODEL_ID, client, streamChat, streamCompletion, withServer } from './lib.mjs';
+import {
+  BINARY,
+  MODEL_DIR,
+  MODEL_ID,
+  client,
+  metricValue,
+  streamChat,
+  streamCompletion,
+  waitForMetrics,
+  withServer,
+} from './lib.mjs';
 
 const CTX = 256;
 const fixture = withServer(['--ctx', String(CTX), '--max-seqs', '4']);
@@ -199,5 +210,27 @@ describe('--api-key', () => {
     );
     const res = await client(keyed.server, { apiKey: 'sk-seedling-test' }).chat.completions.create(chatBody('hi', { max_tokens: 2 }));
     assert.ok(res.choices[0].message.content !== undefined);
+  });
+});
+
+describe('--max-queue', () => {
+  const busy = withServer(['--max-seqs', '1', '--max-queue', '1']);
+  test('beyond the queue the client gets 503 with Retry-After; the queued request is then served', async () => {
+    const { server, openai } = busy;
+    const controller = new AbortController();
+    const long = { model: MODEL_ID(), prompt: 'def add(a, b):\n', max_tokens: 2000, temperature: 0 };
+    const running = await openai.completions.create({ ...long, stream: true }, { signal: controller.signal });
+    const first = await running[Symbol.asyncIterator]().next();
+    assert.equal(first.done, false);
+    const queued = openai.completions.create({ ...long, max_tokens: 3 });
+    await waitForMetrics(server, (s) => metricValue(s, 'seedling_queue_depth') === 1);
+    await assert.rejects(openai.completions.create({ ...long, max_tokens: 3 }), (err) => {
+      assert.equal(err.status, 503, err.message);
+      assert.ok(Number(err.headers?.get?.('retry-after') ?? err.headers?.['retry-after']) > 0, 'no Retry-After');
+      assert.equal(typeof err.error?.message, 'string');
+      return true;
+    });
+    controller.abort();
+    assert.equal((await queued).usage.completion_tokens, 3);
   });
 });
