@@ -20,7 +20,7 @@ import {
   withServer,
 } from './lib.mjs';
 
-const CTX = 256;
+const CTX = 512;
 const fixture = withServer(['--ctx', String(CTX), '--max-seqs', '4']);
 
 const chatBody = (content, extra = {}) => ({
@@ -74,7 +74,7 @@ describe('chat completions', () => {
 
   test('streaming gives the same text as non-streaming, in several chunks, and no usage unless asked', async () => {
     // Long enough to come in several chunks: the server sends what is new when it writes, so a busy machine merges.
-    const body = chatBody('Hello', { max_tokens: 200 });
+    const body = chatBody('Hello', { max_tokens: 400 });
     const whole = await fixture.openai.chat.completions.create(body);
     const streamed = await streamChat(fixture.openai, body);
     assert.equal(streamed.text, whole.choices[0].message.content);
@@ -119,7 +119,7 @@ describe('text completions', () => {
   });
 
   test('streaming equals non-streaming, with usage when asked', async () => {
-    const body = { model: MODEL_ID(), prompt: 'import sys\n', max_tokens: 200, temperature: 0 };
+    const body = { model: MODEL_ID(), prompt: 'import sys\n', max_tokens: 400, temperature: 0 };
     const whole = await fixture.openai.completions.create(body);
     const streamed = await streamCompletion(fixture.openai, { ...body, stream_options: { include_usage: true } });
     assert.equal(streamed.text, whole.choices[0].text);

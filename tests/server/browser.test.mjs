@@ -1,7 +1,8 @@
 // tests/server/browser.test.mjs - the chat page at / in headless Debian chromium (driven by playwright-core): it
 // shows the model, sends a message, sees the answer stream in (more than one update), keeps the conversation across
 // a reload, stops an answer (the server frees the slot), and shows <think> content apart from the answer.
-// Screenshots go to SEEDLING_TEST_OUT (build/tests/server/browser/ under ctest).
+// Screenshots (chat-page.png, chat-page-top.png, chat-page-stopped.png, chat-page-think.png) go to SEEDLING_TEST_OUT:
+// build/tests/server/browser/ under ctest.
 // Invariant: the streamed answer the page shows is compared with the server's answer to the same request through
 // the openai client, so the page neither loses nor reorders text.
 import assert from 'node:assert/strict';
@@ -25,7 +26,7 @@ after(async () => {
 });
 
 async function openPage() {
-  const context = await browser.newContext({ viewport: { width: 1100, height: 1500 } });
+  const context = await browser.newContext({ viewport: { width: 1100, height: 900 } });
   const page = await context.newPage();
   const problems = [];
   page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
@@ -35,20 +36,26 @@ async function openPage() {
   return { page, context, problems };
 }
 
-// Sets the page's settings, sends `text`, and records every distinct text of the answer as it changes.
-async function sendMessage(page, text, { temperature = '0', maxTokens = '200', system = '' } = {}) {
+// Sets the page's settings, sends `text`, and records every distinct text of the answer as it changes. With
+// stopAtFirstText, the Stop button is clicked as soon as the answer first shows text, while it streams for sure
+// (a click from the test process could come after a fast answer had ended, on a busy machine).
+async function sendMessage(page, text, { temperature = '0', maxTokens = '1000', system = '', stopAtFirstText = false } = {}) {
   await page.fill('#temperature', temperature);
   await page.fill('#top_p', '1');
   await page.fill('#max_tokens', maxTokens);
   await page.fill('#system', system);
-  await page.evaluate(() => {
+  await page.evaluate((stopAtFirst) => {
     window.answerUpdates = [];
     new MutationObserver(() => {
       const last = [...document.querySelectorAll('.message.assistant > .content')].at(-1);
       const t = last ? last.textContent : '';
       if (t && t !== window.answerUpdates.at(-1)) window.answerUpdates.push(t);
+      if (t && stopAtFirst && window.stopWasVisible === undefined) {
+        window.stopWasVisible = !document.getElementById('stop').hidden;
+        document.getElementById('stop').click();
+      }
     }).observe(document.getElementById('log'), { subtree: true, childList: true, characterData: true });
-  });
+  }, stopAtFirstText);
   await page.fill('#prompt', text);
   await page.click('#send');
 }
@@ -71,11 +78,13 @@ test('the page streams an answer, equal to the API answer, and keeps it across a
   const api = await fixture.openai.chat.completions.create({
     model: MODEL_ID(),
     messages: [{ role: 'system', content: 'You write Python.' }, { role: 'user', content: 'Hello' }],
-    temperature: 0, top_p: 1, max_tokens: 200,
+    temperature: 0, top_p: 1, max_tokens: 1000,
   });
   assert.equal(shown, api.choices[0].message.content);
   assert.match(await page.locator('.message.assistant .stats').last().textContent(), /finish: (length|stop)/);
   await page.screenshot({ path: path.join(outDir(), 'chat-page.png') });
+  await page.evaluate(() => document.getElementById('log').scrollTo(0, 0));
+  await page.screenshot({ path: path.join(outDir(), 'chat-page-top.png') });
 
   await page.reload();
   await page.waitForFunction(() => document.querySelectorAll('.message').length === 2);
@@ -88,11 +97,10 @@ test('the page streams an answer, equal to the API answer, and keeps it across a
 
 test('the stop button ends the answer and the server frees the slot', async () => {
   const { page, context, problems } = await openPage();
-  await sendMessage(page, 'import os', { maxTokens: '1800' });
-  await page.waitForFunction(() => window.answerUpdates.length >= 3);
-  assert.ok(await page.isVisible('#stop'));
-  await page.click('#stop');
+  // 2000 tokens take seconds: the stop comes at the first text shown, long before the answer would end.
+  await sendMessage(page, 'import os', { maxTokens: '2000', stopAtFirstText: true });
   await waitIdle(page);
+  assert.equal(await page.evaluate(() => window.stopWasVisible), true);
   assert.ok(await page.isHidden('#stop'));
   assert.match(await page.locator('.message.assistant .stats').last().textContent(), /finish: stopped/);
   await waitForMetrics(fixture.server, (s) => metricValue(s, 'seedling_slots_in_use') === 0);
