@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <deque>
 #include <mutex>
 #include <set>
 
@@ -46,37 +47,42 @@ struct Generation {
   std::unique_ptr<Reply> reply;
   int prompt_tokens = 0;
   int completion_tokens = 0;
-  std::string finish;  // "" while running
-  std::string error;   // set when the engine failed
-  int tool_index = 0;
+  std::string finish;           // "" while running
+  std::string error;            // set when the engine failed
+  std::deque<int32_t> pending;  // received, not yet in the reply
+  Finish ended = Finish::kRunning;
 
-  // Waits for the next tokens; returns what they add to the reply. Sets `finish` at the end.
+  // Takes the next token (waiting for it when none is pending) and returns what it adds to the reply, so a stream
+  // sends one event per token with text; at the end, what was held back. Sets `finish` at the end.
   Reply::Delta next() {
-    Reply::Delta d;
-    auto add = [&](Reply::Delta x) {
-      d.reasoning += x.reasoning;
-      d.content += x.content;
-      for (auto& c : x.calls) d.calls.push_back(std::move(c));
-    };
-    Stream::Update u = stream->wait();
-    for (int32_t t : u.tokens) {
-      if (reply->stopped()) break;
-      ++completion_tokens;
-      add(reply->push(t));
+    if (pending.empty() && ended == Finish::kRunning) {
+      Stream::Update u = stream->wait();
+      pending.assign(u.tokens.begin(), u.tokens.end());
+      ended = u.finish;
+      error = u.error;
     }
-    if (reply->stopped()) {
+    Reply::Delta d;
+    if (!pending.empty()) {
+      const int32_t t = pending.front();
+      pending.pop_front();
+      ++completion_tokens;
+      d = reply->push(t);
+      if (!reply->stopped()) return d;
       stream->cancel();
       finish = "stop";
-    } else if (u.finish == Finish::kError) {
+    } else if (ended == Finish::kError) {
       finish = "error";
-      error = u.error;
-    } else if (u.finish != Finish::kRunning) {
-      finish = finish_reason(u.finish);
+      return d;
+    } else if (ended != Finish::kRunning) {
+      finish = finish_reason(ended);
+    } else {
+      return d;
     }
-    if (!finish.empty()) {
-      add(reply->finish());
-      if (!reply->calls().empty() && finish == "stop") finish = "tool_calls";
-    }
+    Reply::Delta last = reply->finish();
+    d.reasoning += last.reasoning;
+    d.content += last.content;
+    for (auto& c : last.calls) d.calls.push_back(std::move(c));
+    if (!reply->calls().empty() && finish == "stop") finish = "tool_calls";
     return d;
   }
 
