@@ -156,6 +156,7 @@ struct Server::Impl {
                                     bool opens_reasoning, bool tools, bool chat_reply) {
     const int ctx = engine.max_context();
     const int n = int(ids.size());
+    if (n == 0) throw ApiError(400, "the prompt is empty: at least one token is needed", prompt_param, "invalid_value");
     if (n >= ctx) {
       throw ApiError(400, fmt::format("the prompt has {} tokens; the context limit is {}", n, ctx), prompt_param,
                      "context_length_exceeded");

@@ -165,4 +165,25 @@ TEST(Scheduler, StopIdEndsTheRequestAndQueueLimitRefuses) {
   EXPECT_NE(sched.submit({text, 4, {}, {}}), nullptr);
 }
 
+// A short request submitted while a long one decodes finishes first: it never waits for the long one to end.
+TEST(Scheduler, NewRequestDoesNotWaitForARunningOne) {
+  auto model = Model::load(demo_dir());
+  const std::vector<int32_t> text = demo_prompt(*model, 60);
+  Engine engine(*model, {});
+  Scheduler sched(engine, {2, 4, 512}, nullptr);
+  auto long_one = sched.submit({text, 1500, {}, {}});
+  ASSERT_NE(long_one, nullptr);
+  Stream::Update first = long_one->wait();  // decoding has begun
+  ASSERT_FALSE(first.tokens.empty());
+  auto short_one = sched.submit({{text.begin(), text.begin() + 20}, 3, {}, {}});
+  ASSERT_NE(short_one, nullptr);
+  Finish how = Finish::kRunning;
+  EXPECT_EQ(drain(*short_one, &how).size(), 3u);
+  EXPECT_EQ(how, Finish::kLength);
+  EXPECT_EQ(sched.slots_in_use(), 1);  // the long one still runs
+  long_one->cancel();
+  drain(*long_one, &how);
+  EXPECT_EQ(how, Finish::kCancelled);
+}
+
 }  // namespace seedling::serve
