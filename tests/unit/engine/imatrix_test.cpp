@@ -30,6 +30,23 @@ std::vector<float> all_logits(Model& model, const std::vector<int32_t>& ids) {
   return engine.step({&step, 1});
 }
 
+// A checkpoint matrix as float32, row-major.
+std::vector<float> checkpoint_floats(const TensorInfo& t) {
+  std::vector<float> w(size_t(t.numel()));
+  encode_matrix(Codec::F32, t.dtype, t.data, t.shape[0], t.shape[1], reinterpret_cast<uint8_t*>(w.data()));
+  return w;
+}
+
+// sum over elements of h[column] * (w - d)^2, in double.
+double weighted_error(const std::vector<float>& w, const std::vector<float>& d, const std::vector<float>& h) {
+  double err = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    const double diff = double(w[i]) - double(d[i]);
+    err += double(h[i % h.size()]) * diff * diff;
+  }
+  return err;
+}
+
 struct RouteCounter : RouteObserver {
   std::map<std::pair<int, int>, int64_t> rows;  // (layer, expert) -> rows routed
   void on_route(int layer, int, std::span<const int> experts, std::span<const float>) override {
@@ -227,17 +244,12 @@ TEST(ImatrixTest, WeightedSeedSearchLowersTheEnergyWeightedError) {
       if (h.empty()) continue;  // no row reached this expert: nothing to weight by
       const TensorInfo& t = model->checkpoint().get(*name);
       const int64_t rows = t.shape[0], cols = t.shape[1];
-      std::vector<float> w(size_t(rows * cols)), d(w.size());
-      encode_matrix(Codec::F32, t.dtype, t.data, rows, cols, reinterpret_cast<uint8_t*>(w.data()));
+      const std::vector<float> w = checkpoint_floats(t);
+      std::vector<float> d(w.size());
       for (const float* hp : {static_cast<const float*>(nullptr), h.data()}) {
         const auto blob = seed::encode_seed_slice(seed::SeedTier::P4, w.data(), rows, cols, hp, opt);
         seed::decode_seed_matrix({seed::SeedTier::P4, blob.data(), rows, cols}, d.data());
-        double err = 0;
-        for (size_t i = 0; i < w.size(); ++i) {
-          const double diff = double(w[i]) - double(d[i]);
-          err += double(h[i % size_t(cols)]) * diff * diff;
-        }
-        (hp ? err_weighted : err_plain) += err;
+        (hp ? err_weighted : err_plain) += weighted_error(w, d, h);
       }
       ++parts;
     }
