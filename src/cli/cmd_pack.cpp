@@ -4,11 +4,13 @@
 // matrices (attention projections, dense MLPs, embeddings, head) in --dense CODEC; norms, biases and routers stay
 // exactly as stored (a router's top-k is a discrete choice that a small error can flip). Both flags default to
 // "stored": the checkpoint's own dtype, byte for byte. Seed tiers (p3, p4, s3) are for experts only: each part is
-// searched (codec/seed_search.h, every thread) into one slice blob, with one progress line for the whole search.
+// searched (codec/seed_search.h, every thread) into one slice blob, with one progress line for the whole search,
+// weighted by the expert's input energies when --imatrix names a file.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/commands.h"
 #include "codec/quantize.h"
@@ -16,6 +18,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "io/packed_writer.h"
+#include "model/imatrix.h"
 
 namespace seedling::cli {
 
@@ -30,14 +33,37 @@ struct PackFlags {
   std::string experts = "stored";
   std::string dense = "stored";
   uint32_t seed_search_seeds = seed::SeedSearchOptions::kLfsrSeeds;  // preview/test knob: search seeds 1..K only
+  std::string imatrix;                                               // activation energies weighting the seed search
   bool force = false;
 };
 
 // Per-input-channel activation energies of one expert part (h in codec/seed_search.h: cols values, >= 0), which
-// weight the seed search's error. None today: every part is searched unweighted (nullptr). `--imatrix FILE` fills
-// this: for gate and up the energies of the hidden state entering the expert, for down those of its activation.
-struct ChannelEnergies {
-  const float* get(int layer, int expert, int part, int64_t cols) const { return nullptr; }
+// weight the seed search's error: from `--imatrix FILE` (docs/formats/imatrix.md), for gate and up the energies of
+// the hidden state entering the expert, for down those of its activation. Without a file, or for an expert no row of
+// the recorded text reached, get() is nullptr: that part is searched unweighted.
+class ChannelEnergies {
+ public:
+  ChannelEnergies() = default;
+  ChannelEnergies(const std::string& path, const ModelConfig& c) : im_(Imatrix::load(path, c)) {}
+  const float* get(int layer, int expert, int part, int64_t cols) {
+    if (!im_) return nullptr;
+    h_ = im_->expert_search_weights(layer, expert, part == 2 ? MatrixInput::ExpertDown : MatrixInput::ExpertGateUp);
+    ++parts_;
+    if (h_.empty()) {
+      ++unweighted_;
+      return nullptr;
+    }
+    SEEDLING_CHECK(int64_t(h_.size()) == cols, "imatrix energies of {} channels for a part of {} columns", h_.size(),
+                   cols);
+    return h_.data();
+  }
+  int64_t parts() const { return parts_; }
+  int64_t unweighted() const { return unweighted_; }
+
+ private:
+  std::optional<Imatrix> im_;
+  std::vector<float> h_;
+  int64_t parts_ = 0, unweighted_ = 0;
 };
 
 // One progress line on stderr over every seed part of a pack: blocks searched, blocks/s, ETA.
@@ -117,12 +143,17 @@ int run(const PackFlags& f) {
     fail("--seed-search-seeds {} is out of range (expected 1..{})", f.seed_search_seeds,
          seed::SeedSearchOptions::kLfsrSeeds);
   }
+  if (!f.imatrix.empty() && !seeds) {
+    fail("--imatrix weights the seed search; --experts '{}' is not a seed tier (p3, p4, s3)", f.experts);
+  }
   if (is_packed_model_dir(f.model)) fail("pack: {} is already a packed folder", f.model);
   if (fs::exists(f.out) && !f.force) fail("pack: {} exists (pass --force to replace it)", f.out);
   const Family* fam_ptr = nullptr;
   const ModelConfig c = read_model_config(f.model, &fam_ptr);
   const Family& fam = *fam_ptr;
   const Checkpoint ck(f.model);
+  // Read and checked against the model before anything is written.
+  ChannelEnergies energies = f.imatrix.empty() ? ChannelEnergies() : ChannelEnergies(f.imatrix, c);
   ordered_json config;
   {
     std::ifstream in(fs::path(f.model) / "config.json");
@@ -201,6 +232,7 @@ int run(const PackFlags& f) {
   int64_t seed_blocks = 0;  // every block the seed search will do, for its progress line
   if (seeds) {
     source["seed_search_seeds"] = f.seed_search_seeds;
+    if (!f.imatrix.empty()) source["imatrix"] = fs::absolute(f.imatrix).string();
     const seed::SeedTier t = codec_seed_tier(*expert_codec);
     const int64_t I = c.moe_intermediate_size;
     for (int l = 0; l < c.num_layers; ++l) {
@@ -212,7 +244,6 @@ int run(const PackFlags& f) {
   PackedWriter w(f.out, config, source);
   w.set_total_bytes(seeds ? 0 : total);  // with seeds, the search's line is the progress (writing is the quick part)
   SearchProgress search_progress(seed_blocks);
-  const ChannelEnergies energies;
   for (const Item& it : resident) {
     const std::vector<int64_t>& s = it.t->shape;
     const int64_t rows = s.size() == 1 ? 1 : s[0], cols = s.back();
@@ -240,6 +271,11 @@ int run(const PackFlags& f) {
     w.copy_if_present((fs::path(f.model) / extra).string());
   }
   const uint64_t bytes = w.finish();
+  if (!f.imatrix.empty()) {
+    std::printf("imatrix %s: %lld of %lld expert parts weighted; %lld searched unweighted (no row reached them)\n",
+                f.imatrix.c_str(), (long long)(energies.parts() - energies.unweighted()), (long long)energies.parts(),
+                (long long)energies.unweighted());
+  }
   std::printf("wrote %s: %.3f GB (experts %s, dense %s)\n", f.out.c_str(), double(bytes) / 1e9, f.experts.c_str(),
               f.dense.c_str());
   return 0;
@@ -259,6 +295,9 @@ void add_pack(CLI::App& app, int* status) {
   cmd->add_option("--seed-search-seeds", f->seed_search_seeds,
                   "preview/test knob: search seeds 1..K only (default all 65535), for fast tests and previews; "
                   "recorded in the manifest");
+  cmd->add_option("--imatrix", f->imatrix,
+                  "seed tiers: weight each expert's search by its input energies (seedling imatrix; "
+                  "docs/formats/imatrix.md)");
   cmd->add_flag("--force", f->force, "replace an existing output folder");
   cmd->callback([f, status] { *status = run(*f); });
 }

@@ -52,3 +52,12 @@ expect_error missing-text "$tmp/nope.txt: cannot open" -- "$bin" imatrix -f "$tm
 expect_error empty-text "has no tokens" -- "$bin" imatrix -f "$tmp/empty.txt" -o "$tmp/x.safetensors"
 expect_error unwritable "$tmp/no/dir/x.safetensors: cannot open for writing" -- \
   "$bin" imatrix -f "$text" --max-tokens 8 -o "$tmp/no/dir/x.safetensors"
+
+# pack --imatrix: only with a seed tier, and only a file of the same model.
+"$bin" imatrix -f "$text" --max-tokens 64 -o "$tmp/demo.safetensors" -t 2 >/dev/null 2>&1
+expect_error imatrix-affine "--imatrix weights the seed search; --experts 'q4_g32' is not a seed tier" -- \
+  "$bin" pack -m "$m/hf" -o "$tmp/p" --experts q4_g32 --imatrix "$tmp/demo.safetensors"
+expect_error imatrix-other-model "tensor 'layers.0.attn.qkv.sum_sq' has shape [192], the model expects [64]" -- \
+  "$bin" pack -m "$m/hf" -o "$tmp/p" --experts p4 --seed-search-seeds 16 --imatrix "$tmp/demo.safetensors"
+expect_error imatrix-missing "$tmp/nope.safetensors" -- \
+  "$bin" pack -m "$m/hf" -o "$tmp/p" --experts p4 --seed-search-seeds 16 --imatrix "$tmp/nope.safetensors"

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -45,6 +46,16 @@ double weighted_error(const std::vector<float>& w, const std::vector<float>& d, 
     err += double(h[i % h.size()]) * diff * diff;
   }
   return err;
+}
+
+// The imatrix of qwen3_moe_a over its reference ids, written to `path` and read back.
+Imatrix record_imatrix(Model& model, const std::string& path) {
+  ImatrixCollector col(model.config());
+  model.set_activation_observer(&col);
+  all_logits(model, test::golden_ids("qwen3_moe_a"));
+  model.set_activation_observer(nullptr);
+  write_imatrix(path, col, {});
+  return Imatrix::load(path, model.config());
 }
 
 struct RouteCounter : RouteObserver {
@@ -224,13 +235,8 @@ TEST(ImatrixTest, FileReadsBackAndRejectsAnotherModel) {
 TEST(ImatrixTest, WeightedSeedSearchLowersTheEnergyWeightedError) {
   auto model = Model::load(test::data_path("models/qwen3_moe_a/hf"));
   const ModelConfig& c = model->config();
-  ImatrixCollector col(c);
-  model->set_activation_observer(&col);
-  all_logits(*model, test::golden_ids("qwen3_moe_a"));
-  model->set_activation_observer(nullptr);
   test::ScratchDir dir("imatrix-search");
-  write_imatrix(dir / "im.safetensors", col, {});
-  const Imatrix im = Imatrix::load(dir / "im.safetensors", c);
+  const Imatrix im = record_imatrix(*model, dir / "im.safetensors");
 
   seed::SeedSearchOptions opt;
   opt.n_seeds = 1024;
@@ -257,6 +263,50 @@ TEST(ImatrixTest, WeightedSeedSearchLowersTheEnergyWeightedError) {
   ASSERT_GT(parts, 4);
   EXPECT_LT(err_weighted, err_plain);
   RecordProperty("weighted_over_plain", std::to_string(err_weighted / err_plain));
+}
+
+// The pack's --imatrix (what the imatrix is for): p4 experts of a tiny model packed with a recorded imatrix have a
+// lower energy-weighted error than packed without it, over every expert part the recorded text reached.
+TEST(ImatrixTest, PackWithImatrixLowersTheEnergyWeightedError) {
+  const std::string hf = test::data_path("models/qwen3_moe_a/hf");
+  auto model = Model::load(hf);
+  const ModelConfig& c = model->config();
+  test::ScratchDir dir("imatrix-pack");
+  const Imatrix im = record_imatrix(*model, dir / "im.safetensors");
+  double err[2] = {0, 0};  // without, with
+  int parts = 0;
+  for (int arm = 0; arm < 2; ++arm) {
+    const std::string out = dir / (arm ? "weighted" : "plain");
+    const std::string cmd = std::string(SEEDLING_BINARY) + " pack -m " + hf + " -o " + out +
+                            " --experts p4 --seed-search-seeds 1024" +
+                            (arm ? " --imatrix " + (dir / "im.safetensors") : std::string()) + " >/dev/null 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    auto packed = Model::load(out);
+    parts = 0;
+    for (int l = 0; l < c.num_layers; ++l) {
+      if (!c.layer_has_experts[size_t(l)]) continue;
+      for (int e = 0; e < c.num_experts; ++e) {
+        const ExpertTensorNames n = model->family().expert_names(l, e);
+        const ExpertWeights ew = packed->experts().acquire(l, e);
+        const ops::Matrix* got[3] = {&ew.gate, &ew.up, &ew.down};
+        const std::string* names[3] = {&n.gate, &n.up, &n.down};
+        for (int p = 0; p < 3; ++p) {
+          const std::vector<float> h =
+              im.expert_search_weights(l, e, p == 2 ? MatrixInput::ExpertDown : MatrixInput::ExpertGateUp);
+          if (h.empty()) continue;
+          const std::vector<float> w = checkpoint_floats(model->checkpoint().get(*names[p]));
+          std::vector<float> d(w.size());
+          seed::decode_seed_matrix(got[p]->seed_matrix(), d.data());
+          err[arm] += weighted_error(w, d, h);
+          ++parts;
+        }
+        packed->experts().release(l, e);
+      }
+    }
+  }
+  ASSERT_GT(parts, 10);
+  EXPECT_LT(err[1], err[0]);
+  RecordProperty("weighted_over_plain", std::to_string(err[1] / err[0]));
 }
 
 }  // namespace seedling
