@@ -340,4 +340,39 @@ CompletionRequest parse_completion_request(const Json& b) {
   return r;
 }
 
+namespace {
+Json tool_call_json(const ToolCall& c, const std::string& id, int index, bool with_index) {
+  Json j = Json::object();
+  if (with_index) j["index"] = index;
+  j["id"] = fmt::format("call_{}_{}", id, index);
+  j["type"] = "function";
+  j["function"] = {{"name", c.name}, {"arguments", c.arguments}};
+  return j;
+}
+}  // namespace
+
+Json chat_message(const Reply& r, const std::string& id) {
+  Json msg = {{"role", "assistant"}};
+  msg["content"] = r.content().empty() && !r.calls().empty() ? Json(nullptr) : Json(r.content());
+  if (!r.reasoning().empty()) msg["reasoning_content"] = r.reasoning();
+  if (!r.calls().empty()) {
+    Json calls = Json::array();
+    for (size_t i = 0; i < r.calls().size(); ++i) calls.push_back(tool_call_json(r.calls()[i], id, int(i), false));
+    msg["tool_calls"] = calls;
+  }
+  return msg;
+}
+
+Json chat_delta(const Reply::Delta& d, int* next_tool_index, const std::string& id) {
+  Json delta = Json::object();
+  if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+  if (!d.content.empty()) delta["content"] = d.content;
+  if (!d.calls.empty()) {
+    Json calls = Json::array();
+    for (const ToolCall& c : d.calls) calls.push_back(tool_call_json(c, id, (*next_tool_index)++, true));
+    delta["tool_calls"] = calls;
+  }
+  return delta;
+}
+
 }  // namespace seedling::serve

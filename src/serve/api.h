@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "serve/reply.h"
 
 namespace seedling::serve {
 
@@ -55,5 +56,12 @@ struct CompletionRequest {
 nlohmann::ordered_json parse_body(const std::string& body);
 ChatRequest parse_chat_request(const nlohmann::ordered_json& body, bool template_has_tools);
 CompletionRequest parse_completion_request(const nlohmann::ordered_json& body);
+
+// The assistant message of a whole reply: content (null when there are only tool calls), reasoning_content, and
+// tool_calls with ids derived from the completion id `id`.
+nlohmann::ordered_json chat_message(const Reply& reply, const std::string& id);
+// The delta of a streamed chunk: its reasoning, content and tool calls, numbered from *next_tool_index (advanced),
+// with the ids chat_message gives them.
+nlohmann::ordered_json chat_delta(const Reply::Delta& d, int* next_tool_index, const std::string& id);
 
 }  // namespace seedling::serve

@@ -93,15 +93,6 @@ struct Generation {
   }
 };
 
-Json tool_call_json(const ToolCall& c, const std::string& id, int index, bool with_index) {
-  Json j = Json::object();
-  if (with_index) j["index"] = index;
-  j["id"] = id;
-  j["type"] = "function";
-  j["function"] = {{"name", c.name}, {"arguments", c.arguments}};
-  return j;
-}
-
 }  // namespace
 
 struct Server::Impl {
@@ -240,17 +231,7 @@ struct Server::Impl {
     if (!cr.gen.stream) {
       while (gen->finish.empty()) gen->next();
       if (gen->finish == "error") throw ApiError(500, gen->error, "", "internal_error");
-      const Reply& r = *gen->reply;
-      Json msg = {{"role", "assistant"}};
-      msg["content"] = r.content().empty() && !r.calls().empty() ? Json(nullptr) : Json(r.content());
-      if (!r.reasoning().empty()) msg["reasoning_content"] = r.reasoning();
-      if (!r.calls().empty()) {
-        Json calls = Json::array();
-        for (size_t i = 0; i < r.calls().size(); ++i) {
-          calls.push_back(tool_call_json(r.calls()[i], fmt::format("call_{}_{}", id.substr(9), i), int(i), false));
-        }
-        msg["tool_calls"] = calls;
-      }
+      const Json msg = chat_message(*gen->reply, id);
       Json out = {
           {"id", id},
           {"object", "chat.completion"},
@@ -268,18 +249,9 @@ struct Server::Impl {
         [id, now, model_id, tool_index](const Reply::Delta* d, const char* finish) {
           Json delta = Json::object();
           if (d != nullptr && d->empty() && *tool_index == 0 && finish == nullptr) {
-            delta = {{"role", "assistant"}, {"content", ""}};
+            delta = {{"role", "assistant"}, {"content", ""}};  // the first event
           } else if (d != nullptr) {
-            if (!d->reasoning.empty()) delta["reasoning_content"] = d->reasoning;
-            if (!d->content.empty()) delta["content"] = d->content;
-            if (!d->calls.empty()) {
-              Json calls = Json::array();
-              for (const ToolCall& c : d->calls) {
-                const int i = (*tool_index)++;
-                calls.push_back(tool_call_json(c, fmt::format("call_{}_{}", id.substr(9), i), i, true));
-              }
-              delta["tool_calls"] = calls;
-            }
+            delta = chat_delta(*d, tool_index.get(), id);
           }
           return Json{{"id", id},
                       {"object", "chat.completion.chunk"},
