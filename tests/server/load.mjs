@@ -17,7 +17,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
-import { MODEL_ID, batchRequest, client, startServer, streamChat } from './lib.mjs';
+import { MODEL_ID, batchRequest, client, metricValue, metrics, startServer, streamChat } from './lib.mjs';
 
 export function percentile(sorted, p) {
   if (sorted.length === 0) return NaN;
@@ -55,6 +55,12 @@ async function timedRequest(openai, body, signal) {
   }
 }
 
+// Prompt tokens the server fed to the model and found already in a slot's cache (prefix reuse), from /metrics.
+async function promptCounters(server) {
+  const m = await metrics(server);
+  return { fed: metricValue(m, 'seedling_prompt_tokens_total'), reused: metricValue(m, 'seedling_prompt_tokens_reused_total') };
+}
+
 // Runs the arms against `server` and returns the figures. The load is the same in every arm and round.
 export async function runLoad(server, { streams = 64, rounds = 2, minTokens = 16, maxTokens = 64, timeLimitS = 300 } = {}) {
   const openai = client(server, { timeout: timeLimitS * 1000 });
@@ -72,6 +78,7 @@ export async function runLoad(server, { streams = 64, rounds = 2, minTokens = 16
     for (let r = 0; r < rounds; r++) {
       const order = r % 2 === 0 ? ['sequential', 'concurrent'] : ['concurrent', 'sequential'];
       for (const arm of order) {
+        const promptBefore = await promptCounters(server);
         const t0 = performance.now();
         let results;
         if (arm === 'sequential') {
@@ -81,6 +88,7 @@ export async function runLoad(server, { streams = 64, rounds = 2, minTokens = 16
           results = await Promise.all(bodies.map((b) => send(b)));
         }
         const wall = (performance.now() - t0) / 1000;
+        const promptAfter = await promptCounters(server);
         results.forEach((res, i) => {
           if (res.error) {
             errors += 1;
@@ -98,6 +106,7 @@ export async function runLoad(server, { streams = 64, rounds = 2, minTokens = 16
         const ttft = ok.map((x) => x.ttft).sort((a, b) => a - b);
         arms[arm].push({
           round: r, wall, tokens, tokensPerS: tokens / wall, errors: results.length - ok.length,
+          promptFed: promptAfter.fed - promptBefore.fed, promptReused: promptAfter.reused - promptBefore.reused,
           ttftP50: percentile(ttft, 50), ttftP90: percentile(ttft, 90), ttftP99: percentile(ttft, 99), ttftMax: ttft.at(-1),
         });
       }
@@ -124,12 +133,12 @@ function report(r, bench, flags) {
   const lines = [
     `streams ${r.streams}, rounds ${r.rounds} (arms interleaved), max_tokens ${r.minTokens}..${r.maxTokens}, server flags: ${flags.join(' ')}`,
     '',
-    '| arm | round | wall s | tokens | tokens/s | TTFT p50 ms | p90 ms | p99 ms | max ms | errors |',
-    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+    '| arm | round | wall s | tokens | tokens/s | TTFT p50 ms | p90 ms | p99 ms | max ms | prompt fed / reused | errors |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
   ];
   for (const arm of ['sequential', 'concurrent']) {
     for (const a of r.arms[arm]) {
-      lines.push(`| ${arm} | ${a.round} | ${f(a.wall, 2)} | ${a.tokens} | ${f(a.tokensPerS)} | ${ms(a.ttftP50)} | ${ms(a.ttftP90)} | ${ms(a.ttftP99)} | ${ms(a.ttftMax)} | ${a.errors} |`);
+      lines.push(`| ${arm} | ${a.round} | ${f(a.wall, 2)} | ${a.tokens} | ${f(a.tokensPerS)} | ${ms(a.ttftP50)} | ${ms(a.ttftP90)} | ${ms(a.ttftP99)} | ${ms(a.ttftMax)} | ${a.promptFed} / ${a.promptReused} | ${a.errors} |`);
     }
   }
   lines.push('');
