@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <utility>
 
 namespace seedling {
 
@@ -29,6 +30,7 @@ void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(s
     return;
   }
   std::unique_lock<std::mutex> lock(mu_);
+  error_ = nullptr;
   job_ = &fn;
   job_n_ = n;
   job_chunks_ = chunks;
@@ -40,12 +42,26 @@ void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(s
   while (next_chunk_ < job_chunks_) {
     const size_t c = next_chunk_++;
     lock.unlock();
-    fn(c * n / chunks, (c + 1) * n / chunks);
+    run_chunk(fn, c * n / chunks, (c + 1) * n / chunks);
     lock.lock();
     ++chunks_done_;
   }
   done_.wait(lock, [&] { return chunks_done_ == job_chunks_; });
   job_ = nullptr;
+  if (error_) {
+    std::exception_ptr e = std::exchange(error_, nullptr);
+    lock.unlock();
+    std::rethrow_exception(e);
+  }
+}
+
+void ThreadPool::run_chunk(const std::function<void(size_t, size_t)>& fn, size_t begin, size_t end) {
+  try {
+    fn(begin, end);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!error_) error_ = std::current_exception();
+  }
 }
 
 void ThreadPool::worker_loop(int /*index*/) {
@@ -60,7 +76,7 @@ void ThreadPool::worker_loop(int /*index*/) {
       const auto* fn = job_;
       const size_t n = job_n_, chunks = job_chunks_;
       lock.unlock();
-      (*fn)(c * n / chunks, (c + 1) * n / chunks);
+      run_chunk(*fn, c * n / chunks, (c + 1) * n / chunks);
       lock.lock();
       if (++chunks_done_ == job_chunks_) done_.notify_all();
     }
