@@ -138,6 +138,7 @@ class BlockDecoder {
     seeds_ = w.blob + L_.seeds_offset;
     words_ = w.blob + L_.words_offset;
     codes_ = w.blob + L_.codes_offset;
+    // scale(bias + code) for every code; codes a validated blob cannot use are clamped into pow2f's domain.
     const int32_t bias = seed_blob_bias(w.blob);
     for (int code = 0; code < 16; ++code) scales_[code] = seed_scale(std::clamp(bias + code, -126, 127));
   }
