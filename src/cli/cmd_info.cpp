@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "cuda/device.h"
 
 namespace seedling::cli {
 
@@ -29,6 +30,12 @@ int run(const ModelFlags& f) {
               double(s.bytes_per_token) / 1e6);
   std::printf("experts live:     %s\n", model->experts().name());
   std::printf("devices:          cpu (%d threads)\n", ThreadPool::global().size());
+  const CudaDevices cuda = cuda_devices();
+  for (const CudaDeviceInfo& d : cuda.devices) {
+    std::printf("                  cuda:%d %s, sm_%d%d, %d SMs, %.1f GB (%.1f GB free)\n", d.index, d.name.c_str(),
+                d.sm_major, d.sm_minor, d.multiprocessors, double(d.total_bytes) / 1e9, double(d.free_bytes) / 1e9);
+  }
+  if (cuda.devices.empty()) std::printf("                  no cuda: %s\n", cuda.why_none.c_str());
   return 0;
 }
 }  // namespace

@@ -23,7 +23,9 @@ struct ModelFlags {
   std::string ram_budget;
   int expert_slots = 0;
   std::string expert_policy = "lru";
-  std::string route_trace;  // --route-trace FILE: chosen experts per token and layer (docs/formats/route-trace.md)
+  std::string route_trace;     // --route-trace FILE: chosen experts per token and layer (docs/formats/route-trace.md)
+  std::string device = "cpu";  // --device cpu | cuda | cuda:N
+  std::string vram_budget;     // --vram-budget SIZE: VRAM for routed experts (--device cuda)
 };
 void add_model_flags(CLI::App* cmd, ModelFlags* f);
 // Sets the thread count, loads the model named by -m (or the default model) and places its experts.

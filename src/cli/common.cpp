@@ -7,6 +7,8 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "cuda/device.h"
+#include "experts/streamed_experts.h"
 #include "tokenizer/tokenizer.h"
 
 #ifndef SEEDLING_SOURCE_DIR
@@ -32,7 +34,23 @@ void add_model_flags(CLI::App* cmd, ModelFlags* f) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--expert-policy", f->expert_policy, "slot eviction: lru or lfu")->capture_default_str();
   cmd->add_option("--route-trace", f->route_trace, "write the chosen experts per token and layer to FILE (CSV)");
+  cmd->add_option("--device", f->device, "where the forward runs: cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--vram-budget", f->vram_budget,
+                  "VRAM for routed experts, e.g. 8G (--device cuda; default: all when they fit, else what is free)");
 }
+
+namespace {
+// "cpu" -> -1, "cuda" -> 0, "cuda:N" -> N; anything else is an Error naming the flag.
+int parse_device(const std::string& text) {
+  if (text == "cpu") return -1;
+  if (text == "cuda") return 0;
+  if (text.rfind("cuda:", 0) == 0 && text.size() > 5 && text.size() < 9 &&
+      text.find_first_not_of("0123456789", 5) == std::string::npos) {
+    return std::stoi(text.substr(5));
+  }
+  fail("--device: '{}' is not a device (expected cpu, cuda or cuda:N)", text);
+}
+}  // namespace
 
 std::string model_dir(const ModelFlags& f) {
   const std::string dir = f.model.empty() ? default_model_dir() : f.model;
@@ -42,9 +60,21 @@ std::string model_dir(const ModelFlags& f) {
 
 std::unique_ptr<Model> load_model(const ModelFlags& f) {
   if (f.threads > 0) ThreadPool::set_global_threads(f.threads);
+  const int device = parse_device(f.device);
+  if (device < 0 && !f.vram_budget.empty()) fail("--vram-budget needs --device cuda");
+  CudaForwardOptions co;
+  co.device = device;
+  if (!f.vram_budget.empty()) {
+    co.vram_budget = parse_byte_size(f.vram_budget, "--vram-budget");
+    co.budget_given = true;
+  }
+  if (device >= 0 && cuda_devices().devices.empty()) {
+    fail("--device {}: no CUDA device: {}", f.device, cuda_devices().why_none);  // before the model loads
+  }
   auto model = Model::load(model_dir(f));
   place_experts(*model, f);
   open_route_trace(*model, f);
+  if (device >= 0) use_cuda_forward(*model, co);
   return model;
 }
 

@@ -111,6 +111,9 @@ void finish_model(Model& model, int64_t tokens) {
   }
   const std::string stats = format_expert_stats(model.experts().stats(), model.experts().name(), tokens);
   std::fputs(stats.c_str(), stderr);
+  if (const DeviceForward* d = model.device_forward()) {
+    std::fputs(format_expert_stats(d->expert_stats(), "vram", tokens).c_str(), stderr);
+  }
   std::fprintf(stderr, "memory: peak RSS (VmHWM) %.3f GB\n", double(peak_rss_bytes()) / 1e9);
 }
 

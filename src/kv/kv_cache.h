@@ -6,12 +6,19 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 namespace seedling {
 
 class KvCache {
  public:
+  // What another device keeps for this sequence (its own copy of the keys and values), owned here so that it lives
+  // and dies with the sequence. The host arrays below then stay unused.
+  struct DeviceState {
+    virtual ~DeviceState() = default;
+  };
+
   KvCache(int layers, int kv_dim, int initial_positions, int max_positions);
 
   // Makes room for positions [0, n). Throws Error when n exceeds max_positions.
@@ -28,6 +35,7 @@ class KvCache {
 
   // Positions already computed (the engine advances this after each forward).
   int length = 0;
+  std::unique_ptr<DeviceState> device;
 
  private:
   int kv_dim_;

@@ -15,6 +15,7 @@ void Model::forward(std::span<const BatchRow> rows, float* logits) {
   const ModelConfig& c = config_;
   const int64_t M = int64_t(rows.size()), H = c.hidden_size;
   if (M == 0) return;
+  if (device_) return device_->forward(rows, logits);
   std::vector<float> x(size_t(M * H)), xn(size_t(M * H)), delta(size_t(M * H));
   for (int64_t i = 0; i < M; ++i) {  // embedding: (M, H)
     const int32_t t = rows[size_t(i)].token;

@@ -47,6 +47,17 @@ struct BatchRow {
   bool want_logits = false;
 };
 
+// The same forward on another machine (cuda/cuda_forward.h): reads this model's config and weights, keeps its own
+// copies where it computes, and is held to the CPU forward by tests. When set, Model::forward hands rows to it.
+class DeviceForward {
+ public:
+  virtual ~DeviceForward() = default;
+  virtual void forward(std::span<const BatchRow> rows, float* logits) = 0;
+  virtual const char* name() const = 0;
+  // Its expert cache's counters (hits, misses, bytes copied), as the CPU providers report theirs.
+  virtual ExpertStats expert_stats() const { return {}; }
+};
+
 class Model {
  public:
   // Reads config.json and the safetensors of a Hugging Face folder, or a packed folder (one with manifest.json,
@@ -66,6 +77,11 @@ class Model {
   void set_route_observer(RouteObserver* o) { observer_ = o; }
   // Sees the input of every matrix product of the forward (imatrix); null: none. Never changes a logit.
   void set_activation_observer(ActivationObserver* o) { activation_observer_ = o; }
+  // Weights as loaded (views into the mapped files) and the RoPE table, for a device forward to copy.
+  const ModelWeights& weights() const { return w_; }
+  const ops::Rope& rope() const { return rope_; }
+  void set_device_forward(std::unique_ptr<DeviceForward> f) { device_ = std::move(f); }
+  DeviceForward* device_forward() const { return device_.get(); }
 
   // Runs the rows (several sequences may share a batch; rows of one sequence come in position order). Writes the
   // logits of the rows with want_logits, in row order, into `logits` ([wanted x V]).
@@ -95,6 +111,8 @@ class Model {
   ops::Rope rope_;
   RouteObserver* observer_ = nullptr;
   ActivationObserver* activation_observer_ = nullptr;
+  // After the weights, so destroyed before them: it copied from them.
+  std::unique_ptr<DeviceForward> device_;
   int64_t expert_bytes_ = 0;     // stored bytes of one routed expert (gate + up + down)
   int64_t norm_elem_bytes_ = 2;  // stored bytes of one norm weight
 };

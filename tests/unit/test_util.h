@@ -37,6 +37,15 @@ class ScratchDir {
   std::filesystem::path path_;
 };
 
+// n draws of a normal distribution N(0, sigma^2) from a fixed seed.
+inline std::vector<float> gaussian(size_t n, uint32_t seed, float sigma = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, sigma);
+  std::vector<float> v(n);
+  for (float& x : v) x = nd(rng);
+  return v;
+}
+
 inline nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);
   return nlohmann::json::parse(in);

@@ -12,6 +12,7 @@
 #include "codec/lfsr.h"
 #include "codec/seed_search.h"
 #include "core/error.h"
+#include "test_util.h"
 
 using namespace seedling;
 using namespace seedling::seed;
@@ -39,13 +40,7 @@ uint64_t expansion_hash(SeedTier t) {
   return h;
 }
 
-std::vector<float> gaussian(size_t n, uint32_t seed, float sigma = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, sigma);
-  std::vector<float> v(n);
-  for (float& x : v) x = nd(rng);
-  return v;
-}
+using seedling::test::gaussian;
 
 }  // namespace
 

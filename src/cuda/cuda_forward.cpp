@@ -1,0 +1,382 @@
+// cuda/cuda_forward.cpp - the CUDA twin of model/decoder.cpp (read them side by side).
+#include "cuda/cuda_forward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "cuda/kernels.h"
+#include "cuda/vram_experts.h"
+
+namespace seedling {
+
+namespace {
+
+using cuda::check;
+using cuda::DeviceMatrix;
+
+// A device allocation that only grows (scratch whose old contents are not kept).
+class DeviceScratch {
+ public:
+  ~DeviceScratch() {
+    if (p_) cudaFree(p_);
+  }
+  template <typename T>
+  T* get(size_t count) {
+    const size_t need = count * sizeof(T);
+    if (need > bytes_) {
+      if (p_) check(cudaFree(p_), "freeing scratch");
+      p_ = nullptr;
+      check(cudaMalloc(&p_, need), "allocating scratch");
+      bytes_ = need;
+    }
+    return static_cast<T*>(p_);
+  }
+
+ private:
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// One sequence's keys and values in VRAM: [layers][2][cap][kv_dim] float32.
+struct CudaKv final : KvCache::DeviceState {
+  float* data = nullptr;
+  int cap = 0;
+  ~CudaKv() override {
+    if (data) cudaFree(data);
+  }
+};
+
+class CudaForward final : public DeviceForward {
+ public:
+  CudaForward(Model& model, const CudaForwardOptions& o);
+  ~CudaForward() override;
+  void forward(std::span<const BatchRow> rows, float* logits) override;
+  const char* name() const override { return "cuda"; }
+  ExpertStats expert_stats() const override { return experts_ ? experts_->stats() : ExpertStats{}; }
+
+ private:
+  struct Layer {
+    const float *attn_norm = nullptr, *ffn_norm = nullptr;  // (H)
+    DeviceMatrix q, k, v, o;                                // (Q, H) (KV, H) (KV, H) (H, Q)
+    const float *q_bias = nullptr, *k_bias = nullptr, *v_bias = nullptr;
+    const float *q_norm = nullptr, *k_norm = nullptr;  // (head_dim)
+    bool has_experts = false;
+    DeviceMatrix router;                      // (E, H)
+    DeviceMatrix mlp_gate, mlp_up, mlp_down;  // dense layers
+  };
+
+  DeviceMatrix upload(const ops::Matrix& m);
+  const float* upload(const std::vector<float>& v);
+  CudaKv& device_kv(KvCache& kv);
+  void attention(int layer, const float* xn, float* x);
+  void moe(int layer, const float* xn, float* x);
+
+  const ModelConfig c_;
+  cudaStream_t stream_ = nullptr;
+  std::vector<void*> owned_;                               // weight copies, freed at the end
+  std::unordered_map<const void*, const void*> uploaded_;  // host bytes -> device copy (a tied head shares it)
+  DeviceMatrix embed_, head_;
+  const float* final_norm_ = nullptr;
+  const float* inv_freq_ = nullptr;
+  int rotary_dim_ = 0;
+  float rope_scaling_ = 1.0f;
+  std::vector<Layer> layers_;
+  std::unique_ptr<cuda::VramExperts> experts_;
+
+  // Per forward: the batch as the kernels see it.
+  struct Run {
+    int row = 0, n = 0, p0 = 0;
+    CudaKv* kv = nullptr;
+  };
+  int64_t m_ = 0;
+  std::vector<Run> prompt_runs_;
+  int64_t decode_rows_ = 0;
+  int max_decode_keys_ = 0;
+  int* d_tokens_ = nullptr;
+  int* d_pos_ = nullptr;
+  cuda::KvRow* d_kvrows_ = nullptr;
+  int* d_decode_ = nullptr;
+  int* d_wanted_ = nullptr;
+  DeviceScratch s_meta_, s_x_, s_xn_, s_q_, s_k_, s_v_, s_att_, s_router_, s_ids_, s_w_, s_act_, s_up_, s_eout_,
+      s_attn_scratch_, s_logits_;
+  std::vector<uint8_t> meta_host_;
+  std::vector<int> ids_host_;
+};
+
+CudaForward::CudaForward(Model& model, const CudaForwardOptions& o) : c_(model.config()) {
+  check(cudaSetDevice(o.device), "selecting the CUDA device");
+  check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating the compute stream");
+  const ModelWeights& w = model.weights();
+  embed_ = upload(w.embed);
+  head_ = upload(w.lm_head);
+  final_norm_ = upload(w.final_norm);
+  const ops::Rope& rope = model.rope();
+  inv_freq_ = upload(rope.inv_freq);
+  rotary_dim_ = rope.rotary_dim;
+  rope_scaling_ = rope.attention_scaling;
+  for (const LayerWeights& lw : w.layers) {
+    Layer l;
+    l.attn_norm = upload(lw.attn_norm);
+    l.ffn_norm = upload(lw.ffn_norm);
+    l.q = upload(lw.q);
+    l.k = upload(lw.k);
+    l.v = upload(lw.v);
+    l.o = upload(lw.o);
+    if (!lw.q_bias.empty()) {
+      l.q_bias = upload(lw.q_bias);
+      l.k_bias = upload(lw.k_bias);
+      l.v_bias = upload(lw.v_bias);
+    }
+    if (c_.qk_norm) {
+      l.q_norm = upload(lw.q_norm);
+      l.k_norm = upload(lw.k_norm);
+    }
+    l.has_experts = lw.has_experts;
+    if (lw.has_experts) {
+      l.router = upload(lw.router);
+    } else {
+      l.mlp_gate = upload(lw.mlp_gate);
+      l.mlp_up = upload(lw.mlp_up);
+      l.mlp_down = upload(lw.mlp_down);
+    }
+    layers_.push_back(l);
+  }
+  size_t free_b = 0, total_b = 0;
+  check(cudaMemGetInfo(&free_b, &total_b), "reading free VRAM");
+  experts_ = std::make_unique<cuda::VramExperts>(model, o, free_b, stream_);
+}
+
+CudaForward::~CudaForward() {
+  if (stream_) cudaStreamSynchronize(stream_);
+  for (void* p : owned_) cudaFree(p);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+DeviceMatrix CudaForward::upload(const ops::Matrix& m) {
+  DeviceMatrix d{m.codec, nullptr, m.rows, m.cols};
+  if (m.data == nullptr || m.nbytes() == 0) return d;
+  auto it = uploaded_.find(m.data);
+  if (it != uploaded_.end()) {
+    d.data = it->second;
+    return d;
+  }
+  void* p = nullptr;
+  check(cudaMalloc(&p, m.nbytes()), "allocating VRAM for a weight");
+  owned_.push_back(p);
+  check(cudaMemcpy(p, m.data, m.nbytes(), cudaMemcpyHostToDevice), "copying a weight to VRAM");
+  uploaded_[m.data] = p;
+  d.data = p;
+  return d;
+}
+
+const float* CudaForward::upload(const std::vector<float>& v) {
+  if (v.empty()) return nullptr;
+  void* p = nullptr;
+  check(cudaMalloc(&p, v.size() * sizeof(float)), "allocating VRAM for a vector");
+  owned_.push_back(p);
+  check(cudaMemcpy(p, v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice), "copying a vector to VRAM");
+  return static_cast<const float*>(p);
+}
+
+// The sequence's device cache, grown to the host cache's capacity (which the engine has already reserved); a
+// growth copies every position of every layer.
+CudaKv& CudaForward::device_kv(KvCache& kv) {
+  if (!kv.device) kv.device = std::make_unique<CudaKv>();
+  auto* d = dynamic_cast<CudaKv*>(kv.device.get());
+  SEEDLING_CHECK(d != nullptr, "a KV cache holds another device's state");
+  const int need = kv.capacity();
+  if (d->cap >= need) return *d;
+  const size_t kv_dim = size_t(c_.kv_dim());
+  float* fresh = nullptr;
+  check(cudaMalloc(&fresh, size_t(c_.num_layers) * 2 * size_t(need) * kv_dim * sizeof(float)),
+        "allocating the KV cache in VRAM");
+  if (d->data) {
+    check(cudaMemcpy2DAsync(fresh, size_t(need) * kv_dim * sizeof(float), d->data,
+                            size_t(d->cap) * kv_dim * sizeof(float), size_t(d->cap) * kv_dim * sizeof(float),
+                            size_t(c_.num_layers) * 2, cudaMemcpyDeviceToDevice, stream_),
+          "growing the KV cache");
+    check(cudaStreamSynchronize(stream_), "growing the KV cache");
+    cudaFree(d->data);
+  }
+  d->data = fresh;
+  d->cap = need;
+  return *d;
+}
+
+void CudaForward::forward(std::span<const BatchRow> rows, float* logits) {
+  const int64_t M = int64_t(rows.size()), H = c_.hidden_size;
+  m_ = M;
+  // The batch as the kernels see it: tokens, positions, each row's cache, prompt runs (consecutive positions of
+  // one sequence: flash attention) and single rows (split-key decode attention), and the rows that want logits.
+  const size_t rows_n = rows.size();
+  std::vector<int> tokens(rows_n), pos(rows_n), decode, wanted;
+  std::vector<cuda::KvRow> kvrows(rows_n);
+  prompt_runs_.clear();
+  max_decode_keys_ = 0;
+  for (int64_t i = 0; i < M; ++i) {
+    const BatchRow& r = rows[size_t(i)];
+    if (r.token < 0 || r.token >= c_.vocab_size) {
+      fail("token id {} is out of range: the vocabulary has {} ids", r.token, c_.vocab_size);
+    }
+    SEEDLING_CHECK(r.pos < r.kv->capacity(), "position {} beyond KV capacity {}", r.pos, r.kv->capacity());
+    CudaKv& kv = device_kv(*r.kv);
+    tokens[size_t(i)] = r.token;
+    pos[size_t(i)] = r.pos;
+    const int first = c_.sliding_window > 0 ? std::max(0, r.pos - c_.sliding_window + 1) : 0;
+    kvrows[size_t(i)] = {kv.data, kv.cap, r.pos, first};
+    if (r.want_logits) wanted.push_back(int(i));
+    const bool continues = i > 0 && rows[size_t(i - 1)].kv == r.kv && rows[size_t(i - 1)].pos + 1 == r.pos;
+    if (continues && !prompt_runs_.empty() && prompt_runs_.back().row + prompt_runs_.back().n == int(i)) {
+      ++prompt_runs_.back().n;
+    } else {
+      prompt_runs_.push_back({int(i), 1, r.pos, &kv});
+    }
+  }
+  // Runs of one row go to decode attention.
+  std::vector<Run> runs;
+  for (const Run& r : prompt_runs_) {
+    if (r.n >= 2) {
+      runs.push_back(r);
+    } else {
+      decode.push_back(r.row);
+      const cuda::KvRow& k = kvrows[size_t(r.row)];
+      max_decode_keys_ = std::max(max_decode_keys_, k.pos - k.first + 1);
+    }
+  }
+  prompt_runs_ = std::move(runs);
+  decode_rows_ = int64_t(decode.size());
+  // One upload of the batch description.
+  auto align = [](size_t n) { return (n + 15) / 16 * 16; };
+  const size_t o_pos = align(tokens.size() * 4), o_kv = o_pos + align(pos.size() * 4),
+               o_dec = o_kv + align(kvrows.size() * sizeof(cuda::KvRow)), o_want = o_dec + align(decode.size() * 4),
+               total = o_want + align(wanted.size() * 4);
+  meta_host_.assign(total, 0);
+  std::memcpy(meta_host_.data(), tokens.data(), tokens.size() * 4);
+  std::memcpy(meta_host_.data() + o_pos, pos.data(), pos.size() * 4);
+  std::memcpy(meta_host_.data() + o_kv, kvrows.data(), kvrows.size() * sizeof(cuda::KvRow));
+  std::memcpy(meta_host_.data() + o_dec, decode.data(), decode.size() * 4);
+  std::memcpy(meta_host_.data() + o_want, wanted.data(), wanted.size() * 4);
+  uint8_t* meta = s_meta_.get<uint8_t>(total);
+  check(cudaMemcpyAsync(meta, meta_host_.data(), total, cudaMemcpyHostToDevice, stream_), "uploading the batch");
+  d_tokens_ = reinterpret_cast<int*>(meta);
+  d_pos_ = reinterpret_cast<int*>(meta + o_pos);
+  d_kvrows_ = reinterpret_cast<cuda::KvRow*>(meta + o_kv);
+  d_decode_ = reinterpret_cast<int*>(meta + o_dec);
+  d_wanted_ = reinterpret_cast<int*>(meta + o_want);
+
+  float* x = s_x_.get<float>(size_t(M * H));
+  float* xn = s_xn_.get<float>(size_t(M * H));
+  cuda::embed(d_tokens_, M, embed_, x, stream_);  // (M, H)
+  for (int l = 0; l < c_.num_layers; ++l) {
+    const Layer& lw = layers_[size_t(l)];
+    cuda::rms_norm(x, xn, M, H, lw.attn_norm, c_.rms_norm_eps, stream_);
+    attention(l, xn, x);  // x += o(attention)
+    cuda::rms_norm(x, xn, M, H, lw.ffn_norm, c_.rms_norm_eps, stream_);
+    if (lw.has_experts) {
+      moe(l, xn, x);  // x += sum of the experts
+    } else {
+      const int64_t I = lw.mlp_gate.rows;
+      float* g = s_act_.get<float>(size_t(M * I));
+      float* u = s_up_.get<float>(size_t(M * I));
+      cuda::matmul(xn, M, lw.mlp_gate, g, false, stream_);
+      cuda::matmul(xn, M, lw.mlp_up, u, false, stream_);
+      cuda::silu_mul(g, u, g, M * I, stream_);
+      cuda::matmul(g, M, lw.mlp_down, x, true, stream_);
+    }
+  }
+  // Head over the rows that want logits: (wanted, H) -> (wanted, V).
+  const int64_t W = int64_t(wanted.size());
+  if (W > 0) {
+    cuda::gather_rows(x, d_wanted_, W, H, xn, stream_);
+    cuda::rms_norm(xn, xn, W, H, final_norm_, c_.rms_norm_eps, stream_);
+    float* out = s_logits_.get<float>(size_t(W) * size_t(c_.vocab_size));
+    cuda::matmul(xn, W, head_, out, false, stream_);
+    check(cudaMemcpyAsync(logits, out, size_t(W) * size_t(c_.vocab_size) * sizeof(float), cudaMemcpyDeviceToHost,
+                          stream_),
+          "copying the logits back");
+  }
+  check(cudaStreamSynchronize(stream_), "the forward pass");
+}
+
+void CudaForward::attention(int layer, const float* xn, float* x) {
+  const Layer& lw = layers_[size_t(layer)];
+  const int64_t M = m_;
+  const int Q = c_.q_dim(), KV = c_.kv_dim(), hd = c_.head_dim;
+  float* q = s_q_.get<float>(size_t(M * Q));
+  float* k = s_k_.get<float>(size_t(M * KV));
+  float* v = s_v_.get<float>(size_t(M * KV));
+  float* att = s_att_.get<float>(size_t(M * Q));
+  cuda::matmul(xn, M, lw.q, q, false, stream_);  // (M, Q)
+  cuda::matmul(xn, M, lw.k, k, false, stream_);  // (M, KV)
+  cuda::matmul(xn, M, lw.v, v, false, stream_);  // (M, KV)
+  if (lw.q_bias != nullptr) {
+    cuda::add_bias(q, lw.q_bias, M, Q, stream_);
+    cuda::add_bias(k, lw.k_bias, M, KV, stream_);
+    cuda::add_bias(v, lw.v_bias, M, KV, stream_);
+  }
+  if (c_.qk_norm) {
+    cuda::rms_norm(q, q, M * c_.num_heads, hd, lw.q_norm, c_.rms_norm_eps, stream_);
+    cuda::rms_norm(k, k, M * c_.num_kv_heads, hd, lw.k_norm, c_.rms_norm_eps, stream_);
+  }
+  cuda::rope(q, M, c_.num_heads, hd, d_pos_, inv_freq_, rotary_dim_, rope_scaling_, stream_);
+  cuda::rope(k, M, c_.num_kv_heads, hd, d_pos_, inv_freq_, rotary_dim_, rope_scaling_, stream_);
+  cuda::kv_write(k, v, M, d_kvrows_, layer, KV, stream_);
+  const cuda::AttentionShape shape{c_.num_heads, c_.num_kv_heads, hd, 1.0f / std::sqrt(float(hd))};
+  constexpr int kSplitKeys = 256;
+  if (decode_rows_ > 0) {
+    float* scratch = s_attn_scratch_.get<float>(
+        size_t(cuda::decode_attention_scratch_floats(decode_rows_, shape, max_decode_keys_, kSplitKeys)));
+    cuda::attention_decode(q, d_decode_, decode_rows_, d_kvrows_, layer, shape, max_decode_keys_, kSplitKeys, att,
+                           scratch, stream_);
+  }
+  for (const Run& r : prompt_runs_) {
+    const float* kc = r.kv->data + size_t(layer) * 2 * size_t(r.kv->cap) * size_t(KV);
+    const float* vc = kc + size_t(r.kv->cap) * size_t(KV);
+    cuda::attention_prompt(q + int64_t(r.row) * Q, r.n, r.p0, kc, vc, c_.sliding_window, shape,
+                           att + int64_t(r.row) * Q, stream_);
+  }
+  cuda::matmul(att, M, lw.o, x, true, stream_);  // x += (M, H)
+}
+
+void CudaForward::moe(int layer, const float* xn, float* x) {
+  const Layer& lw = layers_[size_t(layer)];
+  const int64_t M = m_, H = c_.hidden_size, I = c_.moe_intermediate_size;
+  const int E = c_.num_experts, K = c_.experts_per_token;
+  float* router = s_router_.get<float>(size_t(M * E));
+  int* ids = s_ids_.get<int>(size_t(M * K));
+  float* weights = s_w_.get<float>(size_t(M * K));
+  float* act = s_act_.get<float>(size_t(M * K * I));
+  float* eout = s_eout_.get<float>(size_t(M * K * H));
+  cuda::matmul(xn, M, lw.router, router, false, stream_);  // (M, E)
+  cuda::router_topk(router, M, E, K, c_.norm_topk_prob, ids, weights, stream_);
+  const cuda::ExpertLayout& el = experts_->layout();
+  auto run = [&](const uint8_t* const* table) {
+    cuda::expert_gate_up(xn, M, K, ids, table, el, act, stream_);  // (M * K, I)
+    cuda::expert_down(act, M * K, ids, table, el, eout, stream_);  // (M * K, H)
+  };
+  if (experts_->resident()) {
+    run(experts_->table(layer));
+  } else {
+    // The host learns the chosen experts (this waits for the router), then admits them in ascending order.
+    ids_host_.resize(size_t(M * K));
+    check(cudaMemcpyAsync(ids_host_.data(), ids, size_t(M * K) * sizeof(int), cudaMemcpyDeviceToHost, stream_),
+          "copying the routes back");
+    check(cudaStreamSynchronize(stream_), "the router");
+    std::vector<int> used(ids_host_);
+    std::sort(used.begin(), used.end());
+    used.erase(std::unique(used.begin(), used.end()), used.end());
+    experts_->run_layer(layer, used, run);
+  }
+  cuda::moe_combine(eout, weights, M, K, H, x, stream_);  // x += sum_s w_s * expert_s
+}
+
+}  // namespace
+
+std::unique_ptr<DeviceForward> make_cuda_forward(Model& model, const CudaForwardOptions& options) {
+  return std::make_unique<CudaForward>(model, options);
+}
+
+}  // namespace seedling

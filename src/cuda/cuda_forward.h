@@ -1,0 +1,16 @@
+// cuda/cuda_forward.h - Model::forward on a CUDA device: decoder.cpp's data path, step for step, from cuda/kernels.h.
+//
+// Dense weights are copied to VRAM as stored (same codec, same bytes); routed experts go through VramExperts.
+// Each sequence's keys and values live in VRAM, owned by its KvCache (KvCache::device) and grown with it.
+// Invariant: forward() returns only after its logits are on the host and every kernel it launched has finished.
+#pragma once
+
+#include <memory>
+
+#include "cuda/device.h"
+
+namespace seedling {
+
+std::unique_ptr<DeviceForward> make_cuda_forward(Model& model, const CudaForwardOptions& options);
+
+}  // namespace seedling

@@ -1,0 +1,52 @@
+// cuda/device.h - the CUDA devices this process can use, and the switch that moves a model's forward onto one.
+//
+// Compiled with or without CUDA. Without the toolkit at build time, or without a driver or GPU at run time, the
+// device list is empty and `why_none` says which; asking for the CUDA forward then fails with that reason, one
+// clear Error, never a crash or a silent fall back to the CPU.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+
+namespace seedling {
+
+struct CudaDeviceInfo {
+  int index = 0;
+  std::string name;
+  int sm_major = 0, sm_minor = 0;
+  int multiprocessors = 0;
+  uint64_t total_bytes = 0;
+  uint64_t free_bytes = 0;
+};
+
+struct CudaDevices {
+  std::vector<CudaDeviceInfo> devices;
+  std::string why_none;  // set when devices is empty: built without CUDA, no driver, no GPU
+};
+CudaDevices cuda_devices();
+bool cuda_compiled();
+
+// Where a model's expert weights live on the device.
+struct CudaForwardOptions {
+  int device = 0;
+  // Bytes of VRAM for routed experts. 0: every expert in VRAM when they fit in what is free minus a reserve, else
+  // a slot cache of that size fed from pinned host memory (the choice printed with its reason). A budget below one
+  // layer's top-k experts is an Error naming the minimum.
+  uint64_t vram_budget = 0;
+  bool budget_given = false;
+  bool verbose = true;  // print the placement on stderr
+};
+
+// Ceilings for benchmarks, measured now on `device` with CUDA events (median of 5 after a warm-up):
+// a device-to-device copy of `bytes`, counting bytes read plus bytes written (the HBM ceiling), and a pinned
+// host-to-device copy of `bytes` (the PCIe ceiling). GB/s. An Error without a device.
+double cuda_device_copy_gbs(int device, size_t bytes);
+double cuda_pinned_upload_gbs(int device, size_t bytes);
+
+// Puts the model's forward on a CUDA device (cuda/cuda_forward.h): an Error naming the reason when there is none.
+void use_cuda_forward(Model& model, const CudaForwardOptions& options);
+
+}  // namespace seedling

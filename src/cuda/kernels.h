@@ -1,0 +1,104 @@
+// cuda/kernels.h - the CUDA kernels of one decoder layer, each the device twin of a CPU op in ops/.
+//
+// Every function launches on `stream` and returns at once; pointers are device memory. Activations, the KV cache
+// and every accumulator are float32; weights are read in their stored codec and widened exactly as codec.h's
+// codec_value says (d * q then + m, unfused), so no bf16 rounding happens anywhere in these kernels. Results differ
+// from the CPU only by the order of float32 additions (and expf/sinf/cosf's last bits), which the tests in
+// tests/unit/cuda/ bound from the arithmetic. Each output element has one fixed order of additions that does not
+// depend on how many rows share the launch, so a row gives the same bits alone or in a batch.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "codec/codec.h"
+
+namespace seedling::cuda {
+
+// A weight matrix in device memory, laid out as ops::Matrix: `rows` x `cols`, row-major, in `codec`.
+struct DeviceMatrix {
+  Codec codec = Codec::F32;
+  const void* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+};
+
+// y[i][n] = sum_k x[i][k] * W[n][k] for m rows (x: m x W.cols, y: m x W.rows); with `accumulate`, y += that sum.
+void matmul(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream);
+
+// x[i] = w * x / sqrt(mean(x^2) + eps), rows of n (out may equal x).
+void rms_norm(const float* x, float* out, int64_t rows, int64_t n, const float* weight, float eps, cudaStream_t stream);
+
+// Rotate-half RoPE of `rows` rows of n_heads heads each; row i at position pos[i]. inv_freq: rotary_dim / 2.
+void rope(float* heads, int64_t rows, int n_heads, int head_dim, const int* pos, const float* inv_freq, int rotary_dim,
+          float scaling, cudaStream_t stream);
+
+// out[i] = silu(gate[i]) * up[i]
+void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream);
+// x[i][j] += b[j] over rows of n
+void add_bias(float* x, const float* b, int64_t rows, int64_t n, cudaStream_t stream);
+
+// Row i of the embedding matrix for token tokens[i], widened to float: x (m x emb.cols).
+void embed(const int* tokens, int64_t m, const DeviceMatrix& emb, float* x, cudaStream_t stream);
+// Copies rows idx[0..m) of src (rows of n) into dst, packed.
+void gather_rows(const float* src, const int* idx, int64_t m, int64_t n, float* dst, cudaStream_t stream);
+
+// Router: per row, softmax over e logits, the k largest (ties: lower index first), their probabilities, divided
+// by their sum when norm_topk. ids and weights: m x k.
+void router_topk(const float* logits, int64_t m, int e, int k, bool norm_topk, int* ids, float* weights,
+                 cudaStream_t stream);
+
+// Where one layer's experts sit: each expert is one blob [gate (I x H)][up (I x H)][down (H x I)] at table[e].
+struct ExpertLayout {
+  Codec gate_up = Codec::F32;
+  Codec down = Codec::F32;
+  int64_t hidden = 0;        // H
+  int64_t intermediate = 0;  // I
+  size_t up_offset = 0;      // bytes from the blob's start
+  size_t down_offset = 0;
+  size_t bytes = 0;  // the whole blob, padded
+};
+// For the pairs j of (row j / k, expert ids[j]) whose expert is present (table[ids[j]] != null):
+// act[j][n] = silu(gate . x[j / k]) * (up . x[j / k]), act: (m * k) x I. Pairs of absent experts are left alone.
+void expert_gate_up(const float* x, int64_t m, int k, const int* ids, const uint8_t* const* table,
+                    const ExpertLayout& l, float* act, cudaStream_t stream);
+// out[j][h] = down . act[j] for the present pairs; out: (m * k) x H.
+void expert_down(const float* act, int64_t pairs, const int* ids, const uint8_t* const* table, const ExpertLayout& l,
+                 float* out, cudaStream_t stream);
+// x[i][h] += sum_s weights[i][s] * expert_out[i * k + s][h], s in slot order (as the CPU combine).
+void moe_combine(const float* expert_out, const float* weights, int64_t m, int k, int64_t h, float* x,
+                 cudaStream_t stream);
+
+// Attention. A sequence's device cache holds, per layer, keys then values: [layers][2][cap][kv_heads * head_dim].
+struct AttentionShape {
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  float scale = 1.0f;
+};
+struct KvRow {
+  float* cache = nullptr;  // the sequence's whole device cache
+  int cap = 0;             // its positions per layer
+  int pos = 0;             // this row's position
+  int first = 0;           // first key this row sees (sliding window), <= pos
+};
+// Writes rows' k and v (m x kv_dim) at their positions in layer `layer`.
+void kv_write(const float* k, const float* v, int64_t m, const KvRow* rows, int layer, int kv_dim, cudaStream_t stream);
+// Decode attention split over keys: for each listed row, q (rows x n_heads * head_dim) over keys [first, pos] of its
+// cache; each (row, head) is cut into splits of `split_keys` keys whose partial softmax sums are merged at the end.
+// scratch: decode_attention_scratch_floats(...) floats.
+int64_t decode_attention_scratch_floats(int64_t n_rows, const AttentionShape& s, int max_keys, int split_keys);
+void attention_decode(const float* q, const int* row_ids, int64_t n_rows, const KvRow* rows, int layer,
+                      const AttentionShape& s, int max_keys, int split_keys, float* out, float* scratch,
+                      cudaStream_t stream);
+// Prompt attention, flash style: n consecutive rows of one sequence at positions p0 .. p0 + n - 1 (row i of q is
+// position p0 + i), causal, each row over keys [max(0, p - window + 1), p] (window 0: all), tiles of queries and
+// keys in shared memory with an online softmax. k_cache, v_cache: this layer's [cap][kv_dim] of the sequence.
+void attention_prompt(const float* q, int64_t n, int p0, const float* k_cache, const float* v_cache, int window,
+                      const AttentionShape& s, float* out, cudaStream_t stream);
+
+// Throws Error naming `what` when a CUDA call failed (or, after launches, the last error).
+void check(cudaError_t e, const char* what);
+
+}  // namespace seedling::cuda

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# --device on the model commands: info lists the devices; a bad device name, --vram-budget without --device cuda,
+# and (on a machine without a GPU, as CI) --device cuda are each one error line and exit code 1.
+# tools/cuda_tests.sh checks --device cuda where there is a GPU.
+source "$(dirname "$0")/lib/common.bash"
+
+"$bin" info -m "$m/hf" >"$tmp/info"
+grep -q "^devices: *cpu" "$tmp/info" || { cat "$tmp/info"; echo "info lists no cpu device"; exit 1; }
+grep -Eq "cuda:0|no cuda: " "$tmp/info" || { cat "$tmp/info"; echo "info says nothing of CUDA"; exit 1; }
+echo "ok   info lists the devices"
+
+expect_error() {  # expect_error PATTERN ARGS...: exit 1, one line on stderr, holding PATTERN
+  local pattern=$1
+  shift
+  if "$bin" "$@" >/dev/null 2>"$tmp/err"; then echo "accepted: $*"; exit 1; fi
+  [ "$(wc -l <"$tmp/err")" = 1 ] || { cat "$tmp/err"; echo "want one error line: $*"; exit 1; }
+  grep -q -- "$pattern" "$tmp/err" || { cat "$tmp/err"; echo "want '$pattern': $*"; exit 1; }
+}
+expect_error "'gpu' is not a device (expected cpu, cuda or cuda:N)" run -m "$m/hf" --ids "$ids" -n 1 --device gpu
+expect_error "--vram-budget needs --device cuda" logits -m "$m/hf" --ids "$ids" -o "$tmp/l" --vram-budget 1G
+echo "ok   bad --device and --vram-budget without cuda refused"
+
+if grep -q "no cuda: " "$tmp/info"; then
+  for cmd in "run --ids $ids -n 1" "logits --ids $ids -o $tmp/l" "bench --prompt-tokens 4 -n 1 --repeats 1" \
+    "perplexity -f $data/demo/heldout.txt --ctx 16"; do
+    # shellcheck disable=SC2086
+    expect_error "--device cuda: no CUDA device: " $cmd -m "$m/hf" --device cuda
+  done
+  echo "ok   --device cuda without a GPU: one clear error on run, logits, bench, perplexity"
+else
+  echo "skip --device cuda without a GPU: this machine has one (tools/cuda_tests.sh covers it)"
+fi

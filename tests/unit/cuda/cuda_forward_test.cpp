@@ -1,0 +1,156 @@
+// The CUDA forward against the CPU forward on every tiny checkpoint: logits within 2e-2 (they differ only by the
+// order of float32 sums: no bf16 rounding happens on the device), the same greedy tokens, and bit-identical
+// logits whatever the VRAM budget, down to one that evicts on every token. Bad input: no GPU, a budget below one
+// layer's top-k experts.
+#include "cuda/cuda_forward.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "cuda/vram_experts.h"
+#include "cuda_test_util.h"
+#include "engine/engine.h"
+#include "engine/generate.h"
+#include "test_util.h"
+
+namespace seedling {
+
+namespace {
+
+const std::vector<std::string> kModels = {"qwen3_moe_a", "qwen3_moe_b", "mixtral_a", "mixtral_b"};
+
+std::vector<int32_t> ids_of(const std::string& name) {
+  return test::read_json(test::data_path("models/" + name + "/reference.json"))["ids"].get<std::vector<int32_t>>();
+}
+
+// Prompt logits of every position, then 12 greedy tokens, on whatever forward the model has.
+struct Outcome {
+  std::vector<float> logits;
+  std::vector<int32_t> greedy;
+  std::vector<float> decode_logits;  // the logits of each decoded token, token by token
+};
+Outcome run_model(Model& model, const std::vector<int32_t>& ids) {
+  Outcome o;
+  Engine engine(model, {});
+  const int seq = engine.add_sequence();
+  SequenceStep step{seq, ids, true};
+  o.logits = engine.step({&step, 1});
+  Engine gen(model, {});
+  GenerateOptions go;
+  go.max_new_tokens = 12;
+  o.greedy = generate(gen, ids, go).tokens;
+  // Decode one token at a time after a 3-token prompt: split-key decode attention, a miss or a hit per token.
+  Engine dec(model, {});
+  const int s = dec.add_sequence();
+  SequenceStep first{s, {ids.data(), 3}, false};
+  dec.step({&first, 1});
+  for (size_t i = 3; i < ids.size(); ++i) {
+    SequenceStep one{s, {&ids[i], 1}, false};
+    const std::vector<float> l = dec.step({&one, 1});
+    o.decode_logits.insert(o.decode_logits.end(), l.begin(), l.end());
+  }
+  return o;
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(double(a[i]) - double(b[i])));
+  return worst;
+}
+
+}  // namespace
+
+class CudaForwardTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaForwardTest, LogitsWithin2e2OfCpuAndSameGreedyTokens) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const std::string dir = test::data_path("models/" + GetParam() + "/hf");
+  const std::vector<int32_t> ids = ids_of(GetParam());
+  auto cpu_model = Model::load(dir);
+  const Outcome cpu = run_model(*cpu_model, ids);
+  auto model = Model::load(dir);
+  CudaForwardOptions o;
+  o.verbose = false;
+  use_cuda_forward(*model, o);
+  const Outcome gpu = run_model(*model, ids);
+  ASSERT_EQ(gpu.logits.size(), cpu.logits.size());
+  const double prompt_err = max_abs_diff(gpu.logits, cpu.logits),
+               decode_err = max_abs_diff(gpu.decode_logits, cpu.decode_logits);
+  EXPECT_LE(prompt_err, 2e-2);
+  EXPECT_LE(decode_err, 2e-2);
+  RecordProperty("max_abs_prompt_logit_diff", std::to_string(prompt_err));
+  RecordProperty("max_abs_decode_logit_diff", std::to_string(decode_err));
+  std::printf("%s: CUDA vs CPU max |logit diff| prompt %.3g, decode %.3g\n", GetParam().c_str(), prompt_err,
+              decode_err);
+  EXPECT_EQ(gpu.greedy, cpu.greedy);
+}
+
+TEST_P(CudaForwardTest, LogitsBitIdenticalAcrossVramBudgetsThatEvictEveryToken) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const std::string dir = test::data_path("models/" + GetParam() + "/hf");
+  const std::vector<int32_t> ids = ids_of(GetParam());
+  std::vector<Outcome> outcomes;
+  std::vector<ExpertStats> stats;
+  auto probe = Model::load(dir);
+  const uint64_t blob = cuda::expert_layout(*probe).bytes;
+  const int k = probe->config().experts_per_token;
+  // All in VRAM (no budget given), exactly top-k slots (a miss nearly every layer of every token), top-k + 1.
+  for (const uint64_t budget : {uint64_t(0), uint64_t(k) * blob, uint64_t(k + 1) * blob}) {
+    auto model = Model::load(dir);
+    CudaForwardOptions o;
+    o.verbose = false;
+    o.vram_budget = budget;
+    o.budget_given = budget > 0;
+    use_cuda_forward(*model, o);
+    outcomes.push_back(run_model(*model, ids));
+    stats.push_back(model->device_forward()->expert_stats());
+  }
+  for (size_t i = 1; i < outcomes.size(); ++i) {
+    EXPECT_EQ(outcomes[i].logits, outcomes[0].logits) << "budget " << i;
+    EXPECT_EQ(outcomes[i].decode_logits, outcomes[0].decode_logits) << "budget " << i;
+    EXPECT_EQ(outcomes[i].greedy, outcomes[0].greedy) << "budget " << i;
+  }
+  EXPECT_EQ(stats[0].slots, 0) << "no budget: every expert resident";
+  EXPECT_EQ(stats[1].slots, k);
+  // With top-k slots, every decoded token misses at least once in each MoE layer whose choice changed; over the
+  // run the misses must outnumber the tokens.
+  const int64_t tokens = int64_t(ids.size()) * 3 + 12;
+  EXPECT_GT(int64_t(stats[1].misses), tokens) << "the smallest budget should evict all the time";
+  EXPECT_EQ(stats[1].bytes_read, stats[1].misses * blob);
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, CudaForwardTest, ::testing::ValuesIn(kModels));
+
+TEST(CudaForward, VramBudgetBelowOneLayersTopKIsOneClearError) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  auto model = Model::load(test::data_path("models/qwen3_moe_a/hf"));
+  const uint64_t blob = cuda::expert_layout(*model).bytes;
+  CudaForwardOptions o;
+  o.verbose = false;
+  o.vram_budget = uint64_t(model->config().experts_per_token) * blob - 1;
+  o.budget_given = true;
+  try {
+    use_cuda_forward(*model, o);
+    FAIL() << "a budget below top-k experts was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--vram-budget"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("top-2 experts need at least"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CudaDevice, NoGpuIsOneClearError) {
+  const CudaDevices d = cuda_devices();
+  if (!d.devices.empty()) GTEST_SKIP() << "a GPU is present; this checks the machine without one";
+  EXPECT_FALSE(d.why_none.empty());
+  auto model = Model::load(test::data_path("models/qwen3_moe_a/hf"));
+  try {
+    use_cuda_forward(*model, {});
+    FAIL() << "--device cuda without a GPU was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no CUDA device"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace seedling

@@ -1,0 +1,362 @@
+// Each CUDA kernel against the CPU op it stands for (ops/, ops::ref::matmul in double), on random inputs.
+//
+// Tolerances come from the arithmetic. Weights widen bit-exactly on both sides (codec.h), activations are float32
+// on both, and no bf16 rounding happens in any kernel, so the differences are float32 rounding of sums in another
+// order: a dot product of n terms is within (n + 8) * 2^-24 * sum |x_k w_k| of the exact value, and the exp/sin/
+// cos of CUDA are within a few ulps of the C library's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "codec/quantize.h"
+#include "cuda_test_util.h"
+#include "ops/matmul.h"
+#include "ops/ops.h"
+#include "test_util.h"
+
+namespace seedling {
+
+namespace {
+
+using test::DeviceVec;
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
+  return test::gaussian(n, seed, scale);
+}
+
+constexpr double kU = 1.0 / 16777216.0;  // 2^-24, float32 unit roundoff
+
+// A matrix in `codec` made from random floats (float codecs keep the values, affine ones quantize them).
+std::vector<uint8_t> encoded(Codec c, int64_t rows, int64_t cols, uint32_t seed) {
+  const std::vector<float> w = random_floats(size_t(rows * cols), seed, 0.05f);
+  std::vector<uint8_t> out(codec_matrix_bytes(c, rows, cols));
+  encode_matrix(c, DType::F32, w.data(), rows, cols, out.data());
+  return out;
+}
+
+// |sum_k x_k w_k| bound for row i, output n: sum_k |x_k| |w_k|.
+double abs_dot(const std::vector<float>& x, int64_t i, const ops::Matrix& w, int64_t n) {
+  double s = 0;
+  for (int64_t k = 0; k < w.cols; ++k) s += std::fabs(double(x[size_t(i * w.cols + k)]) * double(w.at(n, k)));
+  return s;
+}
+
+}  // namespace
+
+class CudaMatmulTest : public ::testing::TestWithParam<std::tuple<Codec, int64_t>> {};
+
+TEST_P(CudaMatmulTest, MatchesReferenceAndRowsAreIndependentOfTheBatch) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const auto [codec, cols] = GetParam();
+  const int64_t rows = 77, m = 6;
+  const std::vector<uint8_t> wbytes = encoded(codec, rows, cols, 7);
+  const ops::Matrix w(codec, wbytes.data(), rows, cols);
+  const std::vector<float> x = random_floats(size_t(m * cols), 11);
+  std::vector<float> want(size_t(m * rows));
+  ops::ref::matmul(x.data(), m, w, want.data());
+
+  DeviceVec<uint8_t> dw(wbytes);
+  DeviceVec<float> dx(x), dy(test::poisoned(size_t(m * rows))), dy1(test::poisoned(size_t(rows)));
+  const cuda::DeviceMatrix dm{codec, dw.get(), rows, cols};
+  cuda::matmul(dx.get(), m, dm, dy.get(), false, nullptr);
+  cuda::matmul(dx.get() + 4 * cols, 1, dm, dy1.get(), false, nullptr);  // row 4 alone
+  const std::vector<float> got = dy.download(), alone = dy1.download();
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t n = 0; n < rows; ++n) {
+      const double bound = double(cols + 8) * kU * abs_dot(x, i, w, n) + 1e-30;
+      ASSERT_LE(std::fabs(double(got[size_t(i * rows + n)]) - double(want[size_t(i * rows + n)])), bound)
+          << codec_name(codec) << " row " << i << " out " << n;
+    }
+  }
+  for (int64_t n = 0; n < rows; ++n) ASSERT_EQ(alone[size_t(n)], got[size_t(4 * rows + n)]) << "out " << n;
+
+  // accumulate: y += x W^T, the sum added once to what was there.
+  std::vector<float> base = random_floats(size_t(m * rows), 5);
+  dy.upload(base);
+  cuda::matmul(dx.get(), m, dm, dy.get(), true, nullptr);
+  const std::vector<float> acc = dy.download();
+  for (size_t j = 0; j < acc.size(); ++j) ASSERT_EQ(acc[j], base[j] + got[j]) << j;
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, CudaMatmulTest,
+                         ::testing::Combine(::testing::ValuesIn(kAllCodecs), ::testing::Values(64, 100, 2048)),
+                         [](const auto& info) {
+                           return std::string(codec_name(std::get<0>(info.param))) + "_cols" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+TEST(CudaKernels, RmsNormMatchesCpu) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const int64_t rows = 9, n = 640;
+  const std::vector<float> x = random_floats(size_t(rows * n), 1, 3.0f), w = random_floats(size_t(n), 2);
+  std::vector<float> want(x.size());
+  ops::rms_norm_to(x.data(), want.data(), rows, n, w.data(), 1e-6f);
+  DeviceVec<float> dx(x), dw(w), dout(test::poisoned(x.size()));
+  cuda::rms_norm(dx.get(), dout.get(), rows, n, dw.get(), 1e-6f, nullptr);
+  const std::vector<float> got = dout.download();
+  // The sum of squares in float over n terms (relative n * u), its inverse square root and two products.
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(got[i], want[i], (double(n) + 8) * kU * std::fabs(want[i])) << i;
+}
+
+class CudaRopeTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaRopeTest, MatchesCpu) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  // As model.cpp builds the table: inv_freq[i] = 1 / theta^(2i / d), divided by the factor for linear scaling.
+  const int heads = 4, hd = 64, rows = 5;
+  ops::Rope rope;
+  rope.rotary_dim = hd;
+  for (int i = 0; i < hd / 2; ++i) {
+    float f = 1.0f / std::pow(10000.0f, float(2 * i) / float(hd));
+    if (GetParam() == "linear") f = f / 4.0f;
+    rope.inv_freq.push_back(f);
+  }
+  const std::vector<int> pos = {0, 1, 17, 511, 4093};
+  const std::vector<float> x = random_floats(size_t(rows * heads * hd), 3);
+  std::vector<float> want = x;
+  for (int r = 0; r < rows; ++r) ops::apply_rope(want.data() + r * heads * hd, heads, hd, pos[size_t(r)], rope);
+  DeviceVec<float> dx(x), df(rope.inv_freq);
+  DeviceVec<int> dp(pos);
+  cuda::rope(dx.get(), rows, heads, hd, dp.get(), df.get(), hd, 1.0f, nullptr);
+  const std::vector<float> got = dx.download();
+  // The angle is the same float product on both sides; cosf/sinf within 2 ulps of the C library's.
+  for (size_t i = 0; i < x.size(); ++i) {
+    const size_t head0 = i / size_t(hd) * size_t(hd), j = i % size_t(hd) % size_t(hd / 2);
+    const double scale = std::fabs(x[head0 + j]) + std::fabs(x[head0 + j + size_t(hd / 2)]);
+    ASSERT_NEAR(got[i], want[i], 8 * kU * scale + 1e-30) << GetParam() << " " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Scalings, CudaRopeTest, ::testing::Values("default", "linear"));
+
+TEST(CudaKernels, RouterSoftmaxTopKMatchesCpu) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  for (const bool norm : {true, false}) {
+    const int m = 7, e = 128, k = 8;
+    const std::vector<float> logits = random_floats(size_t(m * e), 4, 2.0f);
+    DeviceVec<float> dl(logits), dw(test::poisoned(size_t(m * k)));
+    DeviceVec<int> di(size_t(m * k));
+    cuda::router_topk(dl.get(), m, e, k, norm, di.get(), dw.get(), nullptr);
+    const std::vector<int> ids = di.download();
+    const std::vector<float> w = dw.download();
+    for (int i = 0; i < m; ++i) {
+      std::vector<float> p(logits.begin() + i * e, logits.begin() + (i + 1) * e);
+      ops::softmax(p.data(), e);
+      std::vector<int> want(static_cast<size_t>(k));
+      ops::top_k(p.data(), e, k, want.data());
+      float sum = 0;
+      for (int s = 0; s < k; ++s) sum += p[size_t(want[size_t(s)])];
+      for (int s = 0; s < k; ++s) {
+        ASSERT_EQ(ids[size_t(i * k + s)], want[size_t(s)]) << "row " << i << " slot " << s;
+        const float wv = norm ? p[size_t(want[size_t(s)])] / sum : p[size_t(want[size_t(s)])];
+        // exp of e terms and their sum in float: relative (e + 8) u.
+        ASSERT_NEAR(w[size_t(i * k + s)], wv, (e + 8) * kU * wv) << "row " << i << " slot " << s;
+      }
+    }
+  }
+}
+
+TEST(CudaKernels, SiluMulMatchesCpu) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const size_t n = 10000;
+  const std::vector<float> g = random_floats(n, 5, 4.0f), u = random_floats(n, 6);
+  std::vector<float> want(n);
+  ops::silu_mul(g.data(), u.data(), want.data(), int64_t(n));
+  DeviceVec<float> dg(g), du(u), dout(test::poisoned(n));
+  cuda::silu_mul(dg.get(), du.get(), dout.get(), int64_t(n), nullptr);
+  const std::vector<float> got = dout.download();
+  for (size_t i = 0; i < n; ++i) ASSERT_NEAR(got[i], want[i], 8 * kU * std::fabs(want[i]) + 1e-30) << i;
+}
+
+// Experts as one blob each, some absent: gate/up/SiLU, down, then the weighted combine into the residual.
+TEST(CudaKernels, ExpertProductsAndCombineMatchCpu) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  for (const Codec c : {Codec::BF16, Codec::Q8_G32, Codec::Q4_G64}) {
+    const int64_t H = 128, I = 96, m = 3;
+    const int E = 5, k = 2;
+    cuda::ExpertLayout l;
+    l.gate_up = l.down = c;
+    l.hidden = H;
+    l.intermediate = I;
+    l.up_offset = codec_matrix_bytes(c, I, H);
+    l.down_offset = 2 * l.up_offset;
+    l.bytes = l.down_offset + codec_matrix_bytes(c, H, I);
+    std::vector<uint8_t> blobs(size_t(E) * l.bytes);
+    for (int e = 0; e < E; ++e) {
+      uint8_t* b = blobs.data() + size_t(e) * l.bytes;
+      const auto g = encoded(c, I, H, 100 + e), u = encoded(c, I, H, 200 + e), d = encoded(c, H, I, 300 + e);
+      std::copy(g.begin(), g.end(), b);
+      std::copy(u.begin(), u.end(), b + l.up_offset);
+      std::copy(d.begin(), d.end(), b + l.down_offset);
+    }
+    const std::vector<int> ids = {4, 0, 2, 4, 1, 3};  // rows' chosen experts; expert 3 absent on the device
+    const std::vector<float> weights = {0.7f, 0.3f, 0.5f, 0.5f, 0.9f, 0.1f};
+    const std::vector<float> x = random_floats(size_t(m * H), 8);
+    const std::vector<float> resid = random_floats(size_t(m * H), 9);
+    DeviceVec<uint8_t> db(blobs);
+    std::vector<const uint8_t*> table(static_cast<size_t>(E));
+    for (int e = 0; e < E; ++e) table[size_t(e)] = e == 3 ? nullptr : db.get() + size_t(e) * l.bytes;
+    DeviceVec<const uint8_t*> dt(table);
+    DeviceVec<int> di(ids);
+    DeviceVec<float> dx(x), dw(weights), dact(test::poisoned(size_t(m * k * I))),
+        dout(std::vector<float>(size_t(m * k * H), 0.0f));
+    cuda::expert_gate_up(dx.get(), m, k, di.get(), dt.get(), l, dact.get(), nullptr);
+    cuda::expert_down(dact.get(), m * k, di.get(), dt.get(), l, dout.get(), nullptr);
+    const std::vector<float> act = dact.download(), out = dout.download();
+    for (int j = 0; j < m * k; ++j) {
+      const int e = ids[size_t(j)];
+      if (e == 3) {
+        ASSERT_EQ(act[size_t(j * I)], 1e30f) << "an absent expert's pair was written";
+        continue;
+      }
+      const uint8_t* b = blobs.data() + size_t(e) * l.bytes;
+      const ops::Matrix g(c, b, I, H), u(c, b + l.up_offset, I, H), d(c, b + l.down_offset, H, I);
+      std::vector<float> gv(static_cast<size_t>(I)), uv(gv), a(gv), dv(static_cast<size_t>(H));
+      const float* xr = x.data() + (j / k) * H;
+      ops::ref::matmul(xr, 1, g, gv.data());
+      ops::ref::matmul(xr, 1, u, uv.data());
+      ops::silu_mul(gv.data(), uv.data(), a.data(), I);
+      for (int64_t n = 0; n < I; ++n)
+        ASSERT_NEAR(act[size_t(j * I + n)], a[size_t(n)], 1e-5 * (1 + std::fabs(a[size_t(n)])));
+      // down from the device's own activations, so only this product's rounding is measured.
+      const std::vector<float> act_j(act.begin() + j * I, act.begin() + (j + 1) * I);
+      ops::ref::matmul(act_j.data(), 1, d, dv.data());
+      for (int64_t h = 0; h < H; ++h) {
+        const double bound = double(I + 8) * kU * abs_dot(act_j, 0, d, h) + 1e-30;
+        ASSERT_LE(std::fabs(out[size_t(j * H + h)] - dv[size_t(h)]), bound) << codec_name(c) << " pair " << j;
+      }
+    }
+    // The combine: x += sum_s w_s * out_s, in slot order, exactly as the CPU loop (same float operations).
+    DeviceVec<float> dr(resid);
+    cuda::moe_combine(dout.get(), dw.get(), m, k, H, dr.get(), nullptr);
+    const std::vector<float> comb = dr.download();
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t h = 0; h < H; ++h) {
+        float o = 0.0f;
+        for (int s = 0; s < k; ++s) o = o + weights[size_t(i * k + s)] * out[size_t((i * k + s) * H + h)];
+        ASSERT_EQ(comb[size_t(i * H + h)], resid[size_t(i * H + h)] + o) << i << " " << h;
+      }
+    }
+  }
+}
+
+namespace {
+
+// A device cache of `layers` layers holding random keys and values at [0, cap); its host copy for the CPU.
+struct TestCache {
+  int layers = 2, cap = 0, kv_dim = 0;
+  std::vector<float> host;  // [layers][2][cap][kv_dim]
+  const float* keys(int layer) const { return host.data() + size_t(layer) * 2 * size_t(cap) * size_t(kv_dim); }
+  const float* values(int layer) const { return keys(layer) + size_t(cap) * size_t(kv_dim); }
+};
+
+TestCache make_cache(int cap, int kv_dim, uint32_t seed) {
+  TestCache c;
+  c.cap = cap;
+  c.kv_dim = kv_dim;
+  c.host = random_floats(size_t(c.layers) * 2 * size_t(cap) * size_t(kv_dim), seed);
+  return c;
+}
+
+// The CPU's attention for one query row at `pos` over keys [first, pos].
+std::vector<float> cpu_attention(const float* q, const TestCache& c, int layer, int pos, int window,
+                                 const cuda::AttentionShape& s) {
+  const int first = window > 0 ? std::max(0, pos - window + 1) : 0;
+  std::vector<float> out(size_t(s.n_heads * s.head_dim)), scratch(size_t(pos - first + 1));
+  const ops::AttentionShape cs{s.n_heads, s.n_kv_heads, s.head_dim, s.scale};
+  ops::attention_row(q, c.keys(layer), c.values(layer), first, pos, cs, 0, s.n_heads, out.data(), scratch.data());
+  return out;
+}
+
+// Outputs are convex combinations of values (|v| about 1 here): float32 softmax and sums in another order.
+constexpr double kAttentionTolerance = 2e-5;
+
+}  // namespace
+
+class CudaPromptAttentionTest : public ::testing::TestWithParam<std::tuple<int, int, int, int, int>> {};
+
+TEST_P(CudaPromptAttentionTest, MatchesCpuRowByRow) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const auto [heads, kv_heads, hd, window, p0] = GetParam();
+  const int n = 37, layer = 1;
+  const cuda::AttentionShape s{heads, kv_heads, hd, 1.0f / std::sqrt(float(hd))};
+  const TestCache c = make_cache(p0 + n + 3, kv_heads * hd, 21);
+  const std::vector<float> q = random_floats(size_t(n * heads * hd), 22);
+  DeviceVec<float> dc(c.host), dq(q), dout(test::poisoned(q.size()));
+  const float* kc = dc.get() + size_t(layer) * 2 * size_t(c.cap) * size_t(c.kv_dim);
+  cuda::attention_prompt(dq.get(), n, p0, kc, kc + size_t(c.cap) * size_t(c.kv_dim), window, s, dout.get(), nullptr);
+  const std::vector<float> got = dout.download();
+  for (int i = 0; i < n; ++i) {
+    const std::vector<float> want = cpu_attention(q.data() + i * heads * hd, c, layer, p0 + i, window, s);
+    for (size_t j = 0; j < want.size(); ++j) {
+      ASSERT_NEAR(got[size_t(i * heads * hd) + j], want[j], kAttentionTolerance) << "row " << i << " elem " << j;
+    }
+  }
+}
+
+// (heads, kv heads, head_dim, sliding window, first position): GQA groups of 1, 2 and 4; head_dim 32 to 128; a
+// window shorter than the prompt (mixtral_b's kind); a prompt that continues a cached prefix.
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaPromptAttentionTest,
+                         ::testing::Values(std::make_tuple(4, 2, 32, 0, 0), std::make_tuple(4, 4, 64, 0, 5),
+                                           std::make_tuple(8, 2, 128, 0, 0), std::make_tuple(4, 2, 32, 8, 0),
+                                           std::make_tuple(4, 1, 64, 13, 20)));
+
+TEST(CudaKernels, DecodeAttentionSplitOverKeysMatchesCpu) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  for (const int window : {0, 300}) {
+    const int heads = 8, kv_heads = 2, hd = 64, layer = 1, split = 256;
+    const cuda::AttentionShape s{heads, kv_heads, hd, 1.0f / std::sqrt(float(hd))};
+    // Three sequences of different lengths: one split, several splits, a split boundary exactly.
+    const std::vector<int> positions = {0, 700, 511};
+    std::vector<TestCache> caches;
+    std::vector<std::unique_ptr<DeviceVec<float>>> dcaches;
+    std::vector<cuda::KvRow> rows;
+    int max_keys = 0;
+    for (size_t r = 0; r < positions.size(); ++r) {
+      caches.push_back(make_cache(positions[r] + 1, kv_heads * hd, uint32_t(30 + r)));
+      dcaches.push_back(std::make_unique<DeviceVec<float>>(caches.back().host));
+      const int first = window > 0 ? std::max(0, positions[r] - window + 1) : 0;
+      rows.push_back({dcaches.back()->get(), caches.back().cap, positions[r], first});
+      max_keys = std::max(max_keys, positions[r] - first + 1);
+    }
+    const int n = int(rows.size());
+    const std::vector<float> q = random_floats(size_t(n * heads * hd), 40);
+    const std::vector<int> listed = {0, 1, 2};
+    DeviceVec<cuda::KvRow> drows(rows);
+    DeviceVec<int> dlisted(listed);
+    DeviceVec<float> dq(q), dout(test::poisoned(q.size()));
+    DeviceVec<float> scratch(size_t(cuda::decode_attention_scratch_floats(n, s, max_keys, split)));
+    cuda::attention_decode(dq.get(), dlisted.get(), n, drows.get(), layer, s, max_keys, split, dout.get(),
+                           scratch.get(), nullptr);
+    const std::vector<float> got = dout.download();
+    for (int i = 0; i < n; ++i) {
+      const std::vector<float> want =
+          cpu_attention(q.data() + i * heads * hd, caches[size_t(i)], layer, positions[size_t(i)], window, s);
+      for (size_t j = 0; j < want.size(); ++j) {
+        ASSERT_NEAR(got[size_t(i * heads * hd) + j], want[j], kAttentionTolerance)
+            << "window " << window << " row " << i << " elem " << j;
+      }
+    }
+  }
+}
+
+TEST(CudaKernels, EmbedWidensRowsExactly) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  for (const Codec c : kAllCodecs) {
+    const int64_t V = 50, H = 100;
+    const std::vector<uint8_t> e = encoded(c, V, H, 50);
+    const ops::Matrix m(c, e.data(), V, H);
+    const std::vector<int> tokens = {3, 49, 0, 3};
+    DeviceVec<uint8_t> de(e);
+    DeviceVec<int> dt(tokens);
+    DeviceVec<float> dx(test::poisoned(tokens.size() * size_t(H)));
+    cuda::embed(dt.get(), int64_t(tokens.size()), {c, de.get(), V, H}, dx.get(), nullptr);
+    const std::vector<float> got = dx.download();
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      for (int64_t k = 0; k < H; ++k) ASSERT_EQ(got[i * size_t(H) + size_t(k)], m.at(tokens[i], k)) << codec_name(c);
+    }
+  }
+}
+
+}  // namespace seedling
