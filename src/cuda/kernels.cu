@@ -12,6 +12,9 @@
 // No fmt here: nvcc cannot evaluate fmt's compile-time format checks, so errors go through check() (runtime.cpp).
 namespace seedling::cuda {
 
+using namespace codec_ids;  // the codec numbers (codec_ids.h mirrors codec/codec.h)
+using Id = CodecId;
+
 namespace {
 
 constexpr int kWarp = 32;
@@ -40,60 +43,60 @@ __device__ __forceinline__ float bf16_bits(uint16_t h) {
 }
 
 // A codec's unit: G consecutive elements of a row that one lane widens at once.
-template <Codec C>
+template <CodecId C>
 struct Unit;
 template <>
-struct Unit<Codec::F32> {
+struct Unit<Id::F32> {
   static constexpr int G = 4, bytes = 16;
 };
 template <>
-struct Unit<Codec::F16> {
+struct Unit<Id::F16> {
   static constexpr int G = 8, bytes = 16;
 };
 template <>
-struct Unit<Codec::BF16> {
+struct Unit<Id::BF16> {
   static constexpr int G = 8, bytes = 16;
 };
 template <>
-struct Unit<Codec::Q8_G32> {
-  static constexpr int G = 32, bytes = sizeof(BlockQ8G32);
+struct Unit<Id::Q8_G32> {
+  static constexpr int G = 32, bytes = kQ8G32Bytes;
 };
 template <>
-struct Unit<Codec::Q8_G64> {
-  static constexpr int G = 64, bytes = sizeof(BlockQ8G64);
+struct Unit<Id::Q8_G64> {
+  static constexpr int G = 64, bytes = kQ8G64Bytes;
 };
 template <>
-struct Unit<Codec::Q4_G32> {
-  static constexpr int G = 32, bytes = sizeof(BlockQ4G32);
+struct Unit<Id::Q4_G32> {
+  static constexpr int G = 32, bytes = kQ4G32Bytes;
 };
 template <>
-struct Unit<Codec::Q4_G64> {
-  static constexpr int G = 64, bytes = sizeof(BlockQ4G64);
+struct Unit<Id::Q4_G64> {
+  static constexpr int G = 64, bytes = kQ4G64Bytes;
 };
 
 // Widens unit u of a row into w[G], exactly as codec_value (codec.h): affine values are d * q then + m, in float,
 // unfused (__fmul_rn/__fadd_rn keep nvcc from contracting them). Float units may run past the row's end: only
 // elements below `valid` are read.
-template <Codec C>
+template <CodecId C>
 __device__ __forceinline__ void load_unit(const uint8_t* row, int64_t u, int valid, float* w) {
   constexpr int G = Unit<C>::G;
-  if constexpr (C == Codec::F32) {
+  if constexpr (C == Id::F32) {
     const float* p = reinterpret_cast<const float*>(row) + u * G;
 #pragma unroll
     for (int j = 0; j < G; ++j) w[j] = j < valid ? p[j] : 0.0f;
-  } else if constexpr (C == Codec::F16 || C == Codec::BF16) {
+  } else if constexpr (C == Id::F16 || C == Id::BF16) {
     const uint16_t* p = reinterpret_cast<const uint16_t*>(row) + u * G;
 #pragma unroll
     for (int j = 0; j < G; ++j) {
       const uint16_t h = j < valid ? p[j] : uint16_t(0);
-      w[j] = C == Codec::BF16 ? bf16_bits(h) : f16_bits(h);
+      w[j] = C == Id::BF16 ? bf16_bits(h) : f16_bits(h);
     }
   } else {
     // Blocks are 36, 68, 20 or 36 bytes: every block starts 4-byte aligned, so it is read as 32-bit words.
     const uint32_t* p = reinterpret_cast<const uint32_t*>(row + u * Unit<C>::bytes);
     const uint32_t dm = p[0];
     const float d = f16_bits(uint16_t(dm & 0xffffu)), m = f16_bits(uint16_t(dm >> 16));
-    if constexpr (C == Codec::Q8_G32 || C == Codec::Q8_G64) {
+    if constexpr (C == Id::Q8_G32 || C == Id::Q8_G64) {
 #pragma unroll
       for (int wd = 0; wd < G / 4; ++wd) {
         const uint32_t q = p[1 + wd];
@@ -115,56 +118,147 @@ __device__ __forceinline__ void load_unit(const uint8_t* row, int64_t u, int val
   }
 }
 
-template <Codec C>
-__device__ __forceinline__ size_t row_bytes_of(int64_t cols) {
+template <CodecId C>
+__host__ __device__ __forceinline__ size_t row_bytes_of(int64_t cols) {
   constexpr int G = Unit<C>::G;
-  if constexpr (C == Codec::F32) return size_t(cols) * 4;
-  if constexpr (C == Codec::F16 || C == Codec::BF16) return size_t(cols) * 2;
+  if constexpr (C == Id::F32) return size_t(cols) * 4;
+  if constexpr (C == Id::F16 || C == Id::BF16) return size_t(cols) * 2;
   return size_t((cols + G - 1) / G) * Unit<C>::bytes;
 }
 
-// sum over units of this lane of w . x for R rows of x (row r at x + r * ldx); acc[r] is the lane's partial sum.
-template <Codec C, int R>
+// The raw 32-bit words of one full unit. Lanes load the words of several units before widening any, so several
+// loads are in flight per lane (memory-level parallelism is what a matrix-vector product lives on).
+template <CodecId C>
+struct Raw {
+  uint32_t w[Unit<C>::bytes / 4];
+};
+
+__host__ __device__ constexpr bool is_affine(CodecId c) {
+  return c == Id::Q8_G32 || c == Id::Q8_G64 || c == Id::Q4_G32 || c == Id::Q4_G64;
+}
+
+// Whole units may be read as words: affine blocks are 4-byte aligned (their sizes are multiples of 4); float units
+// only when the caller knows every row starts 16-byte aligned (V), and then as one 16-byte load.
+template <CodecId C, bool V>
+constexpr bool kRawLoads = is_affine(C) || V;
+
+template <CodecId C, bool V>
+__device__ __forceinline__ void load_raw(const uint8_t* row, int64_t u, Raw<C>& r) {
+  const uint8_t* p = row + u * Unit<C>::bytes;
+  if constexpr (!is_affine(C)) {
+    const uint4 v = *reinterpret_cast<const uint4*>(p);
+    r.w[0] = v.x;
+    r.w[1] = v.y;
+    r.w[2] = v.z;
+    r.w[3] = v.w;
+  } else {
+#pragma unroll
+    for (int i = 0; i < Unit<C>::bytes / 4; ++i) r.w[i] = reinterpret_cast<const uint32_t*>(p)[i];
+  }
+}
+
+// Widens a full unit's words into w[G], with the arithmetic of load_unit (codec.h's codec_value).
+template <CodecId C>
+__device__ __forceinline__ void widen(const Raw<C>& r, float* w) {
+  constexpr int G = Unit<C>::G;
+  if constexpr (C == Id::F32) {
+#pragma unroll
+    for (int j = 0; j < G; ++j) w[j] = __uint_as_float(r.w[j]);
+  } else if constexpr (C == Id::F16 || C == Id::BF16) {
+#pragma unroll
+    for (int i = 0; i < G / 2; ++i) {
+      const uint16_t lo = uint16_t(r.w[i] & 0xffffu), hi = uint16_t(r.w[i] >> 16);
+      w[2 * i] = C == Id::BF16 ? bf16_bits(lo) : f16_bits(lo);
+      w[2 * i + 1] = C == Id::BF16 ? bf16_bits(hi) : f16_bits(hi);
+    }
+  } else {
+    const float d = f16_bits(uint16_t(r.w[0] & 0xffffu)), m = f16_bits(uint16_t(r.w[0] >> 16));
+    if constexpr (C == Id::Q8_G32 || C == Id::Q8_G64) {
+#pragma unroll
+      for (int wd = 0; wd < G / 4; ++wd) {
+#pragma unroll
+        for (int b = 0; b < 4; ++b) {
+          w[wd * 4 + b] = __fadd_rn(__fmul_rn(d, float((r.w[1 + wd] >> (8 * b)) & 0xffu)), m);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int wd = 0; wd < G / 8; ++wd) {
+#pragma unroll
+        for (int b = 0; b < 4; ++b) {
+          const uint32_t byte = (r.w[1 + wd] >> (8 * b)) & 0xffu;
+          w[wd * 4 + b] = __fadd_rn(__fmul_rn(d, float(byte & 0x0fu)), m);
+          w[G / 2 + wd * 4 + b] = __fadd_rn(__fmul_rn(d, float(byte >> 4)), m);
+        }
+      }
+    }
+  }
+}
+
+// acc[r] += w . x[r][k0 .. k0 + valid) for the rows r < rows.
+template <int G, int R>
+__device__ __forceinline__ void fma_unit(const float* w, int valid, const float* x, int64_t ldx, int64_t k0, int rows,
+                                         float* acc) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (r >= rows) break;
+    const float* xr = x + r * ldx + k0;
+    float a = acc[r];
+    if (valid == G) {
+#pragma unroll
+      for (int j = 0; j < G; ++j) a = fmaf(w[j], xr[j], a);
+    } else {  // the row's last unit: registers indexed by constants only, so w stays out of local memory
+#pragma unroll
+      for (int j = 0; j < G; ++j) {
+        if (j < valid) a = fmaf(w[j], xr[j], a);
+      }
+    }
+    acc[r] = a;
+  }
+}
+
+// Sum over this lane's units (lane, lane + 32, ...) of w . x for R rows of x (row r at x + r * ldx) into acc[r].
+// The units and their order depend only on the matrix, so a row's sum does not depend on R or `rows`.
+template <CodecId C, int R, bool V>
 __device__ __forceinline__ void lane_dot(const uint8_t* wrow, int64_t cols, const float* x, int64_t ldx, int rows,
                                          float* acc) {
   constexpr int G = Unit<C>::G;
-  const int64_t units = (cols + G - 1) / G;
+  const int64_t units = (cols + G - 1) / G, full = cols / G;
   const int lane = threadIdx.x % kWarp;
   float w[G];
-  for (int64_t u = lane; u < units; u += kWarp) {
+  int64_t u = lane;
+  if constexpr (kRawLoads<C, V>) {
+    constexpr int kInFlight = Unit<C>::bytes <= 16 ? 4 : 2;  // units loaded before the first is used
+    for (; u + (kInFlight - 1) * kWarp < full; u += kInFlight * kWarp) {
+      Raw<C> raw[kInFlight];
+#pragma unroll
+      for (int i = 0; i < kInFlight; ++i) load_raw<C, V>(wrow, u + i * kWarp, raw[i]);
+#pragma unroll
+      for (int i = 0; i < kInFlight; ++i) {
+        widen<C>(raw[i], w);
+        fma_unit<G, R>(w, G, x, ldx, (u + i * kWarp) * G, rows, acc);
+      }
+    }
+  }
+  for (; u < units; u += kWarp) {
     const int64_t k0 = u * G;
     const int valid = int(min_i64(G, cols - k0));
     load_unit<C>(wrow, u, valid, w);
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      if (r >= rows) break;
-      const float* xr = x + r * ldx + k0;
-      float a = acc[r];
-      if (valid == G) {
-#pragma unroll
-        for (int j = 0; j < G; ++j) a = fmaf(w[j], xr[j], a);
-      } else {  // the row's last unit: registers indexed by constants only, so w stays out of local memory
-#pragma unroll
-        for (int j = 0; j < G; ++j) {
-          if (j < valid) a = fmaf(w[j], xr[j], a);
-        }
-      }
-      acc[r] = a;
-    }
+    fma_unit<G, R>(w, valid, x, ldx, k0, rows, acc);
   }
 }
 
 constexpr int kMatmulRows = 4;  // rows of x one warp serves per pass over a weight row
 
-template <Codec C>
+template <CodecId C, int R, bool V>
 __global__ void matmul_kernel(const float* x, int64_t m, const uint8_t* w, int64_t n_out, int64_t cols, float* y,
                               bool accumulate) {
   const int64_t n = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
-  const int64_t r0 = int64_t(blockIdx.y) * kMatmulRows;
+  const int64_t r0 = int64_t(blockIdx.y) * R;
   if (n >= n_out) return;
-  const int rows = int(min_i64(kMatmulRows, m - r0));
-  float acc[kMatmulRows] = {};
-  lane_dot<C, kMatmulRows>(w + size_t(n) * row_bytes_of<C>(cols), cols, x + r0 * cols, cols, rows, acc);
+  const int rows = int(min_i64(R, m - r0));
+  float acc[R] = {};
+  lane_dot<C, R, V>(w + size_t(n) * row_bytes_of<C>(cols), cols, x + r0 * cols, cols, rows, acc);
   for (int r = 0; r < rows; ++r) {
     const float s = warp_sum(acc[r]);
     if (threadIdx.x % kWarp == 0) {
@@ -174,7 +268,7 @@ __global__ void matmul_kernel(const float* x, int64_t m, const uint8_t* w, int64
   }
 }
 
-template <Codec C>
+template <CodecId C, bool V>
 __global__ void expert_gate_up_kernel(const float* x, int k, const int* ids, const uint8_t* const* table,
                                       ExpertLayout l, float* act) {
   const int64_t n = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
@@ -185,14 +279,14 @@ __global__ void expert_gate_up_kernel(const float* x, int k, const int* ids, con
   const size_t rb = row_bytes_of<C>(l.hidden);
   const float* xr = x + (j / k) * l.hidden;
   float g = 0.0f, u = 0.0f;
-  lane_dot<C, 1>(blob + size_t(n) * rb, l.hidden, xr, 0, 1, &g);
-  lane_dot<C, 1>(blob + l.up_offset + size_t(n) * rb, l.hidden, xr, 0, 1, &u);
+  lane_dot<C, 1, V>(blob + size_t(n) * rb, l.hidden, xr, 0, 1, &g);
+  lane_dot<C, 1, V>(blob + l.up_offset + size_t(n) * rb, l.hidden, xr, 0, 1, &u);
   g = warp_sum(g);
   u = warp_sum(u);
   if (threadIdx.x % kWarp == 0) act[j * l.intermediate + n] = (g / (1.0f + expf(-g))) * u;
 }
 
-template <Codec C>
+template <CodecId C, bool V>
 __global__ void expert_down_kernel(const float* act, const int* ids, const uint8_t* const* table, ExpertLayout l,
                                    float* out) {
   const int64_t h = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
@@ -201,8 +295,8 @@ __global__ void expert_down_kernel(const float* act, const int* ids, const uint8
   const uint8_t* blob = table[ids[j]];
   if (blob == nullptr) return;
   float s = 0.0f;
-  lane_dot<C, 1>(blob + l.down_offset + size_t(h) * row_bytes_of<C>(l.intermediate), l.intermediate,
-                 act + j * l.intermediate, 0, 1, &s);
+  lane_dot<C, 1, V>(blob + l.down_offset + size_t(h) * row_bytes_of<C>(l.intermediate), l.intermediate,
+                    act + j * l.intermediate, 0, 1, &s);
   s = warp_sum(s);
   if (threadIdx.x % kWarp == 0) out[j * l.hidden + h] = s;
 }
@@ -210,23 +304,25 @@ __global__ void expert_down_kernel(const float* act, const int* ids, const uint8
 // Calls f with the codec as a compile-time constant.
 template <typename F>
 void dispatch_codec(Codec c, F&& f) {
-  switch (c) {
-    case Codec::F32:
-      return f.template operator()<Codec::F32>();
-    case Codec::F16:
-      return f.template operator()<Codec::F16>();
-    case Codec::BF16:
-      return f.template operator()<Codec::BF16>();
-    case Codec::Q8_G32:
-      return f.template operator()<Codec::Q8_G32>();
-    case Codec::Q8_G64:
-      return f.template operator()<Codec::Q8_G64>();
-    case Codec::Q4_G32:
-      return f.template operator()<Codec::Q4_G32>();
-    case Codec::Q4_G64:
-      return f.template operator()<Codec::Q4_G64>();
+  switch (Id(uint8_t(c))) {
+    case Id::F32:
+      return f.template operator()<Id::F32>();
+    case Id::F16:
+      return f.template operator()<Id::F16>();
+    case Id::BF16:
+      return f.template operator()<Id::BF16>();
+    case Id::Q8_G32:
+      return f.template operator()<Id::Q8_G32>();
+    case Id::Q8_G64:
+      return f.template operator()<Id::Q8_G64>();
+    case Id::Q4_G32:
+      return f.template operator()<Id::Q4_G32>();
+    case Id::Q4_G64:
+      return f.template operator()<Id::Q4_G64>();
+    default:
+      break;
   }
-  check(cudaErrorInvalidValue, "a kernel for this codec");
+  check(cudaErrorInvalidValue, "a kernel for this codec (the seed codecs have none yet)");
 }
 
 __global__ void rms_norm_kernel(const float* x, float* out, int64_t n, const float* weight, float eps) {
@@ -269,7 +365,7 @@ __global__ void add_bias_kernel(float* x, const float* b, int64_t total, int64_t
   if (i < total) x[i] = x[i] + b[i % n];
 }
 
-template <Codec C>
+template <CodecId C>
 __global__ void embed_kernel(const int* tokens, const uint8_t* emb, int64_t cols, float* x) {
   constexpr int G = Unit<C>::G;
   const uint8_t* row = emb + size_t(tokens[blockIdx.x]) * row_bytes_of<C>(cols);
@@ -541,6 +637,22 @@ __global__ void attention_prompt_kernel(const float* q, int64_t n, int p0, const
   }
 }
 
+size_t row_bytes(Codec c, int64_t cols) {
+  size_t b = 0;
+  dispatch_codec(c, [&]<CodecId C>() { b = row_bytes_of<C>(cols); });
+  return b;
+}
+
+// Every row of the matrix starts 16-byte aligned: float units may be read as one 16-byte load.
+bool aligned16(const void* data, size_t row_bytes) {
+  return reinterpret_cast<uintptr_t>(data) % 16 == 0 && row_bytes % 16 == 0;
+}
+// The same for every matrix of every expert blob (blobs and their parts are placed 16-byte aligned by the caller).
+bool experts_aligned16(const ExpertLayout& l) {
+  return l.up_offset % 16 == 0 && l.down_offset % 16 == 0 && l.bytes % 16 == 0 &&
+         row_bytes(l.gate_up, l.hidden) % 16 == 0 && row_bytes(l.down, l.intermediate) % 16 == 0;
+}
+
 void launched(const char* what) {
   check(cudaGetLastError(), what);
 }
@@ -551,12 +663,42 @@ int blocks_for(int64_t n, int per) {
 
 }  // namespace
 
+bool has_kernel(Codec c) {
+  switch (Id(uint8_t(c))) {
+    case Id::F32:
+    case Id::F16:
+    case Id::BF16:
+    case Id::Q8_G32:
+    case Id::Q8_G64:
+    case Id::Q4_G32:
+    case Id::Q4_G64:
+      return true;
+    default:
+      return false;
+  }
+}
+
 void matmul(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream) {
   if (m == 0 || w.rows == 0) return;
-  const dim3 grid(blocks_for(w.rows, kWarpsPerBlock), blocks_for(m, kMatmulRows));
-  dispatch_codec(w.codec, [&]<Codec C>() {
-    matmul_kernel<C><<<grid, kWarp * kWarpsPerBlock, 0, stream>>>(x, m, static_cast<const uint8_t*>(w.data), w.rows,
-                                                                  w.cols, y, accumulate);
+  const bool v = aligned16(w.data, row_bytes(w.codec, w.cols));
+  const auto* wd = static_cast<const uint8_t*>(w.data);
+  const unsigned threads = kWarp * kWarpsPerBlock;
+  dispatch_codec(w.codec, [&]<CodecId C>() {
+    if (m == 1) {  // decode: one row, no accumulators to spare
+      const dim3 grid(blocks_for(w.rows, kWarpsPerBlock), 1);
+      if (v) {
+        matmul_kernel<C, 1, true><<<grid, threads, 0, stream>>>(x, m, wd, w.rows, w.cols, y, accumulate);
+      } else {
+        matmul_kernel<C, 1, false><<<grid, threads, 0, stream>>>(x, m, wd, w.rows, w.cols, y, accumulate);
+      }
+    } else {
+      const dim3 grid(blocks_for(w.rows, kWarpsPerBlock), blocks_for(m, kMatmulRows));
+      if (v) {
+        matmul_kernel<C, kMatmulRows, true><<<grid, threads, 0, stream>>>(x, m, wd, w.rows, w.cols, y, accumulate);
+      } else {
+        matmul_kernel<C, kMatmulRows, false><<<grid, threads, 0, stream>>>(x, m, wd, w.rows, w.cols, y, accumulate);
+      }
+    }
   });
   launched("matmul");
 }
@@ -589,7 +731,7 @@ void add_bias(float* x, const float* b, int64_t rows, int64_t n, cudaStream_t st
 
 void embed(const int* tokens, int64_t m, const DeviceMatrix& emb, float* x, cudaStream_t stream) {
   if (m == 0) return;
-  dispatch_codec(emb.codec, [&]<Codec C>() {
+  dispatch_codec(emb.codec, [&]<CodecId C>() {
     embed_kernel<C><<<unsigned(m), 128, 0, stream>>>(tokens, static_cast<const uint8_t*>(emb.data), emb.cols, x);
   });
   launched("embed");
@@ -612,8 +754,13 @@ void expert_gate_up(const float* x, int64_t m, int k, const int* ids, const uint
                     const ExpertLayout& l, float* act, cudaStream_t stream) {
   if (m == 0) return;
   const dim3 grid(blocks_for(l.intermediate, kWarpsPerBlock), unsigned(m * k));
-  dispatch_codec(l.gate_up, [&]<Codec C>() {
-    expert_gate_up_kernel<C><<<grid, kWarp * kWarpsPerBlock, 0, stream>>>(x, k, ids, table, l, act);
+  const bool v = experts_aligned16(l);
+  dispatch_codec(l.gate_up, [&]<CodecId C>() {
+    if (v) {
+      expert_gate_up_kernel<C, true><<<grid, kWarp * kWarpsPerBlock, 0, stream>>>(x, k, ids, table, l, act);
+    } else {
+      expert_gate_up_kernel<C, false><<<grid, kWarp * kWarpsPerBlock, 0, stream>>>(x, k, ids, table, l, act);
+    }
   });
   launched("expert_gate_up");
 }
@@ -622,8 +769,13 @@ void expert_down(const float* act, int64_t pairs, const int* ids, const uint8_t*
                  float* out, cudaStream_t stream) {
   if (pairs == 0) return;
   const dim3 grid(blocks_for(l.hidden, kWarpsPerBlock), unsigned(pairs));
-  dispatch_codec(l.down, [&]<Codec C>() {
-    expert_down_kernel<C><<<grid, kWarp * kWarpsPerBlock, 0, stream>>>(act, ids, table, l, out);
+  const bool v = experts_aligned16(l);
+  dispatch_codec(l.down, [&]<CodecId C>() {
+    if (v) {
+      expert_down_kernel<C, true><<<grid, kWarp * kWarpsPerBlock, 0, stream>>>(act, ids, table, l, out);
+    } else {
+      expert_down_kernel<C, false><<<grid, kWarp * kWarpsPerBlock, 0, stream>>>(act, ids, table, l, out);
+    }
   });
   launched("expert_down");
 }

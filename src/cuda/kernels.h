@@ -12,17 +12,20 @@
 
 #include <cstdint>
 
-#include "codec/codec.h"
+#include "cuda/codec_ids.h"
 
 namespace seedling::cuda {
 
 // A weight matrix in device memory, laid out as ops::Matrix: `rows` x `cols`, row-major, in `codec`.
 struct DeviceMatrix {
-  Codec codec = Codec::F32;
+  Codec codec = codec_ids::F32;
   const void* data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
 };
+
+// Whether these kernels read codec c (the float and affine codecs; not yet the seed codecs).
+bool has_kernel(Codec c);
 
 // y[i][n] = sum_k x[i][k] * W[n][k] for m rows (x: m x W.cols, y: m x W.rows); with `accumulate`, y += that sum.
 void matmul(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream);
@@ -51,8 +54,8 @@ void router_topk(const float* logits, int64_t m, int e, int k, bool norm_topk, i
 
 // Where one layer's experts sit: each expert is one blob [gate (I x H)][up (I x H)][down (H x I)] at table[e].
 struct ExpertLayout {
-  Codec gate_up = Codec::F32;
-  Codec down = Codec::F32;
+  Codec gate_up = codec_ids::F32;
+  Codec down = codec_ids::F32;
   int64_t hidden = 0;        // H
   int64_t intermediate = 0;  // I
   size_t up_offset = 0;      // bytes from the blob's start

@@ -72,6 +72,14 @@ VramExperts::VramExperts(Model& model, const CudaForwardOptions& o, uint64_t fre
   ExpertProvider& provider = model.experts();
   // One layout for every expert: the first expert's codecs and shapes; any other expert that differs is refused.
   layout_ = expert_layout(model);
+  for (const Codec codec : {layout_.gate_up, layout_.down}) {
+    if (!has_kernel(codec)) {
+      fail(
+          "--device cuda: the routed experts are stored as {}, which has no CUDA kernel yet (f32, f16, bf16, "
+          "q8_g32, q8_g64, q4_g32, q4_g64 have)",
+          codec_name(codec));
+    }
+  }
   const uint64_t total = uint64_t(moe_layers) * uint64_t(c.num_experts) * layout_.bytes;
   const uint64_t minimum = uint64_t(c.experts_per_token) * layout_.bytes;
   const uint64_t reserve = (uint64_t(1) << 30) + free_bytes / 20;  // KV caches and activations
