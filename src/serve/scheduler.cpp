@@ -111,7 +111,8 @@ void Scheduler::admit() {
       waiting_.pop_front();
       continue;
     }
-    // The free slot whose cache shares the longest prefix with the prompt (the lowest index on ties).
+    // The free slot whose cache shares the longest prefix with the prompt; on ties the least recently admitted one
+    // (never used first), so a cache a finished request left behind is the last to be overwritten.
     Slot* best = nullptr;
     size_t best_keep = 0;
     for (Slot& s : slots_) {
@@ -119,7 +120,7 @@ void Scheduler::admit() {
       const std::vector<int32_t>& p = job.request.prompt;
       size_t keep = 0;
       while (keep < s.fed.size() && keep < p.size() && s.fed[keep] == p[keep]) ++keep;
-      if (best == nullptr || keep > best_keep) {
+      if (best == nullptr || keep > best_keep || (keep == best_keep && s.admitted < best->admitted)) {
         best = &s;
         best_keep = keep;
       }

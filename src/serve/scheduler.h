@@ -103,7 +103,7 @@ class Scheduler {
     int generated = 0;
     int32_t last = -1;  // sampled, not yet fed
     double last_time = 0;
-    uint64_t admitted = 0;  // order of admission: earlier slots read their prompts first
+    uint64_t admitted = 0;  // order of admission (from 1; 0: never used): earlier slots read their prompts first
   };
 
   void loop();
@@ -120,7 +120,7 @@ class Scheduler {
   std::deque<Job> waiting_;
   std::vector<Slot> slots_;
   int in_use_ = 0;
-  uint64_t admissions_ = 0;
+  uint64_t admissions_ = 1;
   bool stopping_ = false;
   std::thread thread_;
 };

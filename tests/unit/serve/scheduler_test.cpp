@@ -186,4 +186,25 @@ TEST(Scheduler, NewRequestDoesNotWaitForARunningOne) {
   EXPECT_EQ(how, Finish::kCancelled);
 }
 
+// A request with an unrelated prompt takes a never-used slot, not the one a finished request left its cache in, so
+// that request's prefix is still there when it comes back (requests arriving one by one, as on a loaded machine).
+TEST(Scheduler, UnrelatedRequestLeavesAFinishedRequestsCacheAlone) {
+  auto model = Model::load(demo_dir());
+  const std::vector<int32_t> text = demo_prompt(*model, 80);
+  const std::vector<int32_t> a(text.begin() + 1, text.begin() + 30), b(text.begin() + 3, text.begin() + 40);
+  ASSERT_NE(a[0], b[0]) << "the prompts must share no prefix";
+  Engine engine(*model, {});
+  Scheduler sched(engine, {4, 8, 512}, nullptr);
+  std::vector<int> reused;
+  for (const std::vector<int32_t>* p : {&a, &b, &a}) {
+    auto s = sched.submit({*p, 3, {}, {}});
+    ASSERT_NE(s, nullptr);
+    Finish how = Finish::kRunning;
+    drain(*s, &how);
+    EXPECT_EQ(how, Finish::kLength);
+    reused.push_back(s->reused_tokens());
+  }
+  EXPECT_EQ(reused, (std::vector<int>{0, 0, int(a.size()) - 1})) << "a's second run reuses all of a but its last id";
+}
+
 }  // namespace seedling::serve
