@@ -137,60 +137,93 @@ __host__ __device__ constexpr bool is_affine(CodecId c) {
   return c == Id::Q8_G32 || c == Id::Q8_G64 || c == Id::Q4_G32 || c == Id::Q4_G64;
 }
 
-// Whole units may be read as words: affine blocks are 4-byte aligned (their sizes are multiples of 4); float units
-// only when the caller knows every row starts 16-byte aligned (V), and then as one 16-byte load.
+// Float units are read as one 16-byte load when the caller knows every row starts 16-byte aligned (V).
 template <CodecId C, bool V>
-constexpr bool kRawLoads = is_affine(C) || V;
+constexpr bool kRawLoads = !is_affine(C) && V;
 
 template <CodecId C, bool V>
 __device__ __forceinline__ void load_raw(const uint8_t* row, int64_t u, Raw<C>& r) {
-  const uint8_t* p = row + u * Unit<C>::bytes;
-  if constexpr (!is_affine(C)) {
-    const uint4 v = *reinterpret_cast<const uint4*>(p);
-    r.w[0] = v.x;
-    r.w[1] = v.y;
-    r.w[2] = v.z;
-    r.w[3] = v.w;
-  } else {
-#pragma unroll
-    for (int i = 0; i < Unit<C>::bytes / 4; ++i) r.w[i] = reinterpret_cast<const uint32_t*>(p)[i];
-  }
+  const uint4 v = *reinterpret_cast<const uint4*>(row + u * Unit<C>::bytes);
+  r.w[0] = v.x;
+  r.w[1] = v.y;
+  r.w[2] = v.z;
+  r.w[3] = v.w;
 }
 
-// Widens a full unit's words into w[G], with the arithmetic of load_unit (codec.h's codec_value).
+// Widens a full float unit's words into w[G] (bf16/f16 halves in element order).
 template <CodecId C>
 __device__ __forceinline__ void widen(const Raw<C>& r, float* w) {
   constexpr int G = Unit<C>::G;
   if constexpr (C == Id::F32) {
 #pragma unroll
     for (int j = 0; j < G; ++j) w[j] = __uint_as_float(r.w[j]);
-  } else if constexpr (C == Id::F16 || C == Id::BF16) {
+  } else {
 #pragma unroll
     for (int i = 0; i < G / 2; ++i) {
       const uint16_t lo = uint16_t(r.w[i] & 0xffffu), hi = uint16_t(r.w[i] >> 16);
       w[2 * i] = C == Id::BF16 ? bf16_bits(lo) : f16_bits(lo);
       w[2 * i + 1] = C == Id::BF16 ? bf16_bits(hi) : f16_bits(hi);
     }
-  } else {
-    const float d = f16_bits(uint16_t(r.w[0] & 0xffffu)), m = f16_bits(uint16_t(r.w[0] >> 16));
-    if constexpr (C == Id::Q8_G32 || C == Id::Q8_G64) {
+  }
+}
+
+// Affine codecs: 8 lanes share one block, each widening G / 8 of its codes, so a group's reads of x are contiguous
+// (a lane's elements sit 4 floats from its neighbours', not a whole block apart) and each lane holds few registers.
+// The warp's 4 groups take blocks grp, grp + 4, ...; which lane adds which element depends only on the matrix.
+template <CodecId C, int R>
+__device__ __forceinline__ void affine_group_dot(const uint8_t* wrow, int64_t cols, const float* x, int64_t ldx,
+                                                 int rows, float* acc) {
+  constexpr int G = Unit<C>::G, kPer = G / 8;
+  const int lane = threadIdx.x % kWarp, grp = lane / 8, t = lane % 8;
+  const int64_t units = (cols + G - 1) / G;
+#pragma unroll 2
+  for (int64_t u = grp; u < units; u += 4) {
+    const uint8_t* blk = wrow + u * Unit<C>::bytes;
+    const uint32_t* words = reinterpret_cast<const uint32_t*>(blk);
+    const uint32_t dm = words[0];
+    const float d = f16_bits(uint16_t(dm & 0xffffu)), m = f16_bits(uint16_t(dm >> 16));
+    float w[kPer];
+    int idx[kPer];                    // element of the block each value belongs to
+    if constexpr (C == Id::Q4_G64) {  // byte i: element i (low nibble), i + 32 (high)
+      const uint32_t q = words[1 + t];
 #pragma unroll
-      for (int wd = 0; wd < G / 4; ++wd) {
-#pragma unroll
-        for (int b = 0; b < 4; ++b) {
-          w[wd * 4 + b] = __fadd_rn(__fmul_rn(d, float((r.w[1 + wd] >> (8 * b)) & 0xffu)), m);
-        }
+      for (int b = 0; b < 4; ++b) {
+        const uint32_t byte = (q >> (8 * b)) & 0xffu;
+        w[b] = __fadd_rn(__fmul_rn(d, float(byte & 0x0fu)), m);
+        w[4 + b] = __fadd_rn(__fmul_rn(d, float(byte >> 4)), m);
+        idx[b] = 4 * t + b;
+        idx[4 + b] = 32 + 4 * t + b;
       }
-    } else {
+    } else if constexpr (C == Id::Q4_G32) {  // byte i: element i (low nibble), i + 16 (high)
+      const uint32_t q = reinterpret_cast<const uint16_t*>(blk + 4)[t];
 #pragma unroll
-      for (int wd = 0; wd < G / 8; ++wd) {
-#pragma unroll
-        for (int b = 0; b < 4; ++b) {
-          const uint32_t byte = (r.w[1 + wd] >> (8 * b)) & 0xffu;
-          w[wd * 4 + b] = __fadd_rn(__fmul_rn(d, float(byte & 0x0fu)), m);
-          w[G / 2 + wd * 4 + b] = __fadd_rn(__fmul_rn(d, float(byte >> 4)), m);
-        }
+      for (int b = 0; b < 2; ++b) {
+        const uint32_t byte = (q >> (8 * b)) & 0xffu;
+        w[b] = __fadd_rn(__fmul_rn(d, float(byte & 0x0fu)), m);
+        w[2 + b] = __fadd_rn(__fmul_rn(d, float(byte >> 4)), m);
+        idx[b] = 2 * t + b;
+        idx[2 + b] = 16 + 2 * t + b;
       }
+    } else {  // q8: byte i is element i
+#pragma unroll
+      for (int b = 0; b < kPer; ++b) {
+        const uint32_t q = words[1 + (kPer * t + b) / 4];
+        w[b] = __fadd_rn(__fmul_rn(d, float((q >> (8 * ((kPer * t + b) % 4))) & 0xffu)), m);
+        idx[b] = kPer * t + b;
+      }
+    }
+    const int64_t k0 = u * G;
+    const bool full = k0 + G <= cols;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (r >= rows) break;
+      const float* xr = x + r * ldx + k0;
+      float a = acc[r];
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) {
+        if (full || k0 + idx[j] < cols) a = fmaf(w[j], xr[idx[j]], a);
+      }
+      acc[r] = a;
     }
   }
 }
@@ -217,11 +250,16 @@ __device__ __forceinline__ void fma_unit(const float* w, int valid, const float*
   }
 }
 
-// Sum over this lane's units (lane, lane + 32, ...) of w . x for R rows of x (row r at x + r * ldx) into acc[r].
-// The units and their order depend only on the matrix, so a row's sum does not depend on R or `rows`.
+// Sum over this lane's share of the row (float codecs: units lane, lane + 32, ...; affine: affine_group_dot) of w . x
+// for R rows of x (row r at x + r * ldx) into acc[r]. The units and their order depend only on the matrix, so a row's
+// sum does not depend on R or `rows`.
 template <CodecId C, int R, bool V>
 __device__ __forceinline__ void lane_dot(const uint8_t* wrow, int64_t cols, const float* x, int64_t ldx, int rows,
                                          float* acc) {
+  if constexpr (is_affine(C)) {
+    affine_group_dot<C, R>(wrow, cols, x, ldx, rows, acc);
+    return;
+  }
   constexpr int G = Unit<C>::G;
   const int64_t units = (cols + G - 1) / G, full = cols / G;
   const int lane = threadIdx.x % kWarp;
