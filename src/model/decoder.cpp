@@ -15,7 +15,13 @@ void Model::forward(std::span<const BatchRow> rows, float* logits) {
   const ModelConfig& c = config_;
   const int64_t M = int64_t(rows.size()), H = c.hidden_size;
   if (M == 0) return;
-  if (device_) return device_->forward(rows, logits);
+  if (device_) {
+    // The device forward reports neither routes nor matrix inputs: refuse rather than write an empty trace.
+    if (observer_ != nullptr || activation_observer_ != nullptr) {
+      fail("route traces and activation statistics are recorded by the CPU forward only: run without --device cuda");
+    }
+    return device_->forward(rows, logits);
+  }
   std::vector<float> x(size_t(M * H)), xn(size_t(M * H)), delta(size_t(M * H));
   for (int64_t i = 0; i < M; ++i) {  // embedding: (M, H)
     const int32_t t = rows[size_t(i)].token;

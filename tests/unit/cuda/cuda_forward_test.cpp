@@ -140,6 +140,30 @@ TEST(CudaForward, VramBudgetBelowOneLayersTopKIsOneClearError) {
   }
 }
 
+TEST(CudaForward, RouteObserverIsRefusedNotLeftEmpty) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  struct Counting : RouteObserver {
+    int routes = 0;
+    void on_route(int, int, std::span<const int>, std::span<const float>) override { ++routes; }
+  } observer;
+  auto model = Model::load(test::data_path("models/qwen3_moe_a/hf"));
+  CudaForwardOptions o;
+  o.verbose = false;
+  use_cuda_forward(*model, o);
+  model->set_route_observer(&observer);
+  Engine engine(*model, {});
+  const int seq = engine.add_sequence();
+  const std::vector<int32_t> ids = {1, 2, 3};
+  SequenceStep step{seq, ids, false};
+  try {
+    engine.step({&step, 1});
+    FAIL() << "a route observer was accepted by the CUDA forward";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("CPU forward only"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(observer.routes, 0);
+}
+
 TEST(CudaDevice, NoGpuIsOneClearError) {
   const CudaDevices d = cuda_devices();
   if (!d.devices.empty()) GTEST_SKIP() << "a GPU is present; this checks the machine without one";
