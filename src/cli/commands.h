@@ -26,6 +26,7 @@ struct ModelFlags {
   std::string route_trace;     // --route-trace FILE: chosen experts per token and layer (docs/formats/route-trace.md)
   std::string device = "cpu";  // --device cpu | cuda | cuda:N
   std::string vram_budget;     // --vram-budget SIZE: VRAM for routed experts (--device cuda)
+  std::string route_replay;    // --route-replay FILE: routes taken from a trace instead of the router (measuring)
 };
 void add_model_flags(CLI::App* cmd, ModelFlags* f);
 // Sets the thread count, loads the model named by -m (or the default model) and places its experts.

@@ -27,6 +27,11 @@ std::unique_ptr<RouteTraceWriter>& trace_slot() {
   return w;
 }
 
+std::unique_ptr<RouteReplay>& replay_slot() {
+  static std::unique_ptr<RouteReplay> r;
+  return r;
+}
+
 // MemAvailable from /proc/meminfo. SEEDLING_MEM_AVAILABLE (bytes) stands in for it, so tests can act out a small
 // machine.
 uint64_t mem_available_bytes() {
@@ -98,12 +103,24 @@ void place_experts(Model& model, const ModelFlags& f) {
 }
 
 void open_route_trace(Model& model, const ModelFlags& f) {
+  if (!f.route_replay.empty()) {
+    const ModelConfig& c = model.config();
+    replay_slot() =
+        std::make_unique<RouteReplay>(f.route_replay, c.layer_has_experts, c.num_experts, c.experts_per_token);
+    model.set_route_source(replay_slot().get());
+  }
   if (f.route_trace.empty()) return;
   trace_slot() = std::make_unique<RouteTraceWriter>(f.route_trace);
   model.set_route_observer(trace_slot().get());
 }
 
 void finish_model(Model& model, int64_t tokens) {
+  if (replay_slot()) {
+    std::fprintf(stderr, "routes: replayed %zu of the %zu routes in %s\n", replay_slot()->used(), replay_slot()->size(),
+                 replay_slot()->path().c_str());
+    model.set_route_source(nullptr);
+    replay_slot().reset();
+  }
   if (trace_slot()) {
     trace_slot()->close();
     model.set_route_observer(nullptr);

@@ -55,6 +55,16 @@ struct RouteObserver {
   virtual void on_route(int layer, int row, std::span<const int> experts, std::span<const float> weights) = 0;
 };
 
+// Routes that replace the router's top-k, for measuring (experts/route_trace.h, RouteReplay): the MoE block asks
+// for each row's experts and weights after routing and before anything else sees them, so prefetch, acquire, expert
+// math, combine and the observer all see the replayed route. It changes logits. A model without one pays one null
+// test per row.
+struct RouteSource {
+  virtual ~RouteSource() = default;
+  // Overwrites the row's top-k experts and weights (spans of the router's top-k); an Error when it has none to give.
+  virtual void route(int layer, int row, std::span<int> experts, std::span<float> weights) = 0;
+};
+
 // The matrices whose inputs an ActivationObserver sees: attention q/k/v (one input) and o, a routed expert's gate/up
 // (one input) and down, a dense MLP's gate/up and down.
 enum class MatrixInput : uint8_t { AttnQkv, AttnO, ExpertGateUp, ExpertDown, MlpGateUp, MlpDown };

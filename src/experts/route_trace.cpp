@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -43,7 +44,7 @@ void RouteTraceWriter::on_route(int layer, int row, std::span<const int> experts
   std::string line = fmt::format("{},{},", step_first_token_ + row, layer);
   for (size_t i = 0; i < experts.size(); ++i) line += fmt::format("{}{}", i ? " " : "", experts[i]);
   line += ",";
-  for (size_t i = 0; i < weights.size(); ++i) line += fmt::format("{}{:.6f}", i ? " " : "", weights[i]);
+  for (size_t i = 0; i < weights.size(); ++i) line += fmt::format("{}{}", i ? " " : "", weights[i]);
   line += fmt::format(",{}\n", step_);
   std::fputs(line.c_str(), file_);
 }
@@ -143,6 +144,44 @@ std::vector<RouteRecord> read_route_trace(const std::string& path) {
     out.push_back(std::move(r));
   }
   return out;
+}
+
+RouteReplay::RouteReplay(const std::string& path, std::span<const uint8_t> layer_has_experts, int num_experts,
+                         int top_k)
+    : path_(path), records_(read_route_trace(path)) {
+  if (records_.empty()) fail("{}: the route trace has no routes to replay", path);
+  for (size_t i = 0; i < records_.size(); ++i) {
+    const RouteRecord& r = records_[i];
+    const auto where = [&] { return fmt::format("{}: route {} (token {}, layer {})", path, i + 1, r.token, r.layer); };
+    if (size_t(r.layer) >= layer_has_experts.size() || layer_has_experts[size_t(r.layer)] == 0) {
+      fail("{}: the model has no routed experts in that layer ({} layers)", where(), layer_has_experts.size());
+    }
+    if (int(r.experts.size()) != top_k || int(r.weights.size()) != top_k) {
+      fail("{}: {} experts and {} weights, the model routes top-{}", where(), r.experts.size(), r.weights.size(),
+           top_k);
+    }
+    for (size_t s = 0; s < r.experts.size(); ++s) {
+      if (r.experts[s] >= num_experts) fail("{}: expert {}, the model has {}", where(), r.experts[s], num_experts);
+      for (size_t t = 0; t < s; ++t) {
+        if (r.experts[t] == r.experts[s]) fail("{}: expert {} chosen twice", where(), r.experts[s]);
+      }
+    }
+  }
+}
+
+void RouteReplay::route(int layer, int row, std::span<int> experts, std::span<float> weights) {
+  if (next_ >= records_.size()) {
+    fail("{}: the route trace ran out after {} routes; the model asked for layer {} row {}", path_, records_.size(),
+         layer, row);
+  }
+  const RouteRecord& r = records_[next_];
+  if (r.layer != layer) {
+    fail("{}: route {} (token {}) is for layer {}; the model asked for layer {} row {}", path_, next_ + 1, r.token,
+         r.layer, layer, row);
+  }
+  std::copy(r.experts.begin(), r.experts.end(), experts.begin());
+  std::copy(r.weights.begin(), r.weights.end(), weights.begin());
+  ++next_;
 }
 
 }  // namespace seedling

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -51,5 +52,24 @@ struct RouteRecord {
 
 // Reads a trace (.csv, or .csv.gz through `gzip -dc`); an Error naming the file and line on a malformed one.
 std::vector<RouteRecord> read_route_trace(const std::string& path);
+
+// Replays a trace's routes in the order the forward asks for them (`--route-replay`): a measuring tool that gives
+// models whose routers would choose differently the same routes, so it changes logits. The constructor checks every
+// record against the model (a layer with experts, top_k distinct ids below num_experts, top_k weights); route()
+// hands out the next record and fails, naming the file and the position, when the trace has run out or its next
+// record is for another layer.
+class RouteReplay final : public RouteSource {
+ public:
+  RouteReplay(const std::string& path, std::span<const uint8_t> layer_has_experts, int num_experts, int top_k);
+  void route(int layer, int row, std::span<int> experts, std::span<float> weights) override;
+  size_t used() const { return next_; }  // records handed out so far
+  size_t size() const { return records_.size(); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::vector<RouteRecord> records_;
+  size_t next_ = 0;
+};
 
 }  // namespace seedling

@@ -20,6 +20,8 @@ void Model::forward(std::span<const BatchRow> rows, float* logits) {
     if (observer_ != nullptr || activation_observer_ != nullptr) {
       fail("route traces and activation statistics are recorded by the CPU forward only: run without --device cuda");
     }
+    if (route_source_ != nullptr)
+      fail("--route-replay replays routes in the CPU forward only: run without --device cuda");
     return device_->forward(rows, logits);
   }
   std::vector<float> x(size_t(M * H)), xn(size_t(M * H)), delta(size_t(M * H));
@@ -127,6 +129,7 @@ void Model::moe(int layer, int64_t M, const float* xn, float* out) {
     if (c.norm_topk_prob) {
       for (int s = 0; s < K; ++s) w[s] = w[s] / sum;
     }
+    if (route_source_ != nullptr) route_source_->route(layer, int(i), {ids, size_t(K)}, {w, size_t(K)});
     if (observer_ != nullptr) observer_->on_route(layer, int(i), {ids, size_t(K)}, {w, size_t(K)});
   }
   // Rows grouped by expert, so each chosen expert is fetched once per batch and runs as one matrix product.

@@ -75,6 +75,8 @@ class Model {
   ExpertProvider& experts() { return *experts_; }
   void set_expert_provider(std::unique_ptr<ExpertProvider> p) { experts_ = std::move(p); }
   void set_route_observer(RouteObserver* o) { observer_ = o; }
+  // Replaces the router's choices with the source's (a measuring tool that changes logits); null: the router's own.
+  void set_route_source(RouteSource* s) { route_source_ = s; }
   // Sees the input of every matrix product of the forward (imatrix); null: none. Never changes a logit.
   void set_activation_observer(ActivationObserver* o) { activation_observer_ = o; }
   // Weights as loaded (views into the mapped files) and the RoPE table, for a device forward to copy.
@@ -110,6 +112,7 @@ class Model {
   std::unique_ptr<ExpertProvider> experts_;
   ops::Rope rope_;
   RouteObserver* observer_ = nullptr;
+  RouteSource* route_source_ = nullptr;
   ActivationObserver* activation_observer_ = nullptr;
   // After the weights, so destroyed before them: it copied from them.
   std::unique_ptr<DeviceForward> device_;

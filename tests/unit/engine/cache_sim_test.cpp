@@ -180,10 +180,10 @@ TEST(RouteTrace, WriterNumbersTokensAndStepsAsForwardReportsThem) {
   }
   EXPECT_EQ(read_text(path),
             "token_index,layer,expert_ids,weights,step\n"
-            "0,0,5 1,0.750000 0.250000,0\n1,0,5 1,0.750000 0.250000,0\n"
-            "0,2,5 1,0.750000 0.250000,0\n1,2,5 1,0.750000 0.250000,0\n"
-            "2,0,5 1,0.750000 0.250000,1\n2,2,5 1,0.750000 0.250000,1\n"
-            "3,0,5 1,0.750000 0.250000,2\n3,2,5 1,0.750000 0.250000,2\n");
+            "0,0,5 1,0.75 0.25,0\n1,0,5 1,0.75 0.25,0\n"
+            "0,2,5 1,0.75 0.25,0\n1,2,5 1,0.75 0.25,0\n"
+            "2,0,5 1,0.75 0.25,1\n2,2,5 1,0.75 0.25,1\n"
+            "3,0,5 1,0.75 0.25,2\n3,2,5 1,0.75 0.25,2\n");
   const auto records = read_route_trace(path);
   ASSERT_EQ(records.size(), 8u);
   EXPECT_EQ(records[3].token, 1);
