@@ -40,6 +40,8 @@ void add_model_flags(CLI::App* cmd, ModelFlags* f) {
   cmd->add_option("--route-replay", f->route_replay,
                   "measuring tool: take every token's experts and weights from the route trace FILE instead of the "
                   "router (same routes on different models; changes logits)");
+  cmd->add_flag("--no-cuda-graph", f->no_cuda_graph,
+                "--device cuda: launch batch-1 decode op by op instead of replaying one CUDA graph (for comparison)");
 }
 
 namespace {
@@ -65,8 +67,10 @@ std::unique_ptr<Model> load_model(const ModelFlags& f) {
   if (f.threads > 0) ThreadPool::set_global_threads(f.threads);
   const int device = parse_device(f.device);
   if (device < 0 && !f.vram_budget.empty()) fail("--vram-budget needs --device cuda");
+  if (device < 0 && f.no_cuda_graph) fail("--no-cuda-graph needs --device cuda");
   CudaForwardOptions co;
   co.device = device;
+  co.graphs = !f.no_cuda_graph;
   if (!f.vram_budget.empty()) {
     co.vram_budget = parse_byte_size(f.vram_budget, "--vram-budget");
     co.budget_given = true;

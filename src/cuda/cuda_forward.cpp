@@ -20,6 +20,7 @@ using cuda::DeviceMatrix;
 // A device allocation that only grows (scratch whose old contents are not kept).
 class DeviceScratch {
  public:
+  const void* ptr() const { return p_; }
   ~DeviceScratch() {
     if (p_) cudaFree(p_);
   }
@@ -71,6 +72,8 @@ class CudaForward final : public DeviceForward {
   DeviceMatrix upload(const ops::Matrix& m);
   const float* upload(const std::vector<float>& v);
   CudaKv& device_kv(KvCache& kv);
+  void enqueue(int64_t wanted);  // the whole forward on stream_, up to the logits in s_logits_
+  std::vector<const void*> graph_key() const;
   void attention(int layer, const float* xn, float* x);
   void moe(int layer, const float* xn, float* x);
 
@@ -104,9 +107,21 @@ class CudaForward final : public DeviceForward {
       s_attn_scratch_, s_logits_;
   std::vector<uint8_t> meta_host_;
   std::vector<int> ids_host_;
+
+  // Decode as one CUDA graph (batch 1, every expert resident): the graph reads token, position and cache row from
+  // the batch description in device memory, and decode attention runs over the cache's whole capacity (splits past
+  // the position are empty and add nothing), so one capture serves every position. It is captured when a decode
+  // finds the same buffers (the key) as the eager decode before it, and replaced when they change.
+  bool graphs_ = true;
+  cudaGraphExec_t graph_ = nullptr;
+  std::vector<const void*> graph_key_, eager_key_;
+  int64_t graph_replays_ = 0;
+
+ public:
+  int64_t graph_replays() const { return graph_replays_; }
 };
 
-CudaForward::CudaForward(Model& model, const CudaForwardOptions& o) : c_(model.config()) {
+CudaForward::CudaForward(Model& model, const CudaForwardOptions& o) : c_(model.config()), graphs_(o.graphs) {
   check(cudaSetDevice(o.device), "selecting the CUDA device");
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating the compute stream");
   const ModelWeights& w = model.weights();
@@ -151,6 +166,7 @@ CudaForward::CudaForward(Model& model, const CudaForwardOptions& o) : c_(model.c
 
 CudaForward::~CudaForward() {
   if (stream_) cudaStreamSynchronize(stream_);
+  if (graph_) cudaGraphExecDestroy(graph_);
   for (void* p : owned_) cudaFree(p);
   if (stream_) cudaStreamDestroy(stream_);
 }
@@ -213,7 +229,7 @@ CudaKv& CudaForward::device_kv(KvCache& kv) {
 }
 
 void CudaForward::forward(std::span<const BatchRow> rows, float* logits) {
-  const int64_t M = int64_t(rows.size()), H = c_.hidden_size;
+  const int64_t M = int64_t(rows.size());
   m_ = M;
   // The batch as the kernels see it: tokens, positions, each row's cache, prompt runs (consecutive positions of
   // one sequence: flash attention) and single rows (split-key decode attention), and the rows that want logits.
@@ -254,6 +270,9 @@ void CudaForward::forward(std::span<const BatchRow> rows, float* logits) {
   }
   prompt_runs_ = std::move(runs);
   decode_rows_ = int64_t(decode.size());
+  const int64_t W = int64_t(wanted.size());
+  const bool graphed = graphs_ && M == 1 && decode_rows_ == 1 && W == 1 && experts_->resident();
+  if (graphed) max_decode_keys_ = kvrows[0].cap;  // every position this cache can hold
   // One upload of the batch description.
   auto align = [](size_t n) { return (n + 15) / 16 * 16; };
   const size_t o_pos = align(tokens.size() * 4), o_kv = o_pos + align(pos.size() * 4),
@@ -273,6 +292,57 @@ void CudaForward::forward(std::span<const BatchRow> rows, float* logits) {
   d_decode_ = reinterpret_cast<int*>(meta + o_dec);
   d_wanted_ = reinterpret_cast<int*>(meta + o_want);
 
+  if (!graphed) {
+    enqueue(W);
+  } else if (graph_ != nullptr && graph_key() == graph_key_) {
+    check(cudaGraphLaunch(graph_, stream_), "replaying the decode graph");
+    ++graph_replays_;
+  } else if (graph_key() == eager_key_) {
+    // The eager decode before this one sized every buffer: capturing allocates nothing.
+    if (graph_) check(cudaGraphExecDestroy(graph_), "dropping the old decode graph");
+    graph_ = nullptr;
+    cudaGraph_t g = nullptr;
+    check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "capturing the decode graph");
+    try {
+      enqueue(W);
+    } catch (...) {
+      cudaStreamEndCapture(stream_, &g);
+      if (g) cudaGraphDestroy(g);
+      throw;
+    }
+    check(cudaStreamEndCapture(stream_, &g), "capturing the decode graph");
+    const cudaError_t e = cudaGraphInstantiate(&graph_, g, 0);
+    cudaGraphDestroy(g);
+    check(e, "instantiating the decode graph");
+    graph_key_ = graph_key();
+    check(cudaGraphLaunch(graph_, stream_), "replaying the decode graph");
+    ++graph_replays_;
+  } else {
+    enqueue(W);
+    eager_key_ = graph_key();
+  }
+  if (W > 0) {
+    check(cudaMemcpyAsync(logits, s_logits_.ptr(), size_t(W) * size_t(c_.vocab_size) * sizeof(float),
+                          cudaMemcpyDeviceToHost, stream_),
+          "copying the logits back");
+  }
+  check(cudaStreamSynchronize(stream_), "the forward pass");
+}
+
+// Every buffer a batch-1 decode's launches name: a graph captured with them stays valid while they are unchanged.
+std::vector<const void*> CudaForward::graph_key() const {
+  return {s_meta_.ptr(),   s_x_.ptr(),
+          s_xn_.ptr(),     s_q_.ptr(),
+          s_k_.ptr(),      s_v_.ptr(),
+          s_att_.ptr(),    s_router_.ptr(),
+          s_ids_.ptr(),    s_w_.ptr(),
+          s_act_.ptr(),    s_up_.ptr(),
+          s_eout_.ptr(),   s_attn_scratch_.ptr(),
+          s_logits_.ptr(), reinterpret_cast<const void*>(intptr_t(max_decode_keys_))};
+}
+
+void CudaForward::enqueue(int64_t W) {
+  const int64_t M = m_, H = c_.hidden_size;
   float* x = s_x_.get<float>(size_t(M * H));
   float* xn = s_xn_.get<float>(size_t(M * H));
   cuda::embed(d_tokens_, M, embed_, x, stream_);  // (M, H)
@@ -294,17 +364,12 @@ void CudaForward::forward(std::span<const BatchRow> rows, float* logits) {
     }
   }
   // Head over the rows that want logits: (wanted, H) -> (wanted, V).
-  const int64_t W = int64_t(wanted.size());
   if (W > 0) {
     cuda::gather_rows(x, d_wanted_, W, H, xn, stream_);
     cuda::rms_norm(xn, xn, W, H, final_norm_, c_.rms_norm_eps, stream_);
     float* out = s_logits_.get<float>(size_t(W) * size_t(c_.vocab_size));
     cuda::matmul(xn, W, head_, out, false, stream_);
-    check(cudaMemcpyAsync(logits, out, size_t(W) * size_t(c_.vocab_size) * sizeof(float), cudaMemcpyDeviceToHost,
-                          stream_),
-          "copying the logits back");
   }
-  check(cudaStreamSynchronize(stream_), "the forward pass");
 }
 
 void CudaForward::attention(int layer, const float* xn, float* x) {
@@ -383,6 +448,12 @@ void CudaForward::moe(int layer, const float* xn, float* x) {
 
 std::unique_ptr<DeviceForward> make_cuda_forward(Model& model, const CudaForwardOptions& options) {
   return std::make_unique<CudaForward>(model, options);
+}
+
+int64_t cuda_graph_replays(const DeviceForward& forward) {
+  const auto* f = dynamic_cast<const CudaForward*>(&forward);
+  SEEDLING_CHECK(f != nullptr, "cuda_graph_replays: the forward is not the CUDA one");
+  return f->graph_replays();
 }
 
 }  // namespace seedling

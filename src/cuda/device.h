@@ -38,6 +38,7 @@ struct CudaForwardOptions {
   uint64_t vram_budget = 0;
   bool budget_given = false;
   bool verbose = true;  // print the placement on stderr
+  bool graphs = true;   // batch-1 decode as one replayed CUDA graph (all experts resident); false: op by op
 };
 
 // Ceilings for benchmarks, measured now on `device` with CUDA events (median of 5 after a warm-up):

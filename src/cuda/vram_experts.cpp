@@ -161,11 +161,15 @@ VramExperts::VramExperts(Model& model, const CudaForwardOptions& o, uint64_t fre
   for (int e = 0; e < c.num_experts; ++e) table_host_[e] = nullptr;
   check(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking), "creating the expert copy stream");
   check(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming), "creating the expert copy event");
+  check(cudaEventCreate(&copy_start_), "creating the expert copy timing event");
+  check(cudaEventCreate(&copy_end_), "creating the expert copy timing event");
   cache_ = std::make_unique<ExpertSlotCache>(slots, EvictionPolicy::lru);
 }
 
 VramExperts::~VramExperts() {
   if (copied_) cudaEventDestroy(copied_);
+  if (copy_start_) cudaEventDestroy(copy_start_);
+  if (copy_end_) cudaEventDestroy(copy_end_);
   if (copy_) cudaStreamDestroy(copy_);
   if (vram_) cudaFree(vram_);
   if (tables_dev_) cudaFree(tables_dev_);
@@ -183,13 +187,17 @@ void VramExperts::run_layer(int layer, std::span<const int> used,
   size_t next = 0;
   std::vector<int> pinned;
   while (next < used.size()) {
-    // One pass: admit experts until every slot is pinned by this pass.
+    // One pass: admit experts until every slot is pinned by this pass. The pass's copies are timed between two
+    // events on the copy stream, which carries nothing else.
+    bool copied = false;
     for (; next < used.size(); ++next) {
       const int e = used[next];
       const auto a = cache_->access(expert_key(layer, e));
       if (!a) break;
       uint8_t* slot = vram_ + size_t(a->slot) * layout_.bytes;
       if (!a->hit) {
+        if (!copied) check(cudaEventRecord(copy_start_, copy_), "timing the expert copies");
+        copied = true;
         check(cudaMemcpyAsync(slot, host_blob(layer, e), layout_.bytes, cudaMemcpyHostToDevice, copy_),
               "copying an expert to its VRAM slot");
         bytes_copied_ += layout_.bytes;
@@ -198,6 +206,7 @@ void VramExperts::run_layer(int layer, std::span<const int> used,
       pinned.push_back(a->slot);
     }
     SEEDLING_CHECK(!pinned.empty(), "VRAM expert cache: no slot for layer {}", layer);
+    if (copied) check(cudaEventRecord(copy_end_, copy_), "timing the expert copies");
     check(cudaEventRecord(copied_, copy_), "recording the expert copies");
     check(cudaStreamWaitEvent(compute_, copied_, 0), "waiting for the expert copies");
     check(cudaMemcpyAsync(tables_dev_, table_host_, size_t(num_experts_) * sizeof(void*), cudaMemcpyHostToDevice,
@@ -206,6 +215,11 @@ void VramExperts::run_layer(int layer, std::span<const int> used,
     run(tables_dev_);
     // The staging table and the slots are reused by the next pass or layer only after this pass has finished.
     check(cudaStreamSynchronize(compute_), "running a pass of experts");
+    if (copied) {
+      float ms = 0.0f;
+      check(cudaEventElapsedTime(&ms, copy_start_, copy_end_), "timing the expert copies");
+      copy_seconds_ += double(ms) / 1e3;
+    }
     for (int s : pinned) cache_->unpin(s);
     pinned.clear();
     for (int e = 0; e < num_experts_; ++e) table_host_[e] = nullptr;
@@ -218,6 +232,7 @@ ExpertStats VramExperts::stats() const {
   s.hits = cache_->hits();
   s.misses = cache_->misses();
   s.bytes_read = bytes_copied_;
+  s.read_busy_s = copy_seconds_;  // so read_gb_per_s() is the PCIe rate of the misses
   s.reads = cache_->misses();
   s.slots = cache_->size();
   s.slot_bytes = layout_.bytes;

@@ -4,7 +4,8 @@
 // hands out, so where a blob sits never changes a number. Resident: every blob in VRAM and one device table of
 // pointers per layer, so the kernels find experts without the host. Cached: every blob in pinned host memory and
 // `slots` VRAM slots kept by the same ExpertSlotCache (LRU) as the CPU's streamed provider; after each router the
-// host learns the chosen experts, copies the missed ones on their own stream and runs the layer's experts in
+// host learns the chosen experts, copies the missed ones on their own stream (timed with events: stats() reports
+// their PCIe GB/s as read_gb_per_s) and runs the layer's experts in
 // passes of at most `slots` experts. Invariant: a slot is overwritten only after every kernel that read it has
 // finished (the router's copy-back synchronises the compute stream before any slot is chosen).
 #pragma once
@@ -52,13 +53,15 @@ class VramExperts {
   bool resident_ = false;
   cudaStream_t compute_ = nullptr, copy_ = nullptr;
   cudaEvent_t copied_ = nullptr;
-  std::vector<int> layer_index_;          // model layer -> index among MoE layers, -1 without experts
-  uint8_t* vram_ = nullptr;               // resident: every blob; cached: the slots
-  uint8_t* host_ = nullptr;               // cached: every blob, pinned
-  const uint8_t** tables_dev_ = nullptr;  // resident: [layers][E]; cached: one [E] table per pass
-  const uint8_t** table_host_ = nullptr;  // cached: pinned staging of one pass's table
+  cudaEvent_t copy_start_ = nullptr, copy_end_ = nullptr;  // timing events around each pass's copies
+  std::vector<int> layer_index_;                           // model layer -> index among MoE layers, -1 without experts
+  uint8_t* vram_ = nullptr;                                // resident: every blob; cached: the slots
+  uint8_t* host_ = nullptr;                                // cached: every blob, pinned
+  const uint8_t** tables_dev_ = nullptr;                   // resident: [layers][E]; cached: one [E] table per pass
+  const uint8_t** table_host_ = nullptr;                   // cached: pinned staging of one pass's table
   std::unique_ptr<ExpertSlotCache> cache_;
   uint64_t bytes_copied_ = 0;
+  double copy_seconds_ = 0.0;  // sum over passes of the copy stream's time from first to last copy
 };
 
 }  // namespace seedling::cuda

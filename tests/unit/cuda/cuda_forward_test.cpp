@@ -1,7 +1,7 @@
 // The CUDA forward against the CPU forward on every tiny checkpoint: logits within 2e-2 (they differ only by the
 // order of float32 sums: no bf16 rounding happens on the device), the same greedy tokens, and bit-identical
-// logits whatever the VRAM budget, down to one that evicts on every token. Bad input: no GPU, a budget below one
-// layer's top-k experts.
+// logits whatever the VRAM budget, down to one that evicts on every token, and with the decode graph on or off. Bad
+// input: no GPU, a budget below one layer's top-k experts.
 #include "cuda/cuda_forward.h"
 
 #include <gtest/gtest.h>
@@ -119,6 +119,32 @@ TEST_P(CudaForwardTest, LogitsBitIdenticalAcrossVramBudgetsThatEvictEveryToken) 
   const int64_t tokens = int64_t(ids.size()) * 3 + 12;
   EXPECT_GT(int64_t(stats[1].misses), tokens) << "the smallest budget should evict all the time";
   EXPECT_EQ(stats[1].bytes_read, stats[1].misses * blob);
+}
+
+TEST_P(CudaForwardTest, DecodeGraphBitIdenticalToOpByOpLaunches) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const std::string dir = test::data_path("models/" + GetParam() + "/hf");
+  const std::vector<int32_t> ids = ids_of(GetParam());
+  std::vector<Outcome> outcomes;
+  std::vector<int64_t> replays;
+  for (const bool graphs : {false, true}) {
+    auto model = Model::load(dir);
+    CudaForwardOptions o;
+    o.verbose = false;
+    o.graphs = graphs;
+    use_cuda_forward(*model, o);
+    outcomes.push_back(run_model(*model, ids));
+    replays.push_back(cuda_graph_replays(*model->device_forward()));
+  }
+  EXPECT_EQ(replays[0], 0) << "graphs off";
+  // Decodes replay the graph except the eager one after each change of buffers (first decode, cache growth).
+  const int64_t decodes = 11 + int64_t(ids.size()) - 3;
+  EXPECT_GE(replays[1], decodes / 2) << "graphs on: most decodes should replay the graph";
+  EXPECT_EQ(outcomes[1].logits, outcomes[0].logits);
+  EXPECT_EQ(outcomes[1].decode_logits, outcomes[0].decode_logits);
+  EXPECT_EQ(outcomes[1].greedy, outcomes[0].greedy);
+  std::printf("%s: %lld decode graph replays, logits bit-identical to op-by-op launches\n", GetParam().c_str(),
+              (long long)replays[1]);
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, CudaForwardTest, ::testing::ValuesIn(kModels));
