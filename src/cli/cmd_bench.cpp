@@ -43,16 +43,20 @@ Stat stat(std::vector<double> v) {
 
 // Reads one byte of every page of every mapped tensor, so the timed runs find the weights in memory, not on disk.
 // For a packed folder that is the resident tensors; its experts are the provider's business (mapped or streamed).
-void touch_weights(const Model& model) {
+// Returns the bytes touched.
+uint64_t touch_weights(const Model& model) {
   volatile uint8_t sink = 0;
+  uint64_t total = 0;
   auto touch = [&](const uint8_t* data, size_t bytes) {
     for (size_t off = 0; off < bytes; off += 4096) sink = sink + data[off];
+    total += bytes;
   };
   if (model.packed()) {
     for (const auto& [name, t] : model.packed()->tensors()) touch(t.data, t.bytes);
   } else {
     for (const auto& [name, t] : model.checkpoint().all()) touch(t->data, t->nbytes);
   }
+  return total;
 }
 
 int run(const BenchFlags& f) {
@@ -66,8 +70,9 @@ int run(const BenchFlags& f) {
   std::mt19937 rng(1234);
   std::vector<int32_t> prompt(size_t(f.prompt_tokens));
   for (auto& t : prompt) t = int32_t(rng() % uint32_t(c.vocab_size));
-  std::fprintf(stderr, "bench: touching %.2f GB of weights...\n", double(sizes.total_params) * 2 / 1e9);
-  touch_weights(*model);
+  const uint64_t touched = touch_weights(*model);
+  std::fprintf(stderr, "bench: touched %.3f GB of mapped weights%s\n", double(touched) / 1e9,
+               model->packed() ? " (the packed folder's resident tensors; experts are read by their provider)" : "");
   // The ceiling: a streaming read of RAM on the CPU; a device-to-device copy of 2 GiB (read + written) on CUDA.
   const bool cuda = model->device_forward() != nullptr;
   std::vector<float> buf(cuda ? 0 : (size_t(1) << 30) / sizeof(float), 1.0f);
