@@ -159,7 +159,7 @@ int run(const PackFlags& f) {
     std::ifstream in(fs::path(f.model) / "config.json");
     config = ordered_json::parse(in);
   }
-  const int64_t H = c.hidden_size, V = c.vocab_size;
+  const int64_t H = c.hidden_size;
 
   auto get = [&](const std::string& name, std::vector<int64_t> shape) -> const TensorInfo& {
     const TensorInfo& t = ck.get(name);
@@ -191,39 +191,16 @@ int run(const PackFlags& f) {
     resident.push_back({name, &t, codec});
     total += shape.size() == 1 ? codec_matrix_bytes(codec, 1, shape[0]) : codec_matrix_bytes(codec, shape[0], shape[1]);
   };
-  plan(fam.embed, {V, H}, true);
-  plan(fam.final_norm, {H}, false);
-  if (!c.tie_word_embeddings || ck.has(fam.lm_head)) plan(fam.lm_head, {V, H}, true);
-  for (int l = 0; l < c.num_layers; ++l) {
-    const LayerTensorNames n = fam.layer_names(c, l);
-    plan(n.attn_norm, {H}, false);
-    plan(n.ffn_norm, {H}, false);
-    plan(n.q, {c.q_dim(), H}, true);
-    plan(n.k, {c.kv_dim(), H}, true);
-    plan(n.v, {c.kv_dim(), H}, true);
-    plan(n.o, {H, c.q_dim()}, true);
-    if (!n.q_bias.empty()) {
-      plan(n.q_bias, {c.q_dim()}, false);
-      plan(n.k_bias, {c.kv_dim()}, false);
-      plan(n.v_bias, {c.kv_dim()}, false);
-    }
-    if (c.qk_norm) {
-      plan(n.q_norm, {c.head_dim}, false);
-      plan(n.k_norm, {c.head_dim}, false);
-    }
-    if (c.layer_has_experts[size_t(l)]) {
-      plan(n.router, {c.num_experts, H}, false);
-      const ExpertTensorNames en = fam.expert_names(l, 0);
-      const Codec ec = codec_for(get(en.gate, {c.moe_intermediate_size, H}), expert_codec);
-      const uint64_t blob = 2 * ((codec_matrix_bytes(ec, c.moe_intermediate_size, H) + 63) / 64 * 64) +
-                            codec_matrix_bytes(ec, H, c.moe_intermediate_size);
-      total += (blob + 4095) / 4096 * 4096 * uint64_t(c.num_experts);
-    } else {
-      plan(n.mlp_gate, {c.intermediate_size, H}, true);
-      plan(n.mlp_up, {c.intermediate_size, H}, true);
-      plan(n.mlp_down, {H, c.intermediate_size}, true);
-    }
-  }
+  for_each_resident(
+      c, fam, !c.tie_word_embeddings || ck.has(fam.lm_head),
+      [&](const std::string& name, std::vector<int64_t> shape, bool dense) { plan(name, std::move(shape), dense); },
+      [&](int l) {
+        const ExpertTensorNames en = fam.expert_names(l, 0);
+        const Codec ec = codec_for(get(en.gate, {c.moe_intermediate_size, H}), expert_codec);
+        const uint64_t blob = 2 * ((codec_matrix_bytes(ec, c.moe_intermediate_size, H) + 63) / 64 * 64) +
+                              codec_matrix_bytes(ec, H, c.moe_intermediate_size);
+        total += (blob + 4095) / 4096 * 4096 * uint64_t(c.num_experts);
+      });
 
   ordered_json source = {{"created_by", "seedling pack"},
                          {"from", fs::absolute(f.model).string()},
@@ -282,6 +259,41 @@ int run(const PackFlags& f) {
 }
 
 }  // namespace
+
+void for_each_resident(const ModelConfig& c, const Family& fam, bool with_head,
+                       const std::function<void(const std::string&, std::vector<int64_t>, bool dense)>& tensor,
+                       const std::function<void(int layer)>& experts) {
+  const int64_t H = c.hidden_size, V = c.vocab_size;
+  tensor(fam.embed, {V, H}, true);
+  tensor(fam.final_norm, {H}, false);
+  if (with_head) tensor(fam.lm_head, {V, H}, true);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerTensorNames n = fam.layer_names(c, l);
+    tensor(n.attn_norm, {H}, false);
+    tensor(n.ffn_norm, {H}, false);
+    tensor(n.q, {c.q_dim(), H}, true);
+    tensor(n.k, {c.kv_dim(), H}, true);
+    tensor(n.v, {c.kv_dim(), H}, true);
+    tensor(n.o, {H, c.q_dim()}, true);
+    if (!n.q_bias.empty()) {
+      tensor(n.q_bias, {c.q_dim()}, false);
+      tensor(n.k_bias, {c.kv_dim()}, false);
+      tensor(n.v_bias, {c.kv_dim()}, false);
+    }
+    if (c.qk_norm) {
+      tensor(n.q_norm, {c.head_dim}, false);
+      tensor(n.k_norm, {c.head_dim}, false);
+    }
+    if (c.layer_has_experts[size_t(l)]) {
+      tensor(n.router, {c.num_experts, H}, false);
+      experts(l);
+    } else {
+      tensor(n.mlp_gate, {c.intermediate_size, H}, true);
+      tensor(n.mlp_up, {c.intermediate_size, H}, true);
+      tensor(n.mlp_down, {H, c.intermediate_size}, true);
+    }
+  }
+}
 
 void add_pack(CLI::App& app, int* status) {
   auto f = std::make_shared<PackFlags>();

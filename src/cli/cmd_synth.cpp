@@ -4,7 +4,8 @@
 // (config.json, one safetensors shard per layer plus one for embeddings and head, the index) into OUT.partial and
 // renames it to OUT when complete, so an interrupted run never leaves a folder that looks valid. With --packed it
 // writes a packed folder instead; seed tiers (p3, p4, s3) get RANDOM seed blobs (random seeds, coefficients and
-// exponent codes at the scale of the other weights), not searched ones: fit for speed, never for quality.
+// exponent codes at the scale of the other weights), not searched ones: fit for speed, never for quality. Which
+// tensors are dense (--dense CODEC) and which stay bf16 is pack's rule (for_each_resident), not a copy of it.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -35,7 +36,8 @@ struct SynthFlags {
   int vocab = 0;    // 0: the preset's
   uint64_t seed = 1;
   bool force = false;
-  std::string packed;  // non-empty: write a packed folder with experts in this codec
+  std::string packed;          // non-empty: write a packed folder with experts in this codec
+  std::string dense = "bf16";  // with --packed: the codec of dense matrices (attention, dense MLPs, embedding, head)
 };
 
 ordered_json preset_config(const std::string& name) {
@@ -142,6 +144,9 @@ void random_seed_blob(Codec c, uint64_t seed, int64_t rows, int64_t cols, float 
 int run_packed(const SynthFlags& f, const ordered_json& cfg) {
   const std::optional<Codec> codec = parse_codec(f.packed);
   if (!codec) fail("synth: --packed '{}' is unknown (known: {})", f.packed, codec_names());
+  const std::optional<Codec> dense = parse_codec(f.dense);
+  if (!dense) fail("synth: --dense '{}' is unknown (known: {})", f.dense, codec_names());
+  if (codec_is_seed(*dense)) fail("synth: --dense '{}' is a seed codec, which only routed experts may use", f.dense);
   const fs::path cfg_dir = f.out + ".config";
   fs::remove_all(cfg_dir);
   fs::create_directories(cfg_dir);
@@ -149,74 +154,69 @@ int run_packed(const SynthFlags& f, const ordered_json& cfg) {
   const ModelConfig c = read_model_config(cfg_dir.string());
   fs::remove_all(cfg_dir);
   const Family& fam = family_for(c.model_type, "synth");
-  const int64_t H = c.hidden_size, V = c.vocab_size, I = c.moe_intermediate_size;
+  const int64_t H = c.hidden_size, I = c.moe_intermediate_size;
   uint64_t tensor_seed = f.seed * 0x100000001b3ull;
-  PackedWriter w(f.out, cfg, {{"created_by", "seedling synth"}, {"preset", f.preset}, {"experts", f.packed}});
+  PackedWriter w(f.out, cfg,
+                 {{"created_by", "seedling synth"}, {"preset", f.preset}, {"experts", f.packed}, {"dense", f.dense}});
+  auto codec_of = [&](bool is_dense) { return is_dense ? *dense : Codec::BF16; };
+  auto shape_bytes = [](Codec k, const std::vector<int64_t>& shape) {
+    return shape.size() == 1 ? codec_matrix_bytes(k, 1, shape[0]) : codec_matrix_bytes(k, shape[0], shape[1]);
+  };
   uint64_t total = 0;
-  for (int l = 0; l < c.num_layers; ++l) {
-    if (!c.layer_has_experts[size_t(l)]) continue;
-    const uint64_t blob = 2 * ((codec_matrix_bytes(*codec, I, H) + 63) / 64 * 64) + codec_matrix_bytes(*codec, H, I);
-    total += (blob + 4095) / 4096 * 4096 * uint64_t(c.num_experts);
-  }
-  total += uint64_t(V * H * 2) * (c.tie_word_embeddings ? 1 : 2);  // bf16 embedding and head
-  for (int l = 0; l < c.num_layers; ++l) {
-    const int64_t attn = 2 * c.q_dim() * H + 2 * c.kv_dim() * H;
-    const int64_t ffn = c.layer_has_experts[size_t(l)] ? c.num_experts * H : 3 * c.intermediate_size * H;
-    total += uint64_t(attn + ffn) * 2;  // bf16; norms are too small to matter for a progress bar
-  }
-  w.set_total_bytes(total);
-  auto mat = [&](const std::string& name, int64_t rows, int64_t cols) {
-    const auto fill = random_bf16(mix(++tensor_seed), 1.0f / std::sqrt(float(cols)), 0);
-    w.add_resident(name, Codec::BF16, {rows, cols}, [&](uint8_t* out) { fill(out, 0, size_t(rows * cols) * 2); });
-  };
-  auto ones = [&](const std::string& name, int64_t n) {
-    const auto fill = random_bf16(0, 0.0f, 1.0f);
-    w.add_resident(name, Codec::BF16, {n}, [&](uint8_t* out) { fill(out, 0, size_t(n) * 2); });
-  };
-  mat(fam.embed, V, H);
-  ones(fam.final_norm, H);
-  if (!c.tie_word_embeddings) mat(fam.lm_head, V, H);
-  for (int l = 0; l < c.num_layers; ++l) {
-    const LayerTensorNames n = fam.layer_names(c, l);
-    ones(n.attn_norm, H);
-    ones(n.ffn_norm, H);
-    mat(n.q, c.q_dim(), H);
-    mat(n.k, c.kv_dim(), H);
-    mat(n.v, c.kv_dim(), H);
-    mat(n.o, H, c.q_dim());
-    if (c.qk_norm) {
-      ones(n.q_norm, c.head_dim);
-      ones(n.k_norm, c.head_dim);
-    }
-    if (c.layer_has_experts[size_t(l)]) {
-      mat(n.router, c.num_experts, H);
-      const PackedWriter::Part parts[3] = {{*codec, I, H}, {*codec, I, H}, {*codec, H, I}};
-      const uint64_t layer_seed = mix(++tensor_seed);
-      std::vector<uint16_t> bf16;
-      w.add_expert_layer(l, c.num_experts, parts, [&](int e, int p, uint8_t* out) {
-        const int64_t rows = parts[p].rows, cols = parts[p].cols;
-        if (codec_is_seed(*codec)) {
-          return random_seed_blob(*codec, mix(layer_seed ^ uint64_t(e * 3 + p)), rows, cols,
-                                  1.0f / std::sqrt(float(cols)), out);
-        }
-        bf16.resize(size_t(rows * cols));
-        random_bf16(mix(layer_seed ^ uint64_t(e * 3 + p)), 1.0f / std::sqrt(float(cols)), 0)(
-            reinterpret_cast<uint8_t*>(bf16.data()), 0, bf16.size() * 2);
-        const size_t row_bytes = codec_row_bytes(*codec, cols);
-        ThreadPool::global().parallel_for(size_t(rows), 16, [&](size_t b, size_t end) {
-          encode_matrix(*codec, DType::BF16, bf16.data() + b * size_t(cols), int64_t(end - b), cols,
-                        out + b * row_bytes);
-        });
+  const bool head = !c.tie_word_embeddings;
+  for_each_resident(
+      c, fam, head,
+      [&](const std::string&, std::vector<int64_t> shape, bool d) { total += shape_bytes(codec_of(d), shape); },
+      [&](int) {
+        const uint64_t blob =
+            2 * ((codec_matrix_bytes(*codec, I, H) + 63) / 64 * 64) + codec_matrix_bytes(*codec, H, I);
+        total += (blob + 4095) / 4096 * 4096 * uint64_t(c.num_experts);
       });
-    } else {
-      mat(n.mlp_gate, c.intermediate_size, H);
-      mat(n.mlp_up, c.intermediate_size, H);
-      mat(n.mlp_down, H, c.intermediate_size);
+  w.set_total_bytes(total);
+  // Matrices: random bf16 of standard deviation 1/sqrt(cols), encoded row by row to the dense codec when dense;
+  // vectors (norms, biases): ones.
+  auto resident = [&](const std::string& name, std::vector<int64_t> shape, bool d) {
+    const Codec k = codec_of(d);
+    if (shape.size() == 1) {
+      const auto fill = random_bf16(0, 0.0f, 1.0f);
+      w.add_resident(name, Codec::BF16, shape, [&](uint8_t* out) { fill(out, 0, size_t(shape[0]) * 2); });
+      return;
     }
-  }
+    const int64_t rows = shape[0], cols = shape[1];
+    const auto fill = random_bf16(mix(++tensor_seed), 1.0f / std::sqrt(float(cols)), 0);
+    w.add_resident(name, k, shape, [&](uint8_t* out) {
+      if (k == Codec::BF16) return fill(out, 0, size_t(rows * cols) * 2);
+      std::vector<uint16_t> bf16(size_t(rows * cols));
+      fill(reinterpret_cast<uint8_t*>(bf16.data()), 0, bf16.size() * 2);
+      const size_t row_bytes = codec_row_bytes(k, cols);
+      ThreadPool::global().parallel_for(size_t(rows), 16, [&](size_t b, size_t end) {
+        encode_matrix(k, DType::BF16, bf16.data() + b * size_t(cols), int64_t(end - b), cols, out + b * row_bytes);
+      });
+    });
+  };
+  auto experts = [&](int l) {
+    const PackedWriter::Part parts[3] = {{*codec, I, H}, {*codec, I, H}, {*codec, H, I}};
+    const uint64_t layer_seed = mix(++tensor_seed);
+    std::vector<uint16_t> bf16;
+    w.add_expert_layer(l, c.num_experts, parts, [&](int e, int p, uint8_t* out) {
+      const int64_t rows = parts[p].rows, cols = parts[p].cols;
+      if (codec_is_seed(*codec)) {
+        return random_seed_blob(*codec, mix(layer_seed ^ uint64_t(e * 3 + p)), rows, cols,
+                                1.0f / std::sqrt(float(cols)), out);
+      }
+      bf16.resize(size_t(rows * cols));
+      random_bf16(mix(layer_seed ^ uint64_t(e * 3 + p)), 1.0f / std::sqrt(float(cols)), 0)(
+          reinterpret_cast<uint8_t*>(bf16.data()), 0, bf16.size() * 2);
+      const size_t row_bytes = codec_row_bytes(*codec, cols);
+      ThreadPool::global().parallel_for(size_t(rows), 16, [&](size_t b, size_t end) {
+        encode_matrix(*codec, DType::BF16, bf16.data() + b * size_t(cols), int64_t(end - b), cols, out + b * row_bytes);
+      });
+    });
+  };
+  for_each_resident(c, fam, head, resident, experts);
   const uint64_t bytes = w.finish();
-  std::printf("wrote %s: %.2f GB packed, %s with %d layers, experts %s\n", f.out.c_str(), double(bytes) / 1e9,
-              f.preset.c_str(), c.num_layers, f.packed.c_str());
+  std::printf("wrote %s: %.2f GB packed, %s with %d layers, experts %s, dense %s\n", f.out.c_str(), double(bytes) / 1e9,
+              f.preset.c_str(), c.num_layers, f.packed.c_str(), f.dense.c_str());
   return 0;
 }
 
@@ -325,6 +325,9 @@ void add_synth(CLI::App& app, int* status) {
                   "write a packed folder (docs/formats/packed.md) with experts in this codec: bf16, q8_g32, q8_g64, "
                   "q4_g32, q4_g64, or p3, p4, s3: RANDOM seed blobs (random seeds, coefficients and exponent codes at "
                   "the weights' scale), fit for speed measurements only");
+  cmd->add_option("--dense", f->dense,
+                  "with --packed: codec of dense matrices (attention, dense MLPs, embedding, head) as `pack --dense`; "
+                  "norms and routers stay bf16 (default: bf16)");
   cmd->callback([f, status] { *status = run(*f); });
 }
 

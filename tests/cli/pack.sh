@@ -44,6 +44,27 @@ for layer in m["experts"]:
 PY
 echo "ok   synth --packed q8_g32 writes a packed Qwen3-30B-A3B-shaped model that info and run load"
 
+"$bin" synth --packed q4_g64 --dense q4_g64 --layers 2 --experts 4 --vocab 512 -o "$tmp/sd" >/dev/null 2>&1
+"$bin" run -m "$tmp/sd" --ids 1,2,3 -n 2 --ignore-eos --print-ids >/dev/null 2>&1
+sd_bpt=$("$bin" info -m "$tmp/sd" | sed -n 's/^bytes per token: *\([0-9.e+]*\).*/\1/p')
+"$bin" synth --packed q4_g64 --layers 2 --experts 4 --vocab 512 -o "$tmp/sb" >/dev/null 2>&1
+sb_bpt=$("$bin" info -m "$tmp/sb" | sed -n 's/^bytes per token: *\([0-9.e+]*\).*/\1/p')
+python3 - "$tmp/sd/manifest.json" "$tmp/sb/manifest.json" "$sd_bpt" "$sb_bpt" <<'PY'
+import json, sys
+d, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert d["source"]["dense"] == "q4_g64" and b["source"]["dense"] == "bf16", (d["source"], b["source"])
+for name, t in d["resident"]["tensors"].items():
+    kept = len(t["shape"]) == 1 or name.endswith("mlp.gate.weight")  # norms and routers stay bf16, as pack does
+    assert t["codec"] == ("bf16" if kept else "q4_g64"), (name, t["codec"])
+assert all(t["codec"] == "bf16" for t in b["resident"]["tensors"].values())
+assert float(sys.argv[3]) < 0.5 * float(sys.argv[4]), (sys.argv[3], sys.argv[4])
+PY
+expect_error "seed codec for synth --dense" "only routed experts" "$bin" synth --packed q4_g64 --dense p3 --layers 2 \
+  --experts 4 --vocab 512 -o "$tmp/sx"
+expect_error "unknown synth --dense codec" "q3_g16" "$bin" synth --packed q4_g64 --dense q3_g16 --layers 2 \
+  --experts 4 --vocab 512 -o "$tmp/sx"
+echo "ok   synth --dense q4_g64 records the dense codec, packs attention/embedding/head (norms, routers bf16) and runs"
+
 # Bad input: one error line, exit 1 (expect_error, lib/common.bash).
 expect_error "unknown --experts codec" "q3_g16" "$bin" pack -m "$m/hf" -o "$tmp/x" --experts q3_g16
 [ ! -e "$tmp/x" ] && [ ! -e "$tmp/x.partial" ] || { echo "bad codec left a folder"; exit 1; }
