@@ -18,7 +18,8 @@ expect_error() {  # expect_error PATTERN ARGS...: exit 1, one line on stderr, ho
 }
 expect_error "'gpu' is not a device (expected cpu, cuda or cuda:N)" run -m "$m/hf" --ids "$ids" -n 1 --device gpu
 expect_error "--vram-budget needs --device cuda" logits -m "$m/hf" --ids "$ids" -o "$tmp/l" --vram-budget 1G
-echo "ok   bad --device and --vram-budget without cuda refused"
+expect_error "--no-cuda-graph needs --device cuda" run -m "$m/hf" --ids "$ids" -n 1 --no-cuda-graph
+echo "ok   bad --device, and --vram-budget or --no-cuda-graph without cuda, refused"
 
 if grep -q "no cuda: " "$tmp/info"; then
   for cmd in "run --ids $ids -n 1" "logits --ids $ids -o $tmp/l" "bench --prompt-tokens 4 -n 1 --repeats 1" \
