@@ -41,6 +41,8 @@ class DeviceScratch {
   size_t bytes_ = 0;
 };
 
+constexpr int kSplitKeys = 32;  // keys per block of decode attention
+
 // One sequence's keys and values in VRAM: [layers][2][cap][kv_dim] float32.
 struct CudaKv final : KvCache::DeviceState {
   float* data = nullptr;
@@ -74,8 +76,8 @@ class CudaForward final : public DeviceForward {
   CudaKv& device_kv(KvCache& kv);
   void enqueue(int64_t wanted);  // the whole forward on stream_, up to the logits in s_logits_
   std::vector<const void*> graph_key() const;
-  void attention(int layer, const float* xn, float* x);
-  void moe(int layer, const float* xn, float* x);
+  void attention(int layer, float* x, float* xn);
+  void moe(int layer, float* x, float* xn);
 
   const ModelConfig c_;
   cudaStream_t stream_ = nullptr;
@@ -341,6 +343,9 @@ std::vector<const void*> CudaForward::graph_key() const {
           s_logits_.ptr(), reinterpret_cast<const void*>(intptr_t(max_decode_keys_))};
 }
 
+// The forward on stream_. One row (decode) takes the fused path: each RMS norm inside the launch that reads its
+// output, q/k/v in one launch, the down products and the combine in one; its numbers are the unfused launches'
+// bit for bit (kernels.h says why), so a batch of one row and the rows of a larger batch agree.
 void CudaForward::enqueue(int64_t W) {
   const int64_t M = m_, H = c_.hidden_size;
   float* x = s_x_.get<float>(size_t(M * H));
@@ -348,15 +353,14 @@ void CudaForward::enqueue(int64_t W) {
   cuda::embed(d_tokens_, M, embed_, x, stream_);  // (M, H)
   for (int l = 0; l < c_.num_layers; ++l) {
     const Layer& lw = layers_[size_t(l)];
-    cuda::rms_norm(x, xn, M, H, lw.attn_norm, c_.rms_norm_eps, stream_);
-    attention(l, xn, x);  // x += o(attention)
-    cuda::rms_norm(x, xn, M, H, lw.ffn_norm, c_.rms_norm_eps, stream_);
+    attention(l, x, xn);  // x += o(attention(norm(x)))
     if (lw.has_experts) {
-      moe(l, xn, x);  // x += sum of the experts
+      moe(l, x, xn);  // x += sum of the experts of norm(x)
     } else {
       const int64_t I = lw.mlp_gate.rows;
       float* g = s_act_.get<float>(size_t(M * I));
       float* u = s_up_.get<float>(size_t(M * I));
+      cuda::rms_norm(x, xn, M, H, lw.ffn_norm, c_.rms_norm_eps, stream_);
       cuda::matmul(xn, M, lw.mlp_gate, g, false, stream_);
       cuda::matmul(xn, M, lw.mlp_up, u, false, stream_);
       cuda::silu_mul(g, u, g, M * I, stream_);
@@ -365,38 +369,44 @@ void CudaForward::enqueue(int64_t W) {
   }
   // Head over the rows that want logits: (wanted, H) -> (wanted, V).
   if (W > 0) {
-    cuda::gather_rows(x, d_wanted_, W, H, xn, stream_);
-    cuda::rms_norm(xn, xn, W, H, final_norm_, c_.rms_norm_eps, stream_);
     float* out = s_logits_.get<float>(size_t(W) * size_t(c_.vocab_size));
-    cuda::matmul(xn, W, head_, out, false, stream_);
+    if (M == 1) {
+      float* const ys[1] = {out};
+      cuda::matvec(x, {&head_, 1}, ys, final_norm_, c_.rms_norm_eps, xn, false, stream_);
+    } else {
+      cuda::gather_rows(x, d_wanted_, W, H, xn, stream_);
+      cuda::rms_norm(xn, xn, W, H, final_norm_, c_.rms_norm_eps, stream_);
+      cuda::matmul(xn, W, head_, out, false, stream_);
+    }
   }
 }
 
-void CudaForward::attention(int layer, const float* xn, float* x) {
+void CudaForward::attention(int layer, float* x, float* xn) {
   const Layer& lw = layers_[size_t(layer)];
-  const int64_t M = m_;
+  const int64_t M = m_, H = c_.hidden_size;
   const int Q = c_.q_dim(), KV = c_.kv_dim(), hd = c_.head_dim;
   float* q = s_q_.get<float>(size_t(M * Q));
   float* k = s_k_.get<float>(size_t(M * KV));
   float* v = s_v_.get<float>(size_t(M * KV));
   float* att = s_att_.get<float>(size_t(M * Q));
-  cuda::matmul(xn, M, lw.q, q, false, stream_);  // (M, Q)
-  cuda::matmul(xn, M, lw.k, k, false, stream_);  // (M, KV)
-  cuda::matmul(xn, M, lw.v, v, false, stream_);  // (M, KV)
+  if (M == 1) {
+    const DeviceMatrix ws[3] = {lw.q, lw.k, lw.v};
+    float* const ys[3] = {q, k, v};
+    cuda::matvec(x, ws, ys, lw.attn_norm, c_.rms_norm_eps, xn, false, stream_);
+  } else {
+    cuda::rms_norm(x, xn, M, H, lw.attn_norm, c_.rms_norm_eps, stream_);
+    cuda::matmul(xn, M, lw.q, q, false, stream_);  // (M, Q)
+    cuda::matmul(xn, M, lw.k, k, false, stream_);  // (M, KV)
+    cuda::matmul(xn, M, lw.v, v, false, stream_);  // (M, KV)
+  }
   if (lw.q_bias != nullptr) {
     cuda::add_bias(q, lw.q_bias, M, Q, stream_);
     cuda::add_bias(k, lw.k_bias, M, KV, stream_);
     cuda::add_bias(v, lw.v_bias, M, KV, stream_);
   }
-  if (c_.qk_norm) {
-    cuda::rms_norm(q, q, M * c_.num_heads, hd, lw.q_norm, c_.rms_norm_eps, stream_);
-    cuda::rms_norm(k, k, M * c_.num_kv_heads, hd, lw.k_norm, c_.rms_norm_eps, stream_);
-  }
-  cuda::rope(q, M, c_.num_heads, hd, d_pos_, inv_freq_, rotary_dim_, rope_scaling_, stream_);
-  cuda::rope(k, M, c_.num_kv_heads, hd, d_pos_, inv_freq_, rotary_dim_, rope_scaling_, stream_);
-  cuda::kv_write(k, v, M, d_kvrows_, layer, KV, stream_);
+  cuda::qk_rope_kv(q, k, v, M, c_.num_heads, c_.num_kv_heads, hd, lw.q_norm, lw.k_norm, c_.rms_norm_eps, d_pos_,
+                   inv_freq_, rotary_dim_, rope_scaling_, d_kvrows_, layer, stream_);
   const cuda::AttentionShape shape{c_.num_heads, c_.num_kv_heads, hd, 1.0f / std::sqrt(float(hd))};
-  constexpr int kSplitKeys = 256;
   if (decode_rows_ > 0) {
     float* scratch = s_attn_scratch_.get<float>(
         size_t(cuda::decode_attention_scratch_floats(decode_rows_, shape, max_decode_keys_, kSplitKeys)));
@@ -409,10 +419,15 @@ void CudaForward::attention(int layer, const float* xn, float* x) {
     cuda::attention_prompt(q + int64_t(r.row) * Q, r.n, r.p0, kc, vc, c_.sliding_window, shape,
                            att + int64_t(r.row) * Q, stream_);
   }
-  cuda::matmul(att, M, lw.o, x, true, stream_);  // x += (M, H)
+  if (M == 1) {
+    float* const ys[1] = {x};
+    cuda::matvec(att, {&lw.o, 1}, ys, nullptr, 0.0f, nullptr, true, stream_);  // x += o . att
+  } else {
+    cuda::matmul(att, M, lw.o, x, true, stream_);  // x += (M, H)
+  }
 }
 
-void CudaForward::moe(int layer, const float* xn, float* x) {
+void CudaForward::moe(int layer, float* x, float* xn) {
   const Layer& lw = layers_[size_t(layer)];
   const int64_t M = m_, H = c_.hidden_size, I = c_.moe_intermediate_size;
   const int E = c_.num_experts, K = c_.experts_per_token;
@@ -420,28 +435,41 @@ void CudaForward::moe(int layer, const float* xn, float* x) {
   int* ids = s_ids_.get<int>(size_t(M * K));
   float* weights = s_w_.get<float>(size_t(M * K));
   float* act = s_act_.get<float>(size_t(M * K * I));
-  float* eout = s_eout_.get<float>(size_t(M * K * H));
-  cuda::matmul(xn, M, lw.router, router, false, stream_);  // (M, E)
+  if (M == 1) {
+    float* const ys[1] = {router};
+    cuda::matvec(x, {&lw.router, 1}, ys, lw.ffn_norm, c_.rms_norm_eps, xn, false, stream_);  // (1, E), xn
+  } else {
+    cuda::rms_norm(x, xn, M, H, lw.ffn_norm, c_.rms_norm_eps, stream_);
+    cuda::matmul(xn, M, lw.router, router, false, stream_);  // (M, E)
+  }
   cuda::router_topk(router, M, E, K, c_.norm_topk_prob, ids, weights, stream_);
   const cuda::ExpertLayout& el = experts_->layout();
-  auto run = [&](const uint8_t* const* table) {
+  // One pass over every chosen expert: down products and combine in one launch. Several passes (a VRAM cache
+  // smaller than the batch's experts): each pass's down products into eout, the combine after the last.
+  float* eout = nullptr;
+  auto run = [&](const uint8_t* const* table, bool only_pass) {
     cuda::expert_gate_up(xn, M, K, ids, table, el, act, stream_);  // (M * K, I)
-    cuda::expert_down(act, M * K, ids, table, el, eout, stream_);  // (M * K, H)
+    if (only_pass) {
+      cuda::expert_down_combine(act, M, K, ids, weights, table, el, x, stream_);  // x += sum_s w_s * down_s
+    } else {
+      if (eout == nullptr) eout = s_eout_.get<float>(size_t(M * K * H));
+      cuda::expert_down(act, M * K, ids, table, el, eout, stream_);  // (M * K, H)
+    }
   };
   if (experts_->resident()) {
-    run(experts_->table(layer));
-  } else {
-    // The host learns the chosen experts (this waits for the router), then admits them in ascending order.
-    ids_host_.resize(size_t(M * K));
-    check(cudaMemcpyAsync(ids_host_.data(), ids, size_t(M * K) * sizeof(int), cudaMemcpyDeviceToHost, stream_),
-          "copying the routes back");
-    check(cudaStreamSynchronize(stream_), "the router");
-    std::vector<int> used(ids_host_);
-    std::sort(used.begin(), used.end());
-    used.erase(std::unique(used.begin(), used.end()), used.end());
-    experts_->run_layer(layer, used, run);
+    run(experts_->table(layer), true);
+    return;
   }
-  cuda::moe_combine(eout, weights, M, K, H, x, stream_);  // x += sum_s w_s * expert_s
+  // The host learns the chosen experts (this waits for the router), then admits them in ascending order.
+  ids_host_.resize(size_t(M * K));
+  check(cudaMemcpyAsync(ids_host_.data(), ids, size_t(M * K) * sizeof(int), cudaMemcpyDeviceToHost, stream_),
+        "copying the routes back");
+  check(cudaStreamSynchronize(stream_), "the router");
+  std::vector<int> used(ids_host_);
+  std::sort(used.begin(), used.end());
+  used.erase(std::unique(used.begin(), used.end()), used.end());
+  experts_->run_layer(layer, used, run);
+  if (eout != nullptr) cuda::moe_combine(eout, weights, M, K, H, x, stream_);  // x += sum_s w_s * expert_s
 }
 
 }  // namespace

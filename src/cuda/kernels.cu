@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 
 #include <cfloat>
+#include <span>
 
 #include "cuda/kernels.h"
 
@@ -19,6 +20,7 @@ namespace {
 
 constexpr int kWarp = 32;
 constexpr int kWarpsPerBlock = 8;
+constexpr size_t kStageSharedBytes = 48 * 1024;  // shared memory a launch may take without raising its limit
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -167,63 +169,170 @@ __device__ __forceinline__ void widen(const Raw<C>& r, float* w) {
   }
 }
 
+// A code (below 2^23) as a float, exactly: 2^23 + q has q in its low mantissa bits, and subtracting 2^23 is exact.
+// One logic op and one add instead of an integer-to-float conversion, which runs at an eighth of the float rate.
+__device__ __forceinline__ float code_float(uint32_t q) {
+  return __fsub_rn(__uint_as_float(0x4B000000u | q), 8388608.0f);
+}
+
+// Asynchronous 16-byte copies from global to shared memory (cp.async, sm_80 and later): a warp stages whole weight
+// rows with every copy in flight at once, then widens them from shared memory.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+// The warp's lanes copy `bytes` (a multiple of 16; both addresses 16-byte aligned) from src to dst.
+__device__ __forceinline__ void warp_stage(uint8_t* dst, const uint8_t* src, size_t bytes) {
+  for (size_t c = size_t(threadIdx.x % 32) * 16; c < bytes; c += 32 * 16) cp_async16(dst + c, src + c);
+}
+
 // Affine codecs: 8 lanes share one block, each widening G / 8 of its codes, so a group's reads of x are contiguous
 // (a lane's elements sit 4 floats from its neighbours', not a whole block apart) and each lane holds few registers.
 // The warp's 4 groups take blocks grp, grp + 4, ...; which lane adds which element depends only on the matrix.
-template <CodecId C, int R>
-__device__ __forceinline__ void affine_group_dot(const uint8_t* wrow, int64_t cols, const float* x, int64_t ldx,
-                                                 int rows, float* acc) {
-  constexpr int G = Unit<C>::G, kPer = G / 8;
+//
+// Lane t of a group reads the block's scale/minimum word and its own codes: q4_g64 and q8_g32 one word, q8_g64 two,
+// q4_g32 half of one.
+template <CodecId C>
+__device__ __forceinline__ void load_affine(const uint8_t* blk, int t, uint32_t& dm, uint32_t& c0, uint32_t& c1) {
+  const uint32_t* words = reinterpret_cast<const uint32_t*>(blk);
+  dm = words[0];
+  c1 = 0;
+  if constexpr (C == Id::Q4_G64 || C == Id::Q8_G32) {
+    c0 = words[1 + t];
+  } else if constexpr (C == Id::Q4_G32) {
+    c0 = reinterpret_cast<const uint16_t*>(blk + 4)[t];
+  } else {  // q8_g64
+    c0 = words[1 + 2 * t];
+    c1 = words[2 + 2 * t];
+  }
+}
+
+// The G / 8 codes lane t holds of a block, as exact floats, and the element of the block each belongs to.
+template <CodecId C>
+__device__ __forceinline__ void affine_codes(uint32_t c0, uint32_t c1, int t, float* q, int* idx) {
+  if constexpr (C == Id::Q4_G64) {  // byte i: element i (low nibble), i + 32 (high)
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      q[b] = code_float((c0 >> (8 * b)) & 0x0fu);
+      q[4 + b] = code_float((c0 >> (8 * b + 4)) & 0x0fu);
+      idx[b] = 4 * t + b;
+      idx[4 + b] = 32 + 4 * t + b;
+    }
+  } else if constexpr (C == Id::Q4_G32) {  // byte i: element i (low nibble), i + 16 (high)
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      q[b] = code_float((c0 >> (8 * b)) & 0x0fu);
+      q[2 + b] = code_float((c0 >> (8 * b + 4)) & 0x0fu);
+      idx[b] = 2 * t + b;
+      idx[2 + b] = 16 + 2 * t + b;
+    }
+  } else if constexpr (C == Id::Q8_G32) {  // byte i is element i
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      q[b] = code_float((c0 >> (8 * b)) & 0xffu);
+      idx[b] = 4 * t + b;
+    }
+  } else {  // q8_g64
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      q[b] = code_float((c0 >> (8 * b)) & 0xffu);
+      q[4 + b] = code_float((c1 >> (8 * b)) & 0xffu);
+      idx[b] = 8 * t + b;
+      idx[4 + b] = 8 * t + 4 + b;
+    }
+  }
+}
+
+// The lane's G / 8 inputs of a full block (elements idx of x), with 16-byte loads where they are contiguous and the
+// caller says x is 16-byte aligned (A); q4_g32's pairs are read as two floats each way.
+template <CodecId C, bool A>
+__device__ __forceinline__ void lane_inputs(const float* x, int t, float* xv) {
+  constexpr int kPer = Unit<C>::G / 8;
+  if constexpr (A && C == Id::Q4_G64) {
+    const float4 lo = *reinterpret_cast<const float4*>(x + 4 * t),
+                 hi = *reinterpret_cast<const float4*>(x + 32 + 4 * t);
+    xv[0] = lo.x, xv[1] = lo.y, xv[2] = lo.z, xv[3] = lo.w, xv[4] = hi.x, xv[5] = hi.y, xv[6] = hi.z, xv[7] = hi.w;
+  } else if constexpr (A && C == Id::Q8_G64) {
+    const float4 lo = *reinterpret_cast<const float4*>(x + 8 * t), hi = *reinterpret_cast<const float4*>(x + 8 * t + 4);
+    xv[0] = lo.x, xv[1] = lo.y, xv[2] = lo.z, xv[3] = lo.w, xv[4] = hi.x, xv[5] = hi.y, xv[6] = hi.z, xv[7] = hi.w;
+  } else if constexpr (A && C == Id::Q8_G32) {
+    const float4 v = *reinterpret_cast<const float4*>(x + 4 * t);
+    xv[0] = v.x, xv[1] = v.y, xv[2] = v.z, xv[3] = v.w;
+  } else {
+    float q[kPer];
+    int idx[kPer];
+    affine_codes<C>(0, 0, t, q, idx);
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) xv[j] = x[idx[j]];
+  }
+}
+
+// NW weight rows, row v against R rows of its own x (row r at xs[v] + r * ldx), into acc[v][r]. Each group loads
+// the words of kBatch blocks of every weight row before widening any, so a lane has 2 * NW * kBatch loads in flight.
+//
+// The arithmetic is factored: a block's values are d * q + m, so the lane adds d * (sum of q * x) + m * (sum of x)
+// over its G / 8 elements (fmaf, in this order) instead of widening every weight: about half the instructions of
+// widening, and matrix-vector products here are bound by instructions, not bytes. Every kernel that reads an affine
+// matrix sums this way, in one order per output element that depends only on the matrix (not on NW, R, `rows` or
+// where the weights sit), so a row's result is the same alone, batched, staged or not. Against the CPU (which
+// widens each weight), the error is bounded by the sum of (|d q| + |m|) |x| instead of |w x| (tests/unit/cuda).
+template <CodecId C, int R, int NW>
+__device__ __forceinline__ void affine_group_dot(const uint8_t* const (&wrows)[NW], int64_t cols,
+                                                 const float* const (&xs)[NW], int64_t ldx, int rows,
+                                                 float (&acc)[NW][R]) {
+  constexpr int G = Unit<C>::G, kPer = G / 8, kBatch = NW == 1 ? 8 : 4;
   const int lane = threadIdx.x % kWarp, grp = lane / 8, t = lane % 8;
   const int64_t units = (cols + G - 1) / G;
-#pragma unroll 2
-  for (int64_t u = grp; u < units; u += 4) {
-    const uint8_t* blk = wrow + u * Unit<C>::bytes;
-    const uint32_t* words = reinterpret_cast<const uint32_t*>(blk);
-    const uint32_t dm = words[0];
-    const float d = f16_bits(uint16_t(dm & 0xffffu)), m = f16_bits(uint16_t(dm >> 16));
-    float w[kPer];
-    int idx[kPer];                    // element of the block each value belongs to
-    if constexpr (C == Id::Q4_G64) {  // byte i: element i (low nibble), i + 32 (high)
-      const uint32_t q = words[1 + t];
+  bool aligned = ldx % 4 == 0;
 #pragma unroll
-      for (int b = 0; b < 4; ++b) {
-        const uint32_t byte = (q >> (8 * b)) & 0xffu;
-        w[b] = __fadd_rn(__fmul_rn(d, float(byte & 0x0fu)), m);
-        w[4 + b] = __fadd_rn(__fmul_rn(d, float(byte >> 4)), m);
-        idx[b] = 4 * t + b;
-        idx[4 + b] = 32 + 4 * t + b;
-      }
-    } else if constexpr (C == Id::Q4_G32) {  // byte i: element i (low nibble), i + 16 (high)
-      const uint32_t q = reinterpret_cast<const uint16_t*>(blk + 4)[t];
+  for (int v = 0; v < NW; ++v) aligned = aligned && reinterpret_cast<uintptr_t>(xs[v]) % 16 == 0;
+  for (int64_t u0 = grp; u0 < units; u0 += 4 * kBatch) {
+    uint32_t dm[NW][kBatch], c0[NW][kBatch], c1[NW][kBatch];
 #pragma unroll
-      for (int b = 0; b < 2; ++b) {
-        const uint32_t byte = (q >> (8 * b)) & 0xffu;
-        w[b] = __fadd_rn(__fmul_rn(d, float(byte & 0x0fu)), m);
-        w[2 + b] = __fadd_rn(__fmul_rn(d, float(byte >> 4)), m);
-        idx[b] = 2 * t + b;
-        idx[2 + b] = 16 + 2 * t + b;
-      }
-    } else {  // q8: byte i is element i
+    for (int i = 0; i < kBatch; ++i) {
+      const int64_t u = u0 + 4 * i;
 #pragma unroll
-      for (int b = 0; b < kPer; ++b) {
-        const uint32_t q = words[1 + (kPer * t + b) / 4];
-        w[b] = __fadd_rn(__fmul_rn(d, float((q >> (8 * ((kPer * t + b) % 4))) & 0xffu)), m);
-        idx[b] = kPer * t + b;
+      for (int v = 0; v < NW; ++v) {
+        if (u < units) load_affine<C>(wrows[v] + u * Unit<C>::bytes, t, dm[v][i], c0[v][i], c1[v][i]);
       }
     }
-    const int64_t k0 = u * G;
-    const bool full = k0 + G <= cols;
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      if (r >= rows) break;
-      const float* xr = x + r * ldx + k0;
-      float a = acc[r];
+    for (int i = 0; i < kBatch; ++i) {
+      const int64_t u = u0 + 4 * i;
+      if (u >= units) break;
+      const int64_t k0 = u * G;
+      const bool full = k0 + G <= cols;
 #pragma unroll
-      for (int j = 0; j < kPer; ++j) {
-        if (full || k0 + idx[j] < cols) a = fmaf(w[j], xr[idx[j]], a);
+      for (int v = 0; v < NW; ++v) {
+        const float d = f16_bits(uint16_t(dm[v][i] & 0xffffu)), m = f16_bits(uint16_t(dm[v][i] >> 16));
+        float q[kPer];
+        int idx[kPer];
+        affine_codes<C>(c0[v][i], c1[v][i], t, q, idx);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          if (r >= rows) break;
+          const float* xr = xs[v] + r * ldx + k0;
+          float xv[kPer];
+          if (full && aligned) {
+            lane_inputs<C, true>(xr, t, xv);
+          } else if (full) {
+            lane_inputs<C, false>(xr, t, xv);
+          } else {
+#pragma unroll
+            for (int j = 0; j < kPer; ++j) xv[j] = k0 + idx[j] < cols ? xr[idx[j]] : 0.0f;
+          }
+          float sq = 0.0f, sx = 0.0f;
+#pragma unroll
+          for (int j = 0; j < kPer; ++j) {
+            sq = fmaf(q[j], xv[j], sq);
+            sx = __fadd_rn(sx, xv[j]);
+          }
+          acc[v][r] = fmaf(m, sx, fmaf(d, sq, acc[v][r]));
+        }
       }
-      acc[r] = a;
     }
   }
 }
@@ -250,39 +359,44 @@ __device__ __forceinline__ void fma_unit(const float* w, int valid, const float*
   }
 }
 
-// Sum over this lane's share of the row (float codecs: units lane, lane + 32, ...; affine: affine_group_dot) of w . x
-// for R rows of x (row r at x + r * ldx) into acc[r]. The units and their order depend only on the matrix, so a row's
-// sum does not depend on R or `rows`.
-template <CodecId C, int R, bool V>
-__device__ __forceinline__ void lane_dot(const uint8_t* wrow, int64_t cols, const float* x, int64_t ldx, int rows,
-                                         float* acc) {
+// Sum over this lane's share of each of NW weight rows (float codecs: units lane, lane + 32, ...; affine:
+// affine_group_dot) of w . x for R rows of that weight row's x (row r at xs[v] + r * ldx) into acc[v][r]. The units
+// and their order depend only on the matrix, so a row's sum does not depend on NW, R or `rows`.
+template <CodecId C, int R, bool V, int NW = 1>
+__device__ __forceinline__ void lane_dot(const uint8_t* const (&wrows)[NW], int64_t cols, const float* const (&xs)[NW],
+                                         int64_t ldx, int rows, float (&acc)[NW][R]) {
   if constexpr (is_affine(C)) {
-    affine_group_dot<C, R>(wrow, cols, x, ldx, rows, acc);
+    affine_group_dot<C, R, NW>(wrows, cols, xs, ldx, rows, acc);
     return;
   }
   constexpr int G = Unit<C>::G;
   const int64_t units = (cols + G - 1) / G, full = cols / G;
   const int lane = threadIdx.x % kWarp;
-  float w[G];
-  int64_t u = lane;
-  if constexpr (kRawLoads<C, V>) {
-    constexpr int kInFlight = Unit<C>::bytes <= 16 ? 4 : 2;  // units loaded before the first is used
-    for (; u + (kInFlight - 1) * kWarp < full; u += kInFlight * kWarp) {
-      Raw<C> raw[kInFlight];
 #pragma unroll
-      for (int i = 0; i < kInFlight; ++i) load_raw<C, V>(wrow, u + i * kWarp, raw[i]);
+  for (int v = 0; v < NW; ++v) {
+    const uint8_t* wrow = wrows[v];
+    const float* x = xs[v];
+    float w[G];
+    int64_t u = lane;
+    if constexpr (kRawLoads<C, V>) {
+      constexpr int kInFlight = Unit<C>::bytes <= 16 ? 4 : 2;  // units loaded before the first is used
+      for (; u + (kInFlight - 1) * kWarp < full; u += kInFlight * kWarp) {
+        Raw<C> raw[kInFlight];
 #pragma unroll
-      for (int i = 0; i < kInFlight; ++i) {
-        widen<C>(raw[i], w);
-        fma_unit<G, R>(w, G, x, ldx, (u + i * kWarp) * G, rows, acc);
+        for (int i = 0; i < kInFlight; ++i) load_raw<C, V>(wrow, u + i * kWarp, raw[i]);
+#pragma unroll
+        for (int i = 0; i < kInFlight; ++i) {
+          widen<C>(raw[i], w);
+          fma_unit<G, R>(w, G, x, ldx, (u + i * kWarp) * G, rows, acc[v]);
+        }
       }
     }
-  }
-  for (; u < units; u += kWarp) {
-    const int64_t k0 = u * G;
-    const int valid = int(min_i64(G, cols - k0));
-    load_unit<C>(wrow, u, valid, w);
-    fma_unit<G, R>(w, valid, x, ldx, k0, rows, acc);
+    for (; u < units; u += kWarp) {
+      const int64_t k0 = u * G;
+      const int valid = int(min_i64(G, cols - k0));
+      load_unit<C>(wrow, u, valid, w);
+      fma_unit<G, R>(w, valid, x, ldx, k0, rows, acc[v]);
+    }
   }
 }
 
@@ -295,10 +409,12 @@ __global__ void matmul_kernel(const float* x, int64_t m, const uint8_t* w, int64
   const int64_t r0 = int64_t(blockIdx.y) * R;
   if (n >= n_out) return;
   const int rows = int(min_i64(R, m - r0));
-  float acc[R] = {};
-  lane_dot<C, R, V>(w + size_t(n) * row_bytes_of<C>(cols), cols, x + r0 * cols, cols, rows, acc);
+  float acc[1][R] = {};
+  const uint8_t* wr[1] = {w + size_t(n) * row_bytes_of<C>(cols)};
+  const float* xr[1] = {x + r0 * cols};
+  lane_dot<C, R, V>(wr, cols, xr, cols, rows, acc);
   for (int r = 0; r < rows; ++r) {
-    const float s = warp_sum(acc[r]);
+    const float s = warp_sum(acc[0][r]);
     if (threadIdx.x % kWarp == 0) {
       float* out = y + (r0 + r) * n_out + n;
       *out = accumulate ? *out + s : s;
@@ -306,9 +422,82 @@ __global__ void matmul_kernel(const float* x, int64_t m, const uint8_t* w, int64
   }
 }
 
-template <CodecId C, bool V>
+// x = w * x / sqrt(mean(x^2) + eps) over one row of n, by a whole block of kWarp * kWarpsPerBlock threads: the
+// sum of squares in one fixed order (strided per thread, then each warp, then the warps in turn), so every kernel
+// that normalises a row gets the same bits.
+__device__ __forceinline__ float block_rms_inv(const float* xr, int64_t n, float eps) {
+  __shared__ float part[kWarpsPerBlock];
+  float ss = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss = fmaf(xr[i], xr[i], ss);
+  ss = warp_sum(ss);
+  if (threadIdx.x % kWarp == 0) part[threadIdx.x / kWarp] = ss;
+  __syncthreads();
+  float total = 0.0f;
+  for (int w = 0; w < int(blockDim.x) / kWarp; ++w) total += part[w];
+  return 1.0f / sqrtf(total / float(n) + eps);
+}
+
+// Decode products of one row of x against up to three matrices of one codec and width, stacked: warp n of the
+// launch computes output row n of the first matrix, then of the second, and so on. With `norm`, x is first
+// RMS-normed into shared memory exactly as rms_norm_kernel does (block 0 also writes it to xn_out).
+struct MatvecTargets {
+  const uint8_t* w[3] = {};
+  float* y[3] = {};
+  int64_t rows[3] = {};
+  int count = 0;
+};
+
+// S (staged): each warp first copies its weight rows into its part of shared memory with cp.async (stage_bytes
+// per warp; every copy in flight before any arithmetic, the norm included), then widens them from there. The
+// arithmetic is the same either way.
+template <CodecId C, bool V, bool S>
+__global__ void matvec_kernel(const float* x, int64_t cols, const float* norm, float eps, float* xn_out,
+                              MatvecTargets t, bool accumulate, size_t stage_bytes) {
+  extern __shared__ __align__(16) uint8_t smem_bytes[];
+  float* xs = reinterpret_cast<float*>(smem_bytes);  // cols floats, with norm
+  const size_t xs_bytes = norm != nullptr ? (size_t(cols) * 4 + 15) / 16 * 16 : 0;
+  int64_t n = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
+  int mi = 0;
+  while (mi < t.count && n >= t.rows[mi]) n -= t.rows[mi++];
+  const bool valid = mi < t.count;
+  const size_t rb = row_bytes_of<C>(cols);
+  const uint8_t* wrow = valid ? t.w[mi] + size_t(n) * rb : nullptr;
+  if constexpr (S) {
+    uint8_t* stage = smem_bytes + xs_bytes + size_t(threadIdx.x / kWarp) * stage_bytes;
+    if (valid) warp_stage(stage, wrow, rb);
+    wrow = stage;
+  }
+  const float* xin = x;
+  if (norm != nullptr) {
+    const float inv = block_rms_inv(x, cols, eps);
+    for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
+      xs[i] = norm[i] * (x[i] * inv);
+      if (blockIdx.x == 0 && xn_out != nullptr) xn_out[i] = xs[i];
+    }
+    __syncthreads();
+    xin = xs;
+  }
+  if (!valid) return;
+  if constexpr (S) {
+    cp_async_wait_all();
+    __syncwarp();
+  }
+  float acc[1][1] = {};
+  const uint8_t* wr[1] = {wrow};
+  const float* xr[1] = {xin};
+  lane_dot<C, 1, V>(wr, cols, xr, 0, 1, acc);
+  const float sum = warp_sum(acc[0][0]);
+  if (threadIdx.x % kWarp == 0) {
+    float* out = t.y[mi] + n;
+    *out = accumulate ? *out + sum : sum;
+  }
+}
+
+// Gate and up rows of a pair's expert in one pass (their loads in flight together), then silu(gate) * up.
+template <CodecId C, bool V, bool S>
 __global__ void expert_gate_up_kernel(const float* x, int k, const int* ids, const uint8_t* const* table,
                                       ExpertLayout l, float* act) {
+  extern __shared__ __align__(16) uint8_t smem_bytes[];
   const int64_t n = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
   const int64_t j = blockIdx.y;
   if (n >= l.intermediate) return;
@@ -316,14 +505,24 @@ __global__ void expert_gate_up_kernel(const float* x, int k, const int* ids, con
   if (blob == nullptr) return;
   const size_t rb = row_bytes_of<C>(l.hidden);
   const float* xr = x + (j / k) * l.hidden;
-  float g = 0.0f, u = 0.0f;
-  lane_dot<C, 1, V>(blob + size_t(n) * rb, l.hidden, xr, 0, 1, &g);
-  lane_dot<C, 1, V>(blob + l.up_offset + size_t(n) * rb, l.hidden, xr, 0, 1, &u);
-  g = warp_sum(g);
-  u = warp_sum(u);
+  const uint8_t* wr[2] = {blob + size_t(n) * rb, blob + l.up_offset + size_t(n) * rb};
+  if constexpr (S) {
+    uint8_t* stage = smem_bytes + size_t(threadIdx.x / kWarp) * 2 * rb;
+    warp_stage(stage, wr[0], rb);
+    warp_stage(stage + rb, wr[1], rb);
+    wr[0] = stage;
+    wr[1] = stage + rb;
+    cp_async_wait_all();
+    __syncwarp();
+  }
+  float acc[2][1] = {};
+  const float* xs[2] = {xr, xr};
+  lane_dot<C, 1, V, 2>(wr, l.hidden, xs, 0, 1, acc);
+  const float g = warp_sum(acc[0][0]), u = warp_sum(acc[1][0]);
   if (threadIdx.x % kWarp == 0) act[j * l.intermediate + n] = (g / (1.0f + expf(-g))) * u;
 }
 
+// One output element of one expert's down product: warp_sum of its lane_dot (the same bits in both kernels below).
 template <CodecId C, bool V>
 __global__ void expert_down_kernel(const float* act, const int* ids, const uint8_t* const* table, ExpertLayout l,
                                    float* out) {
@@ -332,11 +531,54 @@ __global__ void expert_down_kernel(const float* act, const int* ids, const uint8
   if (h >= l.hidden) return;
   const uint8_t* blob = table[ids[j]];
   if (blob == nullptr) return;
-  float s = 0.0f;
-  lane_dot<C, 1, V>(blob + l.down_offset + size_t(h) * row_bytes_of<C>(l.intermediate), l.intermediate,
-                    act + j * l.intermediate, 0, 1, &s);
-  s = warp_sum(s);
+  float acc[1][1] = {};
+  const uint8_t* wr[1] = {blob + l.down_offset + size_t(h) * row_bytes_of<C>(l.intermediate)};
+  const float* xs[1] = {act + j * l.intermediate};
+  lane_dot<C, 1, V>(wr, l.intermediate, xs, 0, 1, acc);
+  const float s = warp_sum(acc[0][0]);
   if (threadIdx.x % kWarp == 0) out[j * l.hidden + h] = s;
+}
+
+// expert_down then moe_combine in one kernel, every expert present: warp h of row i computes the row's k down
+// products for element h two experts at a time, then adds them in slot order exactly as moe_combine_kernel does.
+// S: the k rows are first staged in shared memory (k * row bytes per warp).
+template <CodecId C, bool V, bool S>
+__global__ void expert_down_combine_kernel(const float* act, int k, const int* ids, const float* weights,
+                                           const uint8_t* const* table, ExpertLayout l, float* x) {
+  extern __shared__ __align__(16) uint8_t smem_bytes[];
+  const int64_t h = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
+  const int64_t i = blockIdx.y;
+  if (h >= l.hidden) return;
+  const size_t rb = row_bytes_of<C>(l.intermediate);
+  const size_t at = l.down_offset + size_t(h) * rb;
+  uint8_t* stage = smem_bytes + size_t(threadIdx.x / kWarp) * size_t(k) * rb;
+  auto row = [&](int s) -> const uint8_t* { return S ? stage + size_t(s) * rb : table[ids[i * k + s]] + at; };
+  if constexpr (S) {
+    for (int s = 0; s < k; ++s) warp_stage(stage + size_t(s) * rb, table[ids[i * k + s]] + at, rb);
+    cp_async_wait_all();
+    __syncwarp();
+  }
+  float o = 0.0f;
+  int s = 0;
+  for (; s + 1 < k; s += 2) {
+    const int64_t j = i * k + s;
+    float acc[2][1] = {};
+    const uint8_t* wr[2] = {row(s), row(s + 1)};
+    const float* xs[2] = {act + j * l.intermediate, act + (j + 1) * l.intermediate};
+    lane_dot<C, 1, V, 2>(wr, l.intermediate, xs, 0, 1, acc);
+    const float e0 = warp_sum(acc[0][0]), e1 = warp_sum(acc[1][0]);
+    o = __fadd_rn(o, __fmul_rn(weights[j], e0));
+    o = __fadd_rn(o, __fmul_rn(weights[j + 1], e1));
+  }
+  if (s < k) {
+    const int64_t j = i * k + s;
+    float acc[1][1] = {};
+    const uint8_t* wr[1] = {row(s)};
+    const float* xs[1] = {act + j * l.intermediate};
+    lane_dot<C, 1, V>(wr, l.intermediate, xs, 0, 1, acc);
+    o = __fadd_rn(o, __fmul_rn(weights[j], warp_sum(acc[0][0])));
+  }
+  if (threadIdx.x % kWarp == 0) x[i * l.hidden + h] = __fadd_rn(x[i * l.hidden + h], o);
 }
 
 // Calls f with the codec as a compile-time constant.
@@ -366,30 +608,47 @@ void dispatch_codec(Codec c, F&& f) {
 __global__ void rms_norm_kernel(const float* x, float* out, int64_t n, const float* weight, float eps) {
   const float* xr = x + blockIdx.x * n;
   float* o = out + blockIdx.x * n;
-  __shared__ float part[kWarpsPerBlock];
-  float ss = 0.0f;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss = fmaf(xr[i], xr[i], ss);
-  ss = warp_sum(ss);
-  if (threadIdx.x % kWarp == 0) part[threadIdx.x / kWarp] = ss;
-  __syncthreads();
-  float total = 0.0f;
-  for (int w = 0; w < int(blockDim.x) / kWarp; ++w) total += part[w];
-  const float inv = 1.0f / sqrtf(total / float(n) + eps);
+  const float inv = block_rms_inv(xr, n, eps);
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) o[i] = weight[i] * (xr[i] * inv);
 }
 
-__global__ void rope_kernel(float* heads, int n_heads, int head_dim, const int* pos, const float* inv_freq, int half,
-                            float scaling) {
+// Block (row, group of 8 heads), a warp per head: q's heads then k's, each RMS-normed over head_dim when its norm
+// weights are given (in place), then rotated (rotate-half RoPE of the first rotary_dim dims at the row's position);
+// the warp of k head h then writes k head h and v head h at that position of the row's cache.
+__global__ void qk_rope_kv_kernel(float* q, float* k, const float* v, int n_heads, int n_kv, int hd,
+                                  const float* q_norm, const float* k_norm, float eps, const int* pos,
+                                  const float* inv_freq, int half, float scaling, const KvRow* rows, int layer) {
   const int64_t row = blockIdx.x;
-  float* base = heads + row * int64_t(n_heads) * head_dim;
-  for (int t = threadIdx.x; t < n_heads * half; t += blockDim.x) {
-    const int h = t / half, i = t % half;
+  const int lane = threadIdx.x % kWarp;
+  const int h = int(blockIdx.y) * kWarpsPerBlock + int(threadIdx.x) / kWarp;
+  if (h >= n_heads + n_kv) return;
+  const int kv_dim = n_kv * hd;
+  const bool is_q = h < n_heads;
+  float* vh = is_q ? q + (row * n_heads + h) * hd : k + row * kv_dim + int64_t(h - n_heads) * hd;
+  const float* nw = is_q ? q_norm : k_norm;
+  if (nw != nullptr) {
+    float ss = 0.0f;
+    for (int i = lane; i < hd; i += kWarp) ss = fmaf(vh[i], vh[i], ss);
+    const float inv = 1.0f / sqrtf(warp_sum(ss) / float(hd) + eps);
+    for (int i = lane; i < hd; i += kWarp) vh[i] = nw[i] * (vh[i] * inv);
+    __syncwarp();
+  }
+  for (int i = lane; i < half; i += kWarp) {
     const float angle = float(pos[row]) * inv_freq[i];
-    const float c = cosf(angle) * scaling, s = sinf(angle) * scaling;
-    float* v = base + h * head_dim;
-    const float a = v[i], b = v[i + half];
-    v[i] = a * c - b * s;
-    v[i + half] = b * c + a * s;
+    const float c = cosf(angle) * scaling, sn = sinf(angle) * scaling;
+    const float x0 = vh[i], x1 = vh[i + half];
+    vh[i] = x0 * c - x1 * sn;
+    vh[i + half] = x1 * c + x0 * sn;
+  }
+  if (is_q) return;
+  __syncwarp();
+  const KvRow r = rows[row];
+  const int64_t at = int64_t(h - n_heads) * hd;
+  float* kc = r.cache + (int64_t(layer) * 2) * r.cap * kv_dim + int64_t(r.pos) * kv_dim + at;
+  float* vc = kc + int64_t(r.cap) * kv_dim;
+  for (int i = lane; i < hd; i += kWarp) {
+    kc[i] = vh[i];
+    vc[i] = v[row * kv_dim + at + i];
   }
 }
 
@@ -484,82 +743,110 @@ __global__ void moe_combine_kernel(const float* eo, const float* weights, int k,
   }
 }
 
-__global__ void kv_write_kernel(const float* k, const float* v, const KvRow* rows, int layer, int kv_dim) {
-  const KvRow r = rows[blockIdx.x];
-  float* kc = r.cache + (int64_t(layer) * 2) * r.cap * kv_dim + int64_t(r.pos) * kv_dim;
-  float* vc = kc + int64_t(r.cap) * kv_dim;
-  for (int i = threadIdx.x; i < kv_dim; i += blockDim.x) {
-    kc[i] = k[int64_t(blockIdx.x) * kv_dim + i];
-    vc[i] = v[int64_t(blockIdx.x) * kv_dim + i];
-  }
-}
-
 constexpr int kAttnThreads = 128;
 
-// Block (split, head, listed row): scores of its keys in shared memory, then a partial softmax (max, sum) and the
-// unnormalised weighted sum of values, written to scratch as [max, sum, out[head_dim]].
+// Block (split, head group, listed row): a group is up to kGroupHeads query heads sharing one KV head, so each
+// key and value row is read once for all of them. S (staged): the split's key and value rows are first copied into
+// shared memory with cp.async, every copy in flight at once. Warps take the split's keys in turn; a key's dot
+// products are spread over the lanes (dims lane, lane + 32, ...) and summed by warp_sum. Then per head a partial
+// softmax (max, sum) and the unnormalised weighted sum of values, written to scratch as [max, sum, out[head_dim]]
+// (an empty split writes max = -inf and nothing else; the merge skips it). D: dims per lane, head_dim <= 32 * D.
+constexpr int kGroupHeads = 8;
+
+template <int D, bool S>
 __global__ void attention_decode_split_kernel(const float* q, const int* row_ids, const KvRow* rows, int layer,
                                               AttentionShape s, int split_keys, int splits, float* scratch) {
-  extern __shared__ float sm[];
-  float* qs = sm;                  // head_dim
-  float* score = sm + s.head_dim;  // split_keys
-  __shared__ float red[kAttnThreads / kWarp];
-  const int split = blockIdx.x, h = blockIdx.y, li = blockIdx.z;
+  extern __shared__ __align__(16) float att_sm[];
+  float* score = att_sm;                         // kGroupHeads x split_keys
+  float* ks = score + kGroupHeads * split_keys;  // split_keys x head_dim (S)
+  float* vs = ks + split_keys * s.head_dim;      // split_keys x head_dim (S)
+  const int split = blockIdx.x, li = blockIdx.z;
+  const int per_kv = s.n_heads / s.n_kv_heads, groups_per_kv = (per_kv + kGroupHeads - 1) / kGroupHeads;
+  const int kvh = int(blockIdx.y) / groups_per_kv;
+  const int h0 = kvh * per_kv + (int(blockIdx.y) % groups_per_kv) * kGroupHeads;
+  const int nh = min(kGroupHeads, kvh * per_kv + per_kv - h0);
   const int row = row_ids[li];
   const KvRow r = rows[row];
-  const int kv_dim = s.n_kv_heads * s.head_dim;
-  const int kvh = h / (s.n_heads / s.n_kv_heads);
-  const float* kc = r.cache + (int64_t(layer) * 2) * r.cap * kv_dim + kvh * s.head_dim;
+  const int hd = s.head_dim, kv_dim = s.n_kv_heads * hd;
+  const float* kc = r.cache + (int64_t(layer) * 2) * r.cap * kv_dim + kvh * hd;
   const float* vc = kc + int64_t(r.cap) * kv_dim;
   const int j0 = r.first + split * split_keys;
-  const int j1 = min(r.pos + 1, j0 + split_keys);  // keys [j0, j1)
-  float* outp = scratch + ((int64_t(li) * s.n_heads + h) * splits + split) * (s.head_dim + 2);
-  const int tid = threadIdx.x;
-  if (j0 >= j1) {
-    if (tid == 0) {
-      outp[0] = -INFINITY;
-      outp[1] = 0.0f;
-    }
-    for (int d = tid; d < s.head_dim; d += blockDim.x) outp[2 + d] = 0.0f;
+  const int nk = min(r.pos + 1, j0 + split_keys) - j0;  // keys [j0, j0 + nk)
+  auto part = [&](int hh) { return scratch + ((int64_t(li) * s.n_heads + h0 + hh) * splits + split) * (hd + 2); };
+  const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp, warps = int(blockDim.x) / kWarp;
+  if (nk <= 0) {
+    if (tid < nh) part(tid)[0] = -INFINITY;
     return;
   }
-  for (int d = tid; d < s.head_dim; d += blockDim.x)
-    qs[d] = q[int64_t(row) * s.n_heads * s.head_dim + h * s.head_dim + d];
-  __syncthreads();
-  float mx = -INFINITY;
-  for (int j = j0 + tid; j < j1; j += blockDim.x) {
-    const float* kr = kc + int64_t(j) * kv_dim;
-    float a = 0.0f;
-    for (int d = 0; d < s.head_dim; ++d) a = fmaf(qs[d], kr[d], a);
-    a = a * s.scale;
-    score[j - j0] = a;
-    mx = fmaxf(mx, a);
+  if constexpr (S) {
+    const int chunks = hd / 4;
+    for (int t = tid; t < nk * chunks; t += blockDim.x) {
+      const int j = t / chunks, c = 4 * (t % chunks);
+      cp_async16(ks + j * hd + c, kc + int64_t(j0 + j) * kv_dim + c);
+      cp_async16(vs + j * hd + c, vc + int64_t(j0 + j) * kv_dim + c);
+    }
   }
-  mx = warp_max(mx);
-  if (tid % kWarp == 0) red[tid / kWarp] = mx;
-  __syncthreads();
-  mx = red[0];
-  for (int w = 1; w < kAttnThreads / kWarp; ++w) mx = fmaxf(mx, red[w]);
-  __syncthreads();
-  float sum = 0.0f;
-  for (int j = j0 + tid; j < j1; j += blockDim.x) {
-    const float e = expf(score[j - j0] - mx);
-    score[j - j0] = e;
-    sum += e;
+  auto key = [&](int j) { return S ? ks + j * hd : kc + int64_t(j0 + j) * kv_dim; };
+  auto value = [&](int j) { return S ? vs + j * hd : vc + int64_t(j0 + j) * kv_dim; };
+  float qr[kGroupHeads][D];
+  const float* qrow = q + int64_t(row) * s.n_heads * hd;
+#pragma unroll
+  for (int hh = 0; hh < kGroupHeads; ++hh) {
+#pragma unroll
+    for (int i = 0; i < D; ++i) {
+      const int d = lane + i * kWarp;
+      qr[hh][i] = hh < nh && d < hd ? qrow[(h0 + hh) * hd + d] : 0.0f;
+    }
   }
-  sum = warp_sum(sum);
-  if (tid % kWarp == 0) red[tid / kWarp] = sum;
-  __syncthreads();
-  if (tid == 0) {
-    float t = 0.0f;
-    for (int w = 0; w < kAttnThreads / kWarp; ++w) t += red[w];
-    outp[0] = mx;
-    outp[1] = t;
+  if constexpr (S) {
+    cp_async_wait_all();
+    __syncthreads();
   }
-  for (int d = tid; d < s.head_dim; d += blockDim.x) {
-    float o = 0.0f;
-    for (int j = j0; j < j1; ++j) o = fmaf(score[j - j0], vc[int64_t(j) * kv_dim + d], o);
-    outp[2 + d] = o;
+  for (int j = warp; j < nk; j += warps) {
+    const float* kr = key(j);
+    float kv[D];
+#pragma unroll
+    for (int i = 0; i < D; ++i) {
+      const int d = lane + i * kWarp;
+      kv[i] = d < hd ? kr[d] : 0.0f;
+    }
+#pragma unroll
+    for (int hh = 0; hh < kGroupHeads; ++hh) {
+      if (hh >= nh) break;
+      float a = 0.0f;
+#pragma unroll
+      for (int i = 0; i < D; ++i) a = fmaf(qr[hh][i], kv[i], a);
+      a = warp_sum(a) * s.scale;
+      if (lane == 0) score[hh * split_keys + j] = a;
+    }
+  }
+  __syncthreads();
+  for (int hh = warp; hh < nh; hh += warps) {
+    float* sc = score + hh * split_keys;
+    float mx = -INFINITY;
+    for (int j = lane; j < nk; j += kWarp) mx = fmaxf(mx, sc[j]);
+    mx = warp_max(mx);
+    float sum = 0.0f;
+    for (int j = lane; j < nk; j += kWarp) {
+      const float e = expf(sc[j] - mx);
+      sc[j] = e;
+      sum += e;
+    }
+    sum = warp_sum(sum);
+    if (lane == 0) {
+      part(hh)[0] = mx;
+      part(hh)[1] = sum;
+    }
+  }
+  __syncthreads();
+  for (int d = tid; d < hd; d += blockDim.x) {
+    float o[kGroupHeads] = {};
+    for (int j = 0; j < nk; ++j) {
+      const float vv = value(j)[d];
+#pragma unroll
+      for (int hh = 0; hh < kGroupHeads; ++hh) o[hh] = fmaf(score[hh * split_keys + j], vv, o[hh]);
+    }
+    for (int hh = 0; hh < nh; ++hh) part(hh)[2 + d] = o[hh];
   }
 }
 
@@ -741,6 +1028,54 @@ void matmul(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool acc
   launched("matmul");
 }
 
+void matvec(const float* x, std::span<const DeviceMatrix> ws, std::span<float* const> ys, const float* norm, float eps,
+            float* xn_out, bool accumulate, cudaStream_t stream) {
+  if (ws.empty()) return;
+  const int64_t cols = ws[0].cols;
+  bool same = ws.size() <= 3 && ws.size() == ys.size();
+  bool v = true;
+  for (const DeviceMatrix& w : ws) {
+    same = same && w.codec == ws[0].codec && w.cols == cols;
+    v = v && aligned16(w.data, row_bytes(w.codec, w.cols));
+  }
+  if (norm != nullptr && (!same || cols > kMatvecSharedCols)) {  // normalise once, then the plain products
+    check(xn_out != nullptr ? cudaSuccess : cudaErrorInvalidValue, "matvec: a fused norm without xn_out");
+    rms_norm(x, xn_out, 1, cols, norm, eps, stream);
+    matvec(xn_out, ws, ys, nullptr, eps, nullptr, accumulate, stream);
+    return;
+  }
+  if (!same) {
+    for (size_t i = 0; i < ws.size(); ++i) matmul(x, 1, ws[i], ys[i], accumulate, stream);
+    return;
+  }
+  MatvecTargets t;
+  int64_t total = 0;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    t.w[i] = static_cast<const uint8_t*>(ws[i].data);
+    t.y[i] = ys[i];
+    t.rows[i] = ws[i].rows;
+    total += ws[i].rows;
+  }
+  t.count = int(ws.size());
+  if (total == 0) return;
+  const size_t xs_bytes = norm != nullptr ? (size_t(cols) * sizeof(float) + 15) / 16 * 16 : 0;
+  const size_t rb = row_bytes(ws[0].codec, cols);
+  const bool staged = v && xs_bytes + kWarpsPerBlock * rb <= kStageSharedBytes;
+  const size_t smem = xs_bytes + (staged ? kWarpsPerBlock * rb : 0);
+  const unsigned grid = unsigned(blocks_for(total, kWarpsPerBlock));
+  const unsigned threads = kWarp * kWarpsPerBlock;
+  dispatch_codec(ws[0].codec, [&]<CodecId C>() {
+    if (staged) {
+      matvec_kernel<C, true, true><<<grid, threads, smem, stream>>>(x, cols, norm, eps, xn_out, t, accumulate, rb);
+    } else if (v) {
+      matvec_kernel<C, true, false><<<grid, threads, smem, stream>>>(x, cols, norm, eps, xn_out, t, accumulate, 0);
+    } else {
+      matvec_kernel<C, false, false><<<grid, threads, smem, stream>>>(x, cols, norm, eps, xn_out, t, accumulate, 0);
+    }
+  });
+  launched("matvec");
+}
+
 void rms_norm(const float* x, float* out, int64_t rows, int64_t n, const float* weight, float eps,
               cudaStream_t stream) {
   if (rows == 0) return;
@@ -748,11 +1083,14 @@ void rms_norm(const float* x, float* out, int64_t rows, int64_t n, const float* 
   launched("rms_norm");
 }
 
-void rope(float* heads, int64_t rows, int n_heads, int head_dim, const int* pos, const float* inv_freq, int rotary_dim,
-          float scaling, cudaStream_t stream) {
-  if (rows == 0 || rotary_dim == 0) return;
-  rope_kernel<<<unsigned(rows), 128, 0, stream>>>(heads, n_heads, head_dim, pos, inv_freq, rotary_dim / 2, scaling);
-  launched("rope");
+void qk_rope_kv(float* q, float* k, const float* v, int64_t m, int n_heads, int n_kv_heads, int head_dim,
+                const float* q_norm, const float* k_norm, float eps, const int* pos, const float* inv_freq,
+                int rotary_dim, float scaling, const KvRow* rows, int layer, cudaStream_t stream) {
+  if (m == 0) return;
+  const dim3 grid{unsigned(m), unsigned(blocks_for(n_heads + n_kv_heads, kWarpsPerBlock))};
+  qk_rope_kv_kernel<<<grid, kWarp * kWarpsPerBlock, 0, stream>>>(
+      q, k, v, n_heads, n_kv_heads, head_dim, q_norm, k_norm, eps, pos, inv_freq, rotary_dim / 2, scaling, rows, layer);
+  launched("qk_rope_kv");
 }
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream) {
@@ -792,12 +1130,16 @@ void expert_gate_up(const float* x, int64_t m, int k, const int* ids, const uint
                     const ExpertLayout& l, float* act, cudaStream_t stream) {
   if (m == 0) return;
   const dim3 grid(blocks_for(l.intermediate, kWarpsPerBlock), unsigned(m * k));
+  const unsigned threads = kWarp * kWarpsPerBlock;
   const bool v = experts_aligned16(l);
+  const size_t stage = size_t(kWarpsPerBlock) * 2 * row_bytes(l.gate_up, l.hidden);
   dispatch_codec(l.gate_up, [&]<CodecId C>() {
-    if (v) {
-      expert_gate_up_kernel<C, true><<<grid, kWarp * kWarpsPerBlock, 0, stream>>>(x, k, ids, table, l, act);
+    if (v && stage <= kStageSharedBytes) {
+      expert_gate_up_kernel<C, true, true><<<grid, threads, stage, stream>>>(x, k, ids, table, l, act);
+    } else if (v) {
+      expert_gate_up_kernel<C, true, false><<<grid, threads, 0, stream>>>(x, k, ids, table, l, act);
     } else {
-      expert_gate_up_kernel<C, false><<<grid, kWarp * kWarpsPerBlock, 0, stream>>>(x, k, ids, table, l, act);
+      expert_gate_up_kernel<C, false, false><<<grid, threads, 0, stream>>>(x, k, ids, table, l, act);
     }
   });
   launched("expert_gate_up");
@@ -818,6 +1160,25 @@ void expert_down(const float* act, int64_t pairs, const int* ids, const uint8_t*
   launched("expert_down");
 }
 
+void expert_down_combine(const float* act, int64_t m, int k, const int* ids, const float* weights,
+                         const uint8_t* const* table, const ExpertLayout& l, float* x, cudaStream_t stream) {
+  if (m == 0) return;
+  const dim3 grid(blocks_for(l.hidden, kWarpsPerBlock), unsigned(m));
+  const unsigned threads = kWarp * kWarpsPerBlock;
+  const bool v = experts_aligned16(l);
+  const size_t stage = size_t(kWarpsPerBlock) * size_t(k) * row_bytes(l.down, l.intermediate);
+  dispatch_codec(l.down, [&]<CodecId C>() {
+    if (v && stage <= kStageSharedBytes) {
+      expert_down_combine_kernel<C, true, true><<<grid, threads, stage, stream>>>(act, k, ids, weights, table, l, x);
+    } else if (v) {
+      expert_down_combine_kernel<C, true, false><<<grid, threads, 0, stream>>>(act, k, ids, weights, table, l, x);
+    } else {
+      expert_down_combine_kernel<C, false, false><<<grid, threads, 0, stream>>>(act, k, ids, weights, table, l, x);
+    }
+  });
+  launched("expert_down_combine");
+}
+
 void moe_combine(const float* expert_out, const float* weights, int64_t m, int k, int64_t h, float* x,
                  cudaStream_t stream) {
   if (m == 0) return;
@@ -825,15 +1186,20 @@ void moe_combine(const float* expert_out, const float* weights, int64_t m, int k
   launched("moe_combine");
 }
 
-void kv_write(const float* k, const float* v, int64_t m, const KvRow* rows, int layer, int kv_dim,
-              cudaStream_t stream) {
-  if (m == 0) return;
-  kv_write_kernel<<<unsigned(m), 128, 0, stream>>>(k, v, rows, layer, kv_dim);
-  launched("kv_write");
+namespace {
+// Keys per block: the caller's, lowered until the staged key and value rows fit in shared memory.
+int split_keys_for(const AttentionShape& s, int split_keys) {
+  int split = split_keys;
+  while (split > 1 && size_t(split) * (2 * size_t(s.head_dim) + kGroupHeads) * sizeof(float) > kStageSharedBytes) {
+    split /= 2;
+  }
+  return split;
 }
+}  // namespace
 
 int64_t decode_attention_scratch_floats(int64_t n_rows, const AttentionShape& s, int max_keys, int split_keys) {
-  const int64_t splits = (max_keys + split_keys - 1) / split_keys;
+  const int split = split_keys_for(s, split_keys);
+  const int64_t splits = (max_keys + split - 1) / split;
   return n_rows * s.n_heads * splits * (s.head_dim + 2);
 }
 
@@ -841,10 +1207,33 @@ void attention_decode(const float* q, const int* row_ids, int64_t n_rows, const 
                       const AttentionShape& s, int max_keys, int split_keys, float* out, float* scratch,
                       cudaStream_t stream) {
   if (n_rows == 0) return;
-  const int splits = (max_keys + split_keys - 1) / split_keys;
-  const size_t smem = size_t(s.head_dim + split_keys) * sizeof(float);
-  attention_decode_split_kernel<<<dim3(unsigned(splits), unsigned(s.n_heads), unsigned(n_rows)), kAttnThreads, smem,
-                                  stream>>>(q, row_ids, rows, layer, s, split_keys, splits, scratch);
+  const int split = split_keys_for(s, split_keys);
+  const int splits = (max_keys + split - 1) / split;
+  // Staged when every key row starts 16-byte aligned (head_dim and the cache's width multiples of 4 floats).
+  const bool staged = s.head_dim % 4 == 0;
+  const size_t smem = size_t(split) * (kGroupHeads + (staged ? 2 * size_t(s.head_dim) : 0)) * sizeof(float);
+  const int per_kv = s.n_heads / s.n_kv_heads, groups = s.n_kv_heads * ((per_kv + kGroupHeads - 1) / kGroupHeads);
+  const dim3 grid{unsigned(splits), unsigned(groups), unsigned(n_rows)};
+  auto go = [&]<int D>() {
+    if (staged) {
+      attention_decode_split_kernel<D, true>
+          <<<grid, kAttnThreads, smem, stream>>>(q, row_ids, rows, layer, s, split, splits, scratch);
+    } else {
+      attention_decode_split_kernel<D, false>
+          <<<grid, kAttnThreads, smem, stream>>>(q, row_ids, rows, layer, s, split, splits, scratch);
+    }
+  };
+  if (s.head_dim <= 32) {
+    go.template operator()<1>();
+  } else if (s.head_dim <= 64) {
+    go.template operator()<2>();
+  } else if (s.head_dim <= 128) {
+    go.template operator()<4>();
+  } else if (s.head_dim <= 256) {
+    go.template operator()<8>();
+  } else {
+    check(cudaErrorInvalidValue, "attention_decode: head_dim above 256");
+  }
   launched("attention_decode (splits)");
   attention_decode_merge_kernel<<<dim3(unsigned(n_rows), unsigned(s.n_heads)), 128, 0, stream>>>(row_ids, s, splits,
                                                                                                  scratch, out);

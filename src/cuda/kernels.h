@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <span>
 
 #include "cuda/codec_ids.h"
 
@@ -30,12 +31,16 @@ bool has_kernel(Codec c);
 // y[i][n] = sum_k x[i][k] * W[n][k] for m rows (x: m x W.cols, y: m x W.rows); with `accumulate`, y += that sum.
 void matmul(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream);
 
+// Decode (one row of x): y_i = W_i x (or y_i += with accumulate) for the matrices ws and outputs ys, in one launch
+// when they share codec and width (at most 3: q, k and v), each output element summed exactly as matmul sums it.
+// With `norm`, x is first RMS-normed with those weights exactly as rms_norm does (inside the launch when the row
+// fits in shared memory, kMatvecSharedCols), and the normed row is written to xn_out (required then).
+constexpr int64_t kMatvecSharedCols = 12288;
+void matvec(const float* x, std::span<const DeviceMatrix> ws, std::span<float* const> ys, const float* norm, float eps,
+            float* xn_out, bool accumulate, cudaStream_t stream);
+
 // x[i] = w * x / sqrt(mean(x^2) + eps), rows of n (out may equal x).
 void rms_norm(const float* x, float* out, int64_t rows, int64_t n, const float* weight, float eps, cudaStream_t stream);
-
-// Rotate-half RoPE of `rows` rows of n_heads heads each; row i at position pos[i]. inv_freq: rotary_dim / 2.
-void rope(float* heads, int64_t rows, int n_heads, int head_dim, const int* pos, const float* inv_freq, int rotary_dim,
-          float scaling, cudaStream_t stream);
 
 // out[i] = silu(gate[i]) * up[i]
 void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream);
@@ -69,6 +74,9 @@ void expert_gate_up(const float* x, int64_t m, int k, const int* ids, const uint
 // out[j][h] = down . act[j] for the present pairs; out: (m * k) x H.
 void expert_down(const float* act, int64_t pairs, const int* ids, const uint8_t* const* table, const ExpertLayout& l,
                  float* out, cudaStream_t stream);
+// expert_down then moe_combine in one launch, for rows whose k experts are all present: the same bits as the two.
+void expert_down_combine(const float* act, int64_t m, int k, const int* ids, const float* weights,
+                         const uint8_t* const* table, const ExpertLayout& l, float* x, cudaStream_t stream);
 // x[i][h] += sum_s weights[i][s] * expert_out[i * k + s][h], s in slot order (as the CPU combine).
 void moe_combine(const float* expert_out, const float* weights, int64_t m, int k, int64_t h, float* x,
                  cudaStream_t stream);
@@ -86,10 +94,16 @@ struct KvRow {
   int pos = 0;             // this row's position
   int first = 0;           // first key this row sees (sliding window), <= pos
 };
-// Writes rows' k and v (m x kv_dim) at their positions in layer `layer`.
-void kv_write(const float* k, const float* v, int64_t m, const KvRow* rows, int layer, int kv_dim, cudaStream_t stream);
+// Per row i (m rows of n_heads q heads and n_kv_heads k heads of head_dim): each head RMS-normed over head_dim with
+// q_norm / k_norm when given (Qwen3's qk-norm), then rotate-half RoPE of its first rotary_dim dims at pos[i]
+// (inv_freq: rotary_dim / 2; scaling multiplies cos and sin), in place; then k and v (m x kv_dim) are written at
+// the row's position of layer `layer` of its cache.
+void qk_rope_kv(float* q, float* k, const float* v, int64_t m, int n_heads, int n_kv_heads, int head_dim,
+                const float* q_norm, const float* k_norm, float eps, const int* pos, const float* inv_freq,
+                int rotary_dim, float scaling, const KvRow* rows, int layer, cudaStream_t stream);
 // Decode attention split over keys: for each listed row, q (rows x n_heads * head_dim) over keys [first, pos] of its
 // cache; each (row, head) is cut into splits of `split_keys` keys whose partial softmax sums are merged at the end.
+// The query heads that share a KV head (up to 8 at a time) read each key and value once. head_dim <= 256.
 // scratch: decode_attention_scratch_floats(...) floats.
 int64_t decode_attention_scratch_floats(int64_t n_rows, const AttentionShape& s, int max_keys, int split_keys);
 void attention_decode(const float* q, const int* row_ids, int64_t n_rows, const KvRow* rows, int layer,

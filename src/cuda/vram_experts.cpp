@@ -183,7 +183,7 @@ uint8_t* VramExperts::host_blob(int layer, int expert) const {
 }
 
 void VramExperts::run_layer(int layer, std::span<const int> used,
-                            const std::function<void(const uint8_t* const*)>& run) {
+                            const std::function<void(const uint8_t* const*, bool only_pass)>& run) {
   size_t next = 0;
   std::vector<int> pinned;
   while (next < used.size()) {
@@ -212,7 +212,7 @@ void VramExperts::run_layer(int layer, std::span<const int> used,
     check(cudaMemcpyAsync(tables_dev_, table_host_, size_t(num_experts_) * sizeof(void*), cudaMemcpyHostToDevice,
                           compute_),
           "uploading the expert table");
-    run(tables_dev_);
+    run(tables_dev_, pinned.size() == used.size());
     // The staging table and the slots are reused by the next pass or layer only after this pass has finished.
     check(cudaStreamSynchronize(compute_), "running a pass of experts");
     if (copied) {

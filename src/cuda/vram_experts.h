@@ -40,9 +40,11 @@ class VramExperts {
   bool resident() const { return resident_; }
   // Resident mode: the device table of this layer's expert blobs.
   const uint8_t* const* table(int layer) const { return tables_dev_ + size_t(layer) * size_t(num_experts_); }
-  // Cached mode: makes `used` (distinct experts of `layer`) present in passes and calls `run(table)` for each
-  // pass; absent experts have null entries in the table. Returns after the last pass is enqueued.
-  void run_layer(int layer, std::span<const int> used, const std::function<void(const uint8_t* const*)>& run);
+  // Cached mode: makes `used` (distinct experts of `layer`) present in passes and calls `run(table, only_pass)` for
+  // each pass (only_pass: this one pass holds every expert of `used`); absent experts have null entries in the
+  // table. Returns after the last pass is enqueued.
+  void run_layer(int layer, std::span<const int> used,
+                 const std::function<void(const uint8_t* const*, bool only_pass)>& run);
   ExpertStats stats() const;
 
  private:

@@ -12,7 +12,10 @@ Engine::Engine(Model& model, EngineOptions options) : model_(model), options_(op
 int Engine::add_sequence() {
   const ModelConfig& c = model_.config();
   const int id = next_id_++;
-  seqs_[id] = std::make_unique<KvCache>(c.num_layers, c.kv_dim(), options_.kv_initial_positions, options_.max_context);
+  // A device forward keeps its own copy of the keys and values: then the host arrays are never allocated.
+  const bool host = model_.device_forward() == nullptr;
+  seqs_[id] =
+      std::make_unique<KvCache>(c.num_layers, c.kv_dim(), options_.kv_initial_positions, options_.max_context, host);
   return id;
 }
 

@@ -19,7 +19,9 @@ class KvCache {
     virtual ~DeviceState() = default;
   };
 
-  KvCache(int layers, int kv_dim, int initial_positions, int max_positions);
+  // host_arrays false: another device keeps the keys and values (DeviceState), so reserve() only tracks the
+  // capacity and the host arrays stay empty.
+  KvCache(int layers, int kv_dim, int initial_positions, int max_positions, bool host_arrays = true);
 
   // Makes room for positions [0, n). Throws Error when n exceeds max_positions.
   void reserve(int n);
@@ -39,6 +41,7 @@ class KvCache {
 
  private:
   int kv_dim_;
+  bool host_arrays_;
   int capacity_ = 0;
   int initial_;
   int max_;

@@ -1,12 +1,14 @@
 // Each CUDA kernel against the CPU op it stands for (ops/, ops::ref::matmul in double), on random inputs.
 //
-// Tolerances come from the arithmetic. Weights widen bit-exactly on both sides (codec.h), activations are float32
-// on both, and no bf16 rounding happens in any kernel, so the differences are float32 rounding of sums in another
-// order: a dot product of n terms is within (n + 8) * 2^-24 * sum |x_k w_k| of the exact value, and the exp/sin/
-// cos of CUDA are within a few ulps of the C library's.
+// Tolerances come from the arithmetic. Activations are float32 on both sides and no bf16 rounding happens in any
+// kernel, so the differences are float32 rounding of sums in another order: a dot product of n terms is within
+// (n + 8) * 2^-24 * sum |x_k| |w_k| of the exact value (|w_k| read as |d q| + |m| for the affine codecs, whose
+// kernels factor each block's d and m out of the sum), and the exp/sin/cos of CUDA are within a few ulps of the C
+// library's.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "codec/quantize.h"
@@ -39,10 +41,23 @@ std::vector<uint8_t> encoded(Codec c, int64_t rows, int64_t cols, uint32_t seed)
   return out;
 }
 
-// |sum_k x_k w_k| bound for row i, output n: sum_k |x_k| |w_k|.
+// What the rounding of element k's term scales with: |w| for float codecs; for affine ones, whose kernels add
+// d * sum(q x) + m * sum(x) per block (kernels.cu, affine_group_dot), |d q| + |m|.
+double abs_term(const ops::Matrix& w, int64_t n, int64_t k) {
+  if (codec_is_float(w.codec)) return std::fabs(double(w.at(n, k)));
+  const int64_t g = codec_group(w.codec);
+  const uint8_t* block = static_cast<const uint8_t*>(w.data) + size_t(n) * codec_row_bytes(w.codec, w.cols) +
+                         size_t(k / g) * codec_block_bytes(w.codec);
+  uint16_t mh;
+  std::memcpy(&mh, block + 2, 2);
+  const double m = f16_to_f32(mh);
+  return std::fabs(double(w.at(n, k)) - m) + std::fabs(m);  // |d q| + |m|, d q recovered exactly as w - m
+}
+
+// |sum_k x_k w_k| bound for row i, output n: sum_k |x_k| (|w_k|, or |d q| + |m| for affine codecs).
 double abs_dot(const std::vector<float>& x, int64_t i, const ops::Matrix& w, int64_t n) {
   double s = 0;
-  for (int64_t k = 0; k < w.cols; ++k) s += std::fabs(double(x[size_t(i * w.cols + k)]) * double(w.at(n, k)));
+  for (int64_t k = 0; k < w.cols; ++k) s += std::fabs(double(x[size_t(i * w.cols + k)])) * abs_term(w, n, k);
   return s;
 }
 
@@ -103,36 +118,103 @@ TEST(CudaKernels, RmsNormMatchesCpu) {
   for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(got[i], want[i], (double(n) + 8) * kU * std::fabs(want[i])) << i;
 }
 
-class CudaRopeTest : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(CudaRopeTest, MatchesCpu) {
+// Decode products: one launch for q, k and v with the RMS norm inside gives rms_norm then matmul bit for bit (and
+// writes the normed row); a row wider than shared memory takes the unfused path with the same bits.
+TEST(CudaKernels, MatvecWithFusedNormEqualsNormThenMatmulBitForBit) {
   SKIP_WITHOUT_CUDA_DEVICE();
+  for (const Codec c : kCudaCodecs) {
+    for (const int64_t cols : {int64_t(100), int64_t(2048), cuda::kMatvecSharedCols + 64}) {
+      const int64_t rq = 37, rk = 9;
+      const std::vector<uint8_t> wq = encoded(c, rq, cols, 1), wk = encoded(c, rk, cols, 2),
+                                 wv = encoded(c, rk, cols, 3);
+      const std::vector<float> x = random_floats(size_t(cols), 4, 2.0f), nw = random_floats(size_t(cols), 5);
+      DeviceVec<uint8_t> dq(wq), dk(wk), dv(wv);
+      DeviceVec<float> dx(x), dn(nw), xn_ref(static_cast<size_t>(cols)), xn(test::poisoned(size_t(cols)));
+      const cuda::DeviceMatrix ws[3] = {{c, dq.get(), rq, cols}, {c, dk.get(), rk, cols}, {c, dv.get(), rk, cols}};
+      DeviceVec<float> yq(test::poisoned(size_t(rq))), yk(test::poisoned(size_t(rk))), yv(test::poisoned(size_t(rk)));
+      DeviceVec<float> rq_(static_cast<size_t>(rq)), rk_(static_cast<size_t>(rk)), rv_(static_cast<size_t>(rk));
+      cuda::rms_norm(dx.get(), xn_ref.get(), 1, cols, dn.get(), 1e-6f, nullptr);
+      cuda::matmul(xn_ref.get(), 1, ws[0], rq_.get(), false, nullptr);
+      cuda::matmul(xn_ref.get(), 1, ws[1], rk_.get(), false, nullptr);
+      cuda::matmul(xn_ref.get(), 1, ws[2], rv_.get(), false, nullptr);
+      float* const ys[3] = {yq.get(), yk.get(), yv.get()};
+      cuda::matvec(dx.get(), ws, ys, dn.get(), 1e-6f, xn.get(), false, nullptr);
+      ASSERT_EQ(xn.download(), xn_ref.download()) << codec_name(c) << " cols " << cols;
+      ASSERT_EQ(yq.download(), rq_.download()) << codec_name(c) << " cols " << cols;
+      ASSERT_EQ(yk.download(), rk_.download()) << codec_name(c) << " cols " << cols;
+      ASSERT_EQ(yv.download(), rv_.download()) << codec_name(c) << " cols " << cols;
+      // accumulate, no norm: y += W x, as matmul's accumulate.
+      float* const y1[1] = {yq.get()};
+      cuda::matvec(dx.get(), {ws, 1}, y1, nullptr, 0.0f, nullptr, true, nullptr);
+      cuda::matmul(dx.get(), 1, ws[0], rq_.get(), true, nullptr);
+      ASSERT_EQ(yq.download(), rq_.download()) << codec_name(c) << " accumulate, cols " << cols;
+    }
+  }
+}
+
+class CudaQkRopeKvTest : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+
+// Per-head RMS norm (Qwen3's qk-norm), RoPE and the cache write against the CPU's ops.
+TEST_P(CudaQkRopeKvTest, MatchesCpu) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const auto [scaling, qk_norm] = GetParam();
   // As model.cpp builds the table: inv_freq[i] = 1 / theta^(2i / d), divided by the factor for linear scaling.
-  const int heads = 4, hd = 64, rows = 5;
+  const int heads = 4, kv_heads = 2, hd = 64, rows = 5, layer = 1, cap = 4100;
+  const int kv_dim = kv_heads * hd;
   ops::Rope rope;
   rope.rotary_dim = hd;
   for (int i = 0; i < hd / 2; ++i) {
     float f = 1.0f / std::pow(10000.0f, float(2 * i) / float(hd));
-    if (GetParam() == "linear") f = f / 4.0f;
+    if (scaling == "linear") f = f / 4.0f;
     rope.inv_freq.push_back(f);
   }
   const std::vector<int> pos = {0, 1, 17, 511, 4093};
-  const std::vector<float> x = random_floats(size_t(rows * heads * hd), 3);
-  std::vector<float> want = x;
-  for (int r = 0; r < rows; ++r) ops::apply_rope(want.data() + r * heads * hd, heads, hd, pos[size_t(r)], rope);
-  DeviceVec<float> dx(x), df(rope.inv_freq);
+  const std::vector<float> q = random_floats(size_t(rows * heads * hd), 3, 2.0f);
+  const std::vector<float> k = random_floats(size_t(rows * kv_dim), 4, 2.0f),
+                           v = random_floats(size_t(rows * kv_dim), 6);
+  const std::vector<float> qn = random_floats(size_t(hd), 7), kn = random_floats(size_t(hd), 8);
+  std::vector<float> want_q = q, want_k = k;
+  if (qk_norm) {
+    ops::rms_norm_to(q.data(), want_q.data(), rows * heads, hd, qn.data(), 1e-6f);
+    ops::rms_norm_to(k.data(), want_k.data(), rows * kv_heads, hd, kn.data(), 1e-6f);
+  }
+  const std::vector<float> normed_q = want_q, normed_k = want_k;
+  for (int r = 0; r < rows; ++r) {
+    ops::apply_rope(want_q.data() + r * heads * hd, heads, hd, pos[size_t(r)], rope);
+    ops::apply_rope(want_k.data() + r * kv_dim, kv_heads, hd, pos[size_t(r)], rope);
+  }
+  DeviceVec<float> dq(q), dk(k), dv(v), dqn(qn), dkn(kn), df(rope.inv_freq);
+  DeviceVec<float> cache(std::vector<float>(size_t(2 * 2 * cap * kv_dim), 0.0f));
+  std::vector<cuda::KvRow> kvrows;
+  for (int r = 0; r < rows; ++r) kvrows.push_back({cache.get(), cap, pos[size_t(r)], 0});
+  DeviceVec<cuda::KvRow> drows(kvrows);
   DeviceVec<int> dp(pos);
-  cuda::rope(dx.get(), rows, heads, hd, dp.get(), df.get(), hd, 1.0f, nullptr);
-  const std::vector<float> got = dx.download();
-  // The angle is the same float product on both sides; cosf/sinf within 2 ulps of the C library's.
-  for (size_t i = 0; i < x.size(); ++i) {
-    const size_t head0 = i / size_t(hd) * size_t(hd), j = i % size_t(hd) % size_t(hd / 2);
-    const double scale = std::fabs(x[head0 + j]) + std::fabs(x[head0 + j + size_t(hd / 2)]);
-    ASSERT_NEAR(got[i], want[i], 8 * kU * scale + 1e-30) << GetParam() << " " << i;
+  cuda::qk_rope_kv(dq.get(), dk.get(), dv.get(), rows, heads, kv_heads, hd, qk_norm ? dqn.get() : nullptr,
+                   qk_norm ? dkn.get() : nullptr, 1e-6f, dp.get(), df.get(), hd, 1.0f, drows.get(), layer, nullptr);
+  const std::vector<float> got_q = dq.download(), got_k = dk.download(), c = cache.download();
+  // The norm: a sum of hd squares in float (relative (hd + 8) u). RoPE: the angle is the same float product on
+  // both sides; cosf/sinf within 2 ulps of the C library's; two products and a sum of the normed pair.
+  auto check = [&](const std::vector<float>& got, const std::vector<float>& want, const std::vector<float>& normed,
+                   const char* what) {
+    for (size_t i = 0; i < got.size(); ++i) {
+      const size_t head0 = i / size_t(hd) * size_t(hd), j = i % size_t(hd) % size_t(hd / 2);
+      const double scale = std::fabs(normed[head0 + j]) + std::fabs(normed[head0 + j + size_t(hd / 2)]);
+      ASSERT_NEAR(got[i], want[i], (double(hd) + 16) * kU * scale + 1e-30) << what << " " << scaling << " " << i;
+    }
+  };
+  check(got_q, want_q, normed_q, "q");
+  check(got_k, want_k, normed_k, "k");
+  for (int r = 0; r < rows; ++r) {
+    const size_t at = (size_t(layer) * 2 * size_t(cap) + size_t(pos[size_t(r)])) * size_t(kv_dim);
+    for (int i = 0; i < kv_dim; ++i) {
+      ASSERT_EQ(c[at + size_t(i)], got_k[size_t(r * kv_dim + i)]) << "cached key, row " << r;
+      ASSERT_EQ(c[at + size_t(cap) * size_t(kv_dim) + size_t(i)], v[size_t(r * kv_dim + i)]) << "cached value";
+    }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Scalings, CudaRopeTest, ::testing::Values("default", "linear"));
+INSTANTIATE_TEST_SUITE_P(Scalings, CudaQkRopeKvTest,
+                         ::testing::Combine(::testing::Values("default", "linear"), ::testing::Bool()));
 
 TEST(CudaKernels, RouterSoftmaxTopKMatchesCpu) {
   SKIP_WITHOUT_CUDA_DEVICE();
@@ -242,6 +324,15 @@ TEST(CudaKernels, ExpertProductsAndCombineMatchCpu) {
         ASSERT_EQ(comb[size_t(i * H + h)], resid[size_t(i * H + h)] + o) << i << " " << h;
       }
     }
+    // Down products and combine in one launch, every expert present: expert_down + moe_combine bit for bit.
+    for (int e = 0; e < E; ++e) table[size_t(e)] = db.get() + size_t(e) * l.bytes;
+    dt.upload(table);
+    DeviceVec<float> all_out(std::vector<float>(size_t(m * k * H), 0.0f)), r_sep(resid), r_fused(resid);
+    cuda::expert_gate_up(dx.get(), m, k, di.get(), dt.get(), l, dact.get(), nullptr);
+    cuda::expert_down(dact.get(), m * k, di.get(), dt.get(), l, all_out.get(), nullptr);
+    cuda::moe_combine(all_out.get(), dw.get(), m, k, H, r_sep.get(), nullptr);
+    cuda::expert_down_combine(dact.get(), m, k, di.get(), dw.get(), dt.get(), l, r_fused.get(), nullptr);
+    ASSERT_EQ(r_fused.download(), r_sep.download()) << codec_name(c);
   }
 }
 
@@ -306,10 +397,13 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaPromptAttentionTest,
                                            std::make_tuple(8, 2, 128, 0, 0), std::make_tuple(4, 2, 32, 8, 0),
                                            std::make_tuple(4, 1, 64, 13, 20)));
 
-TEST(CudaKernels, DecodeAttentionSplitOverKeysMatchesCpu) {
+class CudaDecodeAttentionTest : public ::testing::TestWithParam<std::tuple<int, int, int, int>> {};
+
+TEST_P(CudaDecodeAttentionTest, SplitOverKeysMatchesCpu) {
   SKIP_WITHOUT_CUDA_DEVICE();
+  const auto [heads, kv_heads, hd, split] = GetParam();
   for (const int window : {0, 300}) {
-    const int heads = 8, kv_heads = 2, hd = 64, layer = 1, split = 256;
+    const int layer = 1;
     const cuda::AttentionShape s{heads, kv_heads, hd, 1.0f / std::sqrt(float(hd))};
     // Three sequences of different lengths: one split, several splits, a split boundary exactly.
     const std::vector<int> positions = {0, 700, 511};
@@ -344,6 +438,13 @@ TEST(CudaKernels, DecodeAttentionSplitOverKeysMatchesCpu) {
     }
   }
 }
+
+// (heads, kv heads, head_dim, keys per split): GQA groups of 1 to 16 query heads per KV head (16: two groups of
+// 8 per KV head), head_dim 8 (a tiny checkpoint's) to 256, splits of 64 and 256 keys.
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaDecodeAttentionTest,
+                         ::testing::Values(std::make_tuple(8, 2, 64, 256), std::make_tuple(32, 4, 128, 64),
+                                           std::make_tuple(4, 2, 8, 64), std::make_tuple(4, 4, 16, 64),
+                                           std::make_tuple(32, 2, 256, 64), std::make_tuple(6, 2, 96, 64)));
 
 TEST(CudaKernels, EmbedWidensRowsExactly) {
   SKIP_WITHOUT_CUDA_DEVICE();
