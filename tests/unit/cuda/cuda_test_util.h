@@ -1,12 +1,15 @@
-// Helpers of the CUDA tests: skipping where there is no GPU (CI), device copies of host vectors.
+// Helpers of the CUDA tests: skipping where there is no GPU (CI), device copies of host vectors, random matrices in
+// each codec the kernels read.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
+#include "codec/quantize.h"
 #include "cuda/device.h"
 #include "cuda/kernels.h"
+#include "test_util.h"
 
 namespace seedling::test {
 
@@ -47,6 +50,18 @@ class DeviceVec {
 // A float vector that holds a poison value, so an unwritten output is seen.
 inline std::vector<float> poisoned(size_t n) {
   return std::vector<float>(n, 1e30f);
+}
+
+// The codecs the CUDA kernels read (cuda::has_kernel).
+inline constexpr Codec kCudaCodecs[] = {Codec::F32,    Codec::F16,    Codec::BF16,  Codec::Q8_G32,
+                                        Codec::Q8_G64, Codec::Q4_G32, Codec::Q4_G64};
+
+// A matrix in `codec` made from random floats (float codecs keep the values, affine ones quantize them).
+inline std::vector<uint8_t> encoded(Codec c, int64_t rows, int64_t cols, uint32_t seed) {
+  const std::vector<float> w = gaussian(size_t(rows * cols), seed, 0.05f);
+  std::vector<uint8_t> out(codec_matrix_bytes(c, rows, cols));
+  encode_matrix(c, DType::F32, w.data(), rows, cols, out.data());
+  return out;
 }
 
 }  // namespace seedling::test

@@ -1,0 +1,223 @@
+// bench/cuda_gemm_bench.cpp - the tensor-core GEMMs (cuda/gemm.h) against the CUDA-core kernels (cuda/kernels.h) at
+// issue 8's prompt shapes (Qwen3-30B-A3B, q4_g64), in one run: arms interleaved A B B A, TFLOP/s (median, min, max)
+// against the tensor-core ceiling of the device, and how far the two arms' outputs differ.
+// Usage: build/bench/cuda_gemm_bench [repeats]   (default 5; needs a CUDA device)
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "codec/quantize.h"
+#include "cuda/gemm.h"
+#include "cuda/kernels.h"
+
+using namespace seedling;
+
+namespace {
+
+std::vector<float> gaussian(size_t n, uint32_t seed, float sigma) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, sigma);
+  std::vector<float> v(n);
+  for (float& x : v) x = nd(rng);
+  return v;
+}
+
+std::vector<uint8_t> q4_matrix(int64_t rows, int64_t cols, uint32_t seed) {
+  const std::vector<float> w = gaussian(size_t(rows * cols), seed, 0.05f);
+  std::vector<uint8_t> out(codec_matrix_bytes(Codec::Q4_G64, rows, cols));
+  encode_matrix(Codec::Q4_G64, DType::F32, w.data(), rows, cols, out.data());
+  return out;
+}
+
+template <typename T>
+T* device_copy(const std::vector<T>& v) {
+  void* p = nullptr;
+  cuda::check(cudaMalloc(&p, std::max<size_t>(v.size(), 1) * sizeof(T)), "bench alloc");
+  cuda::check(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), "bench upload");
+  return static_cast<T*>(p);
+}
+
+float* device_floats(size_t n) {
+  void* p = nullptr;
+  cuda::check(cudaMalloc(&p, n * sizeof(float)), "bench alloc");
+  cuda::check(cudaMemset(p, 0, n * sizeof(float)), "bench clear");
+  return static_cast<float*>(p);
+}
+
+// Seconds of one call of f on the stream, by events.
+double timed(const std::function<void()>& f, cudaStream_t s) {
+  cudaEvent_t a, b;
+  cuda::check(cudaEventCreate(&a), "event");
+  cuda::check(cudaEventCreate(&b), "event");
+  cuda::check(cudaEventRecord(a, s), "event");
+  f();
+  cuda::check(cudaEventRecord(b, s), "event");
+  cuda::check(cudaEventSynchronize(b), "bench run");
+  float ms = 0;
+  cuda::check(cudaEventElapsedTime(&ms, a, b), "event");
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return ms / 1e3;
+}
+
+struct Stats {
+  double med, lo, hi;
+};
+Stats stats(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return {v[v.size() / 2], v.front(), v.back()};
+}
+
+// max |a - b| / max |b| over two device arrays of n floats.
+double rel_diff(const float* a, const float* b, size_t n) {
+  std::vector<float> ha(n), hb(n);
+  cuda::check(cudaMemcpy(ha.data(), a, n * sizeof(float), cudaMemcpyDeviceToHost), "bench download");
+  cuda::check(cudaMemcpy(hb.data(), b, n * sizeof(float), cudaMemcpyDeviceToHost), "bench download");
+  double d = 0, s = 0;
+  for (size_t i = 0; i < n; ++i) {
+    d = std::max(d, double(std::fabs(ha[i] - hb[i])));
+    s = std::max(s, double(std::fabs(hb[i])));
+  }
+  return d / s;
+}
+
+// A (tensor cores) and B (CUDA cores), interleaved A B B A `repeats` times after one warm-up each; TFLOP/s.
+void compare(const char* name, double flops, const std::function<void()>& a, const std::function<void()>& b,
+             int repeats, double peak_tf32, cudaStream_t s, double diff_of_outputs) {
+  timed(a, s);
+  timed(b, s);
+  std::vector<double> ta, tb, ratio;
+  for (int r = 0; r < repeats; ++r) {
+    const double a1 = timed(a, s), b1 = timed(b, s), b2 = timed(b, s), a2 = timed(a, s);
+    ta.push_back(flops / a1 / 1e12);
+    ta.push_back(flops / a2 / 1e12);
+    tb.push_back(flops / b1 / 1e12);
+    tb.push_back(flops / b2 / 1e12);
+    ratio.push_back((b1 + b2) / (a1 + a2));
+  }
+  const Stats sa = stats(ta), sb = stats(tb), sr = stats(ratio);
+  std::printf("%-34s | %7.2f (%6.2f-%6.2f) | %5.1f%% | %7.3f (%6.3f-%6.3f) | %6.2fx (%5.2f-%5.2f) | %.1e\n", name,
+              sa.med, sa.lo, sa.hi, 100 * sa.med / peak_tf32, sb.med, sb.lo, sb.hi, sr.med, sr.lo, sr.hi,
+              diff_of_outputs);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int repeats = argc > 1 ? std::atoi(argv[1]) : 5;
+  int dev = 0, sms = 0, khz = 0, major = 0, minor = 0;
+  cuda::check(cudaGetDevice(&dev), "no CUDA device");
+  cuda::check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "device attribute");
+  cuda::check(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev), "device attribute");
+  cuda::check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "device attribute");
+  cuda::check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), "device attribute");
+  cudaDeviceProp prop{};
+  cuda::check(cudaGetDeviceProperties(&prop, dev), "device properties");
+  // Dense tensor-core flop per clock per SM: Hopper (sm_90) 2048 TF32 and 4096 BF16; Ampere sm_80 1024 and 2048.
+  const double tf32_per_clk = major == 9 ? 2048 : 1024, bf16_per_clk = 2 * tf32_per_clk;
+  const double clk = double(khz) * 1e3;
+  const double peak_tf32 = sms * clk * tf32_per_clk / 1e12, peak_bf16 = sms * clk * bf16_per_clk / 1e12;
+  std::printf("device: %s (sm_%d%d), %d SMs at %.0f MHz (max clock)\n", prop.name, major, minor, sms, clk / 1e6);
+  std::printf("ceiling (SMs x clock x dense tensor flop/clk/SM): TF32 %.0f TFLOP/s, BF16 %.0f TFLOP/s\n", peak_tf32,
+              peak_bf16);
+  std::printf(
+      "repeats: %d x (A B B A); TFLOP/s median (min-max); A = tensor cores (TF32), B = CUDA cores (float32)\n\n",
+      repeats);
+  std::printf("%-34s | %-24s | %-6s | %-24s | %-22s | %s\n", "shape", "A TFLOP/s", "A/TF32", "B TFLOP/s",
+              "A speedup over B", "max|A-B|/max|B|");
+
+  cudaStream_t s;
+  cuda::check(cudaStreamCreate(&s), "stream");
+
+  // Dense products of a layer: q/o projections and the like, 4096x2048, 2048x4096, 512x2048 (kv).
+  const int64_t max_m = 16384, max_k = 4096, max_n = 4096;
+  float* x = device_copy(gaussian(size_t(max_m * max_k), 1, 1.0f));
+  float* ya = device_floats(size_t(max_m * max_n));
+  float* yb = device_floats(size_t(max_m * max_n));
+  const int64_t shapes[][2] = {{4096, 2048}, {2048, 4096}, {512, 2048}};
+  for (const auto& sh : shapes) {
+    const int64_t n = sh[0], k = sh[1];
+    uint8_t* w = device_copy(q4_matrix(n, k, 2));
+    const cuda::DeviceMatrix dm{Codec::Q4_G64, w, n, k};
+    std::vector<int64_t> ms = {512, 2048, 16384};
+    if (n == 4096) ms = {1, 8, 32, 64, 128, 256, 512, 2048, 16384};  // where the tensor cores start to pay
+    for (const int64_t m : ms) {
+      const auto a = [&] { cuda::matmul_tc(x, m, dm, ya, false, s); };
+      const auto b = [&] { cuda::matmul(x, m, dm, yb, false, s); };
+      a();
+      b();
+      cuda::check(cudaStreamSynchronize(s), "bench run");
+      char name[96];
+      std::snprintf(name, sizeof name, "matmul q4_g64 %lldx%lld, m %lld", (long long)n, (long long)k, (long long)m);
+      compare(name, 2.0 * double(m) * double(n) * double(k), a, b, m <= 64 ? 2 * repeats : repeats, peak_tf32, s,
+              rel_diff(ya, yb, size_t(m * n)));
+    }
+    cudaFree(w);
+  }
+
+  // Grouped experts: 2048 rows, top-8 of 128 experts, H 2048, I 768, q4_g64, random routes (distinct per row).
+  {
+    const int64_t m = 2048, H = 2048, I = 768;
+    const int E = 128, k = 8, distinct = 4;  // 4 distinct experts' weights, copied into the 128 blobs
+    cuda::ExpertLayout l;
+    l.gate_up = l.down = Codec::Q4_G64;
+    l.hidden = H;
+    l.intermediate = I;
+    l.up_offset = (codec_matrix_bytes(Codec::Q4_G64, I, H) + 255) / 256 * 256;
+    l.down_offset = 2 * l.up_offset;
+    l.bytes = (l.down_offset + codec_matrix_bytes(Codec::Q4_G64, H, I) + 255) / 256 * 256;
+    uint8_t* blobs = nullptr;
+    cuda::check(cudaMalloc(&blobs, size_t(E) * l.bytes), "bench alloc");
+    for (int e = 0; e < distinct; ++e) {
+      std::vector<uint8_t> b(l.bytes, 0);
+      const auto g = q4_matrix(I, H, 10 + e), u = q4_matrix(I, H, 20 + e), d = q4_matrix(H, I, 30 + e);
+      std::copy(g.begin(), g.end(), b.begin());
+      std::copy(u.begin(), u.end(), b.begin() + long(l.up_offset));
+      std::copy(d.begin(), d.end(), b.begin() + long(l.down_offset));
+      cuda::check(cudaMemcpy(blobs + size_t(e) * l.bytes, b.data(), l.bytes, cudaMemcpyHostToDevice), "upload");
+    }
+    for (int e = distinct; e < E; ++e) {
+      cuda::check(cudaMemcpy(blobs + size_t(e) * l.bytes, blobs + size_t(e % distinct) * l.bytes, l.bytes,
+                             cudaMemcpyDeviceToDevice),
+                  "copy");
+    }
+    std::vector<const uint8_t*> table(static_cast<size_t>(E));
+    for (int e = 0; e < E; ++e) table[size_t(e)] = blobs + size_t(e) * l.bytes;
+    std::mt19937 rng(5);
+    std::vector<int> ids(size_t(m * k)), all(static_cast<size_t>(E));
+    for (int64_t i = 0; i < m; ++i) {
+      for (int e = 0; e < E; ++e) all[size_t(e)] = e;
+      std::shuffle(all.begin(), all.end(), rng);
+      for (int j = 0; j < k; ++j) ids[size_t(i * k + j)] = all[size_t(j)];
+    }
+    const uint8_t* const* dt = device_copy(table);
+    const int* di = device_copy(ids);
+    float* act_a = device_floats(size_t(m * k * I));
+    float* act_b = device_floats(size_t(m * k * I));
+    void* scratch = nullptr;
+    const size_t scratch_bytes = cuda::expert_gemm_scratch_bytes(m, k, E);
+    cuda::check(cudaMalloc(&scratch, scratch_bytes), "bench alloc");
+    const auto a = [&] {
+      cuda::expert_gate_up_tc(x, m, k, di, dt, E, l, act_a, scratch, s);
+      cuda::expert_down_tc(act_a, m * k, di, dt, E, l, ya, scratch, s);
+    };
+    const auto b = [&] {
+      cuda::expert_gate_up(x, m, k, di, dt, l, act_b, s);
+      cuda::expert_down(act_b, m * k, di, dt, l, yb, s);
+    };
+    a();
+    b();
+    cuda::check(cudaStreamSynchronize(s), "bench run");
+    const double flops = double(m * k) * 6.0 * double(H) * double(I);
+    compare("experts gate_up+down, 2048 x top-8", flops, a, b, repeats, peak_tf32, s,
+            rel_diff(ya, yb, size_t(m * k * H)));
+    std::printf("\ngrouped scratch: %zu bytes for %lld pairs of %d experts\n", scratch_bytes, (long long)(m * k), E);
+  }
+  return 0;
+}

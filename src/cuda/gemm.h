@@ -1,0 +1,43 @@
+// cuda/gemm.h - tensor-core matrix products for prompt rows: a plain matmul and the grouped expert GEMMs.
+//
+// The twins of kernels.h's matmul and expert_gate_up / expert_down, with the same contracts, for many rows: tiles
+// of 128 rows x 128 outputs x 64 of k in shared memory, WMMA tf32 m16n16k8 with float32 accumulation. Weights widen
+// exactly as codec.h says (codec_device.cuh's load_unit), then both weights and activations are rounded to TF32
+// (10 stored mantissa bits, unit roundoff 2^-11), so results differ from the float32 CUDA-core kernels by about
+// 2^-10 of sum |x_k w_k|; tests/unit/cuda/gemm_test.cpp bounds it. Every output element sums its k-tiles in one
+// fixed order that depends only on k, never on m or on which rows share a tile: a row (or expert pair) gives the
+// same bits alone, in a batch, or in a pass over any subset of experts.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/kernels.h"
+
+namespace seedling::cuda {
+
+// y[i][n] = sum_k x[i][k] * W[n][k] for m rows (x: m x W.cols, y: m x W.rows); with `accumulate`, y += that sum.
+// Any m, n, k; every codec has_kernel accepts. x needs no alignment (rows of a multiple of 4 floats starting 16-byte
+// aligned are read as float4).
+void matmul_tc(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream);
+
+// Bytes of device scratch the grouped expert GEMMs need for m rows of k experts each over num_experts experts:
+// per expert a count and an offset, the list of row tiles, and the m * k pairs sorted by expert (a few ints per
+// pair: 16384 pairs of 128 experts take under 70 KB). The scratch needs 4-byte alignment (cudaMalloc's is fine).
+size_t expert_gemm_scratch_bytes(int64_t m, int k, int num_experts);
+
+// As expert_gate_up (kernels.h): for the pairs j of (row j / k, expert ids[j]) whose expert is present
+// (table[ids[j]] != null), act[j][n] = silu(gate . x[j / k]) * (up . x[j / k]); other pairs' act is left alone.
+// ids[j] < num_experts. The pairs are bucketed by expert on the device (count, scan, scatter into `scratch`), then
+// one launch covers every expert's row tiles, gate and up in one pass with the SiLU product in the epilogue. No
+// host round trip: it can be captured in a CUDA graph.
+void expert_gate_up_tc(const float* x, int64_t m, int k, const int* ids, const uint8_t* const* table, int num_experts,
+                       const ExpertLayout& l, float* act, void* scratch, cudaStream_t stream);
+// As expert_down: out[j][h] = down . act[j] for the present pairs (out: pairs x H), the same bucketing (scratch of
+// expert_gemm_scratch_bytes(pairs, 1, num_experts) or more).
+void expert_down_tc(const float* act, int64_t pairs, const int* ids, const uint8_t* const* table, int num_experts,
+                    const ExpertLayout& l, float* out, void* scratch, cudaStream_t stream);
+
+}  // namespace seedling::cuda

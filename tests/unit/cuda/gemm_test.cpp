@@ -1,0 +1,264 @@
+// The tensor-core GEMMs (cuda/gemm.h) against the CPU reference (ops::ref::matmul, in double), and their invariant:
+// a row's (an expert pair's) bits do not depend on which other rows or experts share the launch.
+//
+// Tolerance, from the arithmetic: weights widen exactly (codec.h) and x is float32, then both are rounded to TF32
+// (round to nearest, unit roundoff u = 2^-11), so each product is off by at most (2u + u^2) |x_k w_k|; the tensor
+// cores add the k exact products in float32, perhaps truncating (2^-23 each, not 2^-24), and the tile sums meet
+// once more in float32: (k + 8) 2^-23 of sum |x_k w_k|. So |got - exact| <= (2^-10 + 2^-22 + (k + 8) 2^-23) * sum
+// |x_k w_k|, and the reference itself (double, rounded once to float) adds 2^-24 |exact|.
+#include "cuda/gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <tuple>
+
+#include "cuda_test_util.h"
+#include "ops/matmul.h"
+#include "ops/ops.h"
+
+namespace seedling {
+
+namespace {
+
+using test::DeviceVec;
+
+// The bound above for a dot product of k terms whose absolute products sum to `abs`, plus the reference's rounding.
+double tc_bound(int64_t k, double abs, double exact) {
+  const double u_tf32 = std::ldexp(1.0, -11);
+  return (2 * u_tf32 + u_tf32 * u_tf32 + double(k + 8) * std::ldexp(1.0, -23)) * abs +
+         std::ldexp(1.0, -24) * std::fabs(exact) + 1e-30;
+}
+
+// W widened to floats (codec_value through Matrix::at), row-major n x k, for the bounds' sum |x_k w_k|.
+std::vector<float> widened(const ops::Matrix& w) {
+  std::vector<float> out(size_t(w.rows * w.cols));
+  for (int64_t n = 0; n < w.rows; ++n) {
+    for (int64_t k = 0; k < w.cols; ++k) out[size_t(n * w.cols + k)] = w.at(n, k);
+  }
+  return out;
+}
+
+double abs_dot(const float* x, const float* w, int64_t k) {
+  double s = 0;
+  for (int64_t i = 0; i < k; ++i) s += std::fabs(double(x[i]) * double(w[i]));
+  return s;
+}
+
+// Largest error seen, as a fraction of its bound (printed, so the margin is visible).
+struct Worst {
+  double ratio = 0;
+  void see(double err, double bound) { ratio = std::max(ratio, err / bound); }
+};
+
+}  // namespace
+
+// (codec, m, n, k): every m in {1, 17, 130}, n in {77, 2048}, k in {64, 100, 2048} appears, with partial tiles of
+// rows, outputs and k (100: a partial k-slice and, for the g64 codecs, a partial block).
+class GemmTcTest : public ::testing::TestWithParam<std::tuple<Codec, std::tuple<int64_t, int64_t, int64_t>>> {};
+
+TEST_P(GemmTcTest, MatmulMatchesReferenceWithinTf32Bound) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const Codec codec = std::get<0>(GetParam());
+  const auto [m, n, k] = std::get<1>(GetParam());
+  const std::vector<uint8_t> wbytes = test::encoded(codec, n, k, 7);
+  const ops::Matrix w(codec, wbytes.data(), n, k);
+  const std::vector<float> x = test::gaussian(size_t(m * k), 11);
+  std::vector<float> want(size_t(m * n));
+  ops::ref::matmul(x.data(), m, w, want.data());
+  const std::vector<float> wf = widened(w);
+
+  DeviceVec<uint8_t> dw(wbytes);
+  DeviceVec<float> dx(x), dy(test::poisoned(size_t(m * n))), dlast(test::poisoned(size_t(n)));
+  const cuda::DeviceMatrix dm{codec, dw.get(), n, k};
+  cuda::matmul_tc(dx.get(), m, dm, dy.get(), false, nullptr);
+  cuda::matmul_tc(dx.get() + (m - 1) * k, 1, dm, dlast.get(), false, nullptr);  // the last row alone
+  const std::vector<float> got = dy.download(), alone = dlast.download();
+  Worst worst;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t o = 0; o < n; ++o) {
+      const double exact = want[size_t(i * n + o)];
+      const double bound = tc_bound(k, abs_dot(x.data() + i * k, wf.data() + o * k, k), exact);
+      const double err = std::fabs(double(got[size_t(i * n + o)]) - exact);
+      worst.see(err, bound);
+      ASSERT_LE(err, bound) << codec_name(codec) << " row " << i << " out " << o;
+    }
+  }
+  for (int64_t o = 0; o < n; ++o) ASSERT_EQ(alone[size_t(o)], got[size_t((m - 1) * n + o)]) << "out " << o;
+  std::printf("[ gemm ] %s m %lld n %lld k %lld: worst error %.3f of the bound\n",
+              std::string(codec_name(codec)).c_str(), (long long)m, (long long)n, (long long)k, worst.ratio);
+
+  // accumulate: y += x W^T, the sum added once to what was there.
+  const std::vector<float> base = test::gaussian(size_t(m * n), 5);
+  dy.upload(base);
+  cuda::matmul_tc(dx.get(), m, dm, dy.get(), true, nullptr);
+  const std::vector<float> acc = dy.download();
+  for (size_t j = 0; j < acc.size(); ++j) ASSERT_EQ(acc[j], base[j] + got[j]) << j;
+}
+
+using Shape = std::tuple<int64_t, int64_t, int64_t>;  // m, n, k
+
+std::string shape_name(const ::testing::TestParamInfo<std::tuple<Codec, Shape>>& info) {
+  const Shape& s = std::get<1>(info.param);
+  return std::string(codec_name(std::get<0>(info.param))) + "_m" + std::to_string(std::get<0>(s)) + "_n" +
+         std::to_string(std::get<1>(s)) + "_k" + std::to_string(std::get<2>(s));
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, GemmTcTest,
+                         ::testing::Combine(::testing::ValuesIn(test::kCudaCodecs),
+                                            ::testing::Values(Shape{1, 77, 64}, Shape{17, 77, 100},
+                                                              Shape{130, 77, 2048}, Shape{1, 2048, 100},
+                                                              Shape{17, 2048, 2048}, Shape{130, 2048, 64})),
+                         shape_name);
+
+namespace {
+
+// E experts as one blob each ([gate][up][down], 16-byte aligned parts) in codec c, on the host.
+struct ExpertBlobs {
+  cuda::ExpertLayout l;
+  std::vector<uint8_t> bytes;
+  ExpertBlobs(Codec c, int64_t H, int64_t I, int E) {
+    l.gate_up = l.down = c;
+    l.hidden = H;
+    l.intermediate = I;
+    const auto up16 = [](size_t b) { return (b + 15) / 16 * 16; };
+    l.up_offset = up16(codec_matrix_bytes(c, I, H));
+    l.down_offset = 2 * l.up_offset;
+    l.bytes = up16(l.down_offset + codec_matrix_bytes(c, H, I));
+    bytes.assign(size_t(E) * l.bytes, 0);
+    for (int e = 0; e < E; ++e) {
+      uint8_t* b = bytes.data() + size_t(e) * l.bytes;
+      const auto g = test::encoded(c, I, H, 100 + e), u = test::encoded(c, I, H, 200 + e);
+      const auto d = test::encoded(c, H, I, 300 + e);
+      std::copy(g.begin(), g.end(), b);
+      std::copy(u.begin(), u.end(), b + l.up_offset);
+      std::copy(d.begin(), d.end(), b + l.down_offset);
+    }
+  }
+  ops::Matrix gate(int e) const { return {l.gate_up, blob(e), l.intermediate, l.hidden}; }
+  ops::Matrix up(int e) const { return {l.gate_up, blob(e) + l.up_offset, l.intermediate, l.hidden}; }
+  ops::Matrix down(int e) const { return {l.down, blob(e) + l.down_offset, l.hidden, l.intermediate}; }
+  const uint8_t* blob(int e) const { return bytes.data() + size_t(e) * l.bytes; }
+};
+
+// The device table of E experts, those with present(e) pointing into the device copy of the blobs.
+template <typename P>
+std::vector<const uint8_t*> table_of(const uint8_t* device_blobs, const cuda::ExpertLayout& l, int E, P present) {
+  std::vector<const uint8_t*> t(static_cast<size_t>(E), nullptr);
+  for (int e = 0; e < E; ++e) {
+    if (present(e)) t[size_t(e)] = device_blobs + size_t(e) * l.bytes;
+  }
+  return t;
+}
+
+}  // namespace
+
+// Uneven buckets (expert 0 with two tiles' worth of rows, expert 5 with none), an absent expert whose pairs stay
+// poisoned, and shapes with partial tiles everywhere (I = 80: a partial gate/up column tile and, as down's k, a
+// partial g64 block; H = 192: a partial down column tile).
+TEST(GemmTcGrouped, ExpertsMatchReferenceWithinTf32Bound) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  for (const Codec c : test::kCudaCodecs) {
+    const int64_t H = 192, I = 80, m = 150;
+    const int E = 6, k = 2, absent = 3;
+    const ExpertBlobs blobs(c, H, I, E);
+    std::vector<int> ids(size_t(m * k));
+    for (int64_t i = 0; i < m; ++i) {
+      ids[size_t(i * k)] = i < 140 ? 0 : 1;
+      ids[size_t(i * k + 1)] = 2 + int(i % 3);
+    }
+    const std::vector<float> x = test::gaussian(size_t(m * H), 8);
+    DeviceVec<uint8_t> db(blobs.bytes);
+    DeviceVec<const uint8_t*> dt(table_of(db.get(), blobs.l, E, [&](int e) { return e != absent; }));
+    DeviceVec<int> di(ids);
+    DeviceVec<float> dx(x), dact(test::poisoned(size_t(m * k * I))), dout(test::poisoned(size_t(m * k * H)));
+    DeviceVec<uint8_t> scratch(cuda::expert_gemm_scratch_bytes(m, k, E));
+    cuda::expert_gate_up_tc(dx.get(), m, k, di.get(), dt.get(), E, blobs.l, dact.get(), scratch.get(), nullptr);
+    cuda::expert_down_tc(dact.get(), m * k, di.get(), dt.get(), E, blobs.l, dout.get(), scratch.get(), nullptr);
+    const std::vector<float> act = dact.download(), out = dout.download();
+    Worst worst_act, worst_out;
+    for (int64_t j = 0; j < m * k; ++j) {
+      const int e = ids[size_t(j)];
+      if (e == absent) {
+        for (int64_t n = 0; n < I; ++n) ASSERT_EQ(act[size_t(j * I + n)], 1e30f) << "absent pair " << j;
+        for (int64_t h = 0; h < H; ++h) ASSERT_EQ(out[size_t(j * H + h)], 1e30f) << "absent pair " << j;
+        continue;
+      }
+      const ops::Matrix g = blobs.gate(e), u = blobs.up(e), d = blobs.down(e);
+      const std::vector<float> gw = widened(g), uw = widened(u), dw = widened(d);
+      const float* xr = x.data() + (j / k) * H;
+      std::vector<float> gv(static_cast<size_t>(I)), uv(gv), dv(static_cast<size_t>(H));
+      ops::ref::matmul(xr, 1, g, gv.data());
+      ops::ref::matmul(xr, 1, u, uv.data());
+      for (int64_t n = 0; n < I; ++n) {
+        // act = silu(g) * u: |silu'| <= 1.1, |silu(g)| <= |g|, so errors eg, eu in g and u give at most
+        // 1.1 eg |u| + |g| eu + 1.1 eg eu, and the float expf, divide and products 8 float ulps of the result.
+        const double gx = gv[size_t(n)], ux = uv[size_t(n)];
+        const double eg = tc_bound(H, abs_dot(xr, gw.data() + n * H, H), gx);
+        const double eu = tc_bound(H, abs_dot(xr, uw.data() + n * H, H), ux);
+        const double want = gx / (1 + std::exp(-gx)) * ux;
+        const double bound = 1.1 * eg * std::fabs(ux) + std::fabs(gx) * eu + 1.1 * eg * eu +
+                             8 * std::ldexp(1.0, -24) * std::fabs(want) + 1e-30;
+        const double err = std::fabs(act[size_t(j * I + n)] - want);
+        worst_act.see(err, bound);
+        ASSERT_LE(err, bound) << codec_name(c) << " pair " << j << " act " << n;
+      }
+      // down from the device's own activations, so only this product's rounding is measured.
+      const float* aj = act.data() + j * I;
+      ops::ref::matmul(aj, 1, d, dv.data());
+      for (int64_t h = 0; h < H; ++h) {
+        const double bound = tc_bound(I, abs_dot(aj, dw.data() + h * I, I), dv[size_t(h)]);
+        const double err = std::fabs(out[size_t(j * H + h)] - dv[size_t(h)]);
+        worst_out.see(err, bound);
+        ASSERT_LE(err, bound) << codec_name(c) << " pair " << j << " out " << h;
+      }
+    }
+    std::printf("[ gemm ] grouped %s: worst error %.3f (gate_up) and %.3f (down) of the bound\n",
+                std::string(codec_name(c)).c_str(), worst_act.ratio, worst_out.ratio);
+  }
+}
+
+// The VRAM cache runs a layer's experts in passes over subsets of them: the even experts then the odd ones must give
+// the very bits of one pass over all (and tiles there hold other rows than here).
+TEST(GemmTcGrouped, PassesOverSubsetsOfExpertsGiveTheSameBits) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  for (const Codec c : {Codec::BF16, Codec::Q8_G32, Codec::Q4_G64}) {
+    const int64_t H = 256, I = 96, m = 300;
+    const int E = 16, k = 4;
+    const ExpertBlobs blobs(c, H, I, E);
+    std::mt19937 rng(3);
+    std::vector<int> ids(size_t(m * k));
+    for (int64_t i = 0; i < m; ++i) {
+      std::vector<int> all(static_cast<size_t>(E));
+      for (int e = 0; e < E; ++e) all[size_t(e)] = e;
+      std::shuffle(all.begin(), all.end(), rng);
+      for (int s = 0; s < k; ++s) ids[size_t(i * k + s)] = all[size_t(s)];
+    }
+    const std::vector<float> x = test::gaussian(size_t(m * H), 9);
+    DeviceVec<uint8_t> db(blobs.bytes);
+    DeviceVec<int> di(ids);
+    DeviceVec<float> dx(x);
+    DeviceVec<uint8_t> scratch(cuda::expert_gemm_scratch_bytes(m, k, E));
+    const auto run = [&](const std::vector<std::vector<const uint8_t*>>& passes) {
+      DeviceVec<float> dact(test::poisoned(size_t(m * k * I))), dout(test::poisoned(size_t(m * k * H)));
+      for (const auto& table : passes) {
+        DeviceVec<const uint8_t*> dt(table);
+        cuda::expert_gate_up_tc(dx.get(), m, k, di.get(), dt.get(), E, blobs.l, dact.get(), scratch.get(), nullptr);
+        cuda::expert_down_tc(dact.get(), m * k, di.get(), dt.get(), E, blobs.l, dout.get(), scratch.get(), nullptr);
+        cuda::check(cudaDeviceSynchronize(), "a pass");
+      }
+      return std::make_pair(dact.download(), dout.download());
+    };
+    const auto one = run({table_of(db.get(), blobs.l, E, [](int) { return true; })});
+    const auto two = run({table_of(db.get(), blobs.l, E, [](int e) { return e % 2 == 0; }),
+                          table_of(db.get(), blobs.l, E, [](int e) { return e % 2 == 1; })});
+    for (const float v : one.first) ASSERT_NE(v, 1e30f) << "a pair was not computed";
+    ASSERT_EQ(0, std::memcmp(one.first.data(), two.first.data(), one.first.size() * sizeof(float))) << codec_name(c);
+    ASSERT_EQ(0, std::memcmp(one.second.data(), two.second.data(), one.second.size() * sizeof(float))) << codec_name(c);
+  }
+}
+
+}  // namespace seedling
