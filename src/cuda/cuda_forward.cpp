@@ -35,13 +35,19 @@ class DeviceScratch {
     }
     return static_cast<T*>(p_);
   }
+  // As get, but a fresh allocation is zeroed on `stream` (for buffers whose users keep parts of them at zero).
+  template <typename T>
+  T* get_zeroed(size_t count, cudaStream_t stream) {
+    const void* before = p_;
+    T* p = get<T>(count);
+    if (p_ != before) check(cudaMemsetAsync(p_, 0, bytes_, stream), "zeroing scratch");
+    return p;
+  }
 
  private:
   void* p_ = nullptr;
   size_t bytes_ = 0;
 };
-
-constexpr int kSplitKeys = 32;  // keys per block of decode attention
 
 // One sequence's keys and values in VRAM: [layers][2][cap][kv_dim] float32.
 struct CudaKv final : KvCache::DeviceState {
@@ -58,6 +64,9 @@ class CudaForward final : public DeviceForward {
   ~CudaForward() override;
   void forward(std::span<const BatchRow> rows, float* logits) override;
   const char* name() const override { return "cuda"; }
+  // Prompt passes of up to 4096 rows: a VRAM cache copies each missed expert once per 4096 prompt tokens, and the
+  // activations of a pass (about 0.2 GB at Qwen3-30B-A3B's widths) stay small beside the weights.
+  int rows_per_forward() const override { return 4096; }
   ExpertStats expert_stats() const override { return experts_ ? experts_->stats() : ExpertStats{}; }
 
  private:
@@ -99,20 +108,19 @@ class CudaForward final : public DeviceForward {
   int64_t m_ = 0;
   std::vector<Run> prompt_runs_;
   int64_t decode_rows_ = 0;
-  int max_decode_keys_ = 0;
   int* d_tokens_ = nullptr;
   int* d_pos_ = nullptr;
   cuda::KvRow* d_kvrows_ = nullptr;
   int* d_decode_ = nullptr;
   int* d_wanted_ = nullptr;
   DeviceScratch s_meta_, s_x_, s_xn_, s_q_, s_k_, s_v_, s_att_, s_router_, s_ids_, s_w_, s_act_, s_up_, s_eout_,
-      s_attn_scratch_, s_logits_;
+      s_attn_scratch_, s_attn_counters_, s_router_counter_, s_logits_;
   std::vector<uint8_t> meta_host_;
   std::vector<int> ids_host_;
 
   // Decode as one CUDA graph (batch 1, every expert resident): the graph reads token, position and cache row from
-  // the batch description in device memory, and decode attention runs over the cache's whole capacity (splits past
-  // the position are empty and add nothing), so one capture serves every position. It is captured when a decode
+  // the batch description in device memory, and decode attention sizes its splits from the cache's capacity read
+  // there too (splits past the position are empty and add nothing), so one capture serves every position. It is captured when a decode
   // finds the same buffers (the key) as the eager decode before it, and replaced when they change.
   bool graphs_ = true;
   cudaGraphExec_t graph_ = nullptr;
@@ -239,7 +247,6 @@ void CudaForward::forward(std::span<const BatchRow> rows, float* logits) {
   std::vector<int> tokens(rows_n), pos(rows_n), decode, wanted;
   std::vector<cuda::KvRow> kvrows(rows_n);
   prompt_runs_.clear();
-  max_decode_keys_ = 0;
   for (int64_t i = 0; i < M; ++i) {
     const BatchRow& r = rows[size_t(i)];
     if (r.token < 0 || r.token >= c_.vocab_size) {
@@ -266,15 +273,12 @@ void CudaForward::forward(std::span<const BatchRow> rows, float* logits) {
       runs.push_back(r);
     } else {
       decode.push_back(r.row);
-      const cuda::KvRow& k = kvrows[size_t(r.row)];
-      max_decode_keys_ = std::max(max_decode_keys_, k.pos - k.first + 1);
     }
   }
   prompt_runs_ = std::move(runs);
   decode_rows_ = int64_t(decode.size());
   const int64_t W = int64_t(wanted.size());
   const bool graphed = graphs_ && M == 1 && decode_rows_ == 1 && W == 1 && experts_->resident();
-  if (graphed) max_decode_keys_ = kvrows[0].cap;  // every position this cache can hold
   // One upload of the batch description.
   auto align = [](size_t n) { return (n + 15) / 16 * 16; };
   const size_t o_pos = align(tokens.size() * 4), o_kv = o_pos + align(pos.size() * 4),
@@ -339,8 +343,8 @@ std::vector<const void*> CudaForward::graph_key() const {
           s_att_.ptr(),    s_router_.ptr(),
           s_ids_.ptr(),    s_w_.ptr(),
           s_act_.ptr(),    s_up_.ptr(),
-          s_eout_.ptr(),   s_attn_scratch_.ptr(),
-          s_logits_.ptr(), reinterpret_cast<const void*>(intptr_t(max_decode_keys_))};
+          s_eout_.ptr(),   s_attn_scratch_.ptr(), s_attn_counters_.ptr(), s_router_counter_.ptr(),
+          s_logits_.ptr()};
 }
 
 // The forward on stream_. One row (decode) takes the fused path: each RMS norm inside the launch that reads its
@@ -408,10 +412,9 @@ void CudaForward::attention(int layer, float* x, float* xn) {
                    inv_freq_, rotary_dim_, rope_scaling_, d_kvrows_, layer, stream_);
   const cuda::AttentionShape shape{c_.num_heads, c_.num_kv_heads, hd, 1.0f / std::sqrt(float(hd))};
   if (decode_rows_ > 0) {
-    float* scratch = s_attn_scratch_.get<float>(
-        size_t(cuda::decode_attention_scratch_floats(decode_rows_, shape, max_decode_keys_, kSplitKeys)));
-    cuda::attention_decode(q, d_decode_, decode_rows_, d_kvrows_, layer, shape, max_decode_keys_, kSplitKeys, att,
-                           scratch, stream_);
+    float* scratch = s_attn_scratch_.get<float>(size_t(cuda::decode_attention_scratch_floats(decode_rows_, shape)));
+    int* counters = s_attn_counters_.get_zeroed<int>(size_t(decode_rows_ * c_.num_heads), stream_);
+    cuda::attention_decode(q, d_decode_, decode_rows_, d_kvrows_, layer, shape, att, scratch, counters, stream_);
   }
   for (const Run& r : prompt_runs_) {
     const float* kc = r.kv->data + size_t(layer) * 2 * size_t(r.kv->cap) * size_t(KV);
@@ -435,22 +438,24 @@ void CudaForward::moe(int layer, float* x, float* xn) {
   int* ids = s_ids_.get<int>(size_t(M * K));
   float* weights = s_w_.get<float>(size_t(M * K));
   float* act = s_act_.get<float>(size_t(M * K * I));
-  if (M == 1) {
-    float* const ys[1] = {router};
-    cuda::matvec(x, {&lw.router, 1}, ys, lw.ffn_norm, c_.rms_norm_eps, xn, false, stream_);  // (1, E), xn
+  if (M == 1) {  // (1, E) logits, xn, and the top-k in one launch
+    int* counter = s_router_counter_.get_zeroed<int>(1, stream_);
+    cuda::router_matvec_topk(x, lw.router, lw.ffn_norm, c_.rms_norm_eps, xn, router, K, c_.norm_topk_prob, ids,
+                             weights, counter, stream_);
   } else {
     cuda::rms_norm(x, xn, M, H, lw.ffn_norm, c_.rms_norm_eps, stream_);
     cuda::matmul(xn, M, lw.router, router, false, stream_);  // (M, E)
+    cuda::router_topk(router, M, E, K, c_.norm_topk_prob, ids, weights, stream_);
   }
-  cuda::router_topk(router, M, E, K, c_.norm_topk_prob, ids, weights, stream_);
   const cuda::ExpertLayout& el = experts_->layout();
   // One pass over every chosen expert: down products and combine in one launch. Several passes (a VRAM cache
   // smaller than the batch's experts): each pass's down products into eout, the combine after the last.
   float* eout = nullptr;
   auto run = [&](const uint8_t* const* table, bool only_pass) {
     cuda::expert_gate_up(xn, M, K, ids, table, el, act, stream_);  // (M * K, I)
-    if (only_pass) {
-      cuda::expert_down_combine(act, M, K, ids, weights, table, el, x, stream_);  // x += sum_s w_s * down_s
+    if (only_pass) {  // x += sum_s w_s * down_s
+      float* scratch = K > 32 ? s_eout_.get<float>(size_t(M * K * H)) : nullptr;
+      cuda::expert_down_combine(act, M, K, ids, weights, table, el, x, scratch, stream_);
     } else {
       if (eout == nullptr) eout = s_eout_.get<float>(size_t(M * K * H));
       cuda::expert_down(act, M * K, ids, table, el, eout, stream_);  // (M * K, H)

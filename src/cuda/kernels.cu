@@ -5,6 +5,7 @@
 // partial sums meet in a fixed shuffle tree. That order depends only on the matrix, never on the row count.
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <span>
 
@@ -445,11 +446,19 @@ struct MatvecTargets {
   float* y[3] = {};
   int64_t rows[3] = {};
   int count = 0;
+  // With a counter: the router's softmax and top-k of y[0] (e = rows[0]) by the last block to finish.
+  int* topk_counter = nullptr;
+  int topk_k = 0;
+  bool topk_norm = false;
+  int* topk_ids = nullptr;
+  float* topk_weights = nullptr;
 };
 
 // S (staged): each warp first copies its weight rows into its part of shared memory with cp.async (stage_bytes
 // per warp; every copy in flight before any arithmetic, the norm included), then widens them from there. The
 // arithmetic is the same either way.
+__device__ void topk_row(const float* x, int e, int k, bool norm_topk, int* ids, float* weights, float* p);
+
 template <CodecId C, bool V, bool S>
 __global__ void matvec_kernel(const float* x, int64_t cols, const float* norm, float eps, float* xn_out,
                               MatvecTargets t, bool accumulate, size_t stage_bytes) {
@@ -477,19 +486,35 @@ __global__ void matvec_kernel(const float* x, int64_t cols, const float* norm, f
     __syncthreads();
     xin = xs;
   }
-  if (!valid) return;
-  if constexpr (S) {
-    cp_async_wait_all();
-    __syncwarp();
+  if (valid) {
+    if constexpr (S) {
+      cp_async_wait_all();
+      __syncwarp();
+    }
+    float acc[1][1] = {};
+    const uint8_t* wr[1] = {wrow};
+    const float* xr[1] = {xin};
+    lane_dot<C, 1, V>(wr, cols, xr, 0, 1, acc);
+    const float sum = warp_sum(acc[0][0]);
+    if (threadIdx.x % kWarp == 0) {
+      float* out = t.y[mi] + n;
+      *out = accumulate ? *out + sum : sum;
+    }
   }
-  float acc[1][1] = {};
-  const uint8_t* wr[1] = {wrow};
-  const float* xr[1] = {xin};
-  lane_dot<C, 1, V>(wr, cols, xr, 0, 1, acc);
-  const float sum = warp_sum(acc[0][0]);
-  if (threadIdx.x % kWarp == 0) {
-    float* out = t.y[mi] + n;
-    *out = accumulate ? *out + sum : sum;
+  if (t.topk_counter == nullptr) return;
+  __shared__ int last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atomicAdd(t.topk_counter, 1) == int(gridDim.x) - 1;
+    if (last) *t.topk_counter = 0;  // for the next launch
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  if (threadIdx.x < kWarp) {
+    topk_row(t.y[0], int(t.rows[0]), t.topk_k, t.topk_norm, t.topk_ids, t.topk_weights,
+             reinterpret_cast<float*>(smem_bytes));
   }
 }
 
@@ -539,46 +564,49 @@ __global__ void expert_down_kernel(const float* act, const int* ids, const uint8
   if (threadIdx.x % kWarp == 0) out[j * l.hidden + h] = s;
 }
 
-// expert_down then moe_combine in one kernel, every expert present: warp h of row i computes the row's k down
-// products for element h two experts at a time, then adds them in slot order exactly as moe_combine_kernel does.
-// S: the k rows are first staged in shared memory (k * row bytes per warp).
-template <CodecId C, bool V, bool S>
+// expert_down then moe_combine in one kernel, every expert present. A block serves kWarpsPerBlock / kDownWarps
+// output elements h of row i; the kDownWarps warps of an element take its k down products two experts at a time
+// (warp w: pairs w, w + kDownWarps, ...), each summed exactly as expert_down_kernel sums it, into shared memory;
+// then one lane adds them in slot order exactly as moe_combine_kernel does.
+constexpr int kDownWarps = 4, kMaxDownSlots = 32;
+
+template <CodecId C, bool V>
 __global__ void expert_down_combine_kernel(const float* act, int k, const int* ids, const float* weights,
                                            const uint8_t* const* table, ExpertLayout l, float* x) {
-  extern __shared__ __align__(16) uint8_t smem_bytes[];
-  const int64_t h = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
+  __shared__ float e_out[kWarpsPerBlock / kDownWarps][kMaxDownSlots];
+  const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp;
+  const int hsel = warp / kDownWarps, w = warp % kDownWarps;
+  const int64_t h = int64_t(blockIdx.x) * (kWarpsPerBlock / kDownWarps) + hsel;
   const int64_t i = blockIdx.y;
-  if (h >= l.hidden) return;
-  const size_t rb = row_bytes_of<C>(l.intermediate);
-  const size_t at = l.down_offset + size_t(h) * rb;
-  uint8_t* stage = smem_bytes + size_t(threadIdx.x / kWarp) * size_t(k) * rb;
-  auto row = [&](int s) -> const uint8_t* { return S ? stage + size_t(s) * rb : table[ids[i * k + s]] + at; };
-  if constexpr (S) {
-    for (int s = 0; s < k; ++s) warp_stage(stage + size_t(s) * rb, table[ids[i * k + s]] + at, rb);
-    cp_async_wait_all();
-    __syncwarp();
-  }
-  float o = 0.0f;
-  int s = 0;
-  for (; s + 1 < k; s += 2) {
+  const bool valid = h < l.hidden;
+  const size_t at = l.down_offset + size_t(h) * row_bytes_of<C>(l.intermediate);
+  for (int s = 2 * w; valid && s < k; s += 2 * kDownWarps) {
     const int64_t j = i * k + s;
-    float acc[2][1] = {};
-    const uint8_t* wr[2] = {row(s), row(s + 1)};
-    const float* xs[2] = {act + j * l.intermediate, act + (j + 1) * l.intermediate};
-    lane_dot<C, 1, V, 2>(wr, l.intermediate, xs, 0, 1, acc);
-    const float e0 = warp_sum(acc[0][0]), e1 = warp_sum(acc[1][0]);
-    o = __fadd_rn(o, __fmul_rn(weights[j], e0));
-    o = __fadd_rn(o, __fmul_rn(weights[j + 1], e1));
+    if (s + 1 < k) {
+      float acc[2][1] = {};
+      const uint8_t* wr[2] = {table[ids[j]] + at, table[ids[j + 1]] + at};
+      const float* xs[2] = {act + j * l.intermediate, act + (j + 1) * l.intermediate};
+      lane_dot<C, 1, V, 2>(wr, l.intermediate, xs, 0, 1, acc);
+      const float e0 = warp_sum(acc[0][0]), e1 = warp_sum(acc[1][0]);
+      if (lane == 0) {
+        e_out[hsel][s] = e0;
+        e_out[hsel][s + 1] = e1;
+      }
+    } else {
+      float acc[1][1] = {};
+      const uint8_t* wr[1] = {table[ids[j]] + at};
+      const float* xs[1] = {act + j * l.intermediate};
+      lane_dot<C, 1, V>(wr, l.intermediate, xs, 0, 1, acc);
+      const float e0 = warp_sum(acc[0][0]);
+      if (lane == 0) e_out[hsel][s] = e0;
+    }
   }
-  if (s < k) {
-    const int64_t j = i * k + s;
-    float acc[1][1] = {};
-    const uint8_t* wr[1] = {row(s)};
-    const float* xs[1] = {act + j * l.intermediate};
-    lane_dot<C, 1, V>(wr, l.intermediate, xs, 0, 1, acc);
-    o = __fadd_rn(o, __fmul_rn(weights[j], warp_sum(acc[0][0])));
+  __syncthreads();
+  if (valid && w == 0 && lane == 0) {
+    float o = 0.0f;
+    for (int s = 0; s < k; ++s) o = __fadd_rn(o, __fmul_rn(weights[i * k + s], e_out[hsel][s]));
+    x[i * l.hidden + h] = __fadd_rn(x[i * l.hidden + h], o);
   }
-  if (threadIdx.x % kWarp == 0) x[i * l.hidden + h] = __fadd_rn(x[i * l.hidden + h], o);
 }
 
 // Calls f with the codec as a compile-time constant.
@@ -682,12 +710,10 @@ __global__ void gather_rows_kernel(const float* src, const int* idx, int64_t n, 
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) dst[blockIdx.x * n + i] = src[idx[blockIdx.x] * n + i];
 }
 
-// One warp per row; probabilities in shared memory (e floats per warp).
-__global__ void router_topk_kernel(const float* logits, int e, int k, bool norm_topk, int* ids, float* weights) {
-  extern __shared__ float p[];
-  const int64_t row = blockIdx.x;
-  const float* x = logits + row * e;
-  const int lane = threadIdx.x;
+// One warp: softmax over the e logits of x (probabilities in p, e floats of shared memory), then the k largest
+// (ties: lower index first) into ids / weights, divided by their sum with norm_topk.
+__device__ void topk_row(const float* x, int e, int k, bool norm_topk, int* ids, float* weights, float* p) {
+  const int lane = threadIdx.x % kWarp;
   float mx = -FLT_MAX;
   for (int i = lane; i < e; i += kWarp) mx = fmaxf(mx, x[i]);
   mx = warp_max(mx);
@@ -720,8 +746,8 @@ __global__ void router_topk_kernel(const float* logits, int e, int k, bool norm_
       }
     }
     if (lane == 0) {
-      ids[row * k + s] = best_i;
-      weights[row * k + s] = best;
+      ids[s] = best_i;
+      weights[s] = best;
     }
     chosen_sum += best;
     __syncwarp();
@@ -729,8 +755,15 @@ __global__ void router_topk_kernel(const float* logits, int e, int k, bool norm_
     __syncwarp();
   }
   if (norm_topk && lane == 0) {
-    for (int s = 0; s < k; ++s) weights[row * k + s] = weights[row * k + s] / chosen_sum;
+    for (int s = 0; s < k; ++s) weights[s] = weights[s] / chosen_sum;
   }
+}
+
+// One warp per row.
+__global__ void router_topk_kernel(const float* logits, int e, int k, bool norm_topk, int* ids, float* weights) {
+  extern __shared__ float p[];
+  const int64_t row = blockIdx.x;
+  topk_row(logits + row * e, e, k, norm_topk, ids + row * k, weights + row * k, p);
 }
 
 __global__ void moe_combine_kernel(const float* eo, const float* weights, int k, int64_t h, float* x) {
@@ -745,21 +778,74 @@ __global__ void moe_combine_kernel(const float* eo, const float* weights, int k,
 
 constexpr int kAttnThreads = 128;
 
-// Block (split, head group, listed row): a group is up to kGroupHeads query heads sharing one KV head, so each
-// key and value row is read once for all of them. S (staged): the split's key and value rows are first copied into
-// shared memory with cp.async, every copy in flight at once. Warps take the split's keys in turn; a key's dot
-// products are spread over the lanes (dims lane, lane + 32, ...) and summed by warp_sum. Then per head a partial
-// softmax (max, sum) and the unnormalised weighted sum of values, written to scratch as [max, sum, out[head_dim]]
-// (an empty split writes max = -inf and nothing else; the merge skips it). D: dims per lane, head_dim <= 32 * D.
-constexpr int kGroupHeads = 8;
+// The last split block of a (listed row, head group) to finish merges the group's partial softmax sums (each block
+// counts itself in `counters`, after a fence that publishes its partials; the last one resets the counter to 0 for
+// the next launch). A warp per head: the max and the sum over splits, then each output dim as the sum over splits
+// of exp(max_p - max) * out_p, in split order. Splits with max -inf (no keys) are skipped.
+__device__ __forceinline__ void merge_if_last(const int* row_ids, const AttentionShape& s, int splits,
+                                              const float* scratch, int* counters, float* out, int li, int h0,
+                                              int nh) {
+  __shared__ int last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int* c = counters + int64_t(li) * gridDim.y + blockIdx.y;
+    last = atomicAdd(c, 1) == splits - 1;
+    if (last) *c = 0;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const int hd = s.head_dim, lane = threadIdx.x % kWarp;
+  for (int hh = int(threadIdx.x) / kWarp; hh < nh; hh += int(blockDim.x) / kWarp) {
+    const float* part = scratch + (int64_t(li) * s.n_heads + h0 + hh) * splits * (hd + 2);
+    float mx = -INFINITY;
+    for (int p = lane; p < splits; p += kWarp) mx = fmaxf(mx, part[p * (hd + 2)]);
+    mx = warp_max(mx);
+    float total = 0.0f;
+    for (int p = lane; p < splits; p += kWarp) {
+      const float m = part[p * (hd + 2)];
+      if (m != -INFINITY) total += expf(m - mx) * part[p * (hd + 2) + 1];
+    }
+    total = warp_sum(total);
+    float* o = out + int64_t(row_ids[li]) * s.n_heads * hd + int64_t(h0 + hh) * hd;
+    for (int d = lane; d < hd; d += kWarp) {
+      float a = 0.0f;
+      for (int p = 0; p < splits; ++p) {
+        const float m = part[p * (hd + 2)];
+        if (m != -INFINITY) a += expf(m - mx) * part[p * (hd + 2) + 2 + d];
+      }
+      o[d] = a / total;
+    }
+  }
+}
+
+// Flash decoding. Block (split, head group, listed row): a group is up to kGroupHeads query heads sharing one KV
+// head, so each key and value row is read once for all of them. A row's cache of `cap` positions is cut into at
+// most kDecodeSplits splits of decode_split_keys(cap) keys (whole tiles of kTileKeys), so the split boundaries of
+// a row depend only on its own cache: the same bits alone or batched, eager or in a graph. A split walks its keys
+// tile by tile: (S) the tile's key and value rows staged in shared memory with cp.async; scores by warps over keys
+// (a key's dims spread over the lanes, summed by warp_sum); an online softmax per head (running max and sum, the
+// accumulators rescaled); then each thread adds the tile's weighted values for its dims. The split's [max, sum,
+// out[head_dim]] go to scratch (an empty split writes max = -inf only); the last block of the group merges.
+// D: dims per lane of a key, head_dim <= 32 * D.
+constexpr int kGroupHeads = 8, kTileKeys = 32, kDecodeSplits = 16;
+
+__host__ __device__ __forceinline__ int decode_split_keys(int cap) {
+  const int per = (cap + kDecodeSplits - 1) / kDecodeSplits;
+  const int tiles = (per + kTileKeys - 1) / kTileKeys;
+  return (tiles > 0 ? tiles : 1) * kTileKeys;
+}
 
 template <int D, bool S>
 __global__ void attention_decode_split_kernel(const float* q, const int* row_ids, const KvRow* rows, int layer,
-                                              AttentionShape s, int split_keys, int splits, float* scratch) {
+                                              AttentionShape s, float* scratch, int* counters, float* out) {
   extern __shared__ __align__(16) float att_sm[];
-  float* score = att_sm;                         // kGroupHeads x split_keys
-  float* ks = score + kGroupHeads * split_keys;  // split_keys x head_dim (S)
-  float* vs = ks + split_keys * s.head_dim;      // split_keys x head_dim (S)
+  __shared__ float run_max[kGroupHeads], run_sum[kGroupHeads], rescale[kGroupHeads];
+  constexpr int kDims = 2;  // dims per thread of the value sums: head_dim <= kDims * blockDim.x
+  float* score = att_sm;                      // kGroupHeads x kTileKeys
+  float* ks = score + kGroupHeads * kTileKeys;  // kTileKeys x head_dim (S)
+  float* vs = ks + kTileKeys * s.head_dim;      // kTileKeys x head_dim (S)
   const int split = blockIdx.x, li = blockIdx.z;
   const int per_kv = s.n_heads / s.n_kv_heads, groups_per_kv = (per_kv + kGroupHeads - 1) / kGroupHeads;
   const int kvh = int(blockIdx.y) / groups_per_kv;
@@ -770,24 +856,18 @@ __global__ void attention_decode_split_kernel(const float* q, const int* row_ids
   const int hd = s.head_dim, kv_dim = s.n_kv_heads * hd;
   const float* kc = r.cache + (int64_t(layer) * 2) * r.cap * kv_dim + kvh * hd;
   const float* vc = kc + int64_t(r.cap) * kv_dim;
+  const int split_keys = decode_split_keys(r.cap);
   const int j0 = r.first + split * split_keys;
-  const int nk = min(r.pos + 1, j0 + split_keys) - j0;  // keys [j0, j0 + nk)
-  auto part = [&](int hh) { return scratch + ((int64_t(li) * s.n_heads + h0 + hh) * splits + split) * (hd + 2); };
+  const int j_end = min(r.pos + 1, j0 + split_keys);  // keys [j0, j_end)
+  auto part = [&](int hh) {
+    return scratch + ((int64_t(li) * s.n_heads + h0 + hh) * kDecodeSplits + split) * (hd + 2);
+  };
   const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp, warps = int(blockDim.x) / kWarp;
-  if (nk <= 0) {
+  if (j0 >= j_end) {
     if (tid < nh) part(tid)[0] = -INFINITY;
+    merge_if_last(row_ids, s, kDecodeSplits, scratch, counters, out, li, h0, nh);
     return;
   }
-  if constexpr (S) {
-    const int chunks = hd / 4;
-    for (int t = tid; t < nk * chunks; t += blockDim.x) {
-      const int j = t / chunks, c = 4 * (t % chunks);
-      cp_async16(ks + j * hd + c, kc + int64_t(j0 + j) * kv_dim + c);
-      cp_async16(vs + j * hd + c, vc + int64_t(j0 + j) * kv_dim + c);
-    }
-  }
-  auto key = [&](int j) { return S ? ks + j * hd : kc + int64_t(j0 + j) * kv_dim; };
-  auto value = [&](int j) { return S ? vs + j * hd : vc + int64_t(j0 + j) * kv_dim; };
   float qr[kGroupHeads][D];
   const float* qrow = q + int64_t(row) * s.n_heads * hd;
 #pragma unroll
@@ -798,78 +878,83 @@ __global__ void attention_decode_split_kernel(const float* q, const int* row_ids
       qr[hh][i] = hh < nh && d < hd ? qrow[(h0 + hh) * hd + d] : 0.0f;
     }
   }
-  if constexpr (S) {
-    cp_async_wait_all();
+  if (tid < kGroupHeads) {
+    run_max[tid] = -INFINITY;
+    run_sum[tid] = 0.0f;
+    rescale[tid] = 0.0f;
+  }
+  float o[kDims][kGroupHeads] = {};
+  for (int t0 = j0; t0 < j_end; t0 += kTileKeys) {
+    const int nk = min(kTileKeys, j_end - t0);
+    if constexpr (S) {
+      const int chunks = hd / 4;
+      for (int t = tid; t < nk * chunks; t += blockDim.x) {
+        const int j = t / chunks, c = 4 * (t % chunks);
+        cp_async16(ks + j * hd + c, kc + int64_t(t0 + j) * kv_dim + c);
+        cp_async16(vs + j * hd + c, vc + int64_t(t0 + j) * kv_dim + c);
+      }
+      cp_async_wait_all();
+    }
     __syncthreads();
-  }
-  for (int j = warp; j < nk; j += warps) {
-    const float* kr = key(j);
-    float kv[D];
+    for (int j = warp; j < nk; j += warps) {
+      const float* kr = S ? ks + j * hd : kc + int64_t(t0 + j) * kv_dim;
+      float kv[D];
 #pragma unroll
-    for (int i = 0; i < D; ++i) {
-      const int d = lane + i * kWarp;
-      kv[i] = d < hd ? kr[d] : 0.0f;
-    }
+      for (int i = 0; i < D; ++i) {
+        const int d = lane + i * kWarp;
+        kv[i] = d < hd ? kr[d] : 0.0f;
+      }
 #pragma unroll
-    for (int hh = 0; hh < kGroupHeads; ++hh) {
-      if (hh >= nh) break;
-      float a = 0.0f;
+      for (int hh = 0; hh < kGroupHeads; ++hh) {
+        if (hh >= nh) break;
+        float a = 0.0f;
 #pragma unroll
-      for (int i = 0; i < D; ++i) a = fmaf(qr[hh][i], kv[i], a);
-      a = warp_sum(a) * s.scale;
-      if (lane == 0) score[hh * split_keys + j] = a;
+        for (int i = 0; i < D; ++i) a = fmaf(qr[hh][i], kv[i], a);
+        a = warp_sum(a) * s.scale;
+        if (lane == 0) score[hh * kTileKeys + j] = a;
+      }
     }
-  }
-  __syncthreads();
-  for (int hh = warp; hh < nh; hh += warps) {
-    float* sc = score + hh * split_keys;
-    float mx = -INFINITY;
-    for (int j = lane; j < nk; j += kWarp) mx = fmaxf(mx, sc[j]);
-    mx = warp_max(mx);
-    float sum = 0.0f;
-    for (int j = lane; j < nk; j += kWarp) {
-      const float e = expf(sc[j] - mx);
-      sc[j] = e;
-      sum += e;
+    __syncthreads();
+    for (int hh = warp; hh < nh; hh += warps) {  // lane j: key j of the tile (kTileKeys == kWarp)
+      const float sc = lane < nk ? score[hh * kTileKeys + lane] : -INFINITY;
+      const float m_old = run_max[hh];
+      const float m_new = fmaxf(m_old, warp_max(sc));
+      const float p = lane < nk ? expf(sc - m_new) : 0.0f;
+      score[hh * kTileKeys + lane] = p;
+      const float sum = warp_sum(p);
+      if (lane == 0) {
+        const float a = m_old == -INFINITY ? 0.0f : expf(m_old - m_new);
+        run_sum[hh] = run_sum[hh] * a + sum;
+        run_max[hh] = m_new;
+        rescale[hh] = a;
+      }
     }
-    sum = warp_sum(sum);
-    if (lane == 0) {
-      part(hh)[0] = mx;
-      part(hh)[1] = sum;
-    }
-  }
-  __syncthreads();
-  for (int d = tid; d < hd; d += blockDim.x) {
-    float o[kGroupHeads] = {};
-    for (int j = 0; j < nk; ++j) {
-      const float vv = value(j)[d];
+    __syncthreads();
 #pragma unroll
-      for (int hh = 0; hh < kGroupHeads; ++hh) o[hh] = fmaf(score[hh * split_keys + j], vv, o[hh]);
+    for (int i = 0; i < kDims; ++i) {
+      const int d = tid + i * int(blockDim.x);
+      if (d >= hd) break;
+#pragma unroll
+      for (int hh = 0; hh < kGroupHeads; ++hh) o[i][hh] = o[i][hh] * rescale[hh];
+      for (int j = 0; j < nk; ++j) {
+        const float vv = S ? vs[j * hd + d] : vc[int64_t(t0 + j) * kv_dim + d];
+#pragma unroll
+        for (int hh = 0; hh < kGroupHeads; ++hh) o[i][hh] = fmaf(score[hh * kTileKeys + j], vv, o[i][hh]);
+      }
     }
-    for (int hh = 0; hh < nh; ++hh) part(hh)[2 + d] = o[hh];
+    __syncthreads();  // the next tile overwrites the staged rows and the scores
   }
-}
-
-__global__ void attention_decode_merge_kernel(const int* row_ids, AttentionShape s, int splits, const float* scratch,
-                                              float* out) {
-  const int h = blockIdx.y, li = blockIdx.x;
-  const float* part = scratch + (int64_t(li) * s.n_heads + h) * splits * (s.head_dim + 2);
-  float mx = -INFINITY;
-  for (int p = 0; p < splits; ++p) mx = fmaxf(mx, part[p * (s.head_dim + 2)]);
-  float total = 0.0f;
-  for (int p = 0; p < splits; ++p) {
-    const float m = part[p * (s.head_dim + 2)];
-    if (m != -INFINITY) total += expf(m - mx) * part[p * (s.head_dim + 2) + 1];
+  if (tid < nh) {
+    part(tid)[0] = run_max[tid];
+    part(tid)[1] = run_sum[tid];
   }
-  float* o = out + int64_t(row_ids[li]) * s.n_heads * s.head_dim + h * s.head_dim;
-  for (int d = threadIdx.x; d < s.head_dim; d += blockDim.x) {
-    float a = 0.0f;
-    for (int p = 0; p < splits; ++p) {
-      const float m = part[p * (s.head_dim + 2)];
-      if (m != -INFINITY) a += expf(m - mx) * part[p * (s.head_dim + 2) + 2 + d];
-    }
-    o[d] = a / total;
+#pragma unroll
+  for (int i = 0; i < kDims; ++i) {
+    const int d = tid + i * int(blockDim.x);
+    if (d >= hd) break;
+    for (int hh = 0; hh < nh; ++hh) part(hh)[2 + d] = o[i][hh];
   }
+  merge_if_last(row_ids, s, kDecodeSplits, scratch, counters, out, li, h0, nh);
 }
 
 constexpr int kTileQ = 16, kTileK = 16;
@@ -1028,8 +1113,10 @@ void matmul(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool acc
   launched("matmul");
 }
 
-void matvec(const float* x, std::span<const DeviceMatrix> ws, std::span<float* const> ys, const float* norm, float eps,
-            float* xn_out, bool accumulate, cudaStream_t stream) {
+namespace {
+// matvec, and with `topk` (its counter set) the router's top-k in the same launch when the fused path is taken.
+void matvec_launch(const float* x, std::span<const DeviceMatrix> ws, std::span<float* const> ys, const float* norm,
+                   float eps, float* xn_out, bool accumulate, const MatvecTargets& topk, cudaStream_t stream) {
   if (ws.empty()) return;
   const int64_t cols = ws[0].cols;
   bool same = ws.size() <= 3 && ws.size() == ys.size();
@@ -1041,14 +1128,17 @@ void matvec(const float* x, std::span<const DeviceMatrix> ws, std::span<float* c
   if (norm != nullptr && (!same || cols > kMatvecSharedCols)) {  // normalise once, then the plain products
     check(xn_out != nullptr ? cudaSuccess : cudaErrorInvalidValue, "matvec: a fused norm without xn_out");
     rms_norm(x, xn_out, 1, cols, norm, eps, stream);
-    matvec(xn_out, ws, ys, nullptr, eps, nullptr, accumulate, stream);
+    matvec_launch(xn_out, ws, ys, nullptr, eps, nullptr, accumulate, topk, stream);
     return;
   }
   if (!same) {
     for (size_t i = 0; i < ws.size(); ++i) matmul(x, 1, ws[i], ys[i], accumulate, stream);
+    if (topk.topk_counter != nullptr) {
+      router_topk(ys[0], 1, int(ws[0].rows), topk.topk_k, topk.topk_norm, topk.topk_ids, topk.topk_weights, stream);
+    }
     return;
   }
-  MatvecTargets t;
+  MatvecTargets t = topk;
   int64_t total = 0;
   for (size_t i = 0; i < ws.size(); ++i) {
     t.w[i] = static_cast<const uint8_t*>(ws[i].data);
@@ -1061,7 +1151,8 @@ void matvec(const float* x, std::span<const DeviceMatrix> ws, std::span<float* c
   const size_t xs_bytes = norm != nullptr ? (size_t(cols) * sizeof(float) + 15) / 16 * 16 : 0;
   const size_t rb = row_bytes(ws[0].codec, cols);
   const bool staged = v && xs_bytes + kWarpsPerBlock * rb <= kStageSharedBytes;
-  const size_t smem = xs_bytes + (staged ? kWarpsPerBlock * rb : 0);
+  size_t smem = xs_bytes + (staged ? kWarpsPerBlock * rb : 0);
+  if (t.topk_counter != nullptr) smem = std::max(smem, size_t(ws[0].rows) * sizeof(float));  // the softmax
   const unsigned grid = unsigned(blocks_for(total, kWarpsPerBlock));
   const unsigned threads = kWarp * kWarpsPerBlock;
   dispatch_codec(ws[0].codec, [&]<CodecId C>() {
@@ -1074,6 +1165,25 @@ void matvec(const float* x, std::span<const DeviceMatrix> ws, std::span<float* c
     }
   });
   launched("matvec");
+}
+}  // namespace
+
+void matvec(const float* x, std::span<const DeviceMatrix> ws, std::span<float* const> ys, const float* norm, float eps,
+            float* xn_out, bool accumulate, cudaStream_t stream) {
+  matvec_launch(x, ws, ys, norm, eps, xn_out, accumulate, MatvecTargets{}, stream);
+}
+
+void router_matvec_topk(const float* x, const DeviceMatrix& router, const float* norm, float eps, float* xn_out,
+                        float* logits, int k, bool norm_topk, int* ids, float* weights, int* counter,
+                        cudaStream_t stream) {
+  MatvecTargets topk;
+  topk.topk_counter = counter;
+  topk.topk_k = k;
+  topk.topk_norm = norm_topk;
+  topk.topk_ids = ids;
+  topk.topk_weights = weights;
+  float* const ys[1] = {logits};
+  matvec_launch(x, {&router, 1}, ys, norm, eps, xn_out, false, topk, stream);
 }
 
 void rms_norm(const float* x, float* out, int64_t rows, int64_t n, const float* weight, float eps,
@@ -1161,19 +1271,22 @@ void expert_down(const float* act, int64_t pairs, const int* ids, const uint8_t*
 }
 
 void expert_down_combine(const float* act, int64_t m, int k, const int* ids, const float* weights,
-                         const uint8_t* const* table, const ExpertLayout& l, float* x, cudaStream_t stream) {
+                         const uint8_t* const* table, const ExpertLayout& l, float* x, float* scratch,
+                         cudaStream_t stream) {
   if (m == 0) return;
-  const dim3 grid(blocks_for(l.hidden, kWarpsPerBlock), unsigned(m));
+  if (k > kMaxDownSlots) {  // more experts a row than the fused kernel holds: the two launches, the same bits
+    expert_down(act, m * k, ids, table, l, scratch, stream);
+    moe_combine(scratch, weights, m, k, l.hidden, x, stream);
+    return;
+  }
+  const dim3 grid(blocks_for(l.hidden, kWarpsPerBlock / kDownWarps), unsigned(m));
   const unsigned threads = kWarp * kWarpsPerBlock;
   const bool v = experts_aligned16(l);
-  const size_t stage = size_t(kWarpsPerBlock) * size_t(k) * row_bytes(l.down, l.intermediate);
   dispatch_codec(l.down, [&]<CodecId C>() {
-    if (v && stage <= kStageSharedBytes) {
-      expert_down_combine_kernel<C, true, true><<<grid, threads, stage, stream>>>(act, k, ids, weights, table, l, x);
-    } else if (v) {
-      expert_down_combine_kernel<C, true, false><<<grid, threads, 0, stream>>>(act, k, ids, weights, table, l, x);
+    if (v) {
+      expert_down_combine_kernel<C, true><<<grid, threads, 0, stream>>>(act, k, ids, weights, table, l, x);
     } else {
-      expert_down_combine_kernel<C, false, false><<<grid, threads, 0, stream>>>(act, k, ids, weights, table, l, x);
+      expert_down_combine_kernel<C, false><<<grid, threads, 0, stream>>>(act, k, ids, weights, table, l, x);
     }
   });
   launched("expert_down_combine");
@@ -1186,41 +1299,28 @@ void moe_combine(const float* expert_out, const float* weights, int64_t m, int k
   launched("moe_combine");
 }
 
-namespace {
-// Keys per block: the caller's, lowered until the staged key and value rows fit in shared memory.
-int split_keys_for(const AttentionShape& s, int split_keys) {
-  int split = split_keys;
-  while (split > 1 && size_t(split) * (2 * size_t(s.head_dim) + kGroupHeads) * sizeof(float) > kStageSharedBytes) {
-    split /= 2;
-  }
-  return split;
-}
-}  // namespace
-
-int64_t decode_attention_scratch_floats(int64_t n_rows, const AttentionShape& s, int max_keys, int split_keys) {
-  const int split = split_keys_for(s, split_keys);
-  const int64_t splits = (max_keys + split - 1) / split;
-  return n_rows * s.n_heads * splits * (s.head_dim + 2);
+int64_t decode_attention_scratch_floats(int64_t n_rows, const AttentionShape& s) {
+  return n_rows * s.n_heads * kDecodeSplits * (s.head_dim + 2);
 }
 
 void attention_decode(const float* q, const int* row_ids, int64_t n_rows, const KvRow* rows, int layer,
-                      const AttentionShape& s, int max_keys, int split_keys, float* out, float* scratch,
-                      cudaStream_t stream) {
+                      const AttentionShape& s, float* out, float* scratch, int* counters, cudaStream_t stream) {
   if (n_rows == 0) return;
-  const int split = split_keys_for(s, split_keys);
-  const int splits = (max_keys + split - 1) / split;
+  check(s.head_dim <= 256 ? cudaSuccess : cudaErrorInvalidValue, "attention_decode: head_dim above 256");
   // Staged when every key row starts 16-byte aligned (head_dim and the cache's width multiples of 4 floats).
-  const bool staged = s.head_dim % 4 == 0;
-  const size_t smem = size_t(split) * (kGroupHeads + (staged ? 2 * size_t(s.head_dim) : 0)) * sizeof(float);
+  // (and the tile fits the shared memory a launch gets without raising its limit: head_dim <= 176).
+  const size_t staged_smem = size_t(kTileKeys) * (kGroupHeads + 2 * size_t(s.head_dim)) * sizeof(float);
+  const bool staged = s.head_dim % 4 == 0 && staged_smem <= kStageSharedBytes;
+  const size_t smem = staged ? staged_smem : size_t(kTileKeys) * kGroupHeads * sizeof(float);
   const int per_kv = s.n_heads / s.n_kv_heads, groups = s.n_kv_heads * ((per_kv + kGroupHeads - 1) / kGroupHeads);
-  const dim3 grid{unsigned(splits), unsigned(groups), unsigned(n_rows)};
+  const dim3 grid{unsigned(kDecodeSplits), unsigned(groups), unsigned(n_rows)};
   auto go = [&]<int D>() {
     if (staged) {
       attention_decode_split_kernel<D, true>
-          <<<grid, kAttnThreads, smem, stream>>>(q, row_ids, rows, layer, s, split, splits, scratch);
+          <<<grid, kAttnThreads, smem, stream>>>(q, row_ids, rows, layer, s, scratch, counters, out);
     } else {
       attention_decode_split_kernel<D, false>
-          <<<grid, kAttnThreads, smem, stream>>>(q, row_ids, rows, layer, s, split, splits, scratch);
+          <<<grid, kAttnThreads, smem, stream>>>(q, row_ids, rows, layer, s, scratch, counters, out);
     }
   };
   if (s.head_dim <= 32) {
@@ -1229,15 +1329,10 @@ void attention_decode(const float* q, const int* row_ids, int64_t n_rows, const 
     go.template operator()<2>();
   } else if (s.head_dim <= 128) {
     go.template operator()<4>();
-  } else if (s.head_dim <= 256) {
-    go.template operator()<8>();
   } else {
-    check(cudaErrorInvalidValue, "attention_decode: head_dim above 256");
+    go.template operator()<8>();
   }
-  launched("attention_decode (splits)");
-  attention_decode_merge_kernel<<<dim3(unsigned(n_rows), unsigned(s.n_heads)), 128, 0, stream>>>(row_ids, s, splits,
-                                                                                                 scratch, out);
-  launched("attention_decode (merge)");
+  launched("attention_decode");
 }
 
 void attention_prompt(const float* q, int64_t n, int p0, const float* k_cache, const float* v_cache, int window,

@@ -39,6 +39,13 @@ constexpr int64_t kMatvecSharedCols = 12288;
 void matvec(const float* x, std::span<const DeviceMatrix> ws, std::span<float* const> ys, const float* norm, float eps,
             float* xn_out, bool accumulate, cudaStream_t stream);
 
+// The router of one row: logits = router . norm(x) as matvec computes them (xn_out: the normed row), then
+// router_topk's softmax and top-k, in the same launch when matvec's is one launch (its last block to finish does
+// the top-k; counter: one int, zero before the first call, left at zero by every call).
+void router_matvec_topk(const float* x, const DeviceMatrix& router, const float* norm, float eps, float* xn_out,
+                        float* logits, int k, bool norm_topk, int* ids, float* weights, int* counter,
+                        cudaStream_t stream);
+
 // x[i] = w * x / sqrt(mean(x^2) + eps), rows of n (out may equal x).
 void rms_norm(const float* x, float* out, int64_t rows, int64_t n, const float* weight, float eps, cudaStream_t stream);
 
@@ -74,9 +81,11 @@ void expert_gate_up(const float* x, int64_t m, int k, const int* ids, const uint
 // out[j][h] = down . act[j] for the present pairs; out: (m * k) x H.
 void expert_down(const float* act, int64_t pairs, const int* ids, const uint8_t* const* table, const ExpertLayout& l,
                  float* out, cudaStream_t stream);
-// expert_down then moe_combine in one launch, for rows whose k experts are all present: the same bits as the two.
+// expert_down then moe_combine, for rows whose k experts are all present: the same bits as the two, in one launch
+// when k <= 32 (otherwise the two launches, with scratch: m * k * H floats; it may be null when k <= 32).
 void expert_down_combine(const float* act, int64_t m, int k, const int* ids, const float* weights,
-                         const uint8_t* const* table, const ExpertLayout& l, float* x, cudaStream_t stream);
+                         const uint8_t* const* table, const ExpertLayout& l, float* x, float* scratch,
+                         cudaStream_t stream);
 // x[i][h] += sum_s weights[i][s] * expert_out[i * k + s][h], s in slot order (as the CPU combine).
 void moe_combine(const float* expert_out, const float* weights, int64_t m, int k, int64_t h, float* x,
                  cudaStream_t stream);
@@ -101,14 +110,15 @@ struct KvRow {
 void qk_rope_kv(float* q, float* k, const float* v, int64_t m, int n_heads, int n_kv_heads, int head_dim,
                 const float* q_norm, const float* k_norm, float eps, const int* pos, const float* inv_freq,
                 int rotary_dim, float scaling, const KvRow* rows, int layer, cudaStream_t stream);
-// Decode attention split over keys: for each listed row, q (rows x n_heads * head_dim) over keys [first, pos] of its
-// cache; each (row, head) is cut into splits of `split_keys` keys whose partial softmax sums are merged at the end.
-// The query heads that share a KV head (up to 8 at a time) read each key and value once. head_dim <= 256.
-// scratch: decode_attention_scratch_floats(...) floats.
-int64_t decode_attention_scratch_floats(int64_t n_rows, const AttentionShape& s, int max_keys, int split_keys);
+// Decode attention (flash decoding): for each listed row, q (rows x n_heads * head_dim) over keys [first, pos] of
+// its cache, cut into at most 16 splits whose size depends only on the cache's capacity (so a row gets the same bits
+// alone or batched, eagerly or in a graph), each walked in tiles of 32 keys with an online softmax; the query heads
+// that share a KV head (up to 8 at a time) read each key and value once, and the last split block of each group
+// merges, so it is one launch. head_dim <= 256. scratch: decode_attention_scratch_floats(...) floats; counters:
+// n_rows * n_heads ints, zero before the first call (every call leaves them at zero again).
+int64_t decode_attention_scratch_floats(int64_t n_rows, const AttentionShape& s);
 void attention_decode(const float* q, const int* row_ids, int64_t n_rows, const KvRow* rows, int layer,
-                      const AttentionShape& s, int max_keys, int split_keys, float* out, float* scratch,
-                      cudaStream_t stream);
+                      const AttentionShape& s, float* out, float* scratch, int* counters, cudaStream_t stream);
 // Prompt attention, flash style: n consecutive rows of one sequence at positions p0 .. p0 + n - 1 (row i of q is
 // position p0 + i), causal, each row over keys [max(0, p - window + 1), p] (window 0: all), tiles of queries and
 // keys in shared memory with an online softmax. k_cache, v_cache: this layer's [cap][kv_dim] of the sequence.

@@ -6,7 +6,10 @@ namespace seedling {
 
 Engine::Engine(Model& model, EngineOptions options) : model_(model), options_(options) {
   if (options_.max_context <= 0) options_.max_context = model.config().max_position_embeddings;
-  if (options_.max_rows_per_forward <= 0) options_.max_rows_per_forward = 512;
+  if (options_.max_rows_per_forward <= 0) {
+    const DeviceForward* d = model_.device_forward();
+    options_.max_rows_per_forward = d != nullptr ? d->rows_per_forward() : 512;
+  }
 }
 
 int Engine::add_sequence() {

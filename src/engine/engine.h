@@ -19,7 +19,8 @@ namespace seedling {
 struct EngineOptions {
   int max_context = 0;             // positions per sequence; 0: the model's max_position_embeddings
   int kv_initial_positions = 256;  // first KV allocation; doubles on demand
-  int max_rows_per_forward = 512;  // long prompts run in chunks of this many rows
+  int max_rows_per_forward = 0;  // long prompts run in chunks of this many rows; 0: 512 on the CPU, the device
+                                 // forward's rows_per_forward() on a device
 };
 
 struct SequenceStep {

@@ -56,6 +56,9 @@ class DeviceForward {
   virtual const char* name() const = 0;
   // Its expert cache's counters (hits, misses, bytes copied), as the CPU providers report theirs.
   virtual ExpertStats expert_stats() const { return {}; }
+  // Rows a forward should carry at most: a long prompt runs layer by layer over chunks of this many rows, so an
+  // expert cache admits each missed expert once per chunk.
+  virtual int rows_per_forward() const { return 512; }
 };
 
 class Model {
