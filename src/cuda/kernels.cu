@@ -957,96 +957,6 @@ __global__ void attention_decode_split_kernel(const float* q, const int* row_ids
   merge_if_last(row_ids, s, kDecodeSplits, scratch, counters, out, li, h0, nh);
 }
 
-constexpr int kTileQ = 16, kTileK = 16;
-
-// Block (query tile, head). Shared memory: Q tile, K and V tiles, the O accumulators, the score tile, and per
-// query row the running max, sum and rescale factor.
-__global__ void attention_prompt_kernel(const float* q, int64_t n, int p0, const float* kc, const float* vc, int window,
-                                        AttentionShape s, float* out) {
-  extern __shared__ float sm[];
-  const int hd = s.head_dim;
-  float* qs = sm;                    // kTileQ x hd
-  float* ks = qs + kTileQ * hd;      // kTileK x hd
-  float* vs = ks + kTileK * hd;      // kTileK x hd
-  float* os = vs + kTileK * hd;      // kTileQ x hd
-  float* sc = os + kTileQ * hd;      // kTileQ x kTileK
-  float* rm = sc + kTileQ * kTileK;  // running max
-  float* rl = rm + kTileQ;           // running sum
-  float* ra = rl + kTileQ;           // rescale of this tile
-  const int h = blockIdx.y;
-  const int64_t i0 = int64_t(blockIdx.x) * kTileQ;
-  const int rows = int(min_i64(kTileQ, n - i0));
-  const int kv_dim = s.n_kv_heads * hd;
-  const int kvh = h / (s.n_heads / s.n_kv_heads);
-  const int qstride = s.n_heads * hd;
-  const int tid = threadIdx.x;
-  for (int t = tid; t < kTileQ * hd; t += blockDim.x) {
-    const int r = t / hd, d = t % hd;
-    qs[t] = r < rows ? q[(i0 + r) * qstride + h * hd + d] : 0.0f;
-    os[t] = 0.0f;
-  }
-  if (tid < kTileQ) {
-    rm[tid] = -INFINITY;
-    rl[tid] = 0.0f;
-  }
-  const int p_first = int(p0 + i0), p_last = p_first + rows - 1;
-  const int key_begin = window > 0 ? max(0, p_first - window + 1) : 0;
-  __syncthreads();
-  for (int j0 = key_begin; j0 <= p_last; j0 += kTileK) {
-    for (int t = tid; t < kTileK * hd; t += blockDim.x) {
-      const int c = t / hd, d = t % hd;
-      const int j = j0 + c;
-      ks[t] = j <= p_last ? kc[int64_t(j) * kv_dim + kvh * hd + d] : 0.0f;
-      vs[t] = j <= p_last ? vc[int64_t(j) * kv_dim + kvh * hd + d] : 0.0f;
-    }
-    __syncthreads();
-    for (int t = tid; t < kTileQ * kTileK; t += blockDim.x) {
-      const int r = t / kTileK, c = t % kTileK;
-      const int p = p_first + r, j = j0 + c;
-      const int first = window > 0 ? max(0, p - window + 1) : 0;
-      float a = -INFINITY;
-      if (r < rows && j <= p && j >= first) {
-        a = 0.0f;
-        for (int d = 0; d < hd; ++d) a = fmaf(qs[r * hd + d], ks[c * hd + d], a);
-        a = a * s.scale;
-      }
-      sc[t] = a;
-    }
-    __syncthreads();
-    if (tid < kTileQ) {
-      const int r = tid;
-      float mx = rm[r];
-      for (int c = 0; c < kTileK; ++c) mx = fmaxf(mx, sc[r * kTileK + c]);
-      float alpha = 1.0f, sum = 0.0f;
-      if (mx == -INFINITY) {  // nothing seen yet for this row
-        for (int c = 0; c < kTileK; ++c) sc[r * kTileK + c] = 0.0f;
-      } else {
-        alpha = rm[r] == -INFINITY ? 0.0f : expf(rm[r] - mx);
-        for (int c = 0; c < kTileK; ++c) {
-          const float e = sc[r * kTileK + c] == -INFINITY ? 0.0f : expf(sc[r * kTileK + c] - mx);
-          sc[r * kTileK + c] = e;
-          sum += e;
-        }
-      }
-      rm[r] = mx;
-      rl[r] = rl[r] * alpha + sum;
-      ra[r] = alpha;
-    }
-    __syncthreads();
-    for (int t = tid; t < kTileQ * hd; t += blockDim.x) {
-      const int r = t / hd, d = t % hd;
-      float o = os[t] * ra[r];
-      for (int c = 0; c < kTileK; ++c) o = fmaf(sc[r * kTileK + c], vs[c * hd + d], o);
-      os[t] = o;
-    }
-    __syncthreads();
-  }
-  for (int t = tid; t < rows * hd; t += blockDim.x) {
-    const int r = t / hd, d = t % hd;
-    out[(i0 + r) * qstride + h * hd + d] = os[t] / rl[r];
-  }
-}
-
 size_t row_bytes(Codec c, int64_t cols) {
   size_t b = 0;
   dispatch_codec(c, [&]<CodecId C>() { b = row_bytes_of<C>(cols); });
@@ -1333,22 +1243,6 @@ void attention_decode(const float* q, const int* row_ids, int64_t n_rows, const 
     go.template operator()<8>();
   }
   launched("attention_decode");
-}
-
-void attention_prompt(const float* q, int64_t n, int p0, const float* k_cache, const float* v_cache, int window,
-                      const AttentionShape& s, float* out, cudaStream_t stream) {
-  if (n == 0) return;
-  const size_t smem =
-      size_t(2 * kTileQ * s.head_dim + 2 * kTileK * s.head_dim + kTileQ * kTileK + 3 * kTileQ) * sizeof(float);
-  static size_t raised = 48 * 1024;
-  if (smem > raised) {
-    check(cudaFuncSetAttribute(attention_prompt_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
-          "raising attention_prompt's shared memory");
-    raised = smem;
-  }
-  attention_prompt_kernel<<<dim3(unsigned(blocks_for(n, kTileQ)), unsigned(s.n_heads)), kAttnThreads, smem, stream>>>(
-      q, n, p0, k_cache, v_cache, window, s, out);
-  launched("attention_prompt");
 }
 
 }  // namespace seedling::cuda

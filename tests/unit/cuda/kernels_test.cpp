@@ -402,12 +402,12 @@ constexpr double kAttentionTolerance = 2e-5;
 
 }  // namespace
 
-class CudaPromptAttentionTest : public ::testing::TestWithParam<std::tuple<int, int, int, int, int>> {};
+class CudaPromptAttentionTest : public ::testing::TestWithParam<std::tuple<int, int, int, int, int, int>> {};
 
 TEST_P(CudaPromptAttentionTest, MatchesCpuRowByRow) {
   SKIP_WITHOUT_CUDA_DEVICE();
-  const auto [heads, kv_heads, hd, window, p0] = GetParam();
-  const int n = 37, layer = 1;
+  const auto [heads, kv_heads, hd, window, p0, n] = GetParam();
+  const int layer = 1;
   const cuda::AttentionShape s{heads, kv_heads, hd, 1.0f / std::sqrt(float(hd))};
   const TestCache c = make_cache(p0 + n + 3, kv_heads * hd, 21);
   const std::vector<float> q = random_floats(size_t(n * heads * hd), 22);
@@ -423,12 +423,19 @@ TEST_P(CudaPromptAttentionTest, MatchesCpuRowByRow) {
   }
 }
 
-// (heads, kv heads, head_dim, sliding window, first position): GQA groups of 1, 2 and 4; head_dim 32 to 128; a
-// window shorter than the prompt (mixtral_b's kind); a prompt that continues a cached prefix.
+// (heads, kv heads, head_dim, sliding window, first position, rows): GQA groups of 1, 2, 4 and 8; head_dim 8 and 16
+// (tiny checkpoints', padded to 64 inside), 32 to 128, 96 (not a power of 2) and 256; a window shorter than the
+// prompt (mixtral_b's kind), also one shorter than a key tile and one spanning several query tiles; a prompt that
+// continues a cached prefix; one row; 300 rows (5 query tiles of 64, the last partial) at issue 8's head shape.
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaPromptAttentionTest,
-                         ::testing::Values(std::make_tuple(4, 2, 32, 0, 0), std::make_tuple(4, 4, 64, 0, 5),
-                                           std::make_tuple(8, 2, 128, 0, 0), std::make_tuple(4, 2, 32, 8, 0),
-                                           std::make_tuple(4, 1, 64, 13, 20)));
+                         ::testing::Values(std::make_tuple(4, 2, 32, 0, 0, 37), std::make_tuple(4, 4, 64, 0, 5, 37),
+                                           std::make_tuple(8, 2, 128, 0, 0, 37), std::make_tuple(4, 2, 32, 8, 0, 37),
+                                           std::make_tuple(4, 1, 64, 13, 20, 37), std::make_tuple(4, 2, 8, 0, 0, 37),
+                                           std::make_tuple(4, 4, 16, 3, 2, 37), std::make_tuple(6, 2, 96, 0, 9, 70),
+                                           std::make_tuple(4, 2, 256, 40, 3, 100), std::make_tuple(8, 2, 128, 0, 11, 1),
+                                           std::make_tuple(32, 4, 128, 0, 0, 300),
+                                           std::make_tuple(32, 4, 128, 0, 77, 300),
+                                           std::make_tuple(32, 4, 128, 64, 0, 300)));
 
 class CudaDecodeAttentionTest : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
 
@@ -459,8 +466,8 @@ TEST_P(CudaDecodeAttentionTest, SplitOverKeysMatchesCpuAndEachRowAlone) {
     DeviceVec<float> dq(q), dout(test::poisoned(q.size()));
     DeviceVec<float> scratch(size_t(cuda::decode_attention_scratch_floats(n, s)));
     DeviceVec<int> counters(std::vector<int>(size_t(n * heads), 0));
-    cuda::attention_decode(dq.get(), dlisted.get(), n, drows.get(), layer, s, dout.get(), scratch.get(),
-                           counters.get(), nullptr);
+    cuda::attention_decode(dq.get(), dlisted.get(), n, drows.get(), layer, s, dout.get(), scratch.get(), counters.get(),
+                           nullptr);
     const std::vector<float> got = dout.download();
     // The counters the launch's last blocks use are back at zero: a second launch merges again, to the same bits;
     // and a row listed alone gets the bits it got in the batch.

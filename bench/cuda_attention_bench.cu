@@ -1,0 +1,95 @@
+// bench/cuda_attention_bench.cu - prompt attention (cuda::attention_prompt) at issue 8's head shape (Qwen3-30B-A3B:
+// 32 query heads, 4 KV heads, head_dim 128) for one layer of a 2,048- and a 16,384-token prompt, timed by CUDA
+// events: TFLOP/s (median, min, max over the repeats) against the H200's float32 CUDA-core and dense TF32 ceilings.
+// Flops count the causal half: n (n + 1) / 2 query-key pairs x head_dim x 2 (QK^T and PV) x 2 (multiply, add) per
+// head; the same figure in every arm, so TFLOP/s compare directly.
+// Usage: build/bench/cuda_attention_bench [repeats] [n ...]   (default 5 repeats, n = 2048 16384; needs a GPU)
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "cuda/kernels.h"
+
+using namespace seedling;
+
+namespace {
+
+constexpr double kFp32Ceiling = 67.0;   // TFLOP/s, H200 float32 FMA on CUDA cores (assumed, datasheet)
+constexpr double kTf32Ceiling = 495.0;  // TFLOP/s, H200 dense TF32 tensor cores (assumed, datasheet)
+
+float* device_gaussian(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = nd(rng);
+  void* p = nullptr;
+  cuda::check(cudaMalloc(&p, n * sizeof(float)), "bench alloc");
+  cuda::check(cudaMemcpy(p, v.data(), n * sizeof(float), cudaMemcpyHostToDevice), "bench upload");
+  return static_cast<float*>(p);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int repeats = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
+  std::vector<int> sizes;
+  for (int a = 2; a < argc; ++a) sizes.push_back(std::atoi(argv[a]));
+  if (sizes.empty()) sizes = {2048, 16384};
+  const cuda::AttentionShape s{32, 4, 128, 1.0f / std::sqrt(128.0f)};
+  cudaDeviceProp prop{};
+  cuda::check(cudaGetDeviceProperties(&prop, 0), "device properties");
+  std::printf("device: %s; shape: %d q heads, %d kv heads, head_dim %d; one layer, p0 = 0, no window\n", prop.name,
+              s.n_heads, s.n_kv_heads, s.head_dim);
+  std::printf("ceilings assumed (H200): %.0f TFLOP/s float32 CUDA cores, %.0f TFLOP/s TF32 dense\n", kFp32Ceiling,
+              kTf32Ceiling);
+  cudaStream_t stream;
+  cuda::check(cudaStreamCreate(&stream), "stream");
+  cudaEvent_t a, b;
+  cuda::check(cudaEventCreate(&a), "event");
+  cuda::check(cudaEventCreate(&b), "event");
+  for (const int n : sizes) {
+    if (n <= 0) {
+      std::fprintf(stderr, "cuda_attention_bench: n must be positive, got %d\n", n);
+      return 1;
+    }
+    const size_t kv = size_t(n) * size_t(s.n_kv_heads * s.head_dim), qn = size_t(n) * size_t(s.n_heads * s.head_dim);
+    float* q = device_gaussian(qn, 1);
+    float* k = device_gaussian(kv, 2);
+    float* v = device_gaussian(kv, 3);
+    float* out = nullptr;
+    cuda::check(cudaMalloc(reinterpret_cast<void**>(&out), qn * sizeof(float)), "bench alloc");
+    cuda::attention_prompt(q, n, 0, k, v, 0, s, out, stream);  // warm-up
+    cuda::check(cudaStreamSynchronize(stream), "warm-up");
+    std::vector<double> tflops;
+    const double flops = double(n) * double(n + 1) / 2.0 * s.head_dim * 2.0 * 2.0 * s.n_heads;
+    for (int r = 0; r < repeats; ++r) {
+      cuda::check(cudaEventRecord(a, stream), "event");
+      cuda::attention_prompt(q, n, 0, k, v, 0, s, out, stream);
+      cuda::check(cudaEventRecord(b, stream), "event");
+      cuda::check(cudaEventSynchronize(b), "bench run");
+      float ms = 0;
+      cuda::check(cudaEventElapsedTime(&ms, a, b), "event");
+      tflops.push_back(flops / (double(ms) * 1e-3) / 1e12);
+    }
+    std::sort(tflops.begin(), tflops.end());
+    const double med = tflops[tflops.size() / 2];
+    std::printf(
+        "n = %5d: %.3f ms per layer (%.2f s for 48 layers), %.2f TFLOP/s (min %.2f, max %.2f) = %.1f%% of "
+        "float32, %.1f%% of TF32\n",
+        n, flops / (med * 1e12) * 1e3, 48.0 * flops / (med * 1e12), med, tflops.front(), tflops.back(),
+        100.0 * med / kFp32Ceiling, 100.0 * med / kTf32Ceiling);
+    cudaFree(q);
+    cudaFree(k);
+    cudaFree(v);
+    cudaFree(out);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaStreamDestroy(stream);
+  return 0;
+}

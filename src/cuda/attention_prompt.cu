@@ -1,0 +1,233 @@
+// cuda/attention_prompt.cu - prompt (prefill) attention, flash-attention-2 style on float32 CUDA cores: the kernel
+// behind attention_prompt (cuda/kernels.h).
+//
+// A block owns kQ = 64 query rows of one head. It stages them once in shared memory, then walks the keys from its
+// first row's first key (0, or the sliding window's start) to its last row's position in tiles of kK = 32 keys and
+// values staged in shared memory; fully masked tiles past the causal limit are never visited. Each of the block's
+// 128 threads owns, in registers, a 4 x 4 micro-tile of S = Q K^T (rows ty + 16 i, keys tx + 8 j), the running max
+// and sum of its 4 rows, and a 4 x (HD / 8) micro-tile of O (dims 4 tx + 32 g + e); the 8 threads that share rows
+// are 8 lanes of one warp, so a row's max and sum meet by shuffles and its probabilities pass through shared memory
+// under a warp barrier. head_dim is padded to HD = 64, 128 or 256 with zeros (which add nothing to any dot product).
+// Invariant: float32 throughout (no TF32, no fast exp): scores, exponentials and sums are float32 fmaf/expf, so the
+// result differs from ops::attention_row only by the order of float32 additions; the same inputs give the same bits.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "cuda/kernels.h"
+
+namespace seedling::cuda {
+
+namespace {
+
+constexpr int kQ = 64;         // query rows per block
+constexpr int kK = 32;         // keys per staged tile
+constexpr int kThreads = 128;  // 16 row groups (ty) x 8 key/dim lanes (tx)
+constexpr int kPStride = kK + 4;
+
+// Shared memory of the kernel for padded head_dim HD, in floats: Q (kQ rows), K (kK rows), both with rows of HD + 4
+// floats so that float4 reads of 4 (resp. 8) different rows fall in different banks; V (kK x HD); P (kQ x kPStride).
+template <int HD>
+constexpr int prompt_smem_floats() {
+  return kQ * (HD + 4) + kK * (HD + 4) + kK * HD + kQ * kPStride;
+}
+
+__device__ __forceinline__ float4 load4(const float* p) {
+  return *reinterpret_cast<const float4*>(p);
+}
+
+template <int HD>
+__global__ void __launch_bounds__(kThreads)
+    attention_prompt_kernel(const float* __restrict__ q, int n, int p0, const float* __restrict__ kc,
+                            const float* __restrict__ vc, int window, AttentionShape s, float* __restrict__ out) {
+  constexpr int QS = HD + 4, G = HD / 32;
+  extern __shared__ float4 smem4[];
+  float* qs = reinterpret_cast<float*>(smem4);  // kQ x QS
+  float* ks = qs + kQ * QS;                     // kK x QS
+  float* vs = ks + kK * QS;                     // kK x HD
+  float* ps = vs + kK * HD;                     // kQ x kPStride
+  const int hd = s.head_dim;
+  const int tid = int(threadIdx.x), tx = tid % 8, ty = tid / 8;
+  const int tiles = (n + kQ - 1) / kQ;
+  const int i0 = (tiles - 1 - int(blockIdx.x)) * kQ;  // the last (longest) rows start first
+  const int h = int(blockIdx.y);
+  const int rows = min(kQ, n - i0);
+  const int kvh = h / (s.n_heads / s.n_kv_heads);
+  const int64_t qstride = int64_t(s.n_heads) * hd;
+  const int64_t kv_dim = int64_t(s.n_kv_heads) * hd;
+  const float* qh = q + int64_t(i0) * qstride + int64_t(h) * hd;
+  for (int t = tid; t < kQ * HD; t += kThreads) {
+    const int r = t / HD, d = t % HD;
+    qs[r * QS + d] = r < rows && d < hd ? qh[int64_t(r) * qstride + d] : 0.0f;
+  }
+  const int pf = p0 + i0, pl = pf + rows - 1;  // positions of the block's first and last rows
+  const int key_begin = window > 0 ? max(0, pf - window + 1) : 0;
+  // Rows past n take positions past pl: they see keys up to pl (or none), are never written, and cannot make NaNs.
+  int pos[4], first[4];
+  float m[4], l[4];
+  float o[4][G][4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    pos[i] = pf + ty + 16 * i;
+    first[i] = window > 0 ? max(0, pos[i] - window + 1) : 0;
+    m[i] = -INFINITY;
+    l[i] = 0.0f;
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[i][g][e] = 0.0f;
+    }
+  }
+  const float* kh = kc + int64_t(kvh) * hd;
+  const float* vh = vc + int64_t(kvh) * hd;
+  for (int j0 = key_begin; j0 <= pl; j0 += kK) {
+    __syncthreads();  // every thread is done with the previous tile's K, V and P (and Q is staged)
+    for (int t = tid; t < kK * HD; t += kThreads) {
+      const int c = t / HD, d = t % HD;
+      const bool ok = j0 + c <= pl && d < hd;
+      const int64_t at = int64_t(j0 + c) * kv_dim + d;
+      ks[c * QS + d] = ok ? kh[at] : 0.0f;
+      vs[c * HD + d] = ok ? vh[at] : 0.0f;
+    }
+    __syncthreads();
+    float sc[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) sc[i][j] = 0.0f;
+    }
+#pragma unroll 4
+    for (int d = 0; d < HD; d += 4) {
+      float4 a[4], b[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a[i] = load4(qs + (ty + 16 * i) * QS + d);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) b[j] = load4(ks + (tx + 8 * j) * QS + d);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          float acc = sc[i][j];
+          acc = fmaf(a[i].x, b[j].x, acc);
+          acc = fmaf(a[i].y, b[j].y, acc);
+          acc = fmaf(a[i].z, b[j].z, acc);
+          sc[i][j] = fmaf(a[i].w, b[j].w, acc);
+        }
+      }
+    }
+    // Online softmax of the tile, row by row: the 8 lanes of a row group (lane bits 0..2) meet by shuffles.
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int key = j0 + tx + 8 * j;
+        const bool seen = key <= pos[i] && key >= first[i] && key <= pl;
+        sc[i][j] = seen ? sc[i][j] * s.scale : -INFINITY;
+        mx = fmaxf(mx, sc[i][j]);
+      }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+      const float m_new = fmaxf(m[i], mx);
+      const float base = m_new == -INFINITY ? 0.0f : m_new;  // a row with no key yet keeps zeros, not NaNs
+      const float alpha = expf(m[i] - base);
+      m[i] = m_new;
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float p = expf(sc[i][j] - base);
+        sum += p;
+        ps[(ty + 16 * i) * kPStride + tx + 8 * j] = p;
+      }
+      l[i] = l[i] * alpha + sum;  // this lane's keys only; the 8 lanes' sums meet at the end
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[i][g][e] *= alpha;
+      }
+    }
+    __syncwarp();  // a row group's P rows are written and read by its own 8 lanes only
+#pragma unroll 2
+    for (int c = 0; c < kK; c += 4) {
+      float pr[4][4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float4 t = load4(ps + (ty + 16 * i) * kPStride + c);
+        pr[i][0] = t.x;
+        pr[i][1] = t.y;
+        pr[i][2] = t.z;
+        pr[i][3] = t.w;
+      }
+#pragma unroll
+      for (int cc = 0; cc < 4; ++cc) {
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+          const float4 v = load4(vs + (c + cc) * HD + 4 * tx + 32 * g);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            o[i][g][0] = fmaf(pr[i][cc], v.x, o[i][g][0]);
+            o[i][g][1] = fmaf(pr[i][cc], v.y, o[i][g][1]);
+            o[i][g][2] = fmaf(pr[i][cc], v.z, o[i][g][2]);
+            o[i][g][3] = fmaf(pr[i][cc], v.w, o[i][g][3]);
+          }
+        }
+      }
+    }
+  }
+  float* oh = out + int64_t(i0) * qstride + int64_t(h) * hd;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    // A butterfly gives all 8 lanes the same bits (each pair sum is commutative).
+    float sum = l[i];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 4);
+    const int r = ty + 16 * i;
+    if (r >= rows) continue;
+    const float inv = 1.0f / sum;
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int d = 4 * tx + 32 * g + e;
+        if (d < hd) oh[int64_t(r) * qstride + d] = o[i][g][e] * inv;
+      }
+    }
+  }
+}
+
+template <int HD>
+void launch_prompt(const float* q, int n, int p0, const float* k_cache, const float* v_cache, int window,
+                   const AttentionShape& s, float* out, cudaStream_t stream) {
+  constexpr int smem = prompt_smem_floats<HD>() * int(sizeof(float));
+  if constexpr (smem > 48 * 1024) {
+    // Per device and cheap: raised on every call rather than remembered for one device.
+    check(cudaFuncSetAttribute(attention_prompt_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+          "raising attention_prompt's shared memory");
+  }
+  const dim3 grid(unsigned((n + kQ - 1) / kQ), unsigned(s.n_heads));
+  attention_prompt_kernel<HD><<<grid, kThreads, smem, stream>>>(q, n, p0, k_cache, v_cache, window, s, out);
+  check(cudaGetLastError(), "attention_prompt");
+}
+
+}  // namespace
+
+void attention_prompt(const float* q, int64_t n, int p0, const float* k_cache, const float* v_cache, int window,
+                      const AttentionShape& s, float* out, cudaStream_t stream) {
+  if (n <= 0) return;
+  if (s.head_dim <= 0 || s.head_dim > 256 || s.n_kv_heads <= 0 || s.n_heads % s.n_kv_heads != 0 || n > INT32_MAX) {
+    check(cudaErrorInvalidValue, "attention_prompt (head_dim 1..256, n_heads a multiple of n_kv_heads)");
+  }
+  const int rows = int(n);
+  if (s.head_dim <= 64) {
+    launch_prompt<64>(q, rows, p0, k_cache, v_cache, window, s, out, stream);
+  } else if (s.head_dim <= 128) {
+    launch_prompt<128>(q, rows, p0, k_cache, v_cache, window, s, out, stream);
+  } else {
+    launch_prompt<256>(q, rows, p0, k_cache, v_cache, window, s, out, stream);
+  }
+}
+
+}  // namespace seedling::cuda
