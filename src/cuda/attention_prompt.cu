@@ -3,9 +3,10 @@
 //
 // A block owns kQ = 64 query rows of one head. It stages them once in shared memory, then walks the keys from its
 // first row's first key (0, or the sliding window's start) to its last row's position in tiles of kK = 32 keys and
-// values staged in shared memory; fully masked tiles past the causal limit are never visited. Each of the block's
-// 128 threads owns, in registers, a 4 x 4 micro-tile of S = Q K^T (rows ty + 16 i, keys tx + 8 j), the running max
-// and sum of its 4 rows, and a 4 x (HD / 8) micro-tile of O (dims 4 tx + 32 g + e); the 8 threads that share rows
+// values, double-buffered in shared memory (the next tile's cp.async copies fly while this one is used; plain loads
+// when the cache is not 16-byte aligned); fully masked tiles past the causal limit are never visited. Each of the
+// block's 128 threads owns, in registers, a 4 x 4 micro-tile of S = Q K^T (rows ty + 16 i, keys tx + 8 j), the running
+// max and sum of its 4 rows, and a 4 x (HD / 8) micro-tile of O (dims 4 tx + 32 g + e); the 8 threads that share rows
 // are 8 lanes of one warp, so a row's max and sum meet by shuffles and its probabilities pass through shared memory
 // under a warp barrier. head_dim is padded to HD = 64, 128 or 256 with zeros (which add nothing to any dot product).
 // Invariant: float32 throughout (no TF32, no fast exp): scores, exponentials and sums are float32 fmaf/expf, so the
@@ -14,6 +15,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 
 #include "cuda/kernels.h"
 
@@ -21,32 +23,79 @@ namespace seedling::cuda {
 
 namespace {
 
+// Asynchronous 16-byte copies from global to shared memory (cp.async, sm_80 and later), in commit groups.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+// Waits for this thread's copies of every group but the newest.
+__device__ __forceinline__ void cp_async_wait_prior() {
+  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+}
+
 constexpr int kQ = 64;         // query rows per block
 constexpr int kK = 32;         // keys per staged tile
 constexpr int kThreads = 128;  // 16 row groups (ty) x 8 key/dim lanes (tx)
 constexpr int kPStride = kK + 4;
 
-// Shared memory of the kernel for padded head_dim HD, in floats: Q (kQ rows), K (kK rows), both with rows of HD + 4
-// floats so that float4 reads of 4 (resp. 8) different rows fall in different banks; V (kK x HD); P (kQ x kPStride).
-template <int HD>
-constexpr int prompt_smem_floats() {
-  return kQ * (HD + 4) + kK * (HD + 4) + kK * HD + kQ * kPStride;
+// Shared memory of the kernel for padded head_dim HD, in floats: Q (kQ rows), two K tiles (kK rows), all with rows of
+// HD + 4 floats so that float4 reads of 4 (resp. 8) different rows fall in different banks; two V tiles (kK x HD);
+// P (kQ x kPStride). 60 KB at HD 64, 110 KB at 128 (two blocks per H200 SM), 208 KB at 256.
+__host__ __device__ constexpr int kv_tile_floats(int hd) {
+  return kK * (hd + 4) + kK * hd;
+}
+__host__ __device__ constexpr int prompt_smem_floats(int hd) {
+  return kQ * (hd + 4) + 2 * kv_tile_floats(hd) + kQ * kPStride;
 }
 
 __device__ __forceinline__ float4 load4(const float* p) {
   return *reinterpret_cast<const float4*>(p);
 }
 
-template <int HD>
+// Keys and values j0 .. j0 + kK - 1 of this KV head into ks (rows of HD + 4) and vs (rows of HD); keys past pl
+// (which may lie past the cache) and dims past hd as zeros, so masked probabilities multiply zeros, never garbage.
+// A: hd % 4 == 0 and both caches 16-byte aligned, so rows go by cp.async (the caller commits and waits).
+template <int HD, bool A>
+__device__ __forceinline__ void stage_kv(float* ks, float* vs, const float* kh, const float* vh, int j0, int pl, int hd,
+                                         int64_t kv_dim) {
+  constexpr int QS = HD + 4;
+  if constexpr (A) {
+    for (int t = int(threadIdx.x); t < kK * HD / 4; t += kThreads) {
+      const int c = t / (HD / 4), d = t % (HD / 4) * 4;
+      float* kd = ks + c * QS + d;
+      float* vd = vs + c * HD + d;
+      if (j0 + c <= pl && d < hd) {
+        const int64_t at = int64_t(j0 + c) * kv_dim + d;
+        cp_async16(kd, kh + at);
+        cp_async16(vd, vh + at);
+      } else {
+        *reinterpret_cast<float4*>(kd) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        *reinterpret_cast<float4*>(vd) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+    }
+  } else {
+    for (int t = int(threadIdx.x); t < kK * HD; t += kThreads) {
+      const int c = t / HD, d = t % HD;
+      const bool ok = j0 + c <= pl && d < hd;
+      const int64_t at = int64_t(j0 + c) * kv_dim + d;
+      ks[c * QS + d] = ok ? kh[at] : 0.0f;
+      vs[c * HD + d] = ok ? vh[at] : 0.0f;
+    }
+  }
+}
+
+template <int HD, bool A>
 __global__ void __launch_bounds__(kThreads)
     attention_prompt_kernel(const float* __restrict__ q, int n, int p0, const float* __restrict__ kc,
                             const float* __restrict__ vc, int window, AttentionShape s, float* __restrict__ out) {
   constexpr int QS = HD + 4, G = HD / 32;
   extern __shared__ float4 smem4[];
   float* qs = reinterpret_cast<float*>(smem4);  // kQ x QS
-  float* ks = qs + kQ * QS;                     // kK x QS
-  float* vs = ks + kK * QS;                     // kK x HD
-  float* ps = vs + kK * HD;                     // kQ x kPStride
+  float* kv = qs + kQ * QS;                     // two tiles of K (kK x QS) then V (kK x HD)
+  float* ps = kv + 2 * kv_tile_floats(HD);      // kQ x kPStride
   const int hd = s.head_dim;
   const int tid = int(threadIdx.x), tx = tid % 8, ty = tid / 8;
   const int tiles = (n + kQ - 1) / kQ;
@@ -81,16 +130,18 @@ __global__ void __launch_bounds__(kThreads)
   }
   const float* kh = kc + int64_t(kvh) * hd;
   const float* vh = vc + int64_t(kvh) * hd;
-  for (int j0 = key_begin; j0 <= pl; j0 += kK) {
-    __syncthreads();  // every thread is done with the previous tile's K, V and P (and Q is staged)
-    for (int t = tid; t < kK * HD; t += kThreads) {
-      const int c = t / HD, d = t % HD;
-      const bool ok = j0 + c <= pl && d < hd;
-      const int64_t at = int64_t(j0 + c) * kv_dim + d;
-      ks[c * QS + d] = ok ? kh[at] : 0.0f;
-      vs[c * HD + d] = ok ? vh[at] : 0.0f;
+  stage_kv<HD, A>(kv, kv + kK * QS, kh, vh, key_begin, pl, hd, kv_dim);  // key_begin <= pl always
+  cp_async_commit();
+  for (int j0 = key_begin, buf = 0; j0 <= pl; j0 += kK, buf ^= 1) {
+    float* ks = kv + buf * kv_tile_floats(HD);
+    float* vs = ks + kK * QS;
+    if (j0 + kK <= pl) {  // the next tile into the other buffer, last read before the previous iteration's barrier
+      float* kn = kv + (buf ^ 1) * kv_tile_floats(HD);
+      stage_kv<HD, A>(kn, kn + kK * QS, kh, vh, j0 + kK, pl, hd, kv_dim);
     }
-    __syncthreads();
+    cp_async_commit();
+    cp_async_wait_prior();  // this thread's copies of this tile have landed
+    __syncthreads();        // everyone's have (and Q is staged)
     float sc[4][4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -175,6 +226,7 @@ __global__ void __launch_bounds__(kThreads)
         }
       }
     }
+    __syncthreads();  // every thread is done with this tile's K, V and P before they are overwritten
   }
   float* oh = out + int64_t(i0) * qstride + int64_t(h) * hd;
 #pragma unroll
@@ -198,18 +250,30 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <int HD>
+template <int HD, bool A>
 void launch_prompt(const float* q, int n, int p0, const float* k_cache, const float* v_cache, int window,
                    const AttentionShape& s, float* out, cudaStream_t stream) {
-  constexpr int smem = prompt_smem_floats<HD>() * int(sizeof(float));
+  constexpr int smem = prompt_smem_floats(HD) * int(sizeof(float));
   if constexpr (smem > 48 * 1024) {
     // Per device and cheap: raised on every call rather than remembered for one device.
-    check(cudaFuncSetAttribute(attention_prompt_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+    check(cudaFuncSetAttribute(attention_prompt_kernel<HD, A>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
           "raising attention_prompt's shared memory");
   }
   const dim3 grid(unsigned((n + kQ - 1) / kQ), unsigned(s.n_heads));
-  attention_prompt_kernel<HD><<<grid, kThreads, smem, stream>>>(q, n, p0, k_cache, v_cache, window, s, out);
+  attention_prompt_kernel<HD, A><<<grid, kThreads, smem, stream>>>(q, n, p0, k_cache, v_cache, window, s, out);
   check(cudaGetLastError(), "attention_prompt");
+}
+
+template <int HD>
+void launch_prompt(const float* q, int n, int p0, const float* k_cache, const float* v_cache, int window,
+                   const AttentionShape& s, float* out, cudaStream_t stream) {
+  const bool aligned = s.head_dim % 4 == 0 && reinterpret_cast<uintptr_t>(k_cache) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(v_cache) % 16 == 0;
+  if (aligned) {
+    launch_prompt<HD, true>(q, n, p0, k_cache, v_cache, window, s, out, stream);
+  } else {
+    launch_prompt<HD, false>(q, n, p0, k_cache, v_cache, window, s, out, stream);
+  }
 }
 
 }  // namespace
@@ -217,8 +281,14 @@ void launch_prompt(const float* q, int n, int p0, const float* k_cache, const fl
 void attention_prompt(const float* q, int64_t n, int p0, const float* k_cache, const float* v_cache, int window,
                       const AttentionShape& s, float* out, cudaStream_t stream) {
   if (n <= 0) return;
-  if (s.head_dim <= 0 || s.head_dim > 256 || s.n_kv_heads <= 0 || s.n_heads % s.n_kv_heads != 0 || n > INT32_MAX) {
-    check(cudaErrorInvalidValue, "attention_prompt (head_dim 1..256, n_heads a multiple of n_kv_heads)");
+  if (s.head_dim <= 0 || s.head_dim > 256 || s.n_heads <= 0 || s.n_kv_heads <= 0 || s.n_heads % s.n_kv_heads != 0 ||
+      n > INT32_MAX) {
+    char what[256];  // no fmt in .cu files: check() throws Error with this text
+    std::snprintf(what, sizeof what,
+                  "attention_prompt of %lld rows, head_dim %d, %d q heads, %d kv heads (expected head_dim 1..256, q "
+                  "heads a positive multiple of kv heads, rows below 2^31)",
+                  static_cast<long long>(n), s.head_dim, s.n_heads, s.n_kv_heads);
+    check(cudaErrorInvalidValue, what);
   }
   const int rows = int(n);
   if (s.head_dim <= 64) {

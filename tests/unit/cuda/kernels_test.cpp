@@ -7,11 +7,14 @@
 // library's.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 
 #include "codec/quantize.h"
+#include "core/error.h"
 #include "cuda_test_util.h"
 #include "ops/matmul.h"
 #include "ops/ops.h"
@@ -415,6 +418,13 @@ TEST_P(CudaPromptAttentionTest, MatchesCpuRowByRow) {
   const float* kc = dc.get() + size_t(layer) * 2 * size_t(c.cap) * size_t(c.kv_dim);
   cuda::attention_prompt(dq.get(), n, p0, kc, kc + size_t(c.cap) * size_t(c.kv_dim), window, s, dout.get(), nullptr);
   const std::vector<float> got = dout.download();
+  // A cache one float off 16-byte alignment takes the plain-load path (not cp.async): the same bits.
+  std::vector<float> shifted(c.host.size() + 1, 0.0f);
+  std::copy(c.host.begin(), c.host.end(), shifted.begin() + 1);
+  DeviceVec<float> dshifted(shifted), dout2(test::poisoned(q.size()));
+  const float* kc2 = dshifted.get() + 1 + size_t(layer) * 2 * size_t(c.cap) * size_t(c.kv_dim);
+  cuda::attention_prompt(dq.get(), n, p0, kc2, kc2 + size_t(c.cap) * size_t(c.kv_dim), window, s, dout2.get(), nullptr);
+  ASSERT_EQ(dout2.download(), got);
   for (int i = 0; i < n; ++i) {
     const std::vector<float> want = cpu_attention(q.data() + i * heads * hd, c, layer, p0 + i, window, s);
     for (size_t j = 0; j < want.size(); ++j) {
@@ -436,6 +446,21 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaPromptAttentionTest,
                                            std::make_tuple(32, 4, 128, 0, 0, 300),
                                            std::make_tuple(32, 4, 128, 0, 77, 300),
                                            std::make_tuple(32, 4, 128, 64, 0, 300)));
+
+// A shape the kernel does not take is one Error naming it, thrown before anything reaches a device (no GPU needed).
+TEST(CudaKernels, PromptAttentionRejectsShapesItCannotRun) {
+  const cuda::AttentionShape shapes[] = {{4, 2, 320, 1.0f}, {6, 4, 64, 1.0f}, {4, 0, 64, 1.0f}};
+  for (const cuda::AttentionShape& s : shapes) {
+    try {
+      cuda::attention_prompt(nullptr, 5, 0, nullptr, nullptr, 0, s, nullptr, nullptr);
+      FAIL() << "attention_prompt accepted head_dim " << s.head_dim << ", " << s.n_heads << "/" << s.n_kv_heads;
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("attention_prompt of 5 rows, head_dim " + std::to_string(s.head_dim)), std::string::npos) << m;
+      EXPECT_NE(m.find("expected head_dim 1..256"), std::string::npos) << m;
+    }
+  }
+}
 
 class CudaDecodeAttentionTest : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
 
