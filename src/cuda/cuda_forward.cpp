@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "cuda/gemm.h"
 #include "cuda/kernels.h"
 #include "cuda/vram_experts.h"
 
@@ -48,6 +49,20 @@ class DeviceScratch {
   void* p_ = nullptr;
   size_t bytes_ = 0;
 };
+
+// Rows from which a forward's products run on tensor cores (cuda/gemm.h: TF32 inputs, float32 sums): below it
+// the CUDA-core kernels are faster (docs/results/2026-11-30-cuda-prefill-gemm.md: 0.81x at 32 rows, 1.43x at 64).
+// The router's product stays on CUDA cores at every size, so expert choices never see TF32 rounding.
+constexpr int64_t kTensorCoreRows = 64;
+
+// y = x W^T (or y +=) for m rows, on tensor cores from kTensorCoreRows rows.
+void product(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream) {
+  if (m >= kTensorCoreRows) {
+    cuda::matmul_tc(x, m, w, y, accumulate, stream);
+  } else {
+    cuda::matmul(x, m, w, y, accumulate, stream);
+  }
+}
 
 // One sequence's keys and values in VRAM: [layers][2][cap][kv_dim] float32.
 struct CudaKv final : KvCache::DeviceState {
@@ -114,14 +129,15 @@ class CudaForward final : public DeviceForward {
   int* d_decode_ = nullptr;
   int* d_wanted_ = nullptr;
   DeviceScratch s_meta_, s_x_, s_xn_, s_q_, s_k_, s_v_, s_att_, s_router_, s_ids_, s_w_, s_act_, s_up_, s_eout_,
-      s_attn_scratch_, s_attn_counters_, s_router_counter_, s_logits_;
+      s_attn_scratch_, s_attn_counters_, s_router_counter_, s_bucket_, s_logits_;
   std::vector<uint8_t> meta_host_;
   std::vector<int> ids_host_;
 
   // Decode as one CUDA graph (batch 1, every expert resident): the graph reads token, position and cache row from
   // the batch description in device memory, and decode attention sizes its splits from the cache's capacity read
-  // there too (splits past the position are empty and add nothing), so one capture serves every position. It is captured when a decode
-  // finds the same buffers (the key) as the eager decode before it, and replaced when they change.
+  // there too (splits past the position are empty and add nothing), so one capture serves every position. It is
+  // captured when a decode finds the same buffers (the key) as the eager decode before it, and replaced when they
+  // change.
   bool graphs_ = true;
   cudaGraphExec_t graph_ = nullptr;
   std::vector<const void*> graph_key_, eager_key_;
@@ -337,13 +353,22 @@ void CudaForward::forward(std::span<const BatchRow> rows, float* logits) {
 
 // Every buffer a batch-1 decode's launches name: a graph captured with them stays valid while they are unchanged.
 std::vector<const void*> CudaForward::graph_key() const {
-  return {s_meta_.ptr(),   s_x_.ptr(),
-          s_xn_.ptr(),     s_q_.ptr(),
-          s_k_.ptr(),      s_v_.ptr(),
-          s_att_.ptr(),    s_router_.ptr(),
-          s_ids_.ptr(),    s_w_.ptr(),
-          s_act_.ptr(),    s_up_.ptr(),
-          s_eout_.ptr(),   s_attn_scratch_.ptr(), s_attn_counters_.ptr(), s_router_counter_.ptr(),
+  return {s_meta_.ptr(),
+          s_x_.ptr(),
+          s_xn_.ptr(),
+          s_q_.ptr(),
+          s_k_.ptr(),
+          s_v_.ptr(),
+          s_att_.ptr(),
+          s_router_.ptr(),
+          s_ids_.ptr(),
+          s_w_.ptr(),
+          s_act_.ptr(),
+          s_up_.ptr(),
+          s_eout_.ptr(),
+          s_attn_scratch_.ptr(),
+          s_attn_counters_.ptr(),
+          s_router_counter_.ptr(),
           s_logits_.ptr()};
 }
 
@@ -365,10 +390,10 @@ void CudaForward::enqueue(int64_t W) {
       float* g = s_act_.get<float>(size_t(M * I));
       float* u = s_up_.get<float>(size_t(M * I));
       cuda::rms_norm(x, xn, M, H, lw.ffn_norm, c_.rms_norm_eps, stream_);
-      cuda::matmul(xn, M, lw.mlp_gate, g, false, stream_);
-      cuda::matmul(xn, M, lw.mlp_up, u, false, stream_);
+      product(xn, M, lw.mlp_gate, g, false, stream_);
+      product(xn, M, lw.mlp_up, u, false, stream_);
       cuda::silu_mul(g, u, g, M * I, stream_);
-      cuda::matmul(g, M, lw.mlp_down, x, true, stream_);
+      product(g, M, lw.mlp_down, x, true, stream_);
     }
   }
   // Head over the rows that want logits: (wanted, H) -> (wanted, V).
@@ -380,7 +405,7 @@ void CudaForward::enqueue(int64_t W) {
     } else {
       cuda::gather_rows(x, d_wanted_, W, H, xn, stream_);
       cuda::rms_norm(xn, xn, W, H, final_norm_, c_.rms_norm_eps, stream_);
-      cuda::matmul(xn, W, head_, out, false, stream_);
+      product(xn, W, head_, out, false, stream_);
     }
   }
 }
@@ -399,9 +424,9 @@ void CudaForward::attention(int layer, float* x, float* xn) {
     cuda::matvec(x, ws, ys, lw.attn_norm, c_.rms_norm_eps, xn, false, stream_);
   } else {
     cuda::rms_norm(x, xn, M, H, lw.attn_norm, c_.rms_norm_eps, stream_);
-    cuda::matmul(xn, M, lw.q, q, false, stream_);  // (M, Q)
-    cuda::matmul(xn, M, lw.k, k, false, stream_);  // (M, KV)
-    cuda::matmul(xn, M, lw.v, v, false, stream_);  // (M, KV)
+    product(xn, M, lw.q, q, false, stream_);  // (M, Q)
+    product(xn, M, lw.k, k, false, stream_);  // (M, KV)
+    product(xn, M, lw.v, v, false, stream_);  // (M, KV)
   }
   if (lw.q_bias != nullptr) {
     cuda::add_bias(q, lw.q_bias, M, Q, stream_);
@@ -426,7 +451,7 @@ void CudaForward::attention(int layer, float* x, float* xn) {
     float* const ys[1] = {x};
     cuda::matvec(att, {&lw.o, 1}, ys, nullptr, 0.0f, nullptr, true, stream_);  // x += o . att
   } else {
-    cuda::matmul(att, M, lw.o, x, true, stream_);  // x += (M, H)
+    product(att, M, lw.o, x, true, stream_);  // x += (M, H)
   }
 }
 
@@ -440,8 +465,8 @@ void CudaForward::moe(int layer, float* x, float* xn) {
   float* act = s_act_.get<float>(size_t(M * K * I));
   if (M == 1) {  // (1, E) logits, xn, and the top-k in one launch
     int* counter = s_router_counter_.get_zeroed<int>(1, stream_);
-    cuda::router_matvec_topk(x, lw.router, lw.ffn_norm, c_.rms_norm_eps, xn, router, K, c_.norm_topk_prob, ids,
-                             weights, counter, stream_);
+    cuda::router_matvec_topk(x, lw.router, lw.ffn_norm, c_.rms_norm_eps, xn, router, K, c_.norm_topk_prob, ids, weights,
+                             counter, stream_);
   } else {
     cuda::rms_norm(x, xn, M, H, lw.ffn_norm, c_.rms_norm_eps, stream_);
     cuda::matmul(xn, M, lw.router, router, false, stream_);  // (M, E)
@@ -451,9 +476,17 @@ void CudaForward::moe(int layer, float* x, float* xn) {
   // One pass over every chosen expert: down products and combine in one launch. Several passes (a VRAM cache
   // smaller than the batch's experts): each pass's down products into eout, the combine after the last.
   float* eout = nullptr;
+  const bool tc = M >= kTensorCoreRows;  // rows bucketed by expert, tensor-core GEMMs (cuda/gemm.h)
+  void* bucket = tc ? s_bucket_.get<uint8_t>(cuda::expert_gemm_scratch_bytes(M, K, E)) : nullptr;
   auto run = [&](const uint8_t* const* table, bool only_pass) {
+    if (tc) {
+      if (eout == nullptr) eout = s_eout_.get<float>(size_t(M * K * H));
+      cuda::expert_gate_up_tc(xn, M, K, ids, table, E, el, act, bucket, stream_);  // (M * K, I)
+      cuda::expert_down_tc(act, M * K, ids, table, E, el, eout, bucket, stream_);  // (M * K, H)
+      return;
+    }
     cuda::expert_gate_up(xn, M, K, ids, table, el, act, stream_);  // (M * K, I)
-    if (only_pass) {  // x += sum_s w_s * down_s
+    if (only_pass) {                                               // x += sum_s w_s * down_s
       float* scratch = K > 32 ? s_eout_.get<float>(size_t(M * K * H)) : nullptr;
       cuda::expert_down_combine(act, M, K, ids, weights, table, el, x, scratch, stream_);
     } else {
@@ -463,6 +496,7 @@ void CudaForward::moe(int layer, float* x, float* xn) {
   };
   if (experts_->resident()) {
     run(experts_->table(layer), true);
+    if (eout != nullptr) cuda::moe_combine(eout, weights, M, K, H, x, stream_);  // x += sum_s w_s * expert_s
     return;
   }
   // The host learns the chosen experts (this waits for the router), then admits them in ascending order.

@@ -783,8 +783,7 @@ constexpr int kAttnThreads = 128;
 // the next launch). A warp per head: the max and the sum over splits, then each output dim as the sum over splits
 // of exp(max_p - max) * out_p, in split order. Splits with max -inf (no keys) are skipped.
 __device__ __forceinline__ void merge_if_last(const int* row_ids, const AttentionShape& s, int splits,
-                                              const float* scratch, int* counters, float* out, int li, int h0,
-                                              int nh) {
+                                              const float* scratch, int* counters, float* out, int li, int h0, int nh) {
   __shared__ int last;
   __threadfence();
   __syncthreads();
@@ -829,12 +828,15 @@ __device__ __forceinline__ void merge_if_last(const int* row_ids, const Attentio
 // accumulators rescaled); then each thread adds the tile's weighted values for its dims. The split's [max, sum,
 // out[head_dim]] go to scratch (an empty split writes max = -inf only); the last block of the group merges.
 // D: dims per lane of a key, head_dim <= 32 * D.
-constexpr int kGroupHeads = 8, kTileKeys = 32, kDecodeSplits = 16;
+// Splits of at least two tiles (64 keys), more keys a split once 64 splits would not cover the cache: 16 splits of
+// 64 keys measured faster than 32 of 32 at a 1024-position cache (166 vs 151 tok/s), 64 splits of 64 faster than
+// 16 of 256 at 4096 (133 vs 118): docs/results/2026-11-30-cuda-decode-fused.md.
+constexpr int kGroupHeads = 8, kTileKeys = 32, kDecodeSplits = 64;
 
 __host__ __device__ __forceinline__ int decode_split_keys(int cap) {
   const int per = (cap + kDecodeSplits - 1) / kDecodeSplits;
   const int tiles = (per + kTileKeys - 1) / kTileKeys;
-  return (tiles > 0 ? tiles : 1) * kTileKeys;
+  return (tiles > 2 ? tiles : 2) * kTileKeys;
 }
 
 template <int D, bool S>
@@ -842,8 +844,8 @@ __global__ void attention_decode_split_kernel(const float* q, const int* row_ids
                                               AttentionShape s, float* scratch, int* counters, float* out) {
   extern __shared__ __align__(16) float att_sm[];
   __shared__ float run_max[kGroupHeads], run_sum[kGroupHeads], rescale[kGroupHeads];
-  constexpr int kDims = 2;  // dims per thread of the value sums: head_dim <= kDims * blockDim.x
-  float* score = att_sm;                      // kGroupHeads x kTileKeys
+  constexpr int kDims = 2;                      // dims per thread of the value sums: head_dim <= kDims * blockDim.x
+  float* score = att_sm;                        // kGroupHeads x kTileKeys
   float* ks = score + kGroupHeads * kTileKeys;  // kTileKeys x head_dim (S)
   float* vs = ks + kTileKeys * s.head_dim;      // kTileKeys x head_dim (S)
   const int split = blockIdx.x, li = blockIdx.z;

@@ -111,7 +111,7 @@ void qk_rope_kv(float* q, float* k, const float* v, int64_t m, int n_heads, int 
                 const float* q_norm, const float* k_norm, float eps, const int* pos, const float* inv_freq,
                 int rotary_dim, float scaling, const KvRow* rows, int layer, cudaStream_t stream);
 // Decode attention (flash decoding): for each listed row, q (rows x n_heads * head_dim) over keys [first, pos] of
-// its cache, cut into at most 16 splits whose size depends only on the cache's capacity (so a row gets the same bits
+// its cache, cut into at most 64 splits whose size depends only on the cache's capacity (so a row gets the same bits
 // alone or batched, eagerly or in a graph), each walked in tiles of 32 keys with an online softmax; the query heads
 // that share a KV head (up to 8 at a time) read each key and value once, and the last split block of each group
 // merges, so it is one launch. head_dim <= 256. scratch: decode_attention_scratch_floats(...) floats; counters:

@@ -3,6 +3,8 @@
 // A step appends tokens to one or more sequences in a single forward (a prompt is many rows of one sequence;
 // batched decode is one row for each of several sequences). A sequence's logits never depend on what else is in
 // the batch: the kernels compute each row alone (ops/matmul.h), so decoded together = decoded alone, bit for bit.
+// (The CUDA forward keeps this within forwards of fewer than 64 rows, and within forwards of 64 or more, which run
+// on tensor cores with TF32 inputs: docs/architecture.md.)
 #pragma once
 
 #include <cstdint>
@@ -19,8 +21,8 @@ namespace seedling {
 struct EngineOptions {
   int max_context = 0;             // positions per sequence; 0: the model's max_position_embeddings
   int kv_initial_positions = 256;  // first KV allocation; doubles on demand
-  int max_rows_per_forward = 0;  // long prompts run in chunks of this many rows; 0: 512 on the CPU, the device
-                                 // forward's rows_per_forward() on a device
+  int max_rows_per_forward = 0;    // long prompts run in chunks of this many rows; 0: 512 on the CPU, the device
+                                   // forward's rows_per_forward() on a device
 };
 
 struct SequenceStep {
