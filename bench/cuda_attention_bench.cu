@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <random>
 #include <vector>
 
@@ -22,10 +23,11 @@ namespace {
 constexpr double kFp32Ceiling = 67.0;   // TFLOP/s, H200 float32 FMA on CUDA cores (assumed, datasheet)
 constexpr double kTf32Ceiling = 495.0;  // TFLOP/s, H200 dense TF32 tensor cores (assumed, datasheet)
 
-float* device_gaussian(size_t n, uint32_t seed) {
+// n standard normal floats, on the host (v) and on the device (the return value).
+float* device_gaussian(size_t n, uint32_t seed, std::vector<float>& v) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> v(n);
+  v.resize(n);
   for (float& x : v) x = nd(rng);
   void* p = nullptr;
   cuda::check(cudaMalloc(&p, n * sizeof(float)), "bench alloc");
@@ -33,9 +35,35 @@ float* device_gaussian(size_t n, uint32_t seed) {
   return static_cast<float*>(p);
 }
 
-}  // namespace
+// max |out - exact| over every head of query row i (position i, keys 0..i), the exact one in double on the CPU: the
+// figures are of a kernel that computed the right thing.
+double row_error(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
+                 const std::vector<float>& out, int i, const cuda::AttentionShape& s) {
+  const int hd = s.head_dim, kv_dim = s.n_kv_heads * hd, group = s.n_heads / s.n_kv_heads;
+  double worst = 0;
+  std::vector<double> p(size_t(i) + 1);
+  for (int h = 0; h < s.n_heads; ++h) {
+    const float* qr = q.data() + (size_t(i) * size_t(s.n_heads) + size_t(h)) * size_t(hd);
+    const size_t off = size_t(h / group) * size_t(hd);
+    double mx = -1e300, sum = 0;
+    for (int j = 0; j <= i; ++j) {
+      double d = 0;
+      for (int e = 0; e < hd; ++e) d += double(qr[e]) * k[size_t(j) * size_t(kv_dim) + off + size_t(e)];
+      p[size_t(j)] = d * s.scale;
+      mx = std::max(mx, p[size_t(j)]);
+    }
+    for (int j = 0; j <= i; ++j) sum += p[size_t(j)] = std::exp(p[size_t(j)] - mx);
+    for (int e = 0; e < hd; ++e) {
+      double o = 0;
+      for (int j = 0; j <= i; ++j) o += p[size_t(j)] * v[size_t(j) * size_t(kv_dim) + off + size_t(e)];
+      const float got = out[(size_t(i) * size_t(s.n_heads) + size_t(h)) * size_t(hd) + size_t(e)];
+      worst = std::max(worst, std::isfinite(got) ? std::fabs(double(got) - o / sum) : INFINITY);
+    }
+  }
+  return worst;
+}
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   const int repeats = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
   std::vector<int> sizes;
   for (int a = 2; a < argc; ++a) sizes.push_back(std::atoi(argv[a]));
@@ -58,9 +86,10 @@ int main(int argc, char** argv) {
       return 1;
     }
     const size_t kv = size_t(n) * size_t(s.n_kv_heads * s.head_dim), qn = size_t(n) * size_t(s.n_heads * s.head_dim);
-    float* q = device_gaussian(qn, 1);
-    float* k = device_gaussian(kv, 2);
-    float* v = device_gaussian(kv, 3);
+    std::vector<float> hq, hk, hv;
+    float* q = device_gaussian(qn, 1, hq);
+    float* k = device_gaussian(kv, 2, hk);
+    float* v = device_gaussian(kv, 3, hv);
     float* out = nullptr;
     cuda::check(cudaMalloc(reinterpret_cast<void**>(&out), qn * sizeof(float)), "bench alloc");
     cuda::attention_prompt(q, n, 0, k, v, 0, s, out, stream);  // warm-up
@@ -76,13 +105,17 @@ int main(int argc, char** argv) {
       cuda::check(cudaEventElapsedTime(&ms, a, b), "event");
       tflops.push_back(flops / (double(ms) * 1e-3) / 1e12);
     }
+    std::vector<float> hout(qn);
+    cuda::check(cudaMemcpy(hout.data(), out, qn * sizeof(float), cudaMemcpyDeviceToHost), "bench download");
+    double err = 0;
+    for (const int i : {0, n / 3, n - 1}) err = std::max(err, row_error(hq, hk, hv, hout, i, s));
     std::sort(tflops.begin(), tflops.end());
     const double med = tflops[tflops.size() / 2];
     std::printf(
         "n = %5d: %.3f ms per layer (%.2f s for 48 layers), %.2f TFLOP/s (min %.2f, max %.2f) = %.1f%% of "
-        "float32, %.1f%% of TF32\n",
+        "float32, %.1f%% of TF32; max |error| %.2g on rows 0, n/3, n-1\n",
         n, flops / (med * 1e12) * 1e3, 48.0 * flops / (med * 1e12), med, tflops.front(), tflops.back(),
-        100.0 * med / kFp32Ceiling, 100.0 * med / kTf32Ceiling);
+        100.0 * med / kFp32Ceiling, 100.0 * med / kTf32Ceiling, err);
     cudaFree(q);
     cudaFree(k);
     cudaFree(v);
@@ -92,4 +125,15 @@ int main(int argc, char** argv) {
   cudaEventDestroy(b);
   cudaStreamDestroy(stream);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cuda_attention_bench: %s\n", e.what());
+    return 1;
+  }
 }

@@ -3,8 +3,9 @@
 //
 // A block owns kQ = 64 query rows of one head. It stages them once in shared memory, then walks the keys from its
 // first row's first key (0, or the sliding window's start) to its last row's position in tiles of kK = 32 keys and
-// values, double-buffered in shared memory (the next tile's cp.async copies fly while this one is used; plain loads
-// when the cache is not 16-byte aligned); fully masked tiles past the causal limit are never visited. Each of the
+// values, double-buffered in shared memory where the device allows it (the next tile's cp.async copies fly while this
+// one is used; plain loads when the cache is not 16-byte aligned; one buffer on GPUs with 99 KB per block, where
+// head_dim 128 fits only once); fully masked tiles past the causal limit are never visited. Each of the
 // block's 128 threads owns, in registers, a 4 x 4 micro-tile of S = Q K^T (rows ty + 16 i, keys tx + 8 j), the running
 // max and sum of its 4 rows, and a 4 x (HD / 8) micro-tile of O (dims 4 tx + 32 g + e); the 8 threads that share rows
 // are 8 lanes of one warp, so a row's max and sum meet by shuffles and its probabilities pass through shared memory
@@ -41,14 +42,15 @@ constexpr int kK = 32;         // keys per staged tile
 constexpr int kThreads = 128;  // 16 row groups (ty) x 8 key/dim lanes (tx)
 constexpr int kPStride = kK + 4;
 
-// Shared memory of the kernel for padded head_dim HD, in floats: Q (kQ rows), two K tiles (kK rows), all with rows of
-// HD + 4 floats so that float4 reads of 4 (resp. 8) different rows fall in different banks; two V tiles (kK x HD);
-// P (kQ x kPStride). 60 KB at HD 64, 110 KB at 128 (two blocks per H200 SM), 208 KB at 256.
+// Shared memory of the kernel for padded head_dim HD, in floats: Q (kQ rows), P (kQ x kPStride), then one or two
+// tiles of K (kK rows) and V (kK x HD); Q and K rows have HD + 4 floats so that float4 reads of 4 (resp. 8) different
+// rows fall in different banks. Two buffers: 60 KB at HD 64, 110 KB at 128 (two blocks per H200 SM), 208 KB at 256;
+// one buffer: 43, 76 and 142 KB.
 __host__ __device__ constexpr int kv_tile_floats(int hd) {
   return kK * (hd + 4) + kK * hd;
 }
-__host__ __device__ constexpr int prompt_smem_floats(int hd) {
-  return kQ * (hd + 4) + 2 * kv_tile_floats(hd) + kQ * kPStride;
+__host__ __device__ constexpr int prompt_smem_floats(int hd, int buffers) {
+  return kQ * (hd + 4) + kQ * kPStride + buffers * kv_tile_floats(hd);
 }
 
 __device__ __forceinline__ float4 load4(const float* p) {
@@ -90,12 +92,13 @@ __device__ __forceinline__ void stage_kv(float* ks, float* vs, const float* kh, 
 template <int HD, bool A>
 __global__ void __launch_bounds__(kThreads)
     attention_prompt_kernel(const float* __restrict__ q, int n, int p0, const float* __restrict__ kc,
-                            const float* __restrict__ vc, int window, AttentionShape s, float* __restrict__ out) {
+                            const float* __restrict__ vc, int window, AttentionShape s, bool two,
+                            float* __restrict__ out) {
   constexpr int QS = HD + 4, G = HD / 32;
   extern __shared__ float4 smem4[];
   float* qs = reinterpret_cast<float*>(smem4);  // kQ x QS
-  float* kv = qs + kQ * QS;                     // two tiles of K (kK x QS) then V (kK x HD)
-  float* ps = kv + 2 * kv_tile_floats(HD);      // kQ x kPStride
+  float* ps = qs + kQ * QS;                     // kQ x kPStride
+  float* kv = ps + kQ * kPStride;               // one or two (`two`) tiles: K (kK x QS) then V (kK x HD)
   const int hd = s.head_dim;
   const int tid = int(threadIdx.x), tx = tid % 8, ty = tid / 8;
   const int tiles = (n + kQ - 1) / kQ;
@@ -132,10 +135,10 @@ __global__ void __launch_bounds__(kThreads)
   const float* vh = vc + int64_t(kvh) * hd;
   stage_kv<HD, A>(kv, kv + kK * QS, kh, vh, key_begin, pl, hd, kv_dim);  // key_begin <= pl always
   cp_async_commit();
-  for (int j0 = key_begin, buf = 0; j0 <= pl; j0 += kK, buf ^= 1) {
+  for (int j0 = key_begin, buf = 0; j0 <= pl; j0 += kK, buf = two ? buf ^ 1 : 0) {
     float* ks = kv + buf * kv_tile_floats(HD);
     float* vs = ks + kK * QS;
-    if (j0 + kK <= pl) {  // the next tile into the other buffer, last read before the previous iteration's barrier
+    if (two && j0 + kK <= pl) {  // the next tile into the other buffer, last read before the previous barrier
       float* kn = kv + (buf ^ 1) * kv_tile_floats(HD);
       stage_kv<HD, A>(kn, kn + kK * QS, kh, vh, j0 + kK, pl, hd, kv_dim);
     }
@@ -226,7 +229,11 @@ __global__ void __launch_bounds__(kThreads)
         }
       }
     }
-    __syncthreads();  // every thread is done with this tile's K, V and P before they are overwritten
+    __syncthreads();              // every thread is done with this tile's K, V and P before they are overwritten
+    if (!two && j0 + kK <= pl) {  // one buffer: the next tile now, in its own group (the top commits an empty one)
+      stage_kv<HD, A>(ks, vs, kh, vh, j0 + kK, pl, hd, kv_dim);
+      cp_async_commit();
+    }
   }
   float* oh = out + int64_t(i0) * qstride + int64_t(h) * hd;
 #pragma unroll
@@ -253,14 +260,28 @@ __global__ void __launch_bounds__(kThreads)
 template <int HD, bool A>
 void launch_prompt(const float* q, int n, int p0, const float* k_cache, const float* v_cache, int window,
                    const AttentionShape& s, float* out, cudaStream_t stream) {
-  constexpr int smem = prompt_smem_floats(HD) * int(sizeof(float));
-  if constexpr (smem > 48 * 1024) {
+  // Two K/V buffers where the device's opt-in shared memory per block holds them (H100/H200: 227 KB), else one.
+  int device = 0, optin = 0;
+  check(cudaGetDevice(&device), "attention_prompt: cudaGetDevice");
+  check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+        "attention_prompt: reading the shared memory per block");
+  const bool two = prompt_smem_floats(HD, 2) * int(sizeof(float)) <= optin;
+  const int smem = prompt_smem_floats(HD, two ? 2 : 1) * int(sizeof(float));
+  if (smem > optin) {
+    char what[200];
+    std::snprintf(what, sizeof what,
+                  "attention_prompt at head_dim %d (needs %d bytes of shared memory per block; %d here)", s.head_dim,
+                  smem, optin);
+    check(cudaErrorInvalidValue, what);
+  }
+  if (smem > 48 * 1024) {
     // Per device and cheap: raised on every call rather than remembered for one device.
     check(cudaFuncSetAttribute(attention_prompt_kernel<HD, A>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
           "raising attention_prompt's shared memory");
   }
   const dim3 grid(unsigned((n + kQ - 1) / kQ), unsigned(s.n_heads));
-  attention_prompt_kernel<HD, A><<<grid, kThreads, smem, stream>>>(q, n, p0, k_cache, v_cache, window, s, out);
+  attention_prompt_kernel<HD, A>
+      <<<grid, kThreads, size_t(smem), stream>>>(q, n, p0, k_cache, v_cache, window, s, two, out);
   check(cudaGetLastError(), "attention_prompt");
 }
 
