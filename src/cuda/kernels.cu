@@ -9,6 +9,7 @@
 #include <cfloat>
 #include <span>
 
+#include "cuda/codec_device.cuh"
 #include "cuda/kernels.h"
 
 // No fmt here: nvcc cannot evaluate fmt's compile-time format checks, so errors go through check() (runtime.cpp).
@@ -38,107 +39,12 @@ __device__ __forceinline__ int64_t min_i64(int64_t a, int64_t b) {
   return a < b ? a : b;
 }
 
-__device__ __forceinline__ float f16_bits(uint16_t h) {
-  return __half2float(__ushort_as_half(h));
-}
-__device__ __forceinline__ float bf16_bits(uint16_t h) {
-  return __uint_as_float(uint32_t(h) << 16);
-}
-
-// A codec's unit: G consecutive elements of a row that one lane widens at once.
-template <CodecId C>
-struct Unit;
-template <>
-struct Unit<Id::F32> {
-  static constexpr int G = 4, bytes = 16;
-};
-template <>
-struct Unit<Id::F16> {
-  static constexpr int G = 8, bytes = 16;
-};
-template <>
-struct Unit<Id::BF16> {
-  static constexpr int G = 8, bytes = 16;
-};
-template <>
-struct Unit<Id::Q8_G32> {
-  static constexpr int G = 32, bytes = kQ8G32Bytes;
-};
-template <>
-struct Unit<Id::Q8_G64> {
-  static constexpr int G = 64, bytes = kQ8G64Bytes;
-};
-template <>
-struct Unit<Id::Q4_G32> {
-  static constexpr int G = 32, bytes = kQ4G32Bytes;
-};
-template <>
-struct Unit<Id::Q4_G64> {
-  static constexpr int G = 64, bytes = kQ4G64Bytes;
-};
-
-// Widens unit u of a row into w[G], exactly as codec_value (codec.h): affine values are d * q then + m, in float,
-// unfused (__fmul_rn/__fadd_rn keep nvcc from contracting them). Float units may run past the row's end: only
-// elements below `valid` are read.
-template <CodecId C>
-__device__ __forceinline__ void load_unit(const uint8_t* row, int64_t u, int valid, float* w) {
-  constexpr int G = Unit<C>::G;
-  if constexpr (C == Id::F32) {
-    const float* p = reinterpret_cast<const float*>(row) + u * G;
-#pragma unroll
-    for (int j = 0; j < G; ++j) w[j] = j < valid ? p[j] : 0.0f;
-  } else if constexpr (C == Id::F16 || C == Id::BF16) {
-    const uint16_t* p = reinterpret_cast<const uint16_t*>(row) + u * G;
-#pragma unroll
-    for (int j = 0; j < G; ++j) {
-      const uint16_t h = j < valid ? p[j] : uint16_t(0);
-      w[j] = C == Id::BF16 ? bf16_bits(h) : f16_bits(h);
-    }
-  } else {
-    // Blocks are 36, 68, 20 or 36 bytes: every block starts 4-byte aligned, so it is read as 32-bit words.
-    const uint32_t* p = reinterpret_cast<const uint32_t*>(row + u * Unit<C>::bytes);
-    const uint32_t dm = p[0];
-    const float d = f16_bits(uint16_t(dm & 0xffffu)), m = f16_bits(uint16_t(dm >> 16));
-    if constexpr (C == Id::Q8_G32 || C == Id::Q8_G64) {
-#pragma unroll
-      for (int wd = 0; wd < G / 4; ++wd) {
-        const uint32_t q = p[1 + wd];
-#pragma unroll
-        for (int b = 0; b < 4; ++b) w[wd * 4 + b] = __fadd_rn(__fmul_rn(d, float((q >> (8 * b)) & 0xffu)), m);
-      }
-    } else {
-#pragma unroll
-      for (int wd = 0; wd < G / 8; ++wd) {
-        const uint32_t q = p[1 + wd];
-#pragma unroll
-        for (int b = 0; b < 4; ++b) {
-          const uint32_t byte = (q >> (8 * b)) & 0xffu;
-          w[wd * 4 + b] = __fadd_rn(__fmul_rn(d, float(byte & 0x0fu)), m);
-          w[G / 2 + wd * 4 + b] = __fadd_rn(__fmul_rn(d, float(byte >> 4)), m);
-        }
-      }
-    }
-  }
-}
-
-template <CodecId C>
-__host__ __device__ __forceinline__ size_t row_bytes_of(int64_t cols) {
-  constexpr int G = Unit<C>::G;
-  if constexpr (C == Id::F32) return size_t(cols) * 4;
-  if constexpr (C == Id::F16 || C == Id::BF16) return size_t(cols) * 2;
-  return size_t((cols + G - 1) / G) * Unit<C>::bytes;
-}
-
 // The raw 32-bit words of one full unit. Lanes load the words of several units before widening any, so several
 // loads are in flight per lane (memory-level parallelism is what a matrix-vector product lives on).
 template <CodecId C>
 struct Raw {
   uint32_t w[Unit<C>::bytes / 4];
 };
-
-__host__ __device__ constexpr bool is_affine(CodecId c) {
-  return c == Id::Q8_G32 || c == Id::Q8_G64 || c == Id::Q4_G32 || c == Id::Q4_G64;
-}
 
 // Float units are read as one 16-byte load when the caller knows every row starts 16-byte aligned (V).
 template <CodecId C, bool V>
@@ -607,30 +513,6 @@ __global__ void expert_down_combine_kernel(const float* act, int k, const int* i
     for (int s = 0; s < k; ++s) o = __fadd_rn(o, __fmul_rn(weights[i * k + s], e_out[hsel][s]));
     x[i * l.hidden + h] = __fadd_rn(x[i * l.hidden + h], o);
   }
-}
-
-// Calls f with the codec as a compile-time constant.
-template <typename F>
-void dispatch_codec(Codec c, F&& f) {
-  switch (Id(uint8_t(c))) {
-    case Id::F32:
-      return f.template operator()<Id::F32>();
-    case Id::F16:
-      return f.template operator()<Id::F16>();
-    case Id::BF16:
-      return f.template operator()<Id::BF16>();
-    case Id::Q8_G32:
-      return f.template operator()<Id::Q8_G32>();
-    case Id::Q8_G64:
-      return f.template operator()<Id::Q8_G64>();
-    case Id::Q4_G32:
-      return f.template operator()<Id::Q4_G32>();
-    case Id::Q4_G64:
-      return f.template operator()<Id::Q4_G64>();
-    default:
-      break;
-  }
-  check(cudaErrorInvalidValue, "a kernel for this codec (the seed codecs have none yet)");
 }
 
 __global__ void rms_norm_kernel(const float* x, float* out, int64_t n, const float* weight, float eps) {

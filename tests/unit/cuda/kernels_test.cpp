@@ -30,19 +30,11 @@ std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
   return test::gaussian(n, seed, scale);
 }
 
-// The codecs the CUDA kernels read (cuda::has_kernel).
-constexpr Codec kCudaCodecs[] = {Codec::F32,    Codec::F16,    Codec::BF16,  Codec::Q8_G32,
-                                 Codec::Q8_G64, Codec::Q4_G32, Codec::Q4_G64};
+using test::kCudaCodecs;
 
 constexpr double kU = 1.0 / 16777216.0;  // 2^-24, float32 unit roundoff
 
-// A matrix in `codec` made from random floats (float codecs keep the values, affine ones quantize them).
-std::vector<uint8_t> encoded(Codec c, int64_t rows, int64_t cols, uint32_t seed) {
-  const std::vector<float> w = random_floats(size_t(rows * cols), seed, 0.05f);
-  std::vector<uint8_t> out(codec_matrix_bytes(c, rows, cols));
-  encode_matrix(c, DType::F32, w.data(), rows, cols, out.data());
-  return out;
-}
+using test::encoded;
 
 // What the rounding of element k's term scales with: |w| for float codecs; for affine ones, whose kernels add
 // d * sum(q x) + m * sum(x) per block (kernels.cu, affine_group_dot), |d q| + |m|.
