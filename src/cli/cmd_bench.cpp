@@ -76,7 +76,8 @@ int run(const BenchFlags& f) {
   // The ceiling: a streaming read of RAM on the CPU; a device-to-device copy of 2 GiB (read + written) on CUDA.
   const bool cuda = model->device_forward() != nullptr;
   std::vector<float> buf(cuda ? 0 : (size_t(1) << 30) / sizeof(float), 1.0f);
-  auto ceiling = [&] { return cuda ? cuda_device_copy_gbs(0, size_t(1) << 31) : read_bandwidth(buf); };
+  const int device = cuda ? parse_device(f.model.device) : -1;  // the ceilings of the device the forward runs on
+  auto ceiling = [&] { return cuda ? cuda_device_copy_gbs(device, size_t(1) << 31) : read_bandwidth(buf); };
   ceiling();  // warm
 
   std::vector<double> bw, prefill, decode;
@@ -115,7 +116,7 @@ int run(const BenchFlags& f) {
   if (cuda) {
     const ExpertStats es = model->device_forward()->expert_stats();
     if (es.slots > 0) {
-      std::printf("pinned host-to-device copy (1 GiB): %.2f GB/s\n", cuda_pinned_upload_gbs(0, size_t(1) << 30));
+      std::printf("pinned host-to-device copy (1 GiB): %.2f GB/s\n", cuda_pinned_upload_gbs(device, size_t(1) << 30));
     }
   }
   std::printf("prefill: %.2f tok/s (min %.2f, max %.2f)\n", p.median, p.min, p.max);

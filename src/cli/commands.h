@@ -32,6 +32,8 @@ struct ModelFlags {
 void add_model_flags(CLI::App* cmd, ModelFlags* f);
 // Sets the thread count, loads the model named by -m (or the default model) and places its experts.
 std::unique_ptr<Model> load_model(const ModelFlags& f);
+// --device: "cpu" -> -1, "cuda" -> 0, "cuda:N" -> N; anything else is an Error naming the flag.
+int parse_device(const std::string& text);
 // At the end of a command: closes the route trace and prints the expert statistics (hits, reads, latency) for
 // `tokens` processed tokens on stderr.
 void finish_model(Model& model, int64_t tokens);

@@ -44,8 +44,6 @@ void add_model_flags(CLI::App* cmd, ModelFlags* f) {
                 "--device cuda: launch batch-1 decode op by op instead of replaying one CUDA graph (for comparison)");
 }
 
-namespace {
-// "cpu" -> -1, "cuda" -> 0, "cuda:N" -> N; anything else is an Error naming the flag.
 int parse_device(const std::string& text) {
   if (text == "cpu") return -1;
   if (text == "cuda") return 0;
@@ -55,7 +53,6 @@ int parse_device(const std::string& text) {
   }
   fail("--device: '{}' is not a device (expected cpu, cuda or cuda:N)", text);
 }
-}  // namespace
 
 std::string model_dir(const ModelFlags& f) {
   const std::string dir = f.model.empty() ? default_model_dir() : f.model;

@@ -237,6 +237,7 @@ ExpertStats VramExperts::stats() const {
   s.slots = cache_->size();
   s.slot_bytes = layout_.bytes;
   s.policy = policy_name(cache_->policy());
+  s.vram_copies = true;
   return s;
 }
 

@@ -39,6 +39,9 @@ struct ExpertStats {
   int slots = 0;             // RAM slots (0: not a slot cache)
   uint64_t slot_bytes = 0;   // bytes per slot
   const char* policy = "";   // eviction policy name
+  // Misses are copies from pinned host memory into VRAM slots (the CUDA forward's cache), timed as a whole on the
+  // copy stream: no per-read latencies and no measured wait, so those lines are left out.
+  bool vram_copies = false;
 
   double hit_rate() const { return hits + misses == 0 ? 0.0 : double(hits) / double(hits + misses); }
   // Bytes read over the time reads were in flight: what the disk delivered while we asked it for something.

@@ -15,6 +15,11 @@ std::string format_expert_stats(const ExpertStats& s, const char* provider, int6
   }
   out += "\n";
   out += fmt::format("experts: {} hits, {} misses, hit rate {:.2f}%\n", s.hits, s.misses, 100.0 * s.hit_rate());
+  if (s.vram_copies) {
+    out += fmt::format("experts: {} copies to VRAM, {:.3f} GB copied, {:.3f} GB/s while copying\n", s.reads,
+                       double(s.bytes_read) / 1e9, s.read_gb_per_s());
+    return out;
+  }
   out += fmt::format("experts: {} reads, {:.3f} GB read, {:.3f} GB/s while reading\n", s.reads,
                      double(s.bytes_read) / 1e9, s.read_gb_per_s());
   out += fmt::format("experts: read latency p50 {:.3f} ms, p95 {:.3f} ms, p99 {:.3f} ms\n", s.read_p50_s * 1e3,

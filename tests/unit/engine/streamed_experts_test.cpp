@@ -63,6 +63,13 @@ TEST(StreamedExperts, EveryAcquireHandsOutThatExpertsBytesThroughManyEvictions) 
     EXPECT_NE(text.find("hit rate"), std::string::npos);
     EXPECT_NE(text.find("p99"), std::string::npos);
     EXPECT_NE(text.find("ms per token"), std::string::npos);
+    // The CUDA forward's VRAM cache: copies, no read latencies or I/O wait it did not measure.
+    ExpertStats v = s;
+    v.vram_copies = true;
+    const std::string vtext = format_expert_stats(v, "vram", 200);
+    EXPECT_NE(vtext.find("copies to VRAM"), std::string::npos) << vtext;
+    EXPECT_EQ(vtext.find("p99"), std::string::npos) << vtext;
+    EXPECT_EQ(vtext.find("waiting on I/O"), std::string::npos) << vtext;
   }
 }
 
