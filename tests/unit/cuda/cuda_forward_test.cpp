@@ -149,7 +149,9 @@ TEST_P(CudaForwardTest, DecodeGraphBitIdenticalToOpByOpLaunches) {
 
 // A 150-token prompt (the reference ids over and over): from 64 rows the products run on tensor cores (TF32
 // inputs, cuda/gemm.h) and the experts as grouped GEMMs over rows bucketed by expert. TF32 rounds each input to
-// 2^-11 relative, well inside the 2e-2 the issue allows; the router stays in float32, so the greedy tokens agree.
+// 2^-11 relative; over 150 positions of these random tiny models that gave 0.0014 to 0.019 on the H200, inside the
+// 2e-2 the issue allows but with little margin on mixtral_a. The router stays in float32, so the routes and the
+// greedy tokens agree.
 std::vector<int32_t> long_ids(const std::string& name) {
   const std::vector<int32_t> ids = ids_of(name);
   std::vector<int32_t> out;
