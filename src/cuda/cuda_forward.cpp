@@ -373,8 +373,9 @@ std::vector<const void*> CudaForward::graph_key() const {
 }
 
 // The forward on stream_. One row (decode) takes the fused path: each RMS norm inside the launch that reads its
-// output, q/k/v in one launch, the down products and the combine in one; its numbers are the unfused launches'
-// bit for bit (kernels.h says why), so a batch of one row and the rows of a larger batch agree.
+// output, q/k/v in one launch, the router with its top-k, the down products with the combine; its numbers are the
+// unfused launches' bit for bit (kernels.h says why), so a row alone and the rows of a batch of fewer than
+// kTensorCoreRows agree (from kTensorCoreRows the products run on tensor cores, with TF32 inputs).
 void CudaForward::enqueue(int64_t W) {
   const int64_t M = m_, H = c_.hidden_size;
   float* x = s_x_.get<float>(size_t(M * H));

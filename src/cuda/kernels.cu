@@ -1,8 +1,9 @@
 // cuda/kernels.cu - the kernels declared in cuda/kernels.h, in one translation unit (CI compiles one file).
 //
-// Matrix products give each output element to one warp: lane l takes the codec's units (a block of G weights,
-// or 4/8 floats) l, l + 32, ..., widens a unit into registers, multiplies it into every row it serves, and the 32
-// partial sums meet in a fixed shuffle tree. That order depends only on the matrix, never on the row count.
+// Matrix products give each output element to one warp: lane l takes the codec's units (4/8 floats, or for the
+// affine codecs G / 8 codes of a block shared by 8 lanes) in a fixed pattern, multiplies them into every row it
+// serves, and the 32 partial sums meet in a fixed shuffle tree. That order depends only on the matrix, never on the
+// row count or on whether the weights were first staged in shared memory.
 #include <cuda_fp16.h>
 
 #include <algorithm>

@@ -1,11 +1,13 @@
 // cuda/kernels.h - the CUDA kernels of one decoder layer, each the device twin of a CPU op in ops/.
 //
 // Every function launches on `stream` and returns at once; pointers are device memory. Activations, the KV cache
-// and every accumulator are float32; weights are read in their stored codec and widened exactly as codec.h's
-// codec_value says (d * q then + m, unfused), so no bf16 rounding happens anywhere in these kernels. Results differ
-// from the CPU only by the order of float32 additions (and expf/sinf/cosf's last bits), which the tests in
-// tests/unit/cuda/ bound from the arithmetic. Each output element has one fixed order of additions that does not
-// depend on how many rows share the launch, so a row gives the same bits alone or in a batch.
+// and every accumulator are float32, and no bf16 rounding happens anywhere in these kernels. Float weights widen
+// exactly; an affine block's products are summed as d * sum(q x) + m * sum(x) (kernels.cu, affine_group_dot)
+// rather than widening each weight to d * q + m. Results differ from the CPU by float32 rounding only (and
+// expf/sinf/cosf's last bits), which the tests in tests/unit/cuda/ bound from the arithmetic. Each output element
+// has one fixed order of additions that does not depend on how many rows share the launch, so a row gives the same
+// bits alone or in a batch, and each fused decode launch (matvec, router_matvec_topk, expert_down_combine) gives
+// the bits of the launches it replaces.
 #pragma once
 
 #include <cuda_runtime.h>
