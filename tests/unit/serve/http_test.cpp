@@ -47,21 +47,33 @@ class Running {
   httplib::Result post(const std::string& path, const std::string& body, const httplib::Headers& h = {}) const {
     return client().Post(path.c_str(), h, body, "application/json");
   }
-  // A value of /metrics: the line that starts with `name` followed by a space.
+  // A value of /metrics: the line that starts with `name` followed by a space (-1 and a failure when absent).
   double metric(const std::string& name) const {
-    auto r = client().Get("/metrics");
-    EXPECT_TRUE(r && r->status == 200);
-    const std::string text = r ? r->body : "";
-    const size_t at = text.find("\n" + name + " ");
-    if (at == std::string::npos) {
-      ADD_FAILURE() << "no metric " << name;
-      return -1;
+    const double v = metric_or(name, -1);
+    if (v == -1) ADD_FAILURE() << "no metric " << name;
+    return v;
+  }
+  // The request counters are bumped by httplib's logger, after the response is written: a client can read
+  // /metrics before that. So wait (10 ms polls, at most 10 s) until the counter reaches `want`, and return it.
+  double counter_reaching(const std::string& name, double want) const {
+    double v = -1;
+    for (int i = 0; i < 1000 && (v = metric_or(name, -1)) < want; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    return std::stod(text.substr(at + name.size() + 2));
+    if (v == -1) ADD_FAILURE() << "no metric " << name;
+    return v;
   }
   Server& server() { return server_; }
 
  private:
+  double metric_or(const std::string& name, double absent) const {
+    auto r = client().Get("/metrics");
+    EXPECT_TRUE(r && r->status == 200);
+    const std::string text = r ? r->body : "";
+    const size_t at = text.find("\n" + name + " ");
+    return at == std::string::npos ? absent : std::stod(text.substr(at + name.size() + 2));
+  }
+
   Server server_;
   int port_ = 0;
   std::thread thread_;
@@ -146,7 +158,7 @@ TEST_F(Http, BadRequestsGetStatusAndErrorNamingTheParameter) {
   expect_error(s.client().Get("/v1/nothing"), 404, "", "not_found");
   expect_error(s.client().Get("/v1/models/other"), 404, "model", "model_not_found");
   expect_error(s.post(chat, "{\"pad\": \"" + std::string(5000, 'x') + "\"}"), 413, "", "request_too_large");
-  EXPECT_GE(s.metric("seedling_requests_total{path=\"/v1/chat/completions\",status=\"400\"}"), 14);
+  EXPECT_GE(s.counter_reaching("seedling_requests_total{path=\"/v1/chat/completions\",status=\"400\"}", 14), 14);
 }
 
 TEST_F(Http, ApiKeyIsRequiredOnTheApiButNotOnHealth) {
@@ -305,7 +317,7 @@ TEST_F(Http, MetricsCountRequestsTokensAndLatencies) {
   ASSERT_TRUE(r);
   const Json j = Json::parse(r->body);
   const int generated = j["usage"]["completion_tokens"];
-  EXPECT_EQ(s.metric("seedling_requests_total{path=\"/v1/chat/completions\",status=\"200\"}"), 1);
+  EXPECT_EQ(s.counter_reaching("seedling_requests_total{path=\"/v1/chat/completions\",status=\"200\"}", 1), 1);
   EXPECT_EQ(s.metric("seedling_generated_tokens_total"), generated);
   EXPECT_EQ(s.metric("seedling_prompt_tokens_total") + s.metric("seedling_prompt_tokens_reused_total"),
             j["usage"]["prompt_tokens"].get<double>());
