@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/cuda_tests.sh - the CUDA tests, on a machine with a GPU: the kernel and forward tests (cuda_tests), then the
 # command line with --device cuda against --device cpu on every tiny checkpoint (same greedy ids, logits within
-# 2e-2) and the clear errors. On a machine without a GPU the gtests skip and this script stops, saying so.
+# 2e-2), with every expert in VRAM and with three tiers (NVMe -> RAM slots -> VRAM slots), and the clear errors. On
+# a machine without a GPU the gtests skip and this script stops, saying so.
 #
 # Usage: tools/cuda_tests.sh [BUILD_DIR]     (default: build)
 # Builds seedling and cuda_tests in BUILD_DIR first, unless SEEDLING_NO_BUILD=1 (binaries carried to a GPU machine
@@ -25,6 +26,19 @@ if ! "$bin" info -m "$models/qwen3_moe_a/hf" | grep -q "cuda:0"; then
   exit 1
 fi
 
+# Max |a - b| over two float32 logit files of the same length, printed; fails when above 2e-2.
+max_diff_within_2e2() {
+  python3 - "$1" "$2" <<'PY'
+import struct, sys
+a = open(sys.argv[1], 'rb').read(); b = open(sys.argv[2], 'rb').read()
+assert len(a) == len(b) and len(a) > 0, (len(a), len(b))
+n = len(a) // 4
+err = max(abs(x - y) for x, y in zip(struct.unpack('<%df' % n, a), struct.unpack('<%df' % n, b)))
+print("%.2e" % err)
+sys.exit(0 if err <= 2e-2 else 1)
+PY
+}
+
 status=0
 "$build/tests/cuda_tests" >"$tmp/gtest" 2>&1 || status=$?
 grep -v '^\[ *\(OK\|RUN\) ' "$tmp/gtest" | grep -v '^$' || true
@@ -42,14 +56,35 @@ for m in qwen3_moe_a qwen3_moe_b mixtral_a mixtral_b; do
   "$bin" logits -m "$models/$m/hub" --ids "$ids" -o "$tmp/gpu_min.f32" --device cuda --vram-budget 1 2>"$tmp/err" &&
     { echo "FAIL $m: a 1-byte VRAM budget was accepted"; exit 1; }
   grep -q "vram-budget" "$tmp/err" || { cat "$tmp/err"; exit 1; }
-  python3 - "$tmp/cpu.f32" "$tmp/gpu.f32" "$m" <<'PY'
-import struct, sys
-a = open(sys.argv[1], 'rb').read(); b = open(sys.argv[2], 'rb').read()
-assert len(a) == len(b) and len(a) > 0, (len(a), len(b))
-n = len(a) // 4
-err = max(abs(x - y) for x, y in zip(struct.unpack('<%df' % n, a), struct.unpack('<%df' % n, b)))
-assert err <= 2e-2, err
-print("ok   %-12s cuda greedy ids = cpu; logits max |cuda - cpu| %.2e; 1-byte --vram-budget refused" % (sys.argv[3], err))
-PY
+  err=$(max_diff_within_2e2 "$tmp/cpu.f32" "$tmp/gpu.f32") || { echo "FAIL $m: $err"; exit 1; }
+  printf "ok   %-12s cuda greedy ids = cpu; logits max |cuda - cpu| %s; 1-byte --vram-budget refused\n" "$m" "$err"
+  # Three tiers: the packed folder's experts read into top-k RAM slots (--expert-slots k) and
+  # from there into top-k VRAM slots (the minimum the 1-byte refusal named): the CPU's greedy ids, logits within
+  # 2e-2 of the CPU and bit-identical to the all-in-VRAM CUDA run of the same pack; the placement line names the
+  # tiers; a RAM budget below top-k is refused.
+  "$bin" pack -m "$models/$m/hf" -o "$tmp/p" --force >/dev/null 2>&1
+  min=$("$bin" logits -m "$tmp/p" --ids 1 -o "$tmp/x.f32" --device cuda --vram-budget 1 2>&1 |
+    grep -o 'at least [0-9]* bytes' | grep -o '[0-9]*' || true)
+  [ -n "$min" ] || { echo "FAIL $m: a 1-byte VRAM budget on the pack named no minimum"; exit 1; }
+  k=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['num_experts_per_tok'])" "$models/$m/hf/config.json")
+  tiers="--device cuda --expert-slots $k --vram-budget $min"
+  # shellcheck disable=SC2086
+  gpu3=$("$bin" run -m "$tmp/p" --ids "$ids" -n 12 --ignore-eos --print-ids $tiers 2>"$tmp/err3" | tail -n 1)
+  [ "$cpu" = "$gpu3" ] || { echo "FAIL $m: greedy ids cpu $cpu, three tiers $gpu3"; cat "$tmp/err3"; exit 1; }
+  if ! grep -q "three tiers" "$tmp/err3" || ! grep -q "experts: streamed provider" "$tmp/err3"; then
+    echo "FAIL $m: no three-tier placement line or RAM tier statistics"
+    cat "$tmp/err3"
+    exit 1
+  fi
+  "$bin" logits -m "$tmp/p" --ids "$ids" -o "$tmp/gpu_all.f32" --device cuda 2>/dev/null
+  # shellcheck disable=SC2086
+  "$bin" logits -m "$tmp/p" --ids "$ids" -o "$tmp/gpu3.f32" $tiers 2>/dev/null
+  cmp -s "$tmp/gpu_all.f32" "$tmp/gpu3.f32" || { echo "FAIL $m: three-tier logits differ from all-in-VRAM"; exit 1; }
+  "$bin" logits -m "$tmp/p" --ids "$ids" -o "$tmp/x.f32" --device cuda --expert-slots $((k - 1)) 2>"$tmp/err" &&
+    { echo "FAIL $m: top-k - 1 RAM slots accepted"; exit 1; }
+  grep -q "top-k" "$tmp/err" || { cat "$tmp/err"; exit 1; }
+  err=$(max_diff_within_2e2 "$tmp/cpu.f32" "$tmp/gpu3.f32") || { echo "FAIL $m three tiers: $err"; exit 1; }
+  printf "ok   %-12s three tiers (top-k RAM and VRAM slots): cpu greedy ids; logits max |cuda - cpu| %s, " "$m" "$err"
+  echo "= all-in-VRAM bit for bit; top-k - 1 RAM slots refused"
 done
 echo "ok   all CUDA tests"

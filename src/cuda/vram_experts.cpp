@@ -1,10 +1,14 @@
-// cuda/vram_experts.cpp - placement of routed experts in VRAM (all, or a slot cache over pinned host memory).
+// cuda/vram_experts.cpp - placement of routed experts in VRAM (all, or a slot cache over pinned host memory or over
+// the streamed provider's RAM slot cache).
 #include "cuda/vram_experts.h"
+
+#include <fmt/format.h>
 
 #include <cstdio>
 #include <cstring>
 
 #include "core/error.h"
+#include "experts/streamed_experts.h"
 
 namespace seedling::cuda {
 
@@ -16,20 +20,6 @@ size_t round_up(size_t n, size_t to) {
 
 double gb(uint64_t b) {
   return double(b) / 1e9;
-}
-
-// Copies one expert's three matrices into its blob (host or device memory, by `to_device`).
-void write_blob(const ExpertWeights& ew, const ExpertLayout& l, uint8_t* blob, bool to_device) {
-  const ops::Matrix* parts[3] = {&ew.gate, &ew.up, &ew.down};
-  const size_t offsets[3] = {0, l.up_offset, l.down_offset};
-  for (int i = 0; i < 3; ++i) {
-    if (to_device) {
-      check(cudaMemcpy(blob + offsets[i], parts[i]->data, parts[i]->nbytes(), cudaMemcpyHostToDevice),
-            "copying an expert to VRAM");
-    } else {
-      std::memcpy(blob + offsets[i], parts[i]->data, parts[i]->nbytes());
-    }
-  }
 }
 
 int first_moe_layer(const ModelConfig& c) {
@@ -83,6 +73,20 @@ VramExperts::VramExperts(Model& model, const CudaForwardOptions& o, uint64_t fre
   const uint64_t total = uint64_t(moe_layers) * uint64_t(c.num_experts) * layout_.bytes;
   const uint64_t minimum = uint64_t(c.experts_per_token) * layout_.bytes;
   const uint64_t reserve = (uint64_t(1) << 30) + free_bytes / 20;  // KV caches and activations
+  // Where a cache's misses come from: the streamed provider (three tiers) when the model has one, i.e. when a RAM
+  // budget or slot count was given or the experts do not fit in memory (cli/expert_placement.cpp); else pinned
+  // host memory holding every expert.
+  auto* streamed = dynamic_cast<StreamedExperts*>(&provider);
+  const std::string source =
+      streamed ? fmt::format(
+                     "three tiers: VRAM slots <- the streamed provider's RAM slot cache ({} slots, {:.3f} GB) <- "
+                     "NVMe, since the experts are streamed (a RAM budget or slot count was given, or they do not "
+                     "fit in memory); no host copy of every expert",
+                     streamed->slots(), gb(uint64_t(streamed->slots()) * streamed->slot_bytes()))
+               : fmt::format(
+                     "misses copied from pinned host memory holding all {:.3f} GB of experts, since they are "
+                     "mapped (they fit in memory and no --ram-budget or --expert-slots was given)",
+                     gb(total));
   uint64_t budget = o.vram_budget;
   if (o.budget_given) {
     if (budget < minimum) {
@@ -91,8 +95,9 @@ VramExperts::VramExperts(Model& model, const CudaForwardOptions& o, uint64_t fre
     }
     resident_ = budget >= total;
     if (o.verbose) {
-      std::fprintf(stderr, "experts: --vram-budget %.3f GB %s the %.3f GB of experts\n", gb(budget),
-                   resident_ ? "holds all" : "holds part of", gb(total));
+      std::fprintf(stderr, "experts: --vram-budget %.3f GB %s the %.3f GB of experts%s%s\n", gb(budget),
+                   resident_ ? "holds all" : "holds part of", gb(total), resident_ ? "" : "; ",
+                   resident_ ? "" : source.c_str());
     }
   } else {
     const uint64_t room = free_bytes > reserve ? free_bytes - reserve : 0;
@@ -107,35 +112,24 @@ VramExperts::VramExperts(Model& model, const CudaForwardOptions& o, uint64_t fre
     if (o.verbose) {
       std::fprintf(stderr,
                    "experts: %s: %.3f GB of experts, %.2f GB of VRAM free after the dense weights minus a "
-                   "%.2f GB reserve\n",
-                   resident_ ? "all in VRAM" : "VRAM slot cache over pinned host memory", gb(total), gb(free_bytes),
-                   gb(reserve));
+                   "%.2f GB reserve%s%s\n",
+                   resident_ ? "all in VRAM" : "VRAM slot cache", gb(total), gb(free_bytes), gb(reserve),
+                   resident_ ? "" : "; ", resident_ ? "" : source.c_str());
     }
   }
-  auto check_same = [&](int l, int e, const ExpertWeights& ew) {
-    if (ew.gate.codec != layout_.gate_up || ew.up.codec != layout_.gate_up || ew.down.codec != layout_.down ||
-        ew.gate.rows != layout_.intermediate || ew.gate.cols != layout_.hidden || ew.down.rows != layout_.hidden) {
-      fail(
-          "layer {} expert {}: codecs {}/{}/{} differ from the first expert's {}/{}/{} (the CUDA forward needs one "
-          "expert layout)",
-          l, e, codec_name(ew.gate.codec), codec_name(ew.up.codec), codec_name(ew.down.codec),
-          codec_name(layout_.gate_up), codec_name(layout_.gate_up), codec_name(layout_.down));
-    }
-  };
   const size_t table_entries = size_t(c.num_layers) * size_t(c.num_experts);
   if (resident_) {
     check(cudaMalloc(&vram_, size_t(total)), "allocating VRAM for the experts");
     check(cudaMalloc(&tables_dev_, table_entries * sizeof(void*)), "allocating the expert tables");
     std::vector<const uint8_t*> tables(table_entries, nullptr);
+    std::vector<uint8_t> packed(layout_.bytes);
     for (int l = 0; l < c.num_layers; ++l) {
       const int li = layer_index_[size_t(l)];
       if (li < 0) continue;
       for (int e = 0; e < c.num_experts; ++e) {
         uint8_t* blob = vram_ + (size_t(li) * size_t(c.num_experts) + size_t(e)) * layout_.bytes;
-        const ExpertWeights ew = provider.acquire(l, e);
-        check_same(l, e, ew);
-        write_blob(ew, layout_, blob, true);
-        provider.release(l, e);
+        fetch_expert_blob(provider, l, e, layout_, packed.data());
+        check(cudaMemcpy(blob, packed.data(), layout_.bytes, cudaMemcpyHostToDevice), "copying an expert to VRAM");
         tables[size_t(l) * size_t(c.num_experts) + size_t(e)] = blob;
       }
     }
@@ -144,14 +138,15 @@ VramExperts::VramExperts(Model& model, const CudaForwardOptions& o, uint64_t fre
     return;
   }
   const int slots = int(std::min<uint64_t>(budget / layout_.bytes, uint64_t(moe_layers) * uint64_t(c.num_experts)));
-  check(cudaHostAlloc(&host_, size_t(total), cudaHostAllocDefault), "allocating pinned host memory for the experts");
-  for (int l = 0; l < c.num_layers; ++l) {
-    if (layer_index_[size_t(l)] < 0) continue;
-    for (int e = 0; e < c.num_experts; ++e) {
-      const ExpertWeights ew = provider.acquire(l, e);
-      check_same(l, e, ew);
-      write_blob(ew, layout_, host_blob(l, e), false);
-      provider.release(l, e);
+  if (streamed) {
+    start_three_tier(*streamed, c.experts_per_token);
+  } else {
+    check(cudaHostAlloc(&host_, size_t(total), cudaHostAllocDefault), "allocating pinned host memory for the experts");
+    for (int l = 0; l < c.num_layers; ++l) {
+      if (layer_index_[size_t(l)] < 0) continue;
+      for (int e = 0; e < c.num_experts; ++e) {
+        fetch_expert_blob(provider, l, e, layout_, host_blob(l, e));
+      }
     }
   }
   check(cudaMalloc(&vram_, size_t(slots) * layout_.bytes), "allocating the VRAM expert slots");
@@ -166,7 +161,40 @@ VramExperts::VramExperts(Model& model, const CudaForwardOptions& o, uint64_t fre
   cache_ = std::make_unique<ExpertSlotCache>(slots, EvictionPolicy::lru);
 }
 
+void VramExperts::start_three_tier(ExpertProvider& provider, int buffers) {
+  provider_ = &provider;
+  check(cudaHostAlloc(&staging_, size_t(buffers) * layout_.bytes, cudaHostAllocDefault),
+        "allocating the pinned expert staging buffers");
+  std::vector<uint8_t*> ring;
+  for (int b = 0; b < buffers; ++b) {
+    ring.push_back(staging_ + size_t(b) * layout_.bytes);
+    cudaEvent_t start = nullptr, end = nullptr;
+    check(cudaEventCreate(&start), "creating a staging copy timing event");
+    staged_start_.push_back(start);
+    check(cudaEventCreate(&end), "creating a staging copy timing event");
+    staged_end_.push_back(end);
+  }
+  auto send = [this](int b, const uint8_t* data, int slot) {
+    check(cudaEventRecord(staged_start_[size_t(b)], copy_), "timing an expert copy");
+    check(cudaMemcpyAsync(vram_ + size_t(slot) * layout_.bytes, data, layout_.bytes, cudaMemcpyHostToDevice, copy_),
+          "copying an expert to its VRAM slot");
+    check(cudaEventRecord(staged_end_[size_t(b)], copy_), "timing an expert copy");
+  };
+  ring_ = std::make_unique<StagingRing>(std::move(ring), layout_, send, [this](int b) { reclaim(b); });
+}
+
+void VramExperts::reclaim(int b) {
+  check(cudaEventSynchronize(staged_end_[size_t(b)]), "waiting for an expert copy");
+  float ms = 0.0f;
+  check(cudaEventElapsedTime(&ms, staged_start_[size_t(b)], staged_end_[size_t(b)]), "timing an expert copy");
+  copy_seconds_ += double(ms) / 1e3;
+}
+
 VramExperts::~VramExperts() {
+  if (copy_) cudaStreamSynchronize(copy_);  // no copy may still read a staging buffer or write a slot
+  for (cudaEvent_t e : staged_start_) cudaEventDestroy(e);
+  for (cudaEvent_t e : staged_end_) cudaEventDestroy(e);
+  if (staging_) cudaFreeHost(staging_);
   if (copied_) cudaEventDestroy(copied_);
   if (copy_start_) cudaEventDestroy(copy_start_);
   if (copy_end_) cudaEventDestroy(copy_end_);
@@ -186,9 +214,10 @@ void VramExperts::run_layer(int layer, std::span<const int> used,
                             const std::function<void(const uint8_t* const*, bool only_pass)>& run) {
   size_t next = 0;
   std::vector<int> pinned;
+  std::vector<SlotFill> fills;  // three tiers: this pass's misses, fetched through the provider
   while (next < used.size()) {
-    // One pass: admit experts until every slot is pinned by this pass. The pass's copies are timed between two
-    // events on the copy stream, which carries nothing else.
+    // One pass: admit experts until every slot is pinned by this pass. All pinned: the pass's copies are timed
+    // between two events on the copy stream, which carries nothing else; three tiers: each copy is timed.
     bool copied = false;
     for (; next < used.size(); ++next) {
       const int e = used[next];
@@ -196,16 +225,35 @@ void VramExperts::run_layer(int layer, std::span<const int> used,
       if (!a) break;
       uint8_t* slot = vram_ + size_t(a->slot) * layout_.bytes;
       if (!a->hit) {
-        if (!copied) check(cudaEventRecord(copy_start_, copy_), "timing the expert copies");
-        copied = true;
-        check(cudaMemcpyAsync(slot, host_blob(layer, e), layout_.bytes, cudaMemcpyHostToDevice, copy_),
-              "copying an expert to its VRAM slot");
+        if (ring_) {
+          fills.push_back({e, a->slot});
+        } else {
+          if (!copied) check(cudaEventRecord(copy_start_, copy_), "timing the expert copies");
+          copied = true;
+          check(cudaMemcpyAsync(slot, host_blob(layer, e), layout_.bytes, cudaMemcpyHostToDevice, copy_),
+                "copying an expert to its VRAM slot");
+        }
         bytes_copied_ += layout_.bytes;
       }
       table_host_[e] = slot;
       pinned.push_back(a->slot);
     }
     SEEDLING_CHECK(!pinned.empty(), "VRAM expert cache: no slot for layer {}", layer);
+    if (!fills.empty()) {
+      try {
+        ring_->fetch(*provider_, layer, fills);
+      } catch (...) {
+        // A failed read or a bad blob: the missed slots never got their experts, so they must not count as held.
+        cudaStreamSynchronize(copy_);
+        for (const SlotFill& f : fills) cache_->drop(f.slot);
+        for (int s : pinned) {
+          if (cache_->occupied(s) && cache_->pins(s) > 0) cache_->unpin(s);
+        }
+        for (int e = 0; e < num_experts_; ++e) table_host_[e] = nullptr;
+        throw;
+      }
+      fills.clear();
+    }
     if (copied) check(cudaEventRecord(copy_end_, copy_), "timing the expert copies");
     check(cudaEventRecord(copied_, copy_), "recording the expert copies");
     check(cudaStreamWaitEvent(compute_, copied_, 0), "waiting for the expert copies");
@@ -220,6 +268,7 @@ void VramExperts::run_layer(int layer, std::span<const int> used,
       check(cudaEventElapsedTime(&ms, copy_start_, copy_end_), "timing the expert copies");
       copy_seconds_ += double(ms) / 1e3;
     }
+    if (ring_) ring_->drain();  // the copies finished before the pass ran: this only adds up their times
     for (int s : pinned) cache_->unpin(s);
     pinned.clear();
     for (int e = 0; e < num_experts_; ++e) table_host_[e] = nullptr;

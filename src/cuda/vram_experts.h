@@ -1,13 +1,19 @@
-// cuda/vram_experts.h - routed experts on the GPU: all in VRAM, or a VRAM slot cache fed from pinned host memory.
+// cuda/vram_experts.h - routed experts on the GPU: all in VRAM, or a VRAM slot cache fed from host memory or NVMe.
 //
 // Each expert is one blob [gate][up][down] (cuda/kernels.h ExpertLayout), the same bytes as the model's provider
 // hands out, so where a blob sits never changes a number. Resident: every blob in VRAM and one device table of
-// pointers per layer, so the kernels find experts without the host. Cached: every blob in pinned host memory and
-// `slots` VRAM slots kept by the same ExpertSlotCache (LRU) as the CPU's streamed provider; after each router the
-// host learns the chosen experts, copies the missed ones on their own stream (timed with events: stats() reports
-// their PCIe GB/s as read_gb_per_s) and runs the layer's experts in
-// passes of at most `slots` experts. Invariant: a slot is overwritten only after every kernel that read it has
-// finished (the router's copy-back synchronises the compute stream before any slot is chosen).
+// pointers per layer, so the kernels find experts without the host. Cached: `slots` VRAM slots kept by the same
+// ExpertSlotCache (LRU) as the CPU's streamed provider; after each router the host learns the chosen experts,
+// copies the missed ones on their own stream (timed with events: stats() reports their PCIe GB/s as
+// read_gb_per_s) and runs the layer's experts in passes of at most `slots` experts. The misses come from
+//   - all pinned: every blob copied into pinned host memory at start (the experts are mapped: they fit in host
+//     memory and no RAM budget was asked for), or
+//   - three tiers: the model's streamed provider (a RAM slot cache over the packed folder's files, under the RAM
+//     budget), fetched miss by miss through a ring of pinned staging buffers (cuda/expert_staging.h); no full host
+//     copy, and the provider's own statistics count the RAM tier (hits, misses, NVMe bytes and GB/s).
+// Invariants: a slot is overwritten only after every kernel that read it has finished (the router's copy-back
+// synchronises the compute stream before any slot is chosen); a staging buffer is rewritten only after its copy
+// finished.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -19,6 +25,7 @@
 #include <vector>
 
 #include "cuda/device.h"
+#include "cuda/expert_staging.h"
 #include "cuda/kernels.h"
 #include "experts/slot_cache.h"
 
@@ -38,6 +45,8 @@ class VramExperts {
 
   const ExpertLayout& layout() const { return layout_; }
   bool resident() const { return resident_; }
+  // Cached mode with the misses fetched through the model's streamed provider (three tiers).
+  bool three_tier() const { return ring_ != nullptr; }
   // Resident mode: the device table of this layer's expert blobs.
   const uint8_t* const* table(int layer) const { return tables_dev_ + size_t(layer) * size_t(num_experts_); }
   // Cached mode: makes `used` (distinct experts of `layer`) present in passes and calls `run(table, only_pass)` for
@@ -49,6 +58,8 @@ class VramExperts {
 
  private:
   uint8_t* host_blob(int layer, int expert) const;
+  void start_three_tier(ExpertProvider& provider, int buffers);
+  void reclaim(int buffer);  // waits for a staging buffer's copy and adds its time to copy_seconds_
 
   ExpertLayout layout_;
   int num_layers_ = 0, num_experts_ = 0;
@@ -58,12 +69,18 @@ class VramExperts {
   cudaEvent_t copy_start_ = nullptr, copy_end_ = nullptr;  // timing events around each pass's copies
   std::vector<int> layer_index_;                           // model layer -> index among MoE layers, -1 without experts
   uint8_t* vram_ = nullptr;                                // resident: every blob; cached: the slots
-  uint8_t* host_ = nullptr;                                // cached: every blob, pinned
-  const uint8_t** tables_dev_ = nullptr;                   // resident: [layers][E]; cached: one [E] table per pass
-  const uint8_t** table_host_ = nullptr;                   // cached: pinned staging of one pass's table
+  uint8_t* host_ = nullptr;                                // all pinned: every blob
+  ExpertProvider* provider_ = nullptr;                     // three tiers: the streamed provider
+  uint8_t* staging_ = nullptr;                             // three tiers: the ring's buffers, pinned
+  std::vector<cudaEvent_t> staged_start_, staged_end_;     // three tiers: timing of each buffer's latest copy
+  std::unique_ptr<StagingRing> ring_;
+  const uint8_t** tables_dev_ = nullptr;  // resident: [layers][E]; cached: one [E] table per pass
+  const uint8_t** table_host_ = nullptr;  // cached: pinned staging of one pass's table
   std::unique_ptr<ExpertSlotCache> cache_;
   uint64_t bytes_copied_ = 0;
-  double copy_seconds_ = 0.0;  // sum over passes of the copy stream's time from first to last copy
+  // All pinned: sum over passes of the copy stream's time from first to last copy; three tiers: sum over copies
+  // (a pass's copies wait for NVMe reads in between, which are the RAM tier's time, not PCIe's).
+  double copy_seconds_ = 0.0;
 };
 
 }  // namespace seedling::cuda

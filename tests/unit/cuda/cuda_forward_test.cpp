@@ -1,7 +1,7 @@
 // The CUDA forward against the CPU forward on every tiny checkpoint: logits within 2e-2 (they differ only by the
 // order of float32 sums: no bf16 rounding happens on the device), the same greedy tokens, and bit-identical
-// logits whatever the VRAM budget, down to one that evicts on every token, and with the decode graph on or off. Bad
-// input: no GPU, a budget below one layer's top-k experts.
+// logits whatever the VRAM budget, down to one that evicts on every token, with three tiers (NVMe -> RAM slots ->
+// VRAM slots) and with the decode graph on or off. Bad input: no GPU, a budget below one layer's top-k experts.
 #include "cuda/cuda_forward.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +13,7 @@
 #include "cuda_test_util.h"
 #include "engine/engine.h"
 #include "engine/generate.h"
+#include "experts/streamed_experts.h"
 #include "test_util.h"
 
 namespace seedling {
@@ -186,6 +187,53 @@ TEST_P(CudaForwardTest, LongPromptOnTensorCoresWithin2e2OfCpuAndBitIdenticalAcro
   EXPECT_EQ(gpu[1].decode_logits, gpu[0].decode_logits);
   std::printf("%s: 150-token prompt on tensor cores, max |logit diff| vs CPU %.3g; bit-identical with top-k slots\n",
               GetParam().c_str(), prompt_err);
+}
+
+// Three tiers: the packed folder's experts streamed into top-k RAM slots (an NVMe read on nearly every access) and
+// fetched from there into top-k or top-k + 1 VRAM slots (a pass of k + 1 misses cycles the k staging buffers),
+// against every expert in VRAM: the same bits, short prompt, decode and a 150-row prompt alike. Every VRAM miss is
+// one access of the RAM tier, so the VRAM misses equal the RAM tier's hits + misses over the run.
+TEST_P(CudaForwardTest, ThreeTiersGiveTheAllInVramLogitsBitForBitAndTheirStatsAddUp) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const test::ScratchDir tmp("threetier");
+  test::pack_checkpoint(test::data_path("models/" + GetParam() + "/hf"), tmp / "p", "");
+  const std::vector<int32_t> ids = ids_of(GetParam()), longer = long_ids(GetParam());
+  auto reference = Model::load(tmp / "p");
+  const uint64_t blob = cuda::expert_layout(*reference).bytes;
+  const int k = reference->config().experts_per_token;
+  CudaForwardOptions all;
+  all.verbose = false;
+  use_cuda_forward(*reference, all);
+  const Outcome want = run_model(*reference, ids), want_long = run_model(*reference, longer);
+  for (const int vram_slots : {k, k + 1}) {
+    auto model = Model::load(tmp / "p");
+    StreamedOptions so;
+    so.min_slots = k;
+    so.slots = k;
+    model->set_expert_provider(StreamedExperts::from_packed(model->packed(), so));
+    CudaForwardOptions o;
+    o.verbose = false;
+    o.vram_budget = uint64_t(vram_slots) * blob;
+    o.budget_given = true;
+    use_cuda_forward(*model, o);
+    const ExpertStats ram0 = model->experts().stats();  // the layout probe's one access
+    const Outcome got = run_model(*model, ids), got_long = run_model(*model, longer);
+    const ExpertStats ram = model->experts().stats(), vram = model->device_forward()->expert_stats();
+    EXPECT_EQ(got.logits, want.logits) << vram_slots << " VRAM slots";
+    EXPECT_EQ(got.decode_logits, want.decode_logits) << vram_slots << " VRAM slots";
+    EXPECT_EQ(got.greedy, want.greedy) << vram_slots << " VRAM slots";
+    EXPECT_EQ(got_long.logits, want_long.logits) << vram_slots << " VRAM slots, 150 rows";
+    EXPECT_EQ(vram.slots, vram_slots);
+    EXPECT_EQ(vram.misses, (ram.hits + ram.misses) - (ram0.hits + ram0.misses)) << "VRAM misses = RAM accesses";
+    EXPECT_GT(int64_t(ram.misses - ram0.misses), int64_t(ids.size()) * 3) << "top-k RAM slots should evict";
+    EXPECT_EQ(ram.reads, ram.misses);
+    EXPECT_EQ(vram.bytes_read, vram.misses * blob);
+    std::printf(
+        "%s: three tiers, %d VRAM slots over %d RAM slots: bit-identical; VRAM %llu hits %llu misses = RAM "
+        "%llu hits + %llu misses\n",
+        GetParam().c_str(), vram_slots, k, (unsigned long long)vram.hits, (unsigned long long)vram.misses,
+        (unsigned long long)(ram.hits - ram0.hits), (unsigned long long)(ram.misses - ram0.misses));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, CudaForwardTest, ::testing::ValuesIn(kModels));

@@ -1,9 +1,11 @@
 // Helpers of the CUDA tests: skipping where there is no GPU (CI), device copies of host vectors, random matrices in
-// each codec the kernels read.
+// each codec the kernels read, packed folders made by the seedling binary.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "codec/quantize.h"
@@ -62,6 +64,15 @@ inline std::vector<uint8_t> encoded(Codec c, int64_t rows, int64_t cols, uint32_
   std::vector<uint8_t> out(codec_matrix_bytes(c, rows, cols));
   encode_matrix(c, DType::F32, w.data(), rows, cols, out.data());
   return out;
+}
+
+// Packs the checkpoint `hf` into `out` with `seedling pack` (flags appended). The binary is SEEDLING_BINARY from the
+// environment when set (a test binary carried to a GPU machine), else the one of this build.
+inline void pack_checkpoint(const std::string& hf, const std::string& out, const std::string& flags) {
+  const char* env = std::getenv("SEEDLING_BINARY");
+  const std::string bin = env != nullptr ? env : SEEDLING_BINARY;
+  const std::string cmd = bin + " pack -m " + hf + " -o " + out + " --force " + flags + " >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
 }
 
 }  // namespace seedling::test
