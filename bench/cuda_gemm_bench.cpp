@@ -1,6 +1,8 @@
-// bench/cuda_gemm_bench.cpp - the tensor-core GEMMs (cuda/gemm.h) against the CUDA-core kernels (cuda/kernels.h) at
-// issue 8's prompt shapes (Qwen3-30B-A3B, q4_g64), in one run: arms interleaved A B B A, TFLOP/s (median, min, max)
-// against the tensor-core ceiling of the device, and how far the two arms' outputs differ.
+// bench/cuda_gemm_bench.cpp - the tensor-core GEMMs (cuda/gemm.h), both kernels (N: mma.sync as the default runs
+// it, picking its tile; L and S: the same forced to 128 x 128 and 64 x 64 tiles; O: the first kernel, WMMA),
+// against the CUDA-core kernels (C: cuda/kernels.h) at issue 8's prompt shapes (Qwen3-30B-A3B, q4_g64), in one run:
+// arms interleaved N L S O C C O S L N, TFLOP/s (median, min, max) against the tensor-core ceiling of the device,
+// N's speed over O's, and how far N's and O's outputs are from C's.
 // Usage: build/bench/cuda_gemm_bench [repeats]   (default 5; needs a CUDA device)
 #include <cuda_runtime.h>
 
@@ -8,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <vector>
@@ -87,24 +90,46 @@ double rel_diff(const float* a, const float* b, size_t n) {
   return d / s;
 }
 
-// A (tensor cores) and B (CUDA cores), interleaved A B B A `repeats` times after one warm-up each; TFLOP/s.
-void compare(const char* name, double flops, const std::function<void()>& a, const std::function<void()>& b,
-             int repeats, double peak_tf32, cudaStream_t s, double diff_of_outputs) {
-  timed(a, s);
-  timed(b, s);
-  std::vector<double> ta, tb, ratio;
+// Whether two arms write the same bits into y (n floats): L and S must (gemm.h).
+bool same_bits(const std::function<void()>& a, const std::function<void()>& b, const float* y, size_t n,
+               cudaStream_t s) {
+  std::vector<float> ha(n), hb(n);
+  a();
+  cuda::check(cudaStreamSynchronize(s), "bench run");
+  cuda::check(cudaMemcpy(ha.data(), y, n * sizeof(float), cudaMemcpyDeviceToHost), "bench download");
+  b();
+  cuda::check(cudaStreamSynchronize(s), "bench run");
+  cuda::check(cudaMemcpy(hb.data(), y, n * sizeof(float), cudaMemcpyDeviceToHost), "bench download");
+  return std::memcmp(ha.data(), hb.data(), n * sizeof(float)) == 0;
+}
+
+// The arms of a row, in the order N L S O C (see the file comment).
+struct Arms {
+  std::function<void()> n, l, s, o, c;
+};
+
+// The arms interleaved N L S O C C O S L N `repeats` times after one warm-up each; TFLOP/s, and N's speed over O's
+// per repeat.
+void compare(const char* name, double flops, const Arms& arms, int repeats, double peak_tf32, cudaStream_t s,
+             double diff_n, double diff_o, bool l_is_s) {
+  const std::function<void()>* order[] = {&arms.n, &arms.l, &arms.s, &arms.o, &arms.c};
+  for (const auto* f : order) timed(*f, s);
+  std::vector<double> t[5], ratio;
   for (int r = 0; r < repeats; ++r) {
-    const double a1 = timed(a, s), b1 = timed(b, s), b2 = timed(b, s), a2 = timed(a, s);
-    ta.push_back(flops / a1 / 1e12);
-    ta.push_back(flops / a2 / 1e12);
-    tb.push_back(flops / b1 / 1e12);
-    tb.push_back(flops / b2 / 1e12);
-    ratio.push_back((b1 + b2) / (a1 + a2));
+    double sec[2][5];
+    for (int i = 0; i < 5; ++i) sec[0][i] = timed(*order[i], s);
+    for (int i = 4; i >= 0; --i) sec[1][i] = timed(*order[i], s);
+    for (int i = 0; i < 5; ++i) {
+      for (int h = 0; h < 2; ++h) t[i].push_back(flops / sec[h][i] / 1e12);
+    }
+    ratio.push_back((sec[0][3] + sec[1][3]) / (sec[0][0] + sec[1][0]));
   }
-  const Stats sa = stats(ta), sb = stats(tb), sr = stats(ratio);
-  std::printf("%-34s | %7.2f (%6.2f-%6.2f) | %5.1f%% | %7.3f (%6.3f-%6.3f) | %6.2fx (%5.2f-%5.2f) | %.1e\n", name,
-              sa.med, sa.lo, sa.hi, 100 * sa.med / peak_tf32, sb.med, sb.lo, sb.hi, sr.med, sr.lo, sr.hi,
-              diff_of_outputs);
+  const Stats n = stats(t[0]), l = stats(t[1]), sm = stats(t[2]), o = stats(t[3]), c = stats(t[4]), sr = stats(ratio);
+  std::printf(
+      "%-34s | %7.2f (%6.2f-%6.2f) %5.1f%% | %7.2f | %7.2f | %7.2f (%6.2f-%6.2f) %5.1f%% | %6.3f | %5.2fx "
+      "(%4.2f-%4.2f) | %.1e | %.1e | %s\n",
+      name, n.med, n.lo, n.hi, 100 * n.med / peak_tf32, l.med, sm.med, o.med, o.lo, o.hi, 100 * o.med / peak_tf32,
+      c.med, sr.med, sr.lo, sr.hi, diff_n, diff_o, l_is_s ? "same" : "DIFFERENT");
 }
 
 }  // namespace
@@ -127,10 +152,12 @@ int main(int argc, char** argv) {
   std::printf("ceiling (SMs x clock x dense tensor flop/clk/SM): TF32 %.0f TFLOP/s, BF16 %.0f TFLOP/s\n", peak_tf32,
               peak_bf16);
   std::printf(
-      "repeats: %d x (A B B A); TFLOP/s median (min-max); A = tensor cores (TF32), B = CUDA cores (float32)\n\n",
+      "repeats: %d x (N L S O C C O S L N); TFLOP/s median (min-max) and share of the TF32 ceiling; N = tensor "
+      "cores, mma.sync kernel, its own tile pick; L, S = the same with 128 x 128 and 64 x 64 tiles; O = tensor cores, "
+      "WMMA kernel; C = CUDA cores (float32); last two columns: max|N-C|/max|C| and max|O-C|/max|C|\n\n",
       repeats);
-  std::printf("%-34s | %-24s | %-6s | %-24s | %-22s | %s\n", "shape", "A TFLOP/s", "A/TF32", "B TFLOP/s",
-              "A speedup over B", "max|A-B|/max|B|");
+  std::printf("%-34s | %-31s | %-7s | %-7s | %-31s | %-6s | %-19s | %-7s | %s\n", "shape", "N TFLOP/s", "L", "S",
+              "O TFLOP/s", "C", "N over O", "N vs C", "O vs C | L, S bits");
 
   cudaStream_t s;
   cuda::check(cudaStreamCreate(&s), "stream");
@@ -138,8 +165,16 @@ int main(int argc, char** argv) {
   // Dense products of a layer: q/o projections and the like, 4096x2048, 2048x4096, 512x2048 (kv).
   const int64_t max_m = 16384, max_k = 4096, max_n = 4096;
   float* x = device_copy(gaussian(size_t(max_m * max_k), 1, 1.0f));
-  float* ya = device_floats(size_t(max_m * max_n));
-  float* yb = device_floats(size_t(max_m * max_n));
+  float* yn = device_floats(size_t(max_m * max_n));
+  float* yo = device_floats(size_t(max_m * max_n));
+  float* yc = device_floats(size_t(max_m * max_n));
+  // A tensor-core arm: f run with kernel kind k.
+  const auto with = [](cuda::GemmKernel k, std::function<void()> f) {
+    return [k, f] {
+      cuda::use_gemm_kernel(k);
+      f();
+    };
+  };
   const int64_t shapes[][2] = {{4096, 2048}, {2048, 4096}, {512, 2048}};
   for (const auto& sh : shapes) {
     const int64_t n = sh[0], k = sh[1];
@@ -148,22 +183,27 @@ int main(int argc, char** argv) {
     std::vector<int64_t> ms = {512, 2048, 16384};
     if (n == 4096) ms = {1, 8, 32, 64, 128, 256, 512, 2048, 16384};  // where the tensor cores start to pay
     for (const int64_t m : ms) {
-      const auto a = [&] { cuda::matmul_tc(x, m, dm, ya, false, s); };
-      const auto b = [&] { cuda::matmul(x, m, dm, yb, false, s); };
-      a();
-      b();
+      const auto tc = [&](float* y) { return [&, y] { cuda::matmul_tc(x, m, dm, y, false, s); }; };
+      const Arms arms{with(cuda::GemmKernel::Mma, tc(yn)), with(cuda::GemmKernel::MmaLarge, tc(yn)),
+                      with(cuda::GemmKernel::MmaSmall, tc(yn)), with(cuda::GemmKernel::Wmma, tc(yo)),
+                      [&] { cuda::matmul(x, m, dm, yc, false, s); }};
+      arms.o();
+      arms.c();
+      arms.n();  // last, so yn holds N's output
       cuda::check(cudaStreamSynchronize(s), "bench run");
       char name[96];
       std::snprintf(name, sizeof name, "matmul q4_g64 %lldx%lld, m %lld", (long long)n, (long long)k, (long long)m);
-      compare(name, 2.0 * double(m) * double(n) * double(k), a, b, m <= 64 ? 2 * repeats : repeats, peak_tf32, s,
-              rel_diff(ya, yb, size_t(m * n)));
+      const double dn = rel_diff(yn, yc, size_t(m * n)), dof = rel_diff(yo, yc, size_t(m * n));
+      const bool ls = same_bits(arms.l, arms.s, yn, size_t(m * n), s);
+      compare(name, 2.0 * double(m) * double(n) * double(k), arms, m <= 64 ? 2 * repeats : repeats, peak_tf32, s, dn,
+              dof, ls);
     }
     cudaFree(w);
   }
 
-  // Grouped experts: 2048 rows, top-8 of 128 experts, H 2048, I 768, q4_g64, random routes (distinct per row).
+  // Grouped experts: 512 and 2048 rows, top-8 of 128 experts, H 2048, I 768, q4_g64, random routes (distinct per row).
   {
-    const int64_t m = 2048, H = 2048, I = 768;
+    const int64_t H = 2048, I = 768;
     const int E = 128, k = 8, distinct = 4;  // 4 distinct experts' weights, copied into the 128 blobs
     cuda::ExpertLayout l;
     l.gate_up = l.down = Codec::Q4_G64;
@@ -189,35 +229,48 @@ int main(int argc, char** argv) {
     }
     std::vector<const uint8_t*> table(static_cast<size_t>(E));
     for (int e = 0; e < E; ++e) table[size_t(e)] = blobs + size_t(e) * l.bytes;
-    std::mt19937 rng(5);
-    std::vector<int> ids(size_t(m * k)), all(static_cast<size_t>(E));
-    for (int64_t i = 0; i < m; ++i) {
-      for (int e = 0; e < E; ++e) all[size_t(e)] = e;
-      std::shuffle(all.begin(), all.end(), rng);
-      for (int j = 0; j < k; ++j) ids[size_t(i * k + j)] = all[size_t(j)];
-    }
     const uint8_t* const* dt = device_copy(table);
-    const int* di = device_copy(ids);
-    float* act_a = device_floats(size_t(m * k * I));
-    float* act_b = device_floats(size_t(m * k * I));
+    const int64_t most = 2048;
+    float* act_n = device_floats(size_t(most * k * I));
+    float* act_o = device_floats(size_t(most * k * I));
+    float* act_c = device_floats(size_t(most * k * I));
     void* scratch = nullptr;
-    const size_t scratch_bytes = cuda::expert_gemm_scratch_bytes(m, k, E);
+    const size_t scratch_bytes = cuda::expert_gemm_scratch_bytes(most, k, E);
     cuda::check(cudaMalloc(&scratch, scratch_bytes), "bench alloc");
-    const auto a = [&] {
-      cuda::expert_gate_up_tc(x, m, k, di, dt, E, l, act_a, scratch, s);
-      cuda::expert_down_tc(act_a, m * k, di, dt, E, l, ya, scratch, s);
-    };
-    const auto b = [&] {
-      cuda::expert_gate_up(x, m, k, di, dt, l, act_b, s);
-      cuda::expert_down(act_b, m * k, di, dt, l, yb, s);
-    };
-    a();
-    b();
-    cuda::check(cudaStreamSynchronize(s), "bench run");
-    const double flops = double(m * k) * 6.0 * double(H) * double(I);
-    compare("experts gate_up+down, 2048 x top-8", flops, a, b, repeats, peak_tf32, s,
-            rel_diff(ya, yb, size_t(m * k * H)));
-    std::printf("\ngrouped scratch: %zu bytes for %lld pairs of %d experts\n", scratch_bytes, (long long)(m * k), E);
+    for (const int64_t m : {int64_t(512), most}) {
+      std::mt19937 rng(5);
+      std::vector<int> ids(size_t(m * k)), all(static_cast<size_t>(E));
+      for (int64_t i = 0; i < m; ++i) {
+        for (int e = 0; e < E; ++e) all[size_t(e)] = e;
+        std::shuffle(all.begin(), all.end(), rng);
+        for (int j = 0; j < k; ++j) ids[size_t(i * k + j)] = all[size_t(j)];
+      }
+      const int* di = device_copy(ids);
+      const auto tc = [&](float* act, float* y) {
+        return [&, act, y] {
+          cuda::expert_gate_up_tc(x, m, k, di, dt, E, l, act, scratch, s);
+          cuda::expert_down_tc(act, m * k, di, dt, E, l, y, scratch, s);
+        };
+      };
+      const Arms arms{with(cuda::GemmKernel::Mma, tc(act_n, yn)), with(cuda::GemmKernel::MmaLarge, tc(act_n, yn)),
+                      with(cuda::GemmKernel::MmaSmall, tc(act_n, yn)), with(cuda::GemmKernel::Wmma, tc(act_o, yo)),
+                      [&] {
+                        cuda::expert_gate_up(x, m, k, di, dt, l, act_c, s);
+                        cuda::expert_down(act_c, m * k, di, dt, l, yc, s);
+                      }};
+      arms.o();
+      arms.c();
+      arms.n();
+      cuda::check(cudaStreamSynchronize(s), "bench run");
+      const double flops = double(m * k) * 6.0 * double(H) * double(I);
+      char name[96];
+      std::snprintf(name, sizeof name, "experts gate_up+down, %lld x top-8", (long long)m);
+      const double dn = rel_diff(yn, yc, size_t(m * k * H)), dof = rel_diff(yo, yc, size_t(m * k * H));
+      const bool ls = same_bits(arms.l, arms.s, yn, size_t(m * k * H), s);
+      compare(name, flops, arms, repeats, peak_tf32, s, dn, dof, ls);
+      cudaFree(const_cast<int*>(di));
+    }
+    std::printf("\ngrouped scratch: %zu bytes for %lld pairs of %d experts\n", scratch_bytes, (long long)(most * k), E);
   }
   return 0;
 }

@@ -58,6 +58,29 @@ struct Unit<Id::Q4_G64> {
   static constexpr int G = 64, bytes = kQ4G64Bytes;
 };
 
+// Widens one 32-bit code word of an affine unit (d, m: the unit's scale and offset), unfused as codec_value:
+// 8-bit codes give its 4 bytes' elements into lo[0..3]; 4-bit codes give the low nibbles' elements into lo[0..3]
+// and the high nibbles' (the elements G / 2 further on) into hi[0..3].
+template <CodecId C>
+__device__ __forceinline__ void widen_word(uint32_t q, float d, float m, float* lo, float* hi) {
+#pragma unroll
+  for (int b = 0; b < 4; ++b) {
+    const uint32_t byte = (q >> (8 * b)) & 0xffu;
+    if constexpr (C == Id::Q8_G32 || C == Id::Q8_G64) {
+      lo[b] = __fadd_rn(__fmul_rn(d, float(byte)), m);
+    } else {
+      lo[b] = __fadd_rn(__fmul_rn(d, float(byte & 0x0fu)), m);
+      hi[b] = __fadd_rn(__fmul_rn(d, float(byte >> 4)), m);
+    }
+  }
+}
+
+// An affine unit's scale d and offset m, from its first word (two f16).
+__device__ __forceinline__ void unit_scale(uint32_t dm, float& d, float& m) {
+  d = f16_bits(uint16_t(dm & 0xffffu));
+  m = f16_bits(uint16_t(dm >> 16));
+}
+
 // Widens unit u of a row into w[G], exactly as codec_value (codec.h): affine values are d * q then + m, in float,
 // unfused (__fmul_rn/__fadd_rn keep nvcc from contracting them). Float units may run past the row's end: only
 // elements below `valid` are read.
@@ -78,26 +101,14 @@ __device__ __forceinline__ void load_unit(const uint8_t* row, int64_t u, int val
   } else {
     // Blocks are 36, 68, 20 or 36 bytes: every block starts 4-byte aligned, so it is read as 32-bit words.
     const uint32_t* p = reinterpret_cast<const uint32_t*>(row + u * Unit<C>::bytes);
-    const uint32_t dm = p[0];
-    const float d = f16_bits(uint16_t(dm & 0xffffu)), m = f16_bits(uint16_t(dm >> 16));
+    float d, m;
+    unit_scale(p[0], d, m);
     if constexpr (C == Id::Q8_G32 || C == Id::Q8_G64) {
 #pragma unroll
-      for (int wd = 0; wd < G / 4; ++wd) {
-        const uint32_t q = p[1 + wd];
-#pragma unroll
-        for (int b = 0; b < 4; ++b) w[wd * 4 + b] = __fadd_rn(__fmul_rn(d, float((q >> (8 * b)) & 0xffu)), m);
-      }
+      for (int wd = 0; wd < G / 4; ++wd) widen_word<C>(p[1 + wd], d, m, w + wd * 4, nullptr);
     } else {
 #pragma unroll
-      for (int wd = 0; wd < G / 8; ++wd) {
-        const uint32_t q = p[1 + wd];
-#pragma unroll
-        for (int b = 0; b < 4; ++b) {
-          const uint32_t byte = (q >> (8 * b)) & 0xffu;
-          w[wd * 4 + b] = __fadd_rn(__fmul_rn(d, float(byte & 0x0fu)), m);
-          w[G / 2 + wd * 4 + b] = __fadd_rn(__fmul_rn(d, float(byte >> 4)), m);
-        }
-      }
+      for (int wd = 0; wd < G / 8; ++wd) widen_word<C>(p[1 + wd], d, m, w + wd * 4, w + G / 2 + wd * 4);
     }
   }
 }

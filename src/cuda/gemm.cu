@@ -1,15 +1,25 @@
 // cuda/gemm.cu - the tensor-core products declared in cuda/gemm.h.
 //
-// One kernel serves the three products. A block owns a tile of 128 rows (of x, or of one expert's bucket of pairs)
-// by 128 output columns (gate_up: 64 gate and the same 64 up columns). For each 64-wide slice of k, in order, the
-// rows of x and the weight rows are widened, rounded to TF32 and stored in shared memory; 8 warps, each 64 x 32 of
-// the tile, multiply them with WMMA m16n16k8. The accumulators go through shared memory to the epilogue (bounds,
-// accumulate, SiLU product). The k-slices and the MMA steps inside them depend only on k, so an output element's
-// sum never depends on m or on the other rows of its tile.
+// Two kernels serve the three products (Plain, GateUp, Down); gemm.h's GemmKernel picks one (and may force a tile).
+// mma_kernel (the default): a block owns a tile of rows (of x, or of one expert's bucket of pairs) by output columns
+// (gate_up: half gate, the same half up), TileL 128 x 128 with 8 warps or TileS 64 x 64 with 4, whichever leaves the
+// busiest SM the least to do. Each 64-wide slice of k goes through two stages of shared memory: x by cp.async, the
+// weights fetched raw into registers a slice ahead and widened as 8 pieces of 8 values a row (mma_layout.h), both
+// rounded to TF32; warps multiply with mma.sync m16n8k8 from fragments whose indices mma_layout.h computes (tested
+// on the CPU against the PTX ISA's layouts).
+// wmma_kernel (the first one): 128 x 128 tiles, one stage, WMMA m16n16k8.
+// In both, the accumulators go through shared memory to one epilogue (bounds, accumulate, SiLU product), and an
+// output element is 0 plus its MMAs in k order, one per 8 of k: its sum never depends on m, on the tile shape or
+// on the other rows of its tile.
 #include <mma.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
 
 #include "cuda/codec_device.cuh"
 #include "cuda/gemm.h"
+#include "cuda/mma_layout.h"
 
 // No fmt here (see kernels.cu): errors go through check() (runtime.cpp).
 namespace seedling::cuda {
@@ -54,8 +64,71 @@ __device__ __forceinline__ void store4(float* dst, float a, float b, float c, fl
   *reinterpret_cast<float4*>(dst) = make_float4(tf32(a), tf32(b), tf32(c), tf32(d));
 }
 
+// A block's rows: fills src (the x row of each tile row) and dst (the output row), sets the weights (wa: the matrix,
+// or gate; wb: up), and gives the tile's row count, or -1 for a grouped block past the routing's tiles.
+template <Mode M, int BM, int kThreadsOf>
+__device__ __forceinline__ int tile_rows(const GemmArgs& a, int64_t* src, int64_t* dst, const uint8_t*& wa,
+                                         const uint8_t*& wb) {
+  const int tid = threadIdx.x;
+  if constexpr (M == Mode::Plain) {
+    const int64_t r0 = int64_t(blockIdx.x) * BM;
+    wa = a.w;
+    wb = nullptr;
+    for (int r = tid; r < BM; r += kThreadsOf) src[r] = dst[r] = r0 + r;
+    return int(a.m - r0 < BM ? a.m - r0 : BM);
+  } else {
+    const int t = int(blockIdx.x);
+    if (t >= *a.n_tiles) return -1;  // the grid covers the most tiles any routing can make
+    const int e = a.tiles[3 * t], start = a.tiles[3 * t + 1], rows = a.tiles[3 * t + 2];
+    const uint8_t* blob = a.table[e];
+    wa = blob + a.off_a;
+    wb = blob + a.off_b;
+    for (int r = tid; r < BM; r += kThreadsOf) {
+      const int64_t p = r < rows ? a.order[start + r] : 0;
+      src[r] = M == Mode::GateUp ? p / a.k : p;
+      dst[r] = p;
+    }
+    return rows;
+  }
+}
+
+// Tile row nr's weight row (GateUp: BN / 2 gate rows, then the same up rows), or null past n_out.
+template <Mode M, int BN>
+__device__ __forceinline__ const uint8_t* weight_row(const GemmArgs& a, const uint8_t* wa, const uint8_t* wb,
+                                                     int64_t n0, int nr, size_t rb) {
+  const uint8_t* base = wa;
+  int64_t n = n0 + nr;
+  if constexpr (M == Mode::GateUp) {
+    if (nr >= BN / 2) {
+      base = wb;
+      n = n0 + nr - BN / 2;
+    }
+  }
+  return n < a.n_out ? base + size_t(n) * rb : nullptr;
+}
+
+// The epilogue from the accumulator tile cs (BM x ldc, in shared memory): bounds, accumulate, the SiLU product.
+template <Mode M, int BM, int BN, int kThreadsOf>
+__device__ __forceinline__ void epilogue(const GemmArgs& a, const float* cs, int ldc, const int64_t* dst, int rows,
+                                         int64_t n0) {
+  constexpr int kOutCols = M == Mode::GateUp ? BN / 2 : BN;
+  for (int i = threadIdx.x; i < BM * kOutCols; i += kThreadsOf) {
+    const int r = i / kOutCols, c = i % kOutCols;
+    if (r >= rows || n0 + c >= a.n_out) continue;
+    float* out = a.y + dst[r] * a.n_out + n0 + c;
+    if constexpr (M == Mode::GateUp) {
+      const float g = cs[r * ldc + c], u = cs[r * ldc + kOutCols + c];
+      *out = (g / (1.0f + expf(-g))) * u;  // kernels.cu's expert_gate_up_kernel, the same float operations
+    } else {
+      const float s = cs[r * ldc + c];
+      *out = a.accumulate ? *out + s : s;
+    }
+  }
+}
+
+// The first kernel (GemmKernel::Wmma): WMMA m16n16k8, one buffer, loads and widening between two barriers.
 template <CodecId C, Mode M>
-__global__ void __launch_bounds__(kThreads, 2) gemm_kernel(GemmArgs a) {
+__global__ void __launch_bounds__(kThreads, 2) wmma_kernel(GemmArgs a) {
   extern __shared__ __align__(128) float sm[];
   float* xs = sm;               // kBM x kLd: x rows, TF32
   float* ws = sm + kBM * kLd;   // kBN x kLd: weight rows, TF32
@@ -64,28 +137,10 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_kernel(GemmArgs a) {
   __shared__ int64_t dst[kBM];  // the output row of each tile row
   const int tid = threadIdx.x;
 
-  int rows = 0;
   const uint8_t* wa = nullptr;  // Plain, Down: the matrix; GateUp: gate
   const uint8_t* wb = nullptr;  // GateUp: up
-  if constexpr (M == Mode::Plain) {
-    const int64_t r0 = int64_t(blockIdx.x) * kBM;
-    rows = int(a.m - r0 < kBM ? a.m - r0 : kBM);
-    wa = a.w;
-    for (int r = tid; r < kBM; r += kThreads) src[r] = dst[r] = r0 + r;
-  } else {
-    const int t = int(blockIdx.x);
-    if (t >= *a.n_tiles) return;  // the grid covers the most tiles any routing can make
-    const int e = a.tiles[3 * t], start = a.tiles[3 * t + 1];
-    rows = a.tiles[3 * t + 2];
-    const uint8_t* blob = a.table[e];
-    wa = blob + a.off_a;
-    wb = blob + a.off_b;
-    for (int r = tid; r < kBM; r += kThreads) {
-      const int64_t p = r < rows ? a.order[start + r] : 0;
-      src[r] = M == Mode::GateUp ? p / a.k : p;
-      dst[r] = p;
-    }
-  }
+  const int rows = tile_rows<M, kBM, kThreads>(a, src, dst, wa, wb);
+  if (rows < 0) return;
   constexpr int kOutCols = M == Mode::GateUp ? kBN / 2 : kBN;
   const int64_t n0 = int64_t(blockIdx.y) * kOutCols;
   const size_t rb = row_bytes_of<C>(a.cols);
@@ -125,20 +180,13 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_kernel(GemmArgs a) {
     // Weights: kBN rows of kBK, widened unit by unit; zeros past n_out and past k.
     for (int i = tid; i < kBN * kUnitsPerRow; i += kThreads) {
       const int nr = i / kUnitsPerRow, ui = i % kUnitsPerRow;
-      const uint8_t* base = wa;
-      int64_t n = n0 + nr;
-      if constexpr (M == Mode::GateUp) {
-        if (nr >= kOutCols) {
-          base = wb;
-          n = n0 + nr - kOutCols;
-        }
-      }
+      const uint8_t* row = weight_row<M, kBN>(a, wa, wb, n0, nr, rb);
       const int64_t u = k0 / G + ui;
       const int64_t left = a.cols - u * G;
       const int valid = int(left < G ? left : G);
       float w[G];
-      if (n < a.n_out && valid > 0) {
-        load_unit<C>(base + size_t(n) * rb, u, valid, w);
+      if (row != nullptr && valid > 0) {
+        load_unit<C>(row, u, valid, w);
 #pragma unroll
         for (int j = 0; j < G; ++j) w[j] = j < valid ? w[j] : 0.0f;  // an affine block's padding
       } else {
@@ -174,22 +222,275 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_kernel(GemmArgs a) {
     }
   }
   __syncthreads();
-  for (int i = tid; i < kBM * kOutCols; i += kThreads) {
-    const int r = i / kOutCols, c = i % kOutCols;
-    if (r >= rows || n0 + c >= a.n_out) continue;
-    float* out = a.y + dst[r] * a.n_out + n0 + c;
-    if constexpr (M == Mode::GateUp) {
-      const float g = cs[r * kLdc + c], u = cs[r * kLdc + kOutCols + c];
-      *out = (g / (1.0f + expf(-g))) * u;  // kernels.cu's expert_gate_up_kernel, the same float operations
+  epilogue<M, kBM, kBN, kThreads>(a, cs, kLdc, dst, rows, n0);
+}
+
+// ---- The mma.sync kernel (GemmKernel::Mma) ----
+
+// Two tile shapes, one arithmetic: every output element is 0 plus one m16n8k8 MMA per 8 of k, in k order, whatever
+// the shape, so the host may pick either for any call without changing a bit.
+using TileL = mma::Tile<128, 128, 2, 4>;  // 256 threads, warps of 64 x 32; 136 KB of shared memory: 1 block an SM
+using TileS = mma::Tile<64, 64, 2, 2>;    // 128 threads, warps of 32 x 32; 68 KB: 3 blocks an SM
+static_assert(TileL::kBK == kBK && TileS::kBK == kBK, "both kernels slice k alike");
+
+template <class T>
+constexpr int min_blocks() {
+  return T::BM == 128 ? 1 : 3;
+}
+template <class T>
+constexpr size_t smem_bytes() {
+  static_assert(T::BM * T::kLdc <= 2 * T::kStageFloats, "the accumulator tile fits in the two stages");
+  return size_t(2 * T::kStageFloats) * sizeof(float);
+}
+
+__device__ __forceinline__ void cp_async16(float* smem, const float* gmem, int src_bytes) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
+
+// d += a b on TF32 operands (their bits: values already rounded to TF32, so the hardware reads them exactly).
+__device__ __forceinline__ void mma_tf32(float* d, const uint32_t* a, const uint32_t* b) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// x's k-slice at k0 into xs (BM x kLd): cp.async, 16 bytes a copy, zeros past the tile's rows and past k; rows that
+// are not float4-aligned (x_vec false) are stored synchronously. Values stay float32 until round_x. Each thread
+// copies, and later rounds, the same 8 float4s.
+template <class T>
+__device__ __forceinline__ void stage_x(const GemmArgs& a, const int64_t* src, int rows, int64_t k0, float* xs) {
+  constexpr int kCopies = T::BM * (kBK / 4) / T::kThreads;
+  static_assert(T::BM * (kBK / 4) % T::kThreads == 0, "threads share an x slice evenly");
+#pragma unroll
+  for (int j = 0; j < kCopies; ++j) {
+    const int i = int(threadIdx.x) + j * T::kThreads, r = i / (kBK / 4), c = (i % (kBK / 4)) * 4;
+    const int64_t kk = k0 + c;
+    float* d = xs + r * T::kLd + c;
+    if (a.x_vec) {  // cols % 4 == 0: a float4 is all inside k or all past it
+      const bool in = r < rows && kk < a.cols;
+      cp_async16(d, in ? a.x + src[r] * a.cols + kk : a.x, in ? 16 : 0);
     } else {
-      const float s = cs[r * kLdc + c];
-      *out = a.accumulate ? *out + s : s;
+      float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      if (r < rows) {
+        const float* xr = a.x + src[r] * a.cols;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) v[e] = kk + e < a.cols ? xr[kk + e] : 0.0f;
+      }
+      *reinterpret_cast<float4*>(d) = make_float4(v[0], v[1], v[2], v[3]);
     }
   }
 }
 
+// Rounds this thread's float4s of a landed x slice (stage_x's) to TF32, in place.
+template <class T>
+__device__ __forceinline__ void round_x(float* xs) {
+  constexpr int kCopies = T::BM * (kBK / 4) / T::kThreads;
+#pragma unroll
+  for (int j = 0; j < kCopies; ++j) {
+    const int i = int(threadIdx.x) + j * T::kThreads, r = i / (kBK / 4), c = (i % (kBK / 4)) * 4;
+    float* p = xs + r * T::kLd + c;
+    const float4 v = *reinterpret_cast<const float4*>(p);
+    store4(p, v.x, v.y, v.z, v.w);
+  }
+}
+
+template <CodecId C>
+__host__ __device__ constexpr mma::Piece piece(int p) {
+  return mma::piece_of(Unit<C>::G, is_affine(C), C == Id::Q4_G32 || C == Id::Q4_G64, p);
+}
+
+// Piece p (mma_layout.h) of a weight row's k-slice at k0, raw: affine, the unit's d/m word and one or two code
+// words (zeros for a unit past k); float codecs, 8 values' bits (zeros past k). A null row (past n_out) gives zeros.
+template <CodecId C>
+__device__ __forceinline__ void fetch_piece(const uint8_t* row, int64_t k0, int p, int64_t cols, uint32_t* raw) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) raw[j] = 0;
+  if (row == nullptr) return;
+  if constexpr (is_affine(C)) {
+    constexpr int G = Unit<C>::G;
+    const mma::Piece pc = piece<C>(p);
+    const int64_t u = k0 / G + pc.unit;
+    if (u * G >= cols) return;
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(row + u * Unit<C>::bytes);
+    raw[0] = w[0];
+    raw[1] = w[1 + pc.word];
+    if constexpr (C == Id::Q8_G32 || C == Id::Q8_G64) raw[2] = w[2 + pc.word];
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int64_t k = k0 + 8 * p + j;
+      if (k >= cols) continue;
+      if constexpr (C == Id::F32) {
+        raw[j] = reinterpret_cast<const uint32_t*>(row)[k];
+      } else {
+        raw[j] = reinterpret_cast<const uint16_t*>(row)[k];
+      }
+    }
+  }
+}
+
+// Widens a fetched piece (as load_unit would: codec_device.cuh's widen_word and bit widenings), zeros the values
+// past k (an affine block's padding), rounds to TF32 and stores the two runs of 4 in weight row ws_row.
+template <CodecId C>
+__device__ __forceinline__ void store_piece(const uint32_t* raw, int64_t k0, int p, int64_t cols, float* ws_row) {
+  const mma::Piece pc = piece<C>(p);
+  float v[8];
+  if constexpr (is_affine(C)) {
+    float d, m;
+    unit_scale(raw[0], d, m);
+    if constexpr (C == Id::Q8_G32 || C == Id::Q8_G64) {
+      widen_word<C>(raw[1], d, m, v, nullptr);
+      widen_word<C>(raw[2], d, m, v + 4, nullptr);
+    } else {
+      widen_word<C>(raw[1], d, m, v, v + 4);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      if constexpr (C == Id::F32) {
+        v[j] = __uint_as_float(raw[j]);
+      } else if constexpr (C == Id::BF16) {
+        v[j] = bf16_bits(uint16_t(raw[j]));
+      } else {
+        v[j] = f16_bits(uint16_t(raw[j]));
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    v[j] = k0 + pc.first + j < cols ? v[j] : 0.0f;
+    v[4 + j] = k0 + pc.second + j < cols ? v[4 + j] : 0.0f;
+  }
+  store4(ws_row + pc.first, v[0], v[1], v[2], v[3]);
+  store4(ws_row + pc.second, v[4], v[5], v[6], v[7]);
+}
+
+// This thread's weight pieces of a slice: item tid + j * kThreads is piece (item % 8) of tile row item / 8.
+template <class T>
+constexpr int kPiecesOf = T::BN * 8 / T::kThreads;
+
+template <CodecId C, class T>
+__device__ __forceinline__ void fetch_pieces(const uint8_t* (&wrow)[kPiecesOf<T>], int64_t k0, int64_t cols,
+                                             uint32_t (&raw)[kPiecesOf<T>][8]) {
+#pragma unroll
+  for (int j = 0; j < kPiecesOf<T>; ++j)
+    fetch_piece<C>(wrow[j], k0, (int(threadIdx.x) + j * T::kThreads) % 8, cols, raw[j]);
+}
+
+template <CodecId C, class T>
+__device__ __forceinline__ void store_pieces(const uint32_t (&raw)[kPiecesOf<T>][8], int64_t k0, int64_t cols,
+                                             float* ws) {
+#pragma unroll
+  for (int j = 0; j < kPiecesOf<T>; ++j) {
+    const int item = int(threadIdx.x) + j * T::kThreads;
+    store_piece<C>(raw[j], k0, item % 8, cols, ws + (item / 8) * T::kLd);
+  }
+}
+
+// The mma.sync kernel. Two stages of shared memory: while the warps multiply slice s, x's next slice lands by
+// cp.async in the other stage and each thread's weight pieces of it are already in registers; after the MMAs they
+// are widened into that stage, x is rounded to TF32, and one barrier ends the slice.
+template <CodecId C, Mode M, class T>
+__global__ void __launch_bounds__(T::kThreads, min_blocks<T>()) mma_kernel(GemmArgs a) {
+  extern __shared__ __align__(128) float sm[];
+  __shared__ int64_t src[T::BM];
+  __shared__ int64_t dst[T::BM];
+  const uint8_t* wa = nullptr;
+  const uint8_t* wb = nullptr;
+  const int rows = tile_rows<M, T::BM, T::kThreads>(a, src, dst, wa, wb);
+  if (rows < 0) return;
+  constexpr int kOutCols = M == Mode::GateUp ? T::BN / 2 : T::BN;
+  const int64_t n0 = int64_t(blockIdx.y) * kOutCols;
+  const size_t rb = row_bytes_of<C>(a.cols);
+  const int tid = int(threadIdx.x), warp = tid / 32, lane = tid % 32;
+
+  constexpr int kPieces = kPiecesOf<T>;
+  static_assert(T::BN * 8 % T::kThreads == 0, "threads share a weight slice evenly");
+  const uint8_t* wrow[kPieces];
+#pragma unroll
+  for (int j = 0; j < kPieces; ++j) wrow[j] = weight_row<M, T::BN>(a, wa, wb, n0, (tid + j * T::kThreads) / 8, rb);
+  uint32_t raw[kPieces][8];
+  float acc[T::MT][T::NT][4];
+#pragma unroll
+  for (int i = 0; i < T::MT; ++i) {
+#pragma unroll
+    for (int j = 0; j < T::NT; ++j) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
+    }
+  }
+  __syncthreads();  // src, dst
+
+  // Slice 0 into stage 0.
+  stage_x<T>(a, src, rows, 0, sm);
+  cp_async_commit();
+  fetch_pieces<C, T>(wrow, 0, a.cols, raw);
+  store_pieces<C, T>(raw, 0, a.cols, sm + T::BM * T::kLd);
+  cp_async_wait_all();
+  round_x<T>(sm);
+  __syncthreads();
+
+  int s = 0;
+  for (int64_t k0 = 0; k0 < a.cols; k0 += kBK, s ^= 1) {
+    const bool more = k0 + kBK < a.cols;
+    float* next = sm + (s ^ 1) * T::kStageFloats;
+    if (more) {
+      stage_x<T>(a, src, rows, k0 + kBK, next);
+      cp_async_commit();
+      fetch_pieces<C, T>(wrow, k0 + kBK, a.cols, raw);
+    }
+    const float* xs = sm + s * T::kStageFloats;
+    const float* ws = xs + T::BM * T::kLd;
+#pragma unroll
+    for (int kk = 0; kk < kBK; kk += 8) {
+      uint32_t fa[T::MT][4], fb[T::NT][2];
+#pragma unroll
+      for (int i = 0; i < T::MT; ++i) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) fa[i][q] = __float_as_uint(xs[T::a_index(warp, lane, i, kk, q)]);
+      }
+#pragma unroll
+      for (int j = 0; j < T::NT; ++j) {
+#pragma unroll
+        for (int q = 0; q < 2; ++q) fb[j][q] = __float_as_uint(ws[T::b_index(warp, lane, j, kk, q)]);
+      }
+#pragma unroll
+      for (int i = 0; i < T::MT; ++i) {
+#pragma unroll
+        for (int j = 0; j < T::NT; ++j) mma_tf32(acc[i][j], fa[i], fb[j]);
+      }
+    }
+    if (more) {
+      store_pieces<C, T>(raw, k0 + kBK, a.cols, next + T::BM * T::kLd);
+      cp_async_wait_all();
+      round_x<T>(next);
+    }
+    __syncthreads();
+  }
+
+  float* cs = sm;  // the stages are free after the last barrier
+#pragma unroll
+  for (int i = 0; i < T::MT; ++i) {
+#pragma unroll
+    for (int j = 0; j < T::NT; ++j) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) cs[T::c_index(warp, lane, i, j, q)] = acc[i][j][q];
+    }
+  }
+  __syncthreads();
+  epilogue<M, T::BM, T::BN, T::kThreads>(a, cs, T::kLdc, dst, rows, n0);
+}
+
 // Scratch of the grouped GEMMs, in ints: per expert a count and a cursor; the tile count; the tiles (expert,
-// first sorted pair, rows); the pairs sorted by expert.
+// first sorted pair, rows); the pairs sorted by expert. Laid out for the smallest row tile (kMinBM), so any tile
+// size fits.
 struct Buckets {
   int* counts;
   int* cursor;
@@ -198,8 +499,11 @@ struct Buckets {
   int* order;
 };
 
-int64_t max_tiles(int64_t pairs, int num_experts) {
-  return (pairs + kBM - 1) / kBM + num_experts;  // each expert's last tile may be partial
+constexpr int kMinBM = TileS::BM;
+static_assert(kMinBM <= kBM && kMinBM <= TileL::BM, "the scratch is laid out for the smallest row tile");
+
+int64_t max_tiles(int64_t pairs, int num_experts, int bm) {
+  return (pairs + bm - 1) / bm + num_experts;  // each expert's last tile may be partial
 }
 
 Buckets buckets_in(void* scratch, int64_t pairs, int num_experts) {
@@ -209,7 +513,7 @@ Buckets buckets_in(void* scratch, int64_t pairs, int num_experts) {
   b.cursor = b.counts + num_experts;
   b.n_tiles = b.cursor + num_experts;
   b.tiles = b.n_tiles + 1;
-  b.order = b.tiles + 3 * max_tiles(pairs, num_experts);
+  b.order = b.tiles + 3 * max_tiles(pairs, num_experts, kMinBM);
   return b;
 }
 
@@ -218,16 +522,16 @@ __global__ void count_kernel(const int* ids, int64_t pairs, const uint8_t* const
   if (j < pairs && table[ids[j]] != nullptr) atomicAdd(&counts[ids[j]], 1);
 }
 
-// One thread: the exclusive scan of the counts into cursors, and each expert's row tiles (few hundred at most).
-__global__ void plan_kernel(int num_experts, Buckets b) {
+// One thread: the exclusive scan of the counts into cursors, and each expert's row tiles of bm rows (a few hundred).
+__global__ void plan_kernel(int num_experts, int bm, Buckets b) {
   int off = 0, t = 0;
   for (int e = 0; e < num_experts; ++e) {
     const int n = b.counts[e];
     b.cursor[e] = off;
-    for (int r = 0; r < n; r += kBM) {
+    for (int r = 0; r < n; r += bm) {
       b.tiles[3 * t] = e;
       b.tiles[3 * t + 1] = off + r;
-      b.tiles[3 * t + 2] = n - r < kBM ? n - r : kBM;
+      b.tiles[3 * t + 2] = n - r < bm ? n - r : bm;
       ++t;
     }
     off += n;
@@ -242,27 +546,47 @@ __global__ void scatter_kernel(const int* ids, int64_t pairs, const uint8_t* con
   if (j < pairs && table[ids[j]] != nullptr) b.order[atomicAdd(&b.cursor[ids[j]], 1)] = int(j);
 }
 
-Buckets bucket_pairs(const int* ids, int64_t pairs, const uint8_t* const* table, int num_experts, void* scratch,
+Buckets bucket_pairs(const int* ids, int64_t pairs, const uint8_t* const* table, int num_experts, int bm, void* scratch,
                      cudaStream_t stream) {
   const Buckets b = buckets_in(scratch, pairs, num_experts);
   check(cudaMemsetAsync(b.counts, 0, size_t(num_experts) * sizeof(int), stream), "clearing the expert counts");
   const unsigned blocks = unsigned((pairs + 255) / 256);
   count_kernel<<<blocks, 256, 0, stream>>>(ids, pairs, table, b.counts);
   check(cudaGetLastError(), "expert bucketing (count)");
-  plan_kernel<<<1, 1, 0, stream>>>(num_experts, b);
+  plan_kernel<<<1, 1, 0, stream>>>(num_experts, bm, b);
   check(cudaGetLastError(), "expert bucketing (plan)");
   scatter_kernel<<<blocks, 256, 0, stream>>>(ids, pairs, table, b);
   check(cudaGetLastError(), "expert bucketing (scatter)");
   return b;
 }
 
-template <CodecId C, Mode M>
-void launch(dim3 grid, const GemmArgs& a, cudaStream_t stream, const char* what) {
-  // Above 48 KB of dynamic shared memory a kernel must opt in, once.
-  static const cudaError_t raised =
-      cudaFuncSetAttribute(gemm_kernel<C, M>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes));
+// Which kernel and tile a call runs: the WMMA kernel (128 x 128), or the mma.sync kernel with TileL or TileS.
+enum class Shape { Wmma, L, S };
+
+int tile_rows_of(Shape s) {
+  return s == Shape::S ? TileS::BM : s == Shape::L ? TileL::BM : kBM;
+}
+int tile_cols_of(Shape s) {
+  return s == Shape::S ? TileS::BN : s == Shape::L ? TileL::BN : kBN;
+}
+
+// Starts kernel k (opting in, once, to its shared memory above 48 KB).
+template <auto K>
+void start(dim3 grid, int threads, size_t smem, const GemmArgs& a, cudaStream_t stream) {
+  static const cudaError_t raised = cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   check(raised, "raising the tensor-core GEMM's shared memory");
-  gemm_kernel<C, M><<<grid, kThreads, kSmemBytes, stream>>>(a);
+  K<<<grid, threads, smem, stream>>>(a);
+}
+
+template <CodecId C, Mode M>
+void launch(Shape shape, dim3 grid, const GemmArgs& a, cudaStream_t stream, const char* what) {
+  if (shape == Shape::Wmma) {
+    start<wmma_kernel<C, M>>(grid, kThreads, kSmemBytes, a, stream);
+  } else if (shape == Shape::L) {
+    start<mma_kernel<C, M, TileL>>(grid, TileL::kThreads, smem_bytes<TileL>(), a, stream);
+  } else {
+    start<mma_kernel<C, M, TileS>>(grid, TileS::kThreads, smem_bytes<TileS>(), a, stream);
+  }
   check(cudaGetLastError(), what);
 }
 
@@ -289,7 +613,73 @@ unsigned tiles_for(int64_t n, int per) {
   return unsigned((n + per - 1) / per);
 }
 
+// The kernel chosen by use_gemm_kernel, else by SEEDLING_GEMM, read once.
+std::atomic<int> g_kernel{-1};
+
+GemmKernel chosen_kernel() {
+  int k = g_kernel.load(std::memory_order_relaxed);
+  if (k < 0) {
+    const char* env = std::getenv("SEEDLING_GEMM");
+    const std::string v = env != nullptr ? env : "";
+    if (v.empty() || v == "mma") {
+      k = int(GemmKernel::Mma);
+    } else if (v == "mma128") {
+      k = int(GemmKernel::MmaLarge);
+    } else if (v == "mma64") {
+      k = int(GemmKernel::MmaSmall);
+    } else if (v == "wmma") {
+      k = int(GemmKernel::Wmma);
+    } else {
+      check(cudaErrorInvalidValue, "reading SEEDLING_GEMM (the tensor-core GEMM kernel: mma, mma128, mma64 or wmma)");
+    }
+    g_kernel.store(k, std::memory_order_relaxed);
+  }
+  return GemmKernel(k);
+}
+
+int sm_count() {
+  int dev = 0, sms = 0;
+  check(cudaGetDevice(&dev), "finding the current device");
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "reading the device's SM count");
+  return sms;
+}
+
+// The mma tile for a product of `row_tiles(bm)` row tiles by n outputs (cols_per_tile(bn) columns a tile): the one
+// whose busiest SM has the least of the tile area to do, ceil(blocks / SMs) x BM x BN; TileL on a tie. Either gives
+// the same bits, so this picks speed only.
+template <typename RowTiles>
+Shape pick_shape(RowTiles row_tiles, int64_t n, bool gate_up) {
+  switch (chosen_kernel()) {
+    case GemmKernel::Wmma:
+      return Shape::Wmma;
+    case GemmKernel::MmaLarge:
+      return Shape::L;
+    case GemmKernel::MmaSmall:
+      return Shape::S;
+    case GemmKernel::Mma:
+      break;
+  }
+  const int64_t sms = sm_count();
+  const auto cost = [&](Shape s) {
+    const int bm = tile_rows_of(s), bn = tile_cols_of(s);
+    const int64_t blocks = row_tiles(bm) * int64_t(tiles_for(n, gate_up ? bn / 2 : bn));
+    return (blocks + sms - 1) / sms * bm * bn;
+  };
+  return cost(Shape::S) < cost(Shape::L) ? Shape::S : Shape::L;
+}
+
+// The grouped products' tile: row tiles counted as if the pairs spread evenly over the experts (each expert's last
+// tile partial), the expected case of a router.
+Shape pick_grouped(int64_t pairs, int num_experts, int64_t n, bool gate_up) {
+  const int64_t per = (pairs + num_experts - 1) / num_experts;
+  return pick_shape([&](int bm) { return int64_t(num_experts) * ((per + bm - 1) / bm); }, n, gate_up);
+}
+
 }  // namespace
+
+void use_gemm_kernel(GemmKernel k) {
+  g_kernel.store(int(k), std::memory_order_relaxed);
+}
 
 void matmul_tc(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream) {
   if (m == 0 || w.rows == 0) return;
@@ -297,35 +687,40 @@ void matmul_tc(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool 
   a.m = m;
   a.accumulate = accumulate;
   a.w = static_cast<const uint8_t*>(w.data);
-  const dim3 grid(tiles_for(m, kBM), tiles_for(w.rows, kBN));
-  dispatch_codec(w.codec, [&]<CodecId C>() { launch<C, Mode::Plain>(grid, a, stream, "matmul_tc"); });
+  const Shape sh = pick_shape([&](int bm) { return int64_t(tiles_for(m, bm)); }, w.rows, false);
+  const dim3 grid(tiles_for(m, tile_rows_of(sh)), tiles_for(w.rows, tile_cols_of(sh)));
+  dispatch_codec(w.codec, [&]<CodecId C>() { launch<C, Mode::Plain>(sh, grid, a, stream, "matmul_tc"); });
 }
 
 size_t expert_gemm_scratch_bytes(int64_t m, int k, int num_experts) {
   const int64_t pairs = m * k;
-  return size_t(2 * num_experts + 1 + 3 * max_tiles(pairs, num_experts) + pairs) * sizeof(int);
+  return size_t(2 * num_experts + 1 + 3 * max_tiles(pairs, num_experts, kMinBM) + pairs) * sizeof(int);
 }
 
 void expert_gate_up_tc(const float* x, int64_t m, int k, const int* ids, const uint8_t* const* table, int num_experts,
                        const ExpertLayout& l, float* act, void* scratch, cudaStream_t stream) {
   const int64_t pairs = m * k;
   if (pairs == 0 || l.intermediate == 0) return;
+  const Shape sh = pick_grouped(pairs, num_experts, l.intermediate, true);
+  const int bm = tile_rows_of(sh);
   GemmArgs a = product(x, l.intermediate, l.hidden, act);
-  bucketed(a, bucket_pairs(ids, pairs, table, num_experts, scratch, stream), table);
+  bucketed(a, bucket_pairs(ids, pairs, table, num_experts, bm, scratch, stream), table);
   a.k = k;
   a.off_b = l.up_offset;
-  const dim3 grid(unsigned(max_tiles(pairs, num_experts)), tiles_for(l.intermediate, kBN / 2));
-  dispatch_codec(l.gate_up, [&]<CodecId C>() { launch<C, Mode::GateUp>(grid, a, stream, "expert_gate_up_tc"); });
+  const dim3 grid(unsigned(max_tiles(pairs, num_experts, bm)), tiles_for(l.intermediate, tile_cols_of(sh) / 2));
+  dispatch_codec(l.gate_up, [&]<CodecId C>() { launch<C, Mode::GateUp>(sh, grid, a, stream, "expert_gate_up_tc"); });
 }
 
 void expert_down_tc(const float* act, int64_t pairs, const int* ids, const uint8_t* const* table, int num_experts,
                     const ExpertLayout& l, float* out, void* scratch, cudaStream_t stream) {
   if (pairs == 0 || l.hidden == 0) return;
+  const Shape sh = pick_grouped(pairs, num_experts, l.hidden, false);
+  const int bm = tile_rows_of(sh);
   GemmArgs a = product(act, l.hidden, l.intermediate, out);
-  bucketed(a, bucket_pairs(ids, pairs, table, num_experts, scratch, stream), table);
+  bucketed(a, bucket_pairs(ids, pairs, table, num_experts, bm, scratch, stream), table);
   a.off_a = l.down_offset;
-  const dim3 grid(unsigned(max_tiles(pairs, num_experts)), tiles_for(l.hidden, kBN));
-  dispatch_codec(l.down, [&]<CodecId C>() { launch<C, Mode::Down>(grid, a, stream, "expert_down_tc"); });
+  const dim3 grid(unsigned(max_tiles(pairs, num_experts, bm)), tiles_for(l.hidden, tile_cols_of(sh)));
+  dispatch_codec(l.down, [&]<CodecId C>() { launch<C, Mode::Down>(sh, grid, a, stream, "expert_down_tc"); });
 }
 
 }  // namespace seedling::cuda

@@ -1,12 +1,13 @@
 // cuda/gemm.h - tensor-core matrix products for prompt rows: a plain matmul and the grouped expert GEMMs.
 //
 // The twins of kernels.h's matmul and expert_gate_up / expert_down, with the same contracts, for many rows: tiles
-// of 128 rows x 128 outputs x 64 of k in shared memory, WMMA tf32 m16n16k8 with float32 accumulation. Weights widen
-// exactly as codec.h says (codec_device.cuh's load_unit), then both weights and activations are rounded to TF32
-// (10 stored mantissa bits, unit roundoff 2^-11), so results differ from the float32 CUDA-core kernels by about
-// 2^-10 of sum |x_k w_k|; tests/unit/cuda/gemm_test.cpp bounds it. Every output element sums its k-tiles in one
-// fixed order that depends only on k, never on m or on which rows share a tile: a row (or expert pair) gives the
-// same bits alone, in a batch, or in a pass over any subset of experts.
+// of rows x outputs x 64 of k in shared memory, TF32 MMAs (m16n8k8 by mma.sync; the first kernel, WMMA m16n16k8, is
+// kept behind use_gemm_kernel) with float32 accumulation. Weights widen exactly as codec.h says (codec_device.cuh),
+// then both weights and activations are rounded to TF32 (10 stored mantissa bits, unit roundoff 2^-11), so results
+// differ from the float32 CUDA-core kernels by about 2^-10 of sum |x_k w_k|; tests/unit/cuda/gemm_test.cpp bounds
+// it. Every output element sums its k-tiles in one fixed order that depends only on k, never on m, on the tile
+// shape or on which rows share a tile: a row (or expert pair) gives the same bits alone, in a batch, or in a pass
+// over any subset of experts.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -23,9 +24,18 @@ namespace seedling::cuda {
 // aligned are read as float4).
 void matmul_tc(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream);
 
+// The kernel behind the products: Mma (mma.sync m16n8k8, cp.async-staged, picking a 128 x 128 or a 64 x 64 tile per
+// call; the default), MmaLarge / MmaSmall (the same, always 128 x 128 / 64 x 64: for the bench, to tune the pick),
+// or Wmma (the first kernel, WMMA m16n16k8, kept as the fall-back and the bench's baseline). The environment's
+// SEEDLING_GEMM (mma, mma128, mma64 or wmma; anything else is an error at the first product) sets it at start;
+// use_gemm_kernel overrides it for the products called after it. The Mma kinds give the same bits; Wmma differs
+// from them (TF32 sums in another order inside an MMA), each within gemm_test's bound.
+enum class GemmKernel { Mma, MmaLarge, MmaSmall, Wmma };
+void use_gemm_kernel(GemmKernel k);
+
 // Bytes of device scratch the grouped expert GEMMs need for m rows of k experts each over num_experts experts:
 // per expert a count and an offset, the list of row tiles, and the m * k pairs sorted by expert (a few ints per
-// pair: 16384 pairs of 128 experts take under 70 KB). The scratch needs 4-byte alignment (cudaMalloc's is fine).
+// pair: 16384 pairs of 128 experts take under 72 KB). The scratch needs 4-byte alignment (cudaMalloc's is fine).
 size_t expert_gemm_scratch_bytes(int64_t m, int k, int num_experts);
 
 // As expert_gate_up (kernels.h): for the pairs j of (row j / k, expert ids[j]) whose expert is present

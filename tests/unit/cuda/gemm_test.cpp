@@ -1,5 +1,7 @@
-// The tensor-core GEMMs (cuda/gemm.h) against the CPU reference (ops::ref::matmul, in double), and their invariant:
-// a row's (an expert pair's) bits do not depend on which other rows or experts share the launch.
+// The tensor-core GEMMs (cuda/gemm.h), both kernels (GemmKernel::Mma and ::Wmma), against the CPU reference
+// (ops::ref::matmul, in double), and their invariant: a row's (an expert pair's) bits do not depend on which other
+// rows or experts share the launch, nor on the tile shape the mma kernel picks for it. Both kernels round both
+// operands to TF32 and accumulate in float32 MMAs, so one bound holds for both.
 //
 // Tolerance, from the arithmetic: weights widen exactly (codec.h) and x is float32, then both are rounded to TF32
 // (round to nearest, unit roundoff u = 2^-11), so each product is off by at most (2u + u^2) |x_k w_k|; the tensor
@@ -48,6 +50,18 @@ double abs_dot(const float* x, const float* w, int64_t k) {
   return s;
 }
 
+// Runs the products with kernel k, back to the default (Mma) at the end of the scope.
+struct UseKernel {
+  explicit UseKernel(cuda::GemmKernel k) { cuda::use_gemm_kernel(k); }
+  ~UseKernel() { cuda::use_gemm_kernel(cuda::GemmKernel::Mma); }
+  UseKernel(const UseKernel&) = delete;
+  UseKernel& operator=(const UseKernel&) = delete;
+};
+constexpr cuda::GemmKernel kKernels[] = {cuda::GemmKernel::Mma, cuda::GemmKernel::Wmma};
+const char* kernel_name(cuda::GemmKernel k) {
+  return k == cuda::GemmKernel::Mma ? "mma" : "wmma";
+}
+
 // Largest error seen, as a fraction of its bound (printed, so the margin is visible).
 struct Worst {
   double ratio = 0;
@@ -58,12 +72,14 @@ struct Worst {
 
 // (codec, m, n, k): every m in {1, 17, 130}, n in {77, 2048}, k in {64, 100, 2048} appears, with partial tiles of
 // rows, outputs and k (100: a partial k-slice and, for the g64 codecs, a partial block).
-class GemmTcTest : public ::testing::TestWithParam<std::tuple<Codec, std::tuple<int64_t, int64_t, int64_t>>> {};
+class GemmTcTest
+    : public ::testing::TestWithParam<std::tuple<Codec, std::tuple<int64_t, int64_t, int64_t>, cuda::GemmKernel>> {};
 
 TEST_P(GemmTcTest, MatmulMatchesReferenceWithinTf32Bound) {
   SKIP_WITHOUT_CUDA_DEVICE();
   const Codec codec = std::get<0>(GetParam());
   const auto [m, n, k] = std::get<1>(GetParam());
+  const UseKernel use(std::get<2>(GetParam()));
   const std::vector<uint8_t> wbytes = test::encoded(codec, n, k, 7);
   const ops::Matrix w(codec, wbytes.data(), n, k);
   const std::vector<float> x = test::gaussian(size_t(m * k), 11);
@@ -88,8 +104,9 @@ TEST_P(GemmTcTest, MatmulMatchesReferenceWithinTf32Bound) {
     }
   }
   for (int64_t o = 0; o < n; ++o) ASSERT_EQ(alone[size_t(o)], got[size_t((m - 1) * n + o)]) << "out " << o;
-  std::printf("[ gemm ] %s m %lld n %lld k %lld: worst error %.3f of the bound\n",
-              std::string(codec_name(codec)).c_str(), (long long)m, (long long)n, (long long)k, worst.ratio);
+  std::printf("[ gemm ] %s %s m %lld n %lld k %lld: worst error %.3f of the bound\n",
+              kernel_name(std::get<2>(GetParam())), std::string(codec_name(codec)).c_str(), (long long)m, (long long)n,
+              (long long)k, worst.ratio);
 
   // accumulate: y += x W^T, the sum added once to what was there.
   const std::vector<float> base = test::gaussian(size_t(m * n), 5);
@@ -101,18 +118,39 @@ TEST_P(GemmTcTest, MatmulMatchesReferenceWithinTf32Bound) {
 
 using Shape = std::tuple<int64_t, int64_t, int64_t>;  // m, n, k
 
-std::string shape_name(const ::testing::TestParamInfo<std::tuple<Codec, Shape>>& info) {
+std::string shape_name(const ::testing::TestParamInfo<std::tuple<Codec, Shape, cuda::GemmKernel>>& info) {
   const Shape& s = std::get<1>(info.param);
   return std::string(codec_name(std::get<0>(info.param))) + "_m" + std::to_string(std::get<0>(s)) + "_n" +
-         std::to_string(std::get<1>(s)) + "_k" + std::to_string(std::get<2>(s));
+         std::to_string(std::get<1>(s)) + "_k" + std::to_string(std::get<2>(s)) + "_" +
+         kernel_name(std::get<2>(info.param));
 }
 
 INSTANTIATE_TEST_SUITE_P(Codecs, GemmTcTest,
                          ::testing::Combine(::testing::ValuesIn(test::kCudaCodecs),
                                             ::testing::Values(Shape{1, 77, 64}, Shape{17, 77, 100},
                                                               Shape{130, 77, 2048}, Shape{1, 2048, 100},
-                                                              Shape{17, 2048, 2048}, Shape{130, 2048, 64})),
+                                                              Shape{17, 2048, 2048}, Shape{130, 2048, 64}),
+                                            ::testing::ValuesIn(kKernels)),
                          shape_name);
+
+// The mma kernel picks its tile shape per call (gemm.cu: 128 x 128 when the grid is big enough, else 64 x 64); the
+// shapes must not change a bit. On an H200 (132 SMs), m 2048 x n 2048 takes 128 x 128 tiles and m 64 takes 64 x 64:
+// rows 1000..1063 computed both ways must match.
+TEST(GemmTcTileShapes, GiveTheSameBits) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  for (const Codec codec : {Codec::F32, Codec::Q4_G64}) {
+    const int64_t m = 2048, n = 2048, k = 100, r0 = 1000, rows = 64;
+    const std::vector<uint8_t> wbytes = test::encoded(codec, n, k, 12);
+    const std::vector<float> x = test::gaussian(size_t(m * k), 13);
+    DeviceVec<uint8_t> dw(wbytes);
+    DeviceVec<float> dx(x), dall(size_t(m * n)), dpart(size_t(rows * n));
+    const cuda::DeviceMatrix dm{codec, dw.get(), n, k};
+    cuda::matmul_tc(dx.get(), m, dm, dall.get(), false, nullptr);
+    cuda::matmul_tc(dx.get() + r0 * k, rows, dm, dpart.get(), false, nullptr);
+    const std::vector<float> all = dall.download(), part = dpart.download();
+    ASSERT_EQ(0, std::memcmp(all.data() + r0 * n, part.data(), part.size() * sizeof(float))) << codec_name(codec);
+  }
+}
 
 namespace {
 
@@ -161,63 +199,66 @@ std::vector<const uint8_t*> table_of(const uint8_t* device_blobs, const cuda::Ex
 // partial g64 block; H = 192: a partial down column tile).
 TEST(GemmTcGrouped, ExpertsMatchReferenceWithinTf32Bound) {
   SKIP_WITHOUT_CUDA_DEVICE();
-  for (const Codec c : test::kCudaCodecs) {
-    const int64_t H = 192, I = 80, m = 150;
-    const int E = 6, k = 2, absent = 3;
-    const ExpertBlobs blobs(c, H, I, E);
-    std::vector<int> ids(size_t(m * k));
-    for (int64_t i = 0; i < m; ++i) {
-      ids[size_t(i * k)] = i < 140 ? 0 : 1;
-      ids[size_t(i * k + 1)] = 2 + int(i % 3);
+  for (const cuda::GemmKernel kernel : kKernels) {
+    const UseKernel use(kernel);
+    for (const Codec c : test::kCudaCodecs) {
+      const int64_t H = 192, I = 80, m = 150;
+      const int E = 6, k = 2, absent = 3;
+      const ExpertBlobs blobs(c, H, I, E);
+      std::vector<int> ids(size_t(m * k));
+      for (int64_t i = 0; i < m; ++i) {
+        ids[size_t(i * k)] = i < 140 ? 0 : 1;
+        ids[size_t(i * k + 1)] = 2 + int(i % 3);
+      }
+      const std::vector<float> x = test::gaussian(size_t(m * H), 8);
+      DeviceVec<uint8_t> db(blobs.bytes);
+      DeviceVec<const uint8_t*> dt(table_of(db.get(), blobs.l, E, [&](int e) { return e != absent; }));
+      DeviceVec<int> di(ids);
+      DeviceVec<float> dx(x), dact(test::poisoned(size_t(m * k * I))), dout(test::poisoned(size_t(m * k * H)));
+      DeviceVec<uint8_t> scratch(cuda::expert_gemm_scratch_bytes(m, k, E));
+      cuda::expert_gate_up_tc(dx.get(), m, k, di.get(), dt.get(), E, blobs.l, dact.get(), scratch.get(), nullptr);
+      cuda::expert_down_tc(dact.get(), m * k, di.get(), dt.get(), E, blobs.l, dout.get(), scratch.get(), nullptr);
+      const std::vector<float> act = dact.download(), out = dout.download();
+      Worst worst_act, worst_out;
+      for (int64_t j = 0; j < m * k; ++j) {
+        const int e = ids[size_t(j)];
+        if (e == absent) {
+          for (int64_t n = 0; n < I; ++n) ASSERT_EQ(act[size_t(j * I + n)], 1e30f) << "absent pair " << j;
+          for (int64_t h = 0; h < H; ++h) ASSERT_EQ(out[size_t(j * H + h)], 1e30f) << "absent pair " << j;
+          continue;
+        }
+        const ops::Matrix g = blobs.gate(e), u = blobs.up(e), d = blobs.down(e);
+        const std::vector<float> gw = widened(g), uw = widened(u), dw = widened(d);
+        const float* xr = x.data() + (j / k) * H;
+        std::vector<float> gv(static_cast<size_t>(I)), uv(gv), dv(static_cast<size_t>(H));
+        ops::ref::matmul(xr, 1, g, gv.data());
+        ops::ref::matmul(xr, 1, u, uv.data());
+        for (int64_t n = 0; n < I; ++n) {
+          // act = silu(g) * u: |silu'| <= 1.1, |silu(g)| <= |g|, so errors eg, eu in g and u give at most
+          // 1.1 eg |u| + |g| eu + 1.1 eg eu, and the float expf, divide and products 8 float ulps of the result.
+          const double gx = gv[size_t(n)], ux = uv[size_t(n)];
+          const double eg = tc_bound(H, abs_dot(xr, gw.data() + n * H, H), gx);
+          const double eu = tc_bound(H, abs_dot(xr, uw.data() + n * H, H), ux);
+          const double want = gx / (1 + std::exp(-gx)) * ux;
+          const double bound = 1.1 * eg * std::fabs(ux) + std::fabs(gx) * eu + 1.1 * eg * eu +
+                               8 * std::ldexp(1.0, -24) * std::fabs(want) + 1e-30;
+          const double err = std::fabs(act[size_t(j * I + n)] - want);
+          worst_act.see(err, bound);
+          ASSERT_LE(err, bound) << codec_name(c) << " pair " << j << " act " << n;
+        }
+        // down from the device's own activations, so only this product's rounding is measured.
+        const float* aj = act.data() + j * I;
+        ops::ref::matmul(aj, 1, d, dv.data());
+        for (int64_t h = 0; h < H; ++h) {
+          const double bound = tc_bound(I, abs_dot(aj, dw.data() + h * I, I), dv[size_t(h)]);
+          const double err = std::fabs(out[size_t(j * H + h)] - dv[size_t(h)]);
+          worst_out.see(err, bound);
+          ASSERT_LE(err, bound) << codec_name(c) << " pair " << j << " out " << h;
+        }
+      }
+      std::printf("[ gemm ] grouped %s %s: worst error %.3f (gate_up) and %.3f (down) of the bound\n",
+                  kernel_name(kernel), std::string(codec_name(c)).c_str(), worst_act.ratio, worst_out.ratio);
     }
-    const std::vector<float> x = test::gaussian(size_t(m * H), 8);
-    DeviceVec<uint8_t> db(blobs.bytes);
-    DeviceVec<const uint8_t*> dt(table_of(db.get(), blobs.l, E, [&](int e) { return e != absent; }));
-    DeviceVec<int> di(ids);
-    DeviceVec<float> dx(x), dact(test::poisoned(size_t(m * k * I))), dout(test::poisoned(size_t(m * k * H)));
-    DeviceVec<uint8_t> scratch(cuda::expert_gemm_scratch_bytes(m, k, E));
-    cuda::expert_gate_up_tc(dx.get(), m, k, di.get(), dt.get(), E, blobs.l, dact.get(), scratch.get(), nullptr);
-    cuda::expert_down_tc(dact.get(), m * k, di.get(), dt.get(), E, blobs.l, dout.get(), scratch.get(), nullptr);
-    const std::vector<float> act = dact.download(), out = dout.download();
-    Worst worst_act, worst_out;
-    for (int64_t j = 0; j < m * k; ++j) {
-      const int e = ids[size_t(j)];
-      if (e == absent) {
-        for (int64_t n = 0; n < I; ++n) ASSERT_EQ(act[size_t(j * I + n)], 1e30f) << "absent pair " << j;
-        for (int64_t h = 0; h < H; ++h) ASSERT_EQ(out[size_t(j * H + h)], 1e30f) << "absent pair " << j;
-        continue;
-      }
-      const ops::Matrix g = blobs.gate(e), u = blobs.up(e), d = blobs.down(e);
-      const std::vector<float> gw = widened(g), uw = widened(u), dw = widened(d);
-      const float* xr = x.data() + (j / k) * H;
-      std::vector<float> gv(static_cast<size_t>(I)), uv(gv), dv(static_cast<size_t>(H));
-      ops::ref::matmul(xr, 1, g, gv.data());
-      ops::ref::matmul(xr, 1, u, uv.data());
-      for (int64_t n = 0; n < I; ++n) {
-        // act = silu(g) * u: |silu'| <= 1.1, |silu(g)| <= |g|, so errors eg, eu in g and u give at most
-        // 1.1 eg |u| + |g| eu + 1.1 eg eu, and the float expf, divide and products 8 float ulps of the result.
-        const double gx = gv[size_t(n)], ux = uv[size_t(n)];
-        const double eg = tc_bound(H, abs_dot(xr, gw.data() + n * H, H), gx);
-        const double eu = tc_bound(H, abs_dot(xr, uw.data() + n * H, H), ux);
-        const double want = gx / (1 + std::exp(-gx)) * ux;
-        const double bound = 1.1 * eg * std::fabs(ux) + std::fabs(gx) * eu + 1.1 * eg * eu +
-                             8 * std::ldexp(1.0, -24) * std::fabs(want) + 1e-30;
-        const double err = std::fabs(act[size_t(j * I + n)] - want);
-        worst_act.see(err, bound);
-        ASSERT_LE(err, bound) << codec_name(c) << " pair " << j << " act " << n;
-      }
-      // down from the device's own activations, so only this product's rounding is measured.
-      const float* aj = act.data() + j * I;
-      ops::ref::matmul(aj, 1, d, dv.data());
-      for (int64_t h = 0; h < H; ++h) {
-        const double bound = tc_bound(I, abs_dot(aj, dw.data() + h * I, I), dv[size_t(h)]);
-        const double err = std::fabs(out[size_t(j * H + h)] - dv[size_t(h)]);
-        worst_out.see(err, bound);
-        ASSERT_LE(err, bound) << codec_name(c) << " pair " << j << " out " << h;
-      }
-    }
-    std::printf("[ gemm ] grouped %s: worst error %.3f (gate_up) and %.3f (down) of the bound\n",
-                std::string(codec_name(c)).c_str(), worst_act.ratio, worst_out.ratio);
   }
 }
 
@@ -225,39 +266,43 @@ TEST(GemmTcGrouped, ExpertsMatchReferenceWithinTf32Bound) {
 // the very bits of one pass over all (and tiles there hold other rows than here).
 TEST(GemmTcGrouped, PassesOverSubsetsOfExpertsGiveTheSameBits) {
   SKIP_WITHOUT_CUDA_DEVICE();
-  for (const Codec c : {Codec::BF16, Codec::Q8_G32, Codec::Q4_G64}) {
-    const int64_t H = 256, I = 96, m = 300;
-    const int E = 16, k = 4;
-    const ExpertBlobs blobs(c, H, I, E);
-    std::mt19937 rng(3);
-    std::vector<int> ids(size_t(m * k));
-    for (int64_t i = 0; i < m; ++i) {
-      std::vector<int> all(static_cast<size_t>(E));
-      for (int e = 0; e < E; ++e) all[size_t(e)] = e;
-      std::shuffle(all.begin(), all.end(), rng);
-      for (int s = 0; s < k; ++s) ids[size_t(i * k + s)] = all[size_t(s)];
-    }
-    const std::vector<float> x = test::gaussian(size_t(m * H), 9);
-    DeviceVec<uint8_t> db(blobs.bytes);
-    DeviceVec<int> di(ids);
-    DeviceVec<float> dx(x);
-    DeviceVec<uint8_t> scratch(cuda::expert_gemm_scratch_bytes(m, k, E));
-    const auto run = [&](const std::vector<std::vector<const uint8_t*>>& passes) {
-      DeviceVec<float> dact(test::poisoned(size_t(m * k * I))), dout(test::poisoned(size_t(m * k * H)));
-      for (const auto& table : passes) {
-        DeviceVec<const uint8_t*> dt(table);
-        cuda::expert_gate_up_tc(dx.get(), m, k, di.get(), dt.get(), E, blobs.l, dact.get(), scratch.get(), nullptr);
-        cuda::expert_down_tc(dact.get(), m * k, di.get(), dt.get(), E, blobs.l, dout.get(), scratch.get(), nullptr);
-        cuda::check(cudaDeviceSynchronize(), "a pass");
+  for (const cuda::GemmKernel kernel : kKernels) {
+    const UseKernel use(kernel);
+    for (const Codec c : {Codec::BF16, Codec::Q8_G32, Codec::Q4_G64}) {
+      const int64_t H = 256, I = 96, m = 300;
+      const int E = 16, k = 4;
+      const ExpertBlobs blobs(c, H, I, E);
+      std::mt19937 rng(3);
+      std::vector<int> ids(size_t(m * k));
+      for (int64_t i = 0; i < m; ++i) {
+        std::vector<int> all(static_cast<size_t>(E));
+        for (int e = 0; e < E; ++e) all[size_t(e)] = e;
+        std::shuffle(all.begin(), all.end(), rng);
+        for (int s = 0; s < k; ++s) ids[size_t(i * k + s)] = all[size_t(s)];
       }
-      return std::make_pair(dact.download(), dout.download());
-    };
-    const auto one = run({table_of(db.get(), blobs.l, E, [](int) { return true; })});
-    const auto two = run({table_of(db.get(), blobs.l, E, [](int e) { return e % 2 == 0; }),
-                          table_of(db.get(), blobs.l, E, [](int e) { return e % 2 == 1; })});
-    for (const float v : one.first) ASSERT_NE(v, 1e30f) << "a pair was not computed";
-    ASSERT_EQ(0, std::memcmp(one.first.data(), two.first.data(), one.first.size() * sizeof(float))) << codec_name(c);
-    ASSERT_EQ(0, std::memcmp(one.second.data(), two.second.data(), one.second.size() * sizeof(float))) << codec_name(c);
+      const std::vector<float> x = test::gaussian(size_t(m * H), 9);
+      DeviceVec<uint8_t> db(blobs.bytes);
+      DeviceVec<int> di(ids);
+      DeviceVec<float> dx(x);
+      DeviceVec<uint8_t> scratch(cuda::expert_gemm_scratch_bytes(m, k, E));
+      const auto run = [&](const std::vector<std::vector<const uint8_t*>>& passes) {
+        DeviceVec<float> dact(test::poisoned(size_t(m * k * I))), dout(test::poisoned(size_t(m * k * H)));
+        for (const auto& table : passes) {
+          DeviceVec<const uint8_t*> dt(table);
+          cuda::expert_gate_up_tc(dx.get(), m, k, di.get(), dt.get(), E, blobs.l, dact.get(), scratch.get(), nullptr);
+          cuda::expert_down_tc(dact.get(), m * k, di.get(), dt.get(), E, blobs.l, dout.get(), scratch.get(), nullptr);
+          cuda::check(cudaDeviceSynchronize(), "a pass");
+        }
+        return std::make_pair(dact.download(), dout.download());
+      };
+      const auto one = run({table_of(db.get(), blobs.l, E, [](int) { return true; })});
+      const auto two = run({table_of(db.get(), blobs.l, E, [](int e) { return e % 2 == 0; }),
+                            table_of(db.get(), blobs.l, E, [](int e) { return e % 2 == 1; })});
+      for (const float v : one.first) ASSERT_NE(v, 1e30f) << "a pair was not computed";
+      ASSERT_EQ(0, std::memcmp(one.first.data(), two.first.data(), one.first.size() * sizeof(float))) << codec_name(c);
+      ASSERT_EQ(0, std::memcmp(one.second.data(), two.second.data(), one.second.size() * sizeof(float)))
+          << codec_name(c);
+    }
   }
 }
 
