@@ -644,9 +644,10 @@ int sm_count() {
   return sms;
 }
 
-// The mma tile for a product of `row_tiles(bm)` row tiles by n outputs (cols_per_tile(bn) columns a tile): the one
-// whose busiest SM has the least of the tile area to do, ceil(blocks / SMs) x BM x BN; TileL on a tie. Either gives
-// the same bits, so this picks speed only.
+// The mma tile for a product of `row_tiles(bm)` row tiles by n outputs: the one whose busiest SM has the least
+// to do, ceil(blocks / SMs) x BM x BN over the tile's speed when the GPU is full (TileS runs at 0.8 of TileL's
+// TFLOP/s there: 60.8 / 75.3, 61.0 / 77.6, 60.7 / 75.2, 65.5 / 80.3 on an H200,
+// docs/results/2026-11-30-cuda-gemm-mma.md); TileL on a tie. Either gives the same bits, so this picks speed only.
 template <typename RowTiles>
 Shape pick_shape(RowTiles row_tiles, int64_t n, bool gate_up) {
   switch (chosen_kernel()) {
@@ -660,10 +661,10 @@ Shape pick_shape(RowTiles row_tiles, int64_t n, bool gate_up) {
       break;
   }
   const int64_t sms = sm_count();
-  const auto cost = [&](Shape s) {
+  const auto cost = [&](Shape s) {  // in units of TileS's area at its full-GPU speed, x 4
     const int bm = tile_rows_of(s), bn = tile_cols_of(s);
     const int64_t blocks = row_tiles(bm) * int64_t(tiles_for(n, gate_up ? bn / 2 : bn));
-    return (blocks + sms - 1) / sms * bm * bn;
+    return (blocks + sms - 1) / sms * bm * bn * (s == Shape::S ? 5 : 4);
   };
   return cost(Shape::S) < cost(Shape::L) ? Shape::S : Shape::L;
 }
