@@ -57,9 +57,22 @@ struct UseKernel {
   UseKernel(const UseKernel&) = delete;
   UseKernel& operator=(const UseKernel&) = delete;
 };
-constexpr cuda::GemmKernel kKernels[] = {cuda::GemmKernel::Mma, cuda::GemmKernel::Wmma};
+// Every kind: the default pick (which takes 64 x 64 tiles at these tests' small shapes), each tile forced (so the
+// 128 x 128 one meets the bound too), and the WMMA kernel.
+constexpr cuda::GemmKernel kKernels[] = {cuda::GemmKernel::Mma, cuda::GemmKernel::MmaLarge, cuda::GemmKernel::MmaSmall,
+                                         cuda::GemmKernel::Wmma};
 const char* kernel_name(cuda::GemmKernel k) {
-  return k == cuda::GemmKernel::Mma ? "mma" : "wmma";
+  switch (k) {
+    case cuda::GemmKernel::Mma:
+      return "mma";
+    case cuda::GemmKernel::MmaLarge:
+      return "mma128";
+    case cuda::GemmKernel::MmaSmall:
+      return "mma64";
+    case cuda::GemmKernel::Wmma:
+      break;
+  }
+  return "wmma";
 }
 
 // Largest error seen, as a fraction of its bound (printed, so the margin is visible).
