@@ -7,7 +7,9 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cfloat>
+#include <cstdlib>
 #include <span>
 
 #include "cuda/codec_device.cuh"
@@ -24,6 +26,10 @@ namespace {
 constexpr int kWarp = 32;
 constexpr int kWarpsPerBlock = 8;
 constexpr size_t kStageSharedBytes = 48 * 1024;  // shared memory a launch may take without raising its limit
+// Resident blocks per SM the decode products are compiled for (registers capped to fit: 48 for the products, 80 for
+// down + combine; 8 bytes spill in the staged q4 product): a Qwen3-30B-A3B q/k/v product (640 blocks) then runs in one
+// wave on an H200's 132 SMs, where at its 55 registers (4 blocks an SM) it ran in 1.2 waves (ncu). 1.01-1.02x decode.
+constexpr int kMatvecBlocksPerSm = 5, kGateUpBlocksPerSm = 5, kDownBlocksPerSm = 3;
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -92,6 +98,25 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
 __device__ __forceinline__ void cp_async_wait_all() {
   asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
+// Programmatic dependent launch (sm_90 and later; launch_pdl below). A decode launch lets the next one start once
+// each of its blocks is past its main loop (pdl_trigger), and waits for the previous launch to finish, its writes
+// visible (pdl_wait), only before it touches activations, the cache, counters or expert tables: weights never
+// change, so a matrix-vector product copies its weight rows in while the launch before it still runs. Every kernel
+// launched by launch_pdl calls pdl_wait before any other memory access but those weight reads. Elsewhere (older
+// GPUs, or SEEDLING_NO_PDL=1) both are no-ops and the launches run one after another as usual. Measured on the H200
+// (docs/results/2026-11-30-cuda-decode-pdl.md): triggering after the main loop 1.04x decode, triggering first thing
+// in the kernel 0.96x.
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 // The warp's lanes copy `bytes` (a multiple of 16; both addresses 16-byte aligned) from src to dst.
 __device__ __forceinline__ void warp_stage(uint8_t* dst, const uint8_t* src, size_t bytes) {
   for (size_t c = size_t(threadIdx.x % 32) * 16; c < bytes; c += 32 * 16) cp_async16(dst + c, src + c);
@@ -367,8 +392,9 @@ struct MatvecTargets {
 __device__ void topk_row(const float* x, int e, int k, bool norm_topk, int* ids, float* weights, float* p);
 
 template <CodecId C, bool V, bool S>
-__global__ void matvec_kernel(const float* x, int64_t cols, const float* norm, float eps, float* xn_out,
-                              MatvecTargets t, bool accumulate, size_t stage_bytes) {
+__global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kMatvecBlocksPerSm)
+    matvec_kernel(const float* x, int64_t cols, const float* norm, float eps, float* xn_out, MatvecTargets t,
+                  bool accumulate, size_t stage_bytes) {
   extern __shared__ __align__(16) uint8_t smem_bytes[];
   float* xs = reinterpret_cast<float*>(smem_bytes);  // cols floats, with norm
   const size_t xs_bytes = norm != nullptr ? (size_t(cols) * 4 + 15) / 16 * 16 : 0;
@@ -383,6 +409,7 @@ __global__ void matvec_kernel(const float* x, int64_t cols, const float* norm, f
     if (valid) warp_stage(stage, wrow, rb);
     wrow = stage;
   }
+  pdl_wait();  // the weight rows are on their way; x and the outputs belong to the launches before
   const float* xin = x;
   if (norm != nullptr) {
     const float inv = block_rms_inv(x, cols, eps);
@@ -402,6 +429,7 @@ __global__ void matvec_kernel(const float* x, int64_t cols, const float* norm, f
     const uint8_t* wr[1] = {wrow};
     const float* xr[1] = {xin};
     lane_dot<C, 1, V>(wr, cols, xr, 0, 1, acc);
+    pdl_trigger();
     const float sum = warp_sum(acc[0][0]);
     if (threadIdx.x % kWarp == 0) {
       float* out = t.y[mi] + n;
@@ -427,8 +455,10 @@ __global__ void matvec_kernel(const float* x, int64_t cols, const float* norm, f
 
 // Gate and up rows of a pair's expert in one pass (their loads in flight together), then silu(gate) * up.
 template <CodecId C, bool V, bool S>
-__global__ void expert_gate_up_kernel(const float* x, int k, const int* ids, const uint8_t* const* table,
-                                      ExpertLayout l, float* act) {
+__global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kGateUpBlocksPerSm)
+    expert_gate_up_kernel(const float* x, int k, const int* ids, const uint8_t* const* table, ExpertLayout l,
+                          float* act) {
+  pdl_wait();  // the router's ids
   extern __shared__ __align__(16) uint8_t smem_bytes[];
   const int64_t n = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
   const int64_t j = blockIdx.y;
@@ -450,6 +480,7 @@ __global__ void expert_gate_up_kernel(const float* x, int k, const int* ids, con
   float acc[2][1] = {};
   const float* xs[2] = {xr, xr};
   lane_dot<C, 1, V, 2>(wr, l.hidden, xs, 0, 1, acc);
+  pdl_trigger();
   const float g = warp_sum(acc[0][0]), u = warp_sum(acc[1][0]);
   if (threadIdx.x % kWarp == 0) act[j * l.intermediate + n] = (g / (1.0f + expf(-g))) * u;
 }
@@ -478,8 +509,10 @@ __global__ void expert_down_kernel(const float* act, const int* ids, const uint8
 constexpr int kDownWarps = 4, kMaxDownSlots = 32;
 
 template <CodecId C, bool V>
-__global__ void expert_down_combine_kernel(const float* act, int k, const int* ids, const float* weights,
-                                           const uint8_t* const* table, ExpertLayout l, float* x) {
+__global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kDownBlocksPerSm)
+    expert_down_combine_kernel(const float* act, int k, const int* ids, const float* weights,
+                               const uint8_t* const* table, ExpertLayout l, float* x) {
+  pdl_wait();
   __shared__ float e_out[kWarpsPerBlock / kDownWarps][kMaxDownSlots];
   const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp;
   const int hsel = warp / kDownWarps, w = warp % kDownWarps;
@@ -508,6 +541,7 @@ __global__ void expert_down_combine_kernel(const float* act, int k, const int* i
       if (lane == 0) e_out[hsel][s] = e0;
     }
   }
+  pdl_trigger();
   __syncthreads();
   if (valid && w == 0 && lane == 0) {
     float o = 0.0f;
@@ -529,6 +563,7 @@ __global__ void rms_norm_kernel(const float* x, float* out, int64_t n, const flo
 __global__ void qk_rope_kv_kernel(float* q, float* k, const float* v, int n_heads, int n_kv, int hd,
                                   const float* q_norm, const float* k_norm, float eps, const int* pos,
                                   const float* inv_freq, int half, float scaling, const KvRow* rows, int layer) {
+  pdl_wait();
   const int64_t row = blockIdx.x;
   const int lane = threadIdx.x % kWarp;
   const int h = int(blockIdx.y) * kWarpsPerBlock + int(threadIdx.x) / kWarp;
@@ -660,14 +695,17 @@ __global__ void moe_combine_kernel(const float* eo, const float* weights, int k,
 }
 
 constexpr int kAttnThreads = 128;
+constexpr int kMaxSplits = 64;  // splits of one row's keys in decode attention (kDecodeSplits)
 
 // The last split block of a (listed row, head group) to finish merges the group's partial softmax sums (each block
 // counts itself in `counters`, after a fence that publishes its partials; the last one resets the counter to 0 for
-// the next launch). A warp per head: the max and the sum over splits, then each output dim as the sum over splits
-// of exp(max_p - max) * out_p, in split order. Splits with max -inf (no keys) are skipped.
-__device__ __forceinline__ void merge_if_last(const int* row_ids, const AttentionShape& s, int splits,
+// the next launch). Only the first `used` splits hold keys (those past the row's position are empty), so only they
+// are read. A warp per head: the max and the sum over splits, each split's weight exp(max_p - max) once into shared
+// memory, then each output dim as the sum over splits of weight_p * out_p, in split order.
+__device__ __forceinline__ void merge_if_last(const int* row_ids, const AttentionShape& s, int splits, int used,
                                               const float* scratch, int* counters, float* out, int li, int h0, int nh) {
   __shared__ int last;
+  __shared__ float weight[kAttnThreads / kWarp][kMaxSplits];
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -681,24 +719,24 @@ __device__ __forceinline__ void merge_if_last(const int* row_ids, const Attentio
   const int hd = s.head_dim, lane = threadIdx.x % kWarp;
   for (int hh = int(threadIdx.x) / kWarp; hh < nh; hh += int(blockDim.x) / kWarp) {
     const float* part = scratch + (int64_t(li) * s.n_heads + h0 + hh) * splits * (hd + 2);
+    float* w = weight[threadIdx.x / kWarp];
     float mx = -INFINITY;
-    for (int p = lane; p < splits; p += kWarp) mx = fmaxf(mx, part[p * (hd + 2)]);
+    for (int p = lane; p < used; p += kWarp) mx = fmaxf(mx, part[p * (hd + 2)]);
     mx = warp_max(mx);
     float total = 0.0f;
-    for (int p = lane; p < splits; p += kWarp) {
-      const float m = part[p * (hd + 2)];
-      if (m != -INFINITY) total += expf(m - mx) * part[p * (hd + 2) + 1];
+    for (int p = lane; p < used; p += kWarp) {
+      w[p] = expf(part[p * (hd + 2)] - mx);
+      total += w[p] * part[p * (hd + 2) + 1];
     }
     total = warp_sum(total);
+    __syncwarp();  // every lane's weights written before any lane reads them
     float* o = out + int64_t(row_ids[li]) * s.n_heads * hd + int64_t(h0 + hh) * hd;
     for (int d = lane; d < hd; d += kWarp) {
       float a = 0.0f;
-      for (int p = 0; p < splits; ++p) {
-        const float m = part[p * (hd + 2)];
-        if (m != -INFINITY) a += expf(m - mx) * part[p * (hd + 2) + 2 + d];
-      }
+      for (int p = 0; p < used; ++p) a += w[p] * part[p * (hd + 2) + 2 + d];
       o[d] = a / total;
     }
+    __syncwarp();  // the next head's weights overwrite these
   }
 }
 
@@ -709,12 +747,13 @@ __device__ __forceinline__ void merge_if_last(const int* row_ids, const Attentio
 // tile by tile: (S) the tile's key and value rows staged in shared memory with cp.async; scores by warps over keys
 // (a key's dims spread over the lanes, summed by warp_sum); an online softmax per head (running max and sum, the
 // accumulators rescaled); then each thread adds the tile's weighted values for its dims. The split's [max, sum,
-// out[head_dim]] go to scratch (an empty split writes max = -inf only); the last block of the group merges.
+// out[head_dim]] go to scratch (an empty split writes nothing); the last block of the group merges the splits
+// that hold keys.
 // D: dims per lane of a key, head_dim <= 32 * D.
 // Splits of at least two tiles (64 keys), more keys a split once 64 splits would not cover the cache: 16 splits of
 // 64 keys measured faster than 32 of 32 at a 1024-position cache (166 vs 151 tok/s), 64 splits of 64 faster than
 // 16 of 256 at 4096 (133 vs 118): docs/results/2026-11-30-cuda-decode-fused.md.
-constexpr int kGroupHeads = 8, kTileKeys = 32, kDecodeSplits = 64;
+constexpr int kGroupHeads = 8, kTileKeys = 32, kDecodeSplits = kMaxSplits;
 
 __host__ __device__ __forceinline__ int decode_split_keys(int cap) {
   const int per = (cap + kDecodeSplits - 1) / kDecodeSplits;
@@ -725,6 +764,7 @@ __host__ __device__ __forceinline__ int decode_split_keys(int cap) {
 template <int D, bool S>
 __global__ void attention_decode_split_kernel(const float* q, const int* row_ids, const KvRow* rows, int layer,
                                               AttentionShape s, float* scratch, int* counters, float* out) {
+  pdl_wait();
   extern __shared__ __align__(16) float att_sm[];
   __shared__ float run_max[kGroupHeads], run_sum[kGroupHeads], rescale[kGroupHeads];
   constexpr int kDims = 2;                      // dims per thread of the value sums: head_dim <= kDims * blockDim.x
@@ -748,9 +788,9 @@ __global__ void attention_decode_split_kernel(const float* q, const int* row_ids
     return scratch + ((int64_t(li) * s.n_heads + h0 + hh) * kDecodeSplits + split) * (hd + 2);
   };
   const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp, warps = int(blockDim.x) / kWarp;
-  if (j0 >= j_end) {
-    if (tid < nh) part(tid)[0] = -INFINITY;
-    merge_if_last(row_ids, s, kDecodeSplits, scratch, counters, out, li, h0, nh);
+  const int used = min(kDecodeSplits, (r.pos + 1 - r.first + split_keys - 1) / split_keys);  // splits with keys
+  if (j0 >= j_end) {  // no keys: nothing to write, only to count in
+    merge_if_last(row_ids, s, kDecodeSplits, used, scratch, counters, out, li, h0, nh);
     return;
   }
   float qr[kGroupHeads][D];
@@ -839,7 +879,8 @@ __global__ void attention_decode_split_kernel(const float* q, const int* row_ids
     if (d >= hd) break;
     for (int hh = 0; hh < nh; ++hh) part(hh)[2 + d] = o[i][hh];
   }
-  merge_if_last(row_ids, s, kDecodeSplits, scratch, counters, out, li, h0, nh);
+  pdl_trigger();
+  merge_if_last(row_ids, s, kDecodeSplits, used, scratch, counters, out, li, h0, nh);
 }
 
 size_t row_bytes(Codec c, int64_t cols) {
@@ -864,6 +905,45 @@ void launched(const char* what) {
 
 int blocks_for(int64_t n, int per) {
   return int((n + per - 1) / per);
+}
+
+// Whether launches on the current device may overlap by programmatic dependent launch: compute capability 9.0 or
+// later, and not switched off by SEEDLING_NO_PDL=1 (for A/B measurements). Asked once per device.
+bool pdl_enabled() {
+  static const bool off = [] {
+    const char* e = std::getenv("SEEDLING_NO_PDL");
+    return e != nullptr && e[0] != '\0' && e[0] != '0';
+  }();
+  if (off) return false;
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> major[kMaxDevices] = {};  // 0: not asked yet
+  int dev = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  if (dev < 0 || dev >= kMaxDevices) return false;
+  int m = major[dev].load(std::memory_order_relaxed);
+  if (m == 0) {
+    check(cudaDeviceGetAttribute(&m, cudaDevAttrComputeCapabilityMajor, dev), "reading the compute capability");
+    major[dev].store(m, std::memory_order_relaxed);
+  }
+  return m >= 9;
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent launch where pdl_enabled(): the kernel
+// must call pdl_wait before reading what earlier launches wrote (see pdl_trigger).
+template <typename... P, typename... A>
+void launch_pdl(const char* what, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                A&&... args) {
+  cudaLaunchAttribute attr[1] = {};
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  check(cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...), what);
 }
 
 }  // namespace
@@ -951,13 +1031,11 @@ void matvec_launch(const float* x, std::span<const DeviceMatrix> ws, std::span<f
   const unsigned grid = unsigned(blocks_for(total, kWarpsPerBlock));
   const unsigned threads = kWarp * kWarpsPerBlock;
   dispatch_codec(ws[0].codec, [&]<CodecId C>() {
-    if (staged) {
-      matvec_kernel<C, true, true><<<grid, threads, smem, stream>>>(x, cols, norm, eps, xn_out, t, accumulate, rb);
-    } else if (v) {
-      matvec_kernel<C, true, false><<<grid, threads, smem, stream>>>(x, cols, norm, eps, xn_out, t, accumulate, 0);
-    } else {
-      matvec_kernel<C, false, false><<<grid, threads, smem, stream>>>(x, cols, norm, eps, xn_out, t, accumulate, 0);
-    }
+    auto* kernel = staged ? matvec_kernel<C, true, true>
+                   : v    ? matvec_kernel<C, true, false>
+                          : matvec_kernel<C, false, false>;
+    launch_pdl("matvec", kernel, grid, threads, smem, stream, x, cols, norm, eps, xn_out, t, accumulate,
+               staged ? rb : size_t(0));
   });
   launched("matvec");
 }
@@ -993,8 +1071,8 @@ void qk_rope_kv(float* q, float* k, const float* v, int64_t m, int n_heads, int 
                 int rotary_dim, float scaling, const KvRow* rows, int layer, cudaStream_t stream) {
   if (m == 0) return;
   const dim3 grid{unsigned(m), unsigned(blocks_for(n_heads + n_kv_heads, kWarpsPerBlock))};
-  qk_rope_kv_kernel<<<grid, kWarp * kWarpsPerBlock, 0, stream>>>(
-      q, k, v, n_heads, n_kv_heads, head_dim, q_norm, k_norm, eps, pos, inv_freq, rotary_dim / 2, scaling, rows, layer);
+  launch_pdl("qk_rope_kv", qk_rope_kv_kernel, grid, kWarp * kWarpsPerBlock, 0, stream, q, k, v, n_heads, n_kv_heads,
+             head_dim, q_norm, k_norm, eps, pos, inv_freq, rotary_dim / 2, scaling, rows, layer);
   launched("qk_rope_kv");
 }
 
@@ -1039,13 +1117,11 @@ void expert_gate_up(const float* x, int64_t m, int k, const int* ids, const uint
   const bool v = experts_aligned16(l);
   const size_t stage = size_t(kWarpsPerBlock) * 2 * row_bytes(l.gate_up, l.hidden);
   dispatch_codec(l.gate_up, [&]<CodecId C>() {
-    if (v && stage <= kStageSharedBytes) {
-      expert_gate_up_kernel<C, true, true><<<grid, threads, stage, stream>>>(x, k, ids, table, l, act);
-    } else if (v) {
-      expert_gate_up_kernel<C, true, false><<<grid, threads, 0, stream>>>(x, k, ids, table, l, act);
-    } else {
-      expert_gate_up_kernel<C, false, false><<<grid, threads, 0, stream>>>(x, k, ids, table, l, act);
-    }
+    const bool staged = v && stage <= kStageSharedBytes;
+    auto* kernel = staged ? expert_gate_up_kernel<C, true, true>
+                   : v    ? expert_gate_up_kernel<C, true, false>
+                          : expert_gate_up_kernel<C, false, false>;
+    launch_pdl("expert_gate_up", kernel, grid, threads, staged ? stage : size_t(0), stream, x, k, ids, table, l, act);
   });
   launched("expert_gate_up");
 }
@@ -1078,11 +1154,8 @@ void expert_down_combine(const float* act, int64_t m, int k, const int* ids, con
   const unsigned threads = kWarp * kWarpsPerBlock;
   const bool v = experts_aligned16(l);
   dispatch_codec(l.down, [&]<CodecId C>() {
-    if (v) {
-      expert_down_combine_kernel<C, true><<<grid, threads, 0, stream>>>(act, k, ids, weights, table, l, x);
-    } else {
-      expert_down_combine_kernel<C, false><<<grid, threads, 0, stream>>>(act, k, ids, weights, table, l, x);
-    }
+    launch_pdl("expert_down_combine", v ? expert_down_combine_kernel<C, true> : expert_down_combine_kernel<C, false>,
+               grid, threads, 0, stream, act, k, ids, weights, table, l, x);
   });
   launched("expert_down_combine");
 }
@@ -1110,13 +1183,9 @@ void attention_decode(const float* q, const int* row_ids, int64_t n_rows, const 
   const int per_kv = s.n_heads / s.n_kv_heads, groups = s.n_kv_heads * ((per_kv + kGroupHeads - 1) / kGroupHeads);
   const dim3 grid{unsigned(kDecodeSplits), unsigned(groups), unsigned(n_rows)};
   auto go = [&]<int D>() {
-    if (staged) {
-      attention_decode_split_kernel<D, true>
-          <<<grid, kAttnThreads, smem, stream>>>(q, row_ids, rows, layer, s, scratch, counters, out);
-    } else {
-      attention_decode_split_kernel<D, false>
-          <<<grid, kAttnThreads, smem, stream>>>(q, row_ids, rows, layer, s, scratch, counters, out);
-    }
+    launch_pdl("attention_decode",
+               staged ? attention_decode_split_kernel<D, true> : attention_decode_split_kernel<D, false>, grid,
+               kAttnThreads, smem, stream, q, row_ids, rows, layer, s, scratch, counters, out);
   };
   if (s.head_dim <= 32) {
     go.template operator()<1>();
