@@ -129,7 +129,7 @@ class CudaForward final : public DeviceForward {
   int* d_decode_ = nullptr;
   int* d_wanted_ = nullptr;
   DeviceScratch s_meta_, s_x_, s_xn_, s_q_, s_k_, s_v_, s_att_, s_router_, s_ids_, s_w_, s_act_, s_up_, s_eout_,
-      s_attn_scratch_, s_attn_counters_, s_router_counter_, s_bucket_, s_logits_;
+      s_attn_scratch_, s_attn_counters_, s_router_counter_, s_rope_counters_, s_bucket_, s_logits_;
   std::vector<uint8_t> meta_host_;
   std::vector<int> ids_host_;
 
@@ -369,6 +369,7 @@ std::vector<const void*> CudaForward::graph_key() const {
           s_attn_scratch_.ptr(),
           s_attn_counters_.ptr(),
           s_router_counter_.ptr(),
+          s_rope_counters_.ptr(),
           s_logits_.ptr()};
 }
 
@@ -419,7 +420,23 @@ void CudaForward::attention(int layer, float* x, float* xn) {
   float* k = s_k_.get<float>(size_t(M * KV));
   float* v = s_v_.get<float>(size_t(M * KV));
   float* att = s_att_.get<float>(size_t(M * Q));
-  if (M == 1) {
+  if (M == 1 && lw.q_bias == nullptr) {  // q/k/v, qk-norm, RoPE and the cache write in one launch
+    const DeviceMatrix ws[3] = {lw.q, lw.k, lw.v};
+    const cuda::QkRope rope{.n_heads = c_.num_heads,
+                            .n_kv_heads = c_.num_kv_heads,
+                            .head_dim = hd,
+                            .q_norm = lw.q_norm,
+                            .k_norm = lw.k_norm,
+                            .eps = c_.rms_norm_eps,
+                            .pos = d_pos_,
+                            .inv_freq = inv_freq_,
+                            .rotary_dim = rotary_dim_,
+                            .scaling = rope_scaling_,
+                            .rows = d_kvrows_,
+                            .layer = layer};
+    int* counters = s_rope_counters_.get_zeroed<int>(size_t(c_.num_heads + 2 * c_.num_kv_heads), stream_);
+    cuda::matvec_qkv_rope(x, ws, q, k, v, lw.attn_norm, c_.rms_norm_eps, xn, rope, counters, stream_);
+  } else if (M == 1) {
     const DeviceMatrix ws[3] = {lw.q, lw.k, lw.v};
     float* const ys[3] = {q, k, v};
     cuda::matvec(x, ws, ys, lw.attn_norm, c_.rms_norm_eps, xn, false, stream_);
@@ -434,8 +451,10 @@ void CudaForward::attention(int layer, float* x, float* xn) {
     cuda::add_bias(k, lw.k_bias, M, KV, stream_);
     cuda::add_bias(v, lw.v_bias, M, KV, stream_);
   }
-  cuda::qk_rope_kv(q, k, v, M, c_.num_heads, c_.num_kv_heads, hd, lw.q_norm, lw.k_norm, c_.rms_norm_eps, d_pos_,
-                   inv_freq_, rotary_dim_, rope_scaling_, d_kvrows_, layer, stream_);
+  if (M > 1 || lw.q_bias != nullptr) {
+    cuda::qk_rope_kv(q, k, v, M, c_.num_heads, c_.num_kv_heads, hd, lw.q_norm, lw.k_norm, c_.rms_norm_eps, d_pos_,
+                     inv_freq_, rotary_dim_, rope_scaling_, d_kvrows_, layer, stream_);
+  }
   const cuda::AttentionShape shape{c_.num_heads, c_.num_kv_heads, hd, 1.0f / std::sqrt(float(hd))};
   if (decode_rows_ > 0) {
     float* scratch = s_attn_scratch_.get<float>(size_t(cuda::decode_attention_scratch_floats(decode_rows_, shape)));

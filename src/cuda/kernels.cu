@@ -384,7 +384,73 @@ struct MatvecTargets {
   bool topk_norm = false;
   int* topk_ids = nullptr;
   float* topk_weights = nullptr;
+  // With rope_counters (one per head of q, k and v, stacked in that order as y[0..2]): the last block to finish a
+  // head's rows puts it through norm_rope_head (q, k) and writes it into the cache (k, v), as qk_rope_kv does for
+  // row 0. Every block then lies inside one head: heads are whole blocks of rows (the launcher checks).
+  int* rope_counters = nullptr;
+  QkRope rope;
 };
+
+// One head (a warp's vh[0 .. hd)): RMS-normed over hd with weights nw when given, then rotate-half RoPE of its
+// first 2 * half dims at position p. The one copy of this arithmetic: qk_rope_kv_kernel and the q/k/v product's
+// fused epilogue both call it, so they give the same bits.
+__device__ __forceinline__ void norm_rope_head(float* vh, const float* nw, float eps, int hd, int p,
+                                               const float* inv_freq, int half, float scaling) {
+  const int lane = threadIdx.x % kWarp;
+  if (nw != nullptr) {
+    float ss = 0.0f;
+    for (int i = lane; i < hd; i += kWarp) ss = fmaf(vh[i], vh[i], ss);
+    const float inv = 1.0f / sqrtf(warp_sum(ss) / float(hd) + eps);
+    for (int i = lane; i < hd; i += kWarp) vh[i] = nw[i] * (vh[i] * inv);
+    __syncwarp();
+  }
+  for (int i = lane; i < half; i += kWarp) {
+    const float angle = float(p) * inv_freq[i];
+    const float c = cosf(angle) * scaling, sn = sinf(angle) * scaling;
+    const float x0 = vh[i], x1 = vh[i + half];
+    vh[i] = x0 * c - x1 * sn;
+    vh[i + half] = x1 * c + x0 * sn;
+  }
+  __syncwarp();
+}
+
+// Where kv head `h`'s key (and value) row sits at the row's position in layer `layer` of its cache.
+__device__ __forceinline__ float* cache_key_row(const KvRow& r, int layer, int kv_dim, int h, int hd) {
+  return r.cache + (int64_t(layer) * 2) * r.cap * kv_dim + int64_t(r.pos) * kv_dim + int64_t(h) * hd;
+}
+
+// The fused q/k/v epilogue (MatvecTargets::rope_counters): after a fence that publishes this block's outputs, the
+// block counts itself in its head's counter; the last of the head's hd / kWarpsPerBlock blocks resets the counter
+// and finishes the head with one warp.
+__device__ __forceinline__ void rope_epilogue(const MatvecTargets& t) {
+  __shared__ int last_of_head;
+  const QkRope& r = t.rope;
+  int64_t n = int64_t(blockIdx.x) * kWarpsPerBlock;  // the block's first output row, in the stacked q, k, v
+  int mi = 0;
+  while (mi < t.count && n >= t.rows[mi]) n -= t.rows[mi++];
+  if (mi >= t.count) return;
+  const int head = int(n / r.head_dim);
+  const int counter = mi == 0 ? head : mi == 1 ? r.n_heads + head : r.n_heads + r.n_kv_heads + head;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last_of_head = atomicAdd(t.rope_counters + counter, 1) == r.head_dim / kWarpsPerBlock - 1;
+    if (last_of_head) t.rope_counters[counter] = 0;  // for the next launch
+  }
+  __syncthreads();
+  if (!last_of_head || threadIdx.x >= kWarp) return;
+  __threadfence();
+  float* vh = t.y[mi] + int64_t(head) * r.head_dim;
+  if (mi < 2) {
+    norm_rope_head(vh, mi == 0 ? r.q_norm : r.k_norm, r.eps, r.head_dim, r.pos[0], r.inv_freq, r.rotary_dim / 2,
+                   r.scaling);
+  }
+  if (mi == 0) return;
+  const KvRow kv = r.rows[0];
+  const int kv_dim = r.n_kv_heads * r.head_dim;
+  float* dst = cache_key_row(kv, r.layer, kv_dim, head, r.head_dim) + (mi == 2 ? int64_t(kv.cap) * kv_dim : 0);
+  for (int i = threadIdx.x; i < r.head_dim; i += kWarp) dst[i] = vh[i];
+}
 
 // S (staged): each warp first copies its weight rows into its part of shared memory with cp.async (stage_bytes
 // per warp; every copy in flight before any arithmetic, the norm included), then widens them from there. The
@@ -436,6 +502,7 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kMatvecBlocksPerSm)
       *out = accumulate ? *out + sum : sum;
     }
   }
+  if (t.rope_counters != nullptr) rope_epilogue(t);
   if (t.topk_counter == nullptr) return;
   __shared__ int last;
   __threadfence();
@@ -560,6 +627,8 @@ __global__ void rms_norm_kernel(const float* x, float* out, int64_t n, const flo
 // Block (row, group of 8 heads), a warp per head: q's heads then k's, each RMS-normed over head_dim when its norm
 // weights are given (in place), then rotated (rotate-half RoPE of the first rotary_dim dims at the row's position);
 // the warp of k head h then writes k head h and v head h at that position of the row's cache.
+// Block (row, group of 8 heads), a warp per head: q's heads then k's, each through norm_rope_head in place; the
+// warp of k head h then writes k head h and v head h at that position of the row's cache.
 __global__ void qk_rope_kv_kernel(float* q, float* k, const float* v, int n_heads, int n_kv, int hd,
                                   const float* q_norm, const float* k_norm, float eps, const int* pos,
                                   const float* inv_freq, int half, float scaling, const KvRow* rows, int layer) {
@@ -571,30 +640,14 @@ __global__ void qk_rope_kv_kernel(float* q, float* k, const float* v, int n_head
   const int kv_dim = n_kv * hd;
   const bool is_q = h < n_heads;
   float* vh = is_q ? q + (row * n_heads + h) * hd : k + row * kv_dim + int64_t(h - n_heads) * hd;
-  const float* nw = is_q ? q_norm : k_norm;
-  if (nw != nullptr) {
-    float ss = 0.0f;
-    for (int i = lane; i < hd; i += kWarp) ss = fmaf(vh[i], vh[i], ss);
-    const float inv = 1.0f / sqrtf(warp_sum(ss) / float(hd) + eps);
-    for (int i = lane; i < hd; i += kWarp) vh[i] = nw[i] * (vh[i] * inv);
-    __syncwarp();
-  }
-  for (int i = lane; i < half; i += kWarp) {
-    const float angle = float(pos[row]) * inv_freq[i];
-    const float c = cosf(angle) * scaling, sn = sinf(angle) * scaling;
-    const float x0 = vh[i], x1 = vh[i + half];
-    vh[i] = x0 * c - x1 * sn;
-    vh[i + half] = x1 * c + x0 * sn;
-  }
+  norm_rope_head(vh, is_q ? q_norm : k_norm, eps, hd, pos[row], inv_freq, half, scaling);
   if (is_q) return;
-  __syncwarp();
-  const KvRow r = rows[row];
-  const int64_t at = int64_t(h - n_heads) * hd;
-  float* kc = r.cache + (int64_t(layer) * 2) * r.cap * kv_dim + int64_t(r.pos) * kv_dim + at;
-  float* vc = kc + int64_t(r.cap) * kv_dim;
+  float* kc = cache_key_row(rows[row], layer, kv_dim, h - n_heads, hd);
+  float* vc = kc + int64_t(rows[row].cap) * kv_dim;
+  const float* vr = v + row * kv_dim + int64_t(h - n_heads) * hd;
   for (int i = lane; i < hd; i += kWarp) {
     kc[i] = vh[i];
-    vc[i] = v[row * kv_dim + at + i];
+    vc[i] = vr[i];
   }
 }
 
@@ -1057,6 +1110,29 @@ void router_matvec_topk(const float* x, const DeviceMatrix& router, const float*
   topk.topk_weights = weights;
   float* const ys[1] = {logits};
   matvec_launch(x, {&router, 1}, ys, norm, eps, xn_out, false, topk, stream);
+}
+
+void matvec_qkv_rope(const float* x, const DeviceMatrix (&w)[3], float* q, float* k, float* v, const float* norm,
+                     float eps, float* xn_out, const QkRope& r, int* head_counters, cudaStream_t stream) {
+  static const bool off = [] {
+    const char* e = std::getenv("SEEDLING_NO_FUSED_ROPE");
+    return e != nullptr && e[0] != '\0' && e[0] != '0';
+  }();
+  float* const ys[3] = {q, k, v};
+  const int64_t hd = r.head_dim;
+  bool fused = !off && norm != nullptr && w[0].cols <= kMatvecSharedCols && hd % kWarpsPerBlock == 0 &&
+               w[0].rows == r.n_heads * hd && w[1].rows == r.n_kv_heads * hd && w[2].rows == r.n_kv_heads * hd;
+  for (const DeviceMatrix& m : w) fused = fused && m.codec == w[0].codec && m.cols == w[0].cols;
+  if (!fused) {
+    matvec(x, w, ys, norm, eps, xn_out, false, stream);
+    qk_rope_kv(q, k, v, 1, r.n_heads, r.n_kv_heads, r.head_dim, r.q_norm, r.k_norm, r.eps, r.pos, r.inv_freq,
+               r.rotary_dim, r.scaling, r.rows, r.layer, stream);
+    return;
+  }
+  MatvecTargets t;
+  t.rope_counters = head_counters;
+  t.rope = r;
+  matvec_launch(x, w, ys, norm, eps, xn_out, false, t, stream);
 }
 
 void rms_norm(const float* x, float* out, int64_t rows, int64_t n, const float* weight, float eps,

@@ -112,6 +112,26 @@ struct KvRow {
 void qk_rope_kv(float* q, float* k, const float* v, int64_t m, int n_heads, int n_kv_heads, int head_dim,
                 const float* q_norm, const float* k_norm, float eps, const int* pos, const float* inv_freq,
                 int rotary_dim, float scaling, const KvRow* rows, int layer, cudaStream_t stream);
+// qk_rope_kv's arguments for one decode row (pos[0], rows[0]).
+struct QkRope {
+  int n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  const float* q_norm = nullptr;  // null: no qk-norm
+  const float* k_norm = nullptr;
+  float eps = 0.0f;
+  const int* pos = nullptr;
+  const float* inv_freq = nullptr;
+  int rotary_dim = 0;
+  float scaling = 1.0f;
+  const KvRow* rows = nullptr;
+  int layer = 0;
+};
+// Decode: matvec of x against w = {q, k, v} with the norm inside (as matvec: xn_out gets the normed row), then
+// qk_rope_kv of that row, in one launch where matvec's is one launch and heads are whole blocks of outputs (the last
+// block to finish a head finishes it with qk_rope_kv's arithmetic: the same bits as the two launches); otherwise the
+// two launches. SEEDLING_NO_FUSED_ROPE=1 forces the two launches (for A/B measurements). head_counters:
+// n_heads + 2 * n_kv_heads ints, zero before the first call (every call leaves them at zero).
+void matvec_qkv_rope(const float* x, const DeviceMatrix (&w)[3], float* q, float* k, float* v, const float* norm,
+                     float eps, float* xn_out, const QkRope& r, int* head_counters, cudaStream_t stream);
 // Decode attention (flash decoding): for each listed row, q (rows x n_heads * head_dim) over keys [first, pos] of
 // its cache, cut into at most 64 splits whose size depends only on the cache's capacity (so a row gets the same bits
 // alone or batched, eagerly or in a graph), each walked in tiles of 32 keys with an online softmax; the query heads

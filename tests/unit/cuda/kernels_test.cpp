@@ -147,6 +147,70 @@ TEST(CudaKernels, MatvecWithFusedNormEqualsNormThenMatmulBitForBit) {
   }
 }
 
+// q/k/v of a decode row with qk-norm, RoPE and the cache write in one launch (the last block of each head finishes
+// it) gives the two launches' q, k, cache and normed row bit for bit, with or without qk-norm, at head sizes that
+// take the fused path (whole blocks of 8 outputs) and one that falls back (head_dim 12); called three times at
+// three positions, so its head counters are back at zero after every call.
+TEST(CudaKernels, MatvecQkvRopeEqualsMatvecThenQkRopeKvBitForBit) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  for (const Codec c : {Codec::BF16, Codec::Q4_G64}) {
+    for (const int hd : {8, 64, 128, 12}) {
+      for (const bool qk_norm : {true, false}) {
+        const int heads = 8, kv_heads = 2, layer = 1, cap = 300;
+        const int64_t cols = 256, rq = heads * hd, rk = kv_heads * hd, kv_dim = rk;
+        const std::vector<uint8_t> wq = encoded(c, rq, cols, 21), wk = encoded(c, rk, cols, 22),
+                                   wv = encoded(c, rk, cols, 23);
+        const std::vector<float> nw = random_floats(size_t(cols), 25), qn = random_floats(size_t(hd), 26),
+                                 kn = random_floats(size_t(hd), 27);
+        std::vector<float> inv_freq;
+        for (int i = 0; i < hd / 2; ++i) inv_freq.push_back(1.0f / std::pow(10000.0f, float(2 * i) / float(hd)));
+        DeviceVec<uint8_t> dq(wq), dk(wk), dv(wv);
+        const cuda::DeviceMatrix ws[3] = {{c, dq.get(), rq, cols}, {c, dk.get(), rk, cols}, {c, dv.get(), rk, cols}};
+        DeviceVec<float> dn(nw), dqn(qn), dkn(kn), df(inv_freq);
+        DeviceVec<int> counters(std::vector<int>(size_t(heads + 2 * kv_heads), 0));
+        const std::vector<float> zeros(size_t(2 * 2 * cap * kv_dim), 0.0f);
+        DeviceVec<float> cache_a(zeros), cache_b(zeros);
+        for (const int pos : {0, 5, 299}) {
+          const std::vector<float> x = random_floats(size_t(cols), uint32_t(24 + pos), 2.0f);
+          DeviceVec<float> dx(x), xn_a(static_cast<size_t>(cols)), xn_b(test::poisoned(size_t(cols)));
+          DeviceVec<float> qa(static_cast<size_t>(rq)), ka(static_cast<size_t>(rk)), va(static_cast<size_t>(rk));
+          DeviceVec<float> qb(test::poisoned(size_t(rq))), kb(test::poisoned(size_t(rk))),
+              vb(test::poisoned(size_t(rk)));
+          DeviceVec<int> dp(std::vector<int>{pos});
+          DeviceVec<cuda::KvRow> rows_a(std::vector<cuda::KvRow>{{cache_a.get(), cap, pos, 0}}),
+              rows_b(std::vector<cuda::KvRow>{{cache_b.get(), cap, pos, 0}});
+          float* const ys[3] = {qa.get(), ka.get(), va.get()};
+          cuda::matvec(dx.get(), ws, ys, dn.get(), 1e-6f, xn_a.get(), false, nullptr);
+          cuda::qk_rope_kv(qa.get(), ka.get(), va.get(), 1, heads, kv_heads, hd, qk_norm ? dqn.get() : nullptr,
+                           qk_norm ? dkn.get() : nullptr, 1e-6f, dp.get(), df.get(), hd, 1.0f, rows_a.get(), layer,
+                           nullptr);
+          const cuda::QkRope r{.n_heads = heads,
+                               .n_kv_heads = kv_heads,
+                               .head_dim = hd,
+                               .q_norm = qk_norm ? dqn.get() : nullptr,
+                               .k_norm = qk_norm ? dkn.get() : nullptr,
+                               .eps = 1e-6f,
+                               .pos = dp.get(),
+                               .inv_freq = df.get(),
+                               .rotary_dim = hd,
+                               .scaling = 1.0f,
+                               .rows = rows_b.get(),
+                               .layer = layer};
+          cuda::matvec_qkv_rope(dx.get(), ws, qb.get(), kb.get(), vb.get(), dn.get(), 1e-6f, xn_b.get(), r,
+                                counters.get(), nullptr);
+          const std::string at = std::string(codec_name(c)) + " head_dim " + std::to_string(hd) +
+                                 (qk_norm ? " qk-norm" : "") + " pos " + std::to_string(pos);
+          ASSERT_EQ(xn_b.download(), xn_a.download()) << at;
+          ASSERT_EQ(qb.download(), qa.download()) << at;
+          ASSERT_EQ(kb.download(), ka.download()) << at;
+          ASSERT_EQ(cache_b.download(), cache_a.download()) << at;
+          ASSERT_EQ(counters.download(), std::vector<int>(size_t(heads + 2 * kv_heads), 0)) << at;
+        }
+      }
+    }
+  }
+}
+
 // The router of a decode row in one launch (norm, product, softmax and top-k by the last block) gives the separate
 // launches' logits, normed row, ids and weights bit for bit, and leaves its counter at zero for the next launch.
 TEST(CudaKernels, RouterMatvecTopKEqualsSeparateLaunchesBitForBit) {
