@@ -40,7 +40,7 @@ PY
 }
 
 status=0
-"$build/tests/cuda_tests" >"$tmp/gtest" 2>&1 || status=$?
+SEEDLING_BINARY="$bin" "$build/tests/cuda_tests" >"$tmp/gtest" 2>&1 || status=$?
 grep -v '^\[ *\(OK\|RUN\) ' "$tmp/gtest" | grep -v '^$' || true
 [ "$status" = 0 ] || { echo "FAIL cuda_tests"; exit 1; }
 echo "ok   cuda_tests: $(grep -c '^\[ *OK ' "$tmp/gtest" || true) tests passed"
