@@ -3,16 +3,21 @@
 //
 // Invariant: load_unit gives the very floats codec_value (codec/codec.h) gives: affine values are d * q then + m in
 // float, unfused; f16/bf16 widen exactly. Kernels may round these floats further (gemm.cu rounds to TF32) but only
-// after this widening, so every kernel starts from the same weights as the CPU reference.
+// after this widening, so every kernel starts from the same weights as the CPU reference. The seed codecs (p3, p4,
+// s3) have no units or row size: a matrix is one slice blob, a row is found by row_at (a SeedRow: the blob and the
+// row's first block) and its blocks decode with seed_device.cuh, bit for bit decode_seed_matrix's weights; only the
+// kernels that dispatch with dispatch_codec<true> read them (kernels.cu's CUDA-core products, seeds.cu).
 #pragma once
 
 #include <cuda_fp16.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/codec_ids.h"
 #include "cuda/kernels.h"
+#include "cuda/seed_device.cuh"
 
 namespace seedling::cuda {
 
@@ -113,21 +118,68 @@ __device__ __forceinline__ void load_unit(const uint8_t* row, int64_t u, int val
   }
 }
 
-template <CodecId C>
-__host__ __device__ __forceinline__ size_t row_bytes_of(int64_t cols) {
-  constexpr int G = Unit<C>::G;
-  if constexpr (C == Id::F32) return size_t(cols) * 4;
-  if constexpr (C == Id::F16 || C == Id::BF16) return size_t(cols) * 2;
-  return size_t((cols + G - 1) / G) * Unit<C>::bytes;
-}
-
 __host__ __device__ constexpr bool is_affine(CodecId c) {
   return c == Id::Q8_G32 || c == Id::Q8_G64 || c == Id::Q4_G32 || c == Id::Q4_G64;
 }
+__host__ __device__ constexpr bool is_seed(CodecId c) {
+  return c == Id::P3 || c == Id::P4 || c == Id::S3;
+}
+__host__ __device__ constexpr seeddev::Geom seed_geom(CodecId c) {
+  return c == Id::P3 ? seeddev::kP3 : c == Id::P4 ? seeddev::kP4 : seeddev::kS3;
+}
 
-// Calls f with the codec as a compile-time constant.
-template <typename F>
+// Bytes of one stored row; 0 for the seed codecs, whose rows are not contiguous (row_at finds them).
+template <CodecId C>
+__host__ __device__ __forceinline__ size_t row_bytes_of(int64_t cols) {
+  if constexpr (is_seed(C)) {
+    return 0;
+  } else {
+    constexpr int G = Unit<C>::G;
+    if constexpr (C == Id::F32) return size_t(cols) * 4;
+    if constexpr (C == Id::F16 || C == Id::BF16) return size_t(cols) * 2;
+    return size_t((cols + G - 1) / G) * Unit<C>::bytes;
+  }
+}
+
+// Row r of a seed slice: the slice's blob (its exp_bias), its block count, and the row's first block.
+struct SeedRow {
+  const uint8_t* blob;
+  int64_t n_blocks;
+  int64_t first;
+};
+// What a kernel holds for one weight row: its first byte, or for a seed matrix a SeedRow.
+template <CodecId C>
+using WRow = std::conditional_t<is_seed(C), SeedRow, const uint8_t*>;
+
+// Row r of a rows x cols matrix stored at `m` in codec C.
+template <CodecId C>
+__host__ __device__ __forceinline__ WRow<C> row_at(const uint8_t* m, int64_t rows, int64_t cols, int64_t r) {
+  if constexpr (is_seed(C)) {
+    const int64_t per_row = (cols + seed_geom(C).C - 1) / seed_geom(C).C;
+    return SeedRow{m, rows * per_row, r * per_row};
+  } else {
+    return m + size_t(r) * row_bytes_of<C>(cols);
+  }
+}
+
+// lfsr.h's stream tables in device memory (read through the L1 cache: each lane looks up its own seed).
+__device__ const seed::LfsrStreamTables kDeviceStreamTables = seed::make_lfsr_stream_tables();
+
+// Calls f with the codec as a compile-time constant; the seed codecs only with Seeds (kernels that read them).
+template <bool Seeds = false, typename F>
 void dispatch_codec(Codec c, F&& f) {
+  if constexpr (Seeds) {
+    switch (Id(uint8_t(c))) {
+      case Id::P3:
+        return f.template operator()<Id::P3>();
+      case Id::P4:
+        return f.template operator()<Id::P4>();
+      case Id::S3:
+        return f.template operator()<Id::S3>();
+      default:
+        break;
+    }
+  }
   switch (Id(uint8_t(c))) {
     case Id::F32:
       return f.template operator()<Id::F32>();
@@ -146,7 +198,11 @@ void dispatch_codec(Codec c, F&& f) {
     default:
       break;
   }
-  check(cudaErrorInvalidValue, "a kernel for this codec (the seed codecs have none yet)");
+  check(cudaErrorInvalidValue,
+        is_seed(Id(uint8_t(c)))
+            ? "a kernel for a seed codec (p3, p4, s3) here: the CUDA-core matmul, matvec and expert "
+              "kernels read them, the tensor-core GEMMs and embed do not"
+            : "a kernel for this codec");
 }
 
 }  // namespace seedling::cuda

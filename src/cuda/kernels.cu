@@ -3,7 +3,9 @@
 // Matrix products give each output element to one warp: lane l takes the codec's units (4/8 floats, or for the
 // affine codecs G / 8 codes of a block shared by 8 lanes) in a fixed pattern, multiplies them into every row it
 // serves, and the 32 partial sums meet in a fixed shuffle tree. That order depends only on the matrix, never on the
-// row count or on whether the weights were first staged in shared memory.
+// row count or on whether the weights were first staged in shared memory. Seed matrices (p3, p4, s3) go through
+// the same kernels: lane l decodes blocks l, l + 32, ... of a row in registers (seed_group_dot) and adds each
+// decoded weight times x in element order; they are never staged (their rows are not contiguous bytes).
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -292,16 +294,54 @@ __device__ __forceinline__ void fma_unit(const float* w, int valid, const float*
   }
 }
 
-// Sum over this lane's share of each of NW weight rows (float codecs: units lane, lane + 32, ...; affine:
-// affine_group_dot) of w . x for R rows of that weight row's x (row r at xs[v] + r * ldx) into acc[v][r]. The units
-// and their order depend only on the matrix, so a row's sum does not depend on NW, R or `rows`.
-template <CodecId C, int R, bool V, int NW = 1>
-__device__ __forceinline__ void lane_dot(const uint8_t* const (&wrows)[NW], int64_t cols, const float* const (&xs)[NW],
-                                         int64_t ldx, int rows, float (&acc)[NW][R]) {
-  if constexpr (is_affine(C)) {
-    affine_group_dot<C, R, NW>(wrows, cols, xs, ldx, rows, acc);
-    return;
+// Seed codecs: lane l decodes blocks l, l + 32, ... of each of NW weight rows (seed_device.cuh, bit for bit the
+// CPU's weights) and adds w_c * x_c over the block's elements in order (fma_unit), for R rows of that weight row's x.
+// The fields of kBatch blocks a row are loaded before any is decoded, so several loads are in flight per lane. The
+// order of additions depends only on the matrix, as for the other codecs.
+template <CodecId C, int R, int NW>
+__device__ __forceinline__ void seed_group_dot(const SeedRow (&wrows)[NW], int64_t cols, const float* const (&xs)[NW],
+                                               int64_t ldx, int rows, float (&acc)[NW][R]) {
+  constexpr seeddev::Geom g = seed_geom(C);
+  constexpr int kBatch = NW == 1 ? 4 : 2;
+  const int lane = threadIdx.x % kWarp;
+  const int64_t per_row = (cols + g.C - 1) / g.C;
+  const uint64_t* lo = kDeviceStreamTables.lo;
+  const uint64_t* hi = kDeviceStreamTables.hi;
+  int32_t bias[NW];
+#pragma unroll
+  for (int v = 0; v < NW; ++v) bias[v] = seeddev::blob_bias(wrows[v].blob);
+  for (int64_t j0 = lane; j0 < per_row; j0 += kWarp * kBatch) {
+    seeddev::Fields f[NW][kBatch] = {};
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int64_t j = j0 + i * kWarp;
+#pragma unroll
+      for (int v = 0; v < NW; ++v) {
+        if (j < per_row) f[v][i] = seeddev::block_fields(g, wrows[v].blob, wrows[v].n_blocks, wrows[v].first + j);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int64_t j = j0 + i * kWarp;
+      if (j >= per_row) break;
+      const int64_t k0 = j * g.C;
+      const int valid = int(min_i64(g.C, cols - k0));
+#pragma unroll
+      for (int v = 0; v < NW; ++v) {
+        float w[g.C];
+        seeddev::seed_decode_block<g.C, g.P>(g, seeddev::stream_of(f[v][i].seed, lo, hi), f[v][i].word,
+                                             seeddev::scale_of(bias[v] + f[v][i].code), w);
+        fma_unit<g.C, R>(w, valid, xs[v], ldx, k0, rows, acc[v]);
+      }
+    }
   }
+}
+
+// Float codecs: lane l takes units l, l + 32, ... of each weight row (lane_dot's contract).
+template <CodecId C, int R, bool V, int NW>
+__device__ __forceinline__ void lane_dot_float(const uint8_t* const (&wrows)[NW], int64_t cols,
+                                               const float* const (&xs)[NW], int64_t ldx, int rows,
+                                               float (&acc)[NW][R]) {
   constexpr int G = Unit<C>::G;
   const int64_t units = (cols + G - 1) / G, full = cols / G;
   const int lane = threadIdx.x % kWarp;
@@ -333,6 +373,22 @@ __device__ __forceinline__ void lane_dot(const uint8_t* const (&wrows)[NW], int6
   }
 }
 
+// Sum over this lane's share of each of NW weight rows (float codecs: units lane, lane + 32, ...; affine:
+// affine_group_dot; seed: seed_group_dot) of w . x for R rows of that weight row's x (row r at xs[v] + r * ldx)
+// into acc[v][r]. The units and their order depend only on the matrix, so a row's sum does not depend on NW, R or
+// `rows`.
+template <CodecId C, int R, bool V, int NW = 1>
+__device__ __forceinline__ void lane_dot(const WRow<C> (&wrows)[NW], int64_t cols, const float* const (&xs)[NW],
+                                         int64_t ldx, int rows, float (&acc)[NW][R]) {
+  if constexpr (is_seed(C)) {
+    seed_group_dot<C, R, NW>(wrows, cols, xs, ldx, rows, acc);
+  } else if constexpr (is_affine(C)) {
+    affine_group_dot<C, R, NW>(wrows, cols, xs, ldx, rows, acc);
+  } else {
+    lane_dot_float<C, R, V, NW>(wrows, cols, xs, ldx, rows, acc);
+  }
+}
+
 constexpr int kMatmulRows = 4;  // rows of x one warp serves per pass over a weight row
 
 template <CodecId C, int R, bool V>
@@ -343,7 +399,7 @@ __global__ void matmul_kernel(const float* x, int64_t m, const uint8_t* w, int64
   if (n >= n_out) return;
   const int rows = int(min_i64(R, m - r0));
   float acc[1][R] = {};
-  const uint8_t* wr[1] = {w + size_t(n) * row_bytes_of<C>(cols)};
+  const WRow<C> wr[1] = {row_at<C>(w, n_out, cols, n)};
   const float* xr[1] = {x + r0 * cols};
   lane_dot<C, R, V>(wr, cols, xr, cols, rows, acc);
   for (int r = 0; r < rows; ++r) {
@@ -468,9 +524,10 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kMatvecBlocksPerSm)
   int mi = 0;
   while (mi < t.count && n >= t.rows[mi]) n -= t.rows[mi++];
   const bool valid = mi < t.count;
-  const size_t rb = row_bytes_of<C>(cols);
-  const uint8_t* wrow = valid ? t.w[mi] + size_t(n) * rb : nullptr;
-  if constexpr (S) {
+  WRow<C> wrow{};
+  if (valid) wrow = row_at<C>(t.w[mi], t.rows[mi], cols, n);
+  if constexpr (S) {  // never for the seed codecs
+    const size_t rb = row_bytes_of<C>(cols);
     uint8_t* stage = smem_bytes + xs_bytes + size_t(threadIdx.x / kWarp) * stage_bytes;
     if (valid) warp_stage(stage, wrow, rb);
     wrow = stage;
@@ -492,7 +549,7 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kMatvecBlocksPerSm)
       __syncwarp();
     }
     float acc[1][1] = {};
-    const uint8_t* wr[1] = {wrow};
+    const WRow<C> wr[1] = {wrow};
     const float* xr[1] = {xin};
     lane_dot<C, 1, V>(wr, cols, xr, 0, 1, acc);
     pdl_trigger();
@@ -532,10 +589,11 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kGateUpBlocksPerSm)
   if (n >= l.intermediate) return;
   const uint8_t* blob = table[ids[j]];
   if (blob == nullptr) return;
-  const size_t rb = row_bytes_of<C>(l.hidden);
   const float* xr = x + (j / k) * l.hidden;
-  const uint8_t* wr[2] = {blob + size_t(n) * rb, blob + l.up_offset + size_t(n) * rb};
-  if constexpr (S) {
+  WRow<C> wr[2] = {row_at<C>(blob, l.intermediate, l.hidden, n),
+                   row_at<C>(blob + l.up_offset, l.intermediate, l.hidden, n)};
+  if constexpr (S) {  // never for the seed codecs
+    const size_t rb = row_bytes_of<C>(l.hidden);
     uint8_t* stage = smem_bytes + size_t(threadIdx.x / kWarp) * 2 * rb;
     warp_stage(stage, wr[0], rb);
     warp_stage(stage + rb, wr[1], rb);
@@ -562,7 +620,7 @@ __global__ void expert_down_kernel(const float* act, const int* ids, const uint8
   const uint8_t* blob = table[ids[j]];
   if (blob == nullptr) return;
   float acc[1][1] = {};
-  const uint8_t* wr[1] = {blob + l.down_offset + size_t(h) * row_bytes_of<C>(l.intermediate)};
+  const WRow<C> wr[1] = {row_at<C>(blob + l.down_offset, l.hidden, l.intermediate, h)};
   const float* xs[1] = {act + j * l.intermediate};
   lane_dot<C, 1, V>(wr, l.intermediate, xs, 0, 1, acc);
   const float s = warp_sum(acc[0][0]);
@@ -586,12 +644,12 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kDownBlocksPerSm)
   const int64_t h = int64_t(blockIdx.x) * (kWarpsPerBlock / kDownWarps) + hsel;
   const int64_t i = blockIdx.y;
   const bool valid = h < l.hidden;
-  const size_t at = l.down_offset + size_t(h) * row_bytes_of<C>(l.intermediate);
+  auto row = [&](const uint8_t* blob) { return row_at<C>(blob + l.down_offset, l.hidden, l.intermediate, h); };
   for (int s = 2 * w; valid && s < k; s += 2 * kDownWarps) {
     const int64_t j = i * k + s;
     if (s + 1 < k) {
       float acc[2][1] = {};
-      const uint8_t* wr[2] = {table[ids[j]] + at, table[ids[j + 1]] + at};
+      const WRow<C> wr[2] = {row(table[ids[j]]), row(table[ids[j + 1]])};
       const float* xs[2] = {act + j * l.intermediate, act + (j + 1) * l.intermediate};
       lane_dot<C, 1, V, 2>(wr, l.intermediate, xs, 0, 1, acc);
       const float e0 = warp_sum(acc[0][0]), e1 = warp_sum(acc[1][0]);
@@ -601,7 +659,7 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kDownBlocksPerSm)
       }
     } else {
       float acc[1][1] = {};
-      const uint8_t* wr[1] = {table[ids[j]] + at};
+      const WRow<C> wr[1] = {row(table[ids[j]])};
       const float* xs[1] = {act + j * l.intermediate};
       lane_dot<C, 1, V>(wr, l.intermediate, xs, 0, 1, acc);
       const float e0 = warp_sum(acc[0][0]);
@@ -938,8 +996,19 @@ __global__ void attention_decode_split_kernel(const float* q, const int* row_ids
 
 size_t row_bytes(Codec c, int64_t cols) {
   size_t b = 0;
-  dispatch_codec(c, [&]<CodecId C>() { b = row_bytes_of<C>(cols); });
+  dispatch_codec<true>(c, [&]<CodecId C>() { b = row_bytes_of<C>(cols); });
   return b;
+}
+
+// Whether a codec's rows are contiguous bytes, which 16-byte loads (V) and staging (S) need: not the seed codecs.
+// Their launches pass kBytes<C> where the others pass true, so a seed kernel is instantiated once, V and S off.
+template <CodecId C>
+constexpr bool kBytes = !is_seed(C);
+
+// A seed matrix's fields are read as int32 and uint16: its blob must start 4-byte aligned (cudaMalloc's is).
+void check_seed_blob(Codec c, const void* data) {
+  const bool ok = !is_seed(Id(uint8_t(c))) || reinterpret_cast<uintptr_t>(data) % 4 == 0;
+  check(ok ? cudaSuccess : cudaErrorMisalignedAddress, "a seed matrix (its blob must start 4-byte aligned)");
 }
 
 // Every row of the matrix starts 16-byte aligned: float units may be read as one 16-byte load.
@@ -1010,6 +1079,9 @@ bool has_kernel(Codec c) {
     case Id::Q8_G64:
     case Id::Q4_G32:
     case Id::Q4_G64:
+    case Id::P3:
+    case Id::P4:
+    case Id::S3:
       return true;
     default:
       return false;
@@ -1018,21 +1090,22 @@ bool has_kernel(Codec c) {
 
 void matmul(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream) {
   if (m == 0 || w.rows == 0) return;
+  check_seed_blob(w.codec, w.data);
   const bool v = aligned16(w.data, row_bytes(w.codec, w.cols));
   const auto* wd = static_cast<const uint8_t*>(w.data);
   const unsigned threads = kWarp * kWarpsPerBlock;
-  dispatch_codec(w.codec, [&]<CodecId C>() {
+  dispatch_codec<true>(w.codec, [&]<CodecId C>() {
     if (m == 1) {  // decode: one row, no accumulators to spare
       const dim3 grid(blocks_for(w.rows, kWarpsPerBlock), 1);
       if (v) {
-        matmul_kernel<C, 1, true><<<grid, threads, 0, stream>>>(x, m, wd, w.rows, w.cols, y, accumulate);
+        matmul_kernel<C, 1, kBytes<C>><<<grid, threads, 0, stream>>>(x, m, wd, w.rows, w.cols, y, accumulate);
       } else {
         matmul_kernel<C, 1, false><<<grid, threads, 0, stream>>>(x, m, wd, w.rows, w.cols, y, accumulate);
       }
     } else {
       const dim3 grid(blocks_for(w.rows, kWarpsPerBlock), blocks_for(m, kMatmulRows));
       if (v) {
-        matmul_kernel<C, kMatmulRows, true><<<grid, threads, 0, stream>>>(x, m, wd, w.rows, w.cols, y, accumulate);
+        matmul_kernel<C, kMatmulRows, kBytes<C>><<<grid, threads, 0, stream>>>(x, m, wd, w.rows, w.cols, y, accumulate);
       } else {
         matmul_kernel<C, kMatmulRows, false><<<grid, threads, 0, stream>>>(x, m, wd, w.rows, w.cols, y, accumulate);
       }
@@ -1051,6 +1124,7 @@ void matvec_launch(const float* x, std::span<const DeviceMatrix> ws, std::span<f
   bool v = true;
   for (const DeviceMatrix& w : ws) {
     same = same && w.codec == ws[0].codec && w.cols == cols;
+    check_seed_blob(w.codec, w.data);
     v = v && aligned16(w.data, row_bytes(w.codec, w.cols));
   }
   if (norm != nullptr && (!same || cols > kMatvecSharedCols)) {  // normalise once, then the plain products
@@ -1083,9 +1157,9 @@ void matvec_launch(const float* x, std::span<const DeviceMatrix> ws, std::span<f
   if (t.topk_counter != nullptr) smem = std::max(smem, size_t(ws[0].rows) * sizeof(float));  // the softmax
   const unsigned grid = unsigned(blocks_for(total, kWarpsPerBlock));
   const unsigned threads = kWarp * kWarpsPerBlock;
-  dispatch_codec(ws[0].codec, [&]<CodecId C>() {
-    auto* kernel = staged ? matvec_kernel<C, true, true>
-                   : v    ? matvec_kernel<C, true, false>
+  dispatch_codec<true>(ws[0].codec, [&]<CodecId C>() {
+    auto* kernel = staged ? matvec_kernel<C, kBytes<C>, kBytes<C>>
+                   : v    ? matvec_kernel<C, kBytes<C>, false>
                           : matvec_kernel<C, false, false>;
     launch_pdl("matvec", kernel, grid, threads, smem, stream, x, cols, norm, eps, xn_out, t, accumulate,
                staged ? rb : size_t(0));
@@ -1192,10 +1266,10 @@ void expert_gate_up(const float* x, int64_t m, int k, const int* ids, const uint
   const unsigned threads = kWarp * kWarpsPerBlock;
   const bool v = experts_aligned16(l);
   const size_t stage = size_t(kWarpsPerBlock) * 2 * row_bytes(l.gate_up, l.hidden);
-  dispatch_codec(l.gate_up, [&]<CodecId C>() {
+  dispatch_codec<true>(l.gate_up, [&]<CodecId C>() {
     const bool staged = v && stage <= kStageSharedBytes;
-    auto* kernel = staged ? expert_gate_up_kernel<C, true, true>
-                   : v    ? expert_gate_up_kernel<C, true, false>
+    auto* kernel = staged ? expert_gate_up_kernel<C, kBytes<C>, kBytes<C>>
+                   : v    ? expert_gate_up_kernel<C, kBytes<C>, false>
                           : expert_gate_up_kernel<C, false, false>;
     launch_pdl("expert_gate_up", kernel, grid, threads, staged ? stage : size_t(0), stream, x, k, ids, table, l, act);
   });
@@ -1207,9 +1281,9 @@ void expert_down(const float* act, int64_t pairs, const int* ids, const uint8_t*
   if (pairs == 0) return;
   const dim3 grid(blocks_for(l.hidden, kWarpsPerBlock), unsigned(pairs));
   const bool v = experts_aligned16(l);
-  dispatch_codec(l.down, [&]<CodecId C>() {
+  dispatch_codec<true>(l.down, [&]<CodecId C>() {
     if (v) {
-      expert_down_kernel<C, true><<<grid, kWarp * kWarpsPerBlock, 0, stream>>>(act, ids, table, l, out);
+      expert_down_kernel<C, kBytes<C>><<<grid, kWarp * kWarpsPerBlock, 0, stream>>>(act, ids, table, l, out);
     } else {
       expert_down_kernel<C, false><<<grid, kWarp * kWarpsPerBlock, 0, stream>>>(act, ids, table, l, out);
     }
@@ -1229,9 +1303,10 @@ void expert_down_combine(const float* act, int64_t m, int k, const int* ids, con
   const dim3 grid(blocks_for(l.hidden, kWarpsPerBlock / kDownWarps), unsigned(m));
   const unsigned threads = kWarp * kWarpsPerBlock;
   const bool v = experts_aligned16(l);
-  dispatch_codec(l.down, [&]<CodecId C>() {
-    launch_pdl("expert_down_combine", v ? expert_down_combine_kernel<C, true> : expert_down_combine_kernel<C, false>,
-               grid, threads, 0, stream, act, k, ids, weights, table, l, x);
+  dispatch_codec<true>(l.down, [&]<CodecId C>() {
+    launch_pdl("expert_down_combine",
+               v ? expert_down_combine_kernel<C, kBytes<C>> : expert_down_combine_kernel<C, false>, grid, threads, 0,
+               stream, act, k, ids, weights, table, l, x);
   });
   launched("expert_down_combine");
 }

@@ -27,7 +27,9 @@ struct DeviceMatrix {
   int64_t cols = 0;
 };
 
-// Whether these kernels read codec c (the float and affine codecs; not yet the seed codecs).
+// Whether these kernels read codec c: the float, affine and seed codecs (a seed matrix: one slice blob at data,
+// 4-byte aligned; its weights decoded exactly as decode_seed_matrix, in registers). The tensor-core GEMMs (gemm.h)
+// and embed read no seed codec.
 bool has_kernel(Codec c);
 
 // y[i][n] = sum_k x[i][k] * W[n][k] for m rows (x: m x W.cols, y: m x W.rows); with `accumulate`, y += that sum.

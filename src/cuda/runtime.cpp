@@ -2,6 +2,7 @@
 #include "codec/codec.h"
 #include "core/error.h"
 #include "cuda/kernels.h"
+#include "cuda/seed_device.cuh"
 
 namespace seedling::cuda {
 
@@ -9,9 +10,19 @@ using codec_ids::CodecId;
 static_assert(codec_ids::F32 == Codec::F32 && int(CodecId::F32) == int(Codec::F32) &&
               int(CodecId::F16) == int(Codec::F16) && int(CodecId::BF16) == int(Codec::BF16) &&
               int(CodecId::Q8_G32) == int(Codec::Q8_G32) && int(CodecId::Q8_G64) == int(Codec::Q8_G64) &&
-              int(CodecId::Q4_G32) == int(Codec::Q4_G32) && int(CodecId::Q4_G64) == int(Codec::Q4_G64));
+              int(CodecId::Q4_G32) == int(Codec::Q4_G32) && int(CodecId::Q4_G64) == int(Codec::Q4_G64) &&
+              int(CodecId::P3) == int(Codec::P3) && int(CodecId::P4) == int(Codec::P4) &&
+              int(CodecId::S3) == int(Codec::S3));
 static_assert(codec_ids::kQ8G32Bytes == sizeof(BlockQ8G32) && codec_ids::kQ8G64Bytes == sizeof(BlockQ8G64) &&
               codec_ids::kQ4G32Bytes == sizeof(BlockQ4G32) && codec_ids::kQ4G64Bytes == sizeof(BlockQ4G64));
+
+// The device's seed decode reads the tiers as the format defines them.
+constexpr bool same_tier(const seeddev::Geom& g, seed::SeedTier t) {
+  const seed::SeedTierSpec sp = seed::seed_tier_spec(t);
+  return g.C == sp.block && g.P == sp.coefs && g.apart == sp.codes_apart;
+}
+static_assert(same_tier(seeddev::kP3, seed::SeedTier::P3) && same_tier(seeddev::kP4, seed::SeedTier::P4) &&
+              same_tier(seeddev::kS3, seed::SeedTier::S3) && seeddev::kR32 == seed::kR32);
 
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) fail("CUDA: {} failed: {}", what, cudaGetErrorString(e));

@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "codec/quantize.h"
+#include "codec/seed_codec.h"
 #include "cuda/device.h"
 #include "cuda/kernels.h"
 #include "test_util.h"
@@ -54,12 +56,31 @@ inline std::vector<float> poisoned(size_t n) {
   return std::vector<float>(n, 1e30f);
 }
 
-// The codecs the CUDA kernels read (cuda::has_kernel).
+// The codecs every CUDA kernel that reads weights takes (the tensor-core GEMMs and embed included).
 inline constexpr Codec kCudaCodecs[] = {Codec::F32,    Codec::F16,    Codec::BF16,  Codec::Q8_G32,
                                         Codec::Q8_G64, Codec::Q4_G32, Codec::Q4_G64};
+// The codecs of cuda::has_kernel: the CUDA-core products (matmul, matvec, the expert kernels) also read seeds.
+inline constexpr Codec kCudaCoreCodecs[] = {Codec::F32,    Codec::F16,    Codec::BF16, Codec::Q8_G32, Codec::Q8_G64,
+                                            Codec::Q4_G32, Codec::Q4_G64, Codec::P3,   Codec::P4,     Codec::S3};
 
-// A matrix in `codec` made from random floats (float codecs keep the values, affine ones quantize them).
+// A valid seed slice of random blocks: seeds 1..65535, coefficients -8..7, every exponent code 0..15 above `bias`
+// (-19: weights up to about 0.3). Random, not searched: a search takes minutes at these sizes.
+inline std::vector<uint8_t> random_seed_slice(Codec c, int64_t rows, int64_t cols, uint32_t seed, int32_t bias = -19) {
+  const seed::SeedTier t = codec_seed_tier(c);
+  std::vector<seed::SeedBlock> blocks(size_t(seed::seed_slice_layout(t, rows, cols).n_blocks));
+  std::mt19937 rng(seed);
+  for (seed::SeedBlock& b : blocks) {
+    b.seed = uint16_t(1 + rng() % 65535);
+    for (int p = 0; p < seed::seed_tier_spec(t).coefs; ++p) b.q[p] = int8_t(int(rng() % 16) - 8);
+    b.code = uint8_t(rng() % 16);
+  }
+  return seed::write_seed_blob(t, rows, cols, bias, blocks);
+}
+
+// A matrix in `codec` made from random floats (float codecs keep the values, affine ones quantize them), or a
+// random seed slice.
 inline std::vector<uint8_t> encoded(Codec c, int64_t rows, int64_t cols, uint32_t seed) {
+  if (codec_is_seed(c)) return random_seed_slice(c, rows, cols, seed);
   const std::vector<float> w = gaussian(size_t(rows * cols), seed, 0.05f);
   std::vector<uint8_t> out(codec_matrix_bytes(c, rows, cols));
   encode_matrix(c, DType::F32, w.data(), rows, cols, out.data());

@@ -36,10 +36,11 @@ constexpr double kU = 1.0 / 16777216.0;  // 2^-24, float32 unit roundoff
 
 using test::encoded;
 
-// What the rounding of element k's term scales with: |w| for float codecs; for affine ones, whose kernels add
-// d * sum(q x) + m * sum(x) per block (kernels.cu, affine_group_dot), |d q| + |m|.
+// What the rounding of element k's term scales with: |w| for float and seed codecs (seed weights are decoded
+// exactly, then multiplied and added as floats are); for affine ones, whose kernels add d * sum(q x) + m * sum(x)
+// per block (kernels.cu, affine_group_dot), |d q| + |m|.
 double abs_term(const ops::Matrix& w, int64_t n, int64_t k) {
-  if (codec_is_float(w.codec)) return std::fabs(double(w.at(n, k)));
+  if (codec_is_float(w.codec) || codec_is_seed(w.codec)) return std::fabs(double(w.at(n, k)));
   const int64_t g = codec_group(w.codec);
   const uint8_t* block = static_cast<const uint8_t*>(w.data) + size_t(n) * codec_row_bytes(w.codec, w.cols) +
                          size_t(k / g) * codec_block_bytes(w.codec);
@@ -94,7 +95,8 @@ TEST_P(CudaMatmulTest, MatchesReferenceAndRowsAreIndependentOfTheBatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Codecs, CudaMatmulTest,
-                         ::testing::Combine(::testing::ValuesIn(kCudaCodecs), ::testing::Values(64, 100, 2048)),
+                         ::testing::Combine(::testing::ValuesIn(test::kCudaCoreCodecs),
+                                            ::testing::Values(64, 100, 2048)),
                          [](const auto& info) {
                            return std::string(codec_name(std::get<0>(info.param))) + "_cols" +
                                   std::to_string(std::get<1>(info.param));
@@ -117,7 +119,7 @@ TEST(CudaKernels, RmsNormMatchesCpu) {
 // writes the normed row); a row wider than shared memory takes the unfused path with the same bits.
 TEST(CudaKernels, MatvecWithFusedNormEqualsNormThenMatmulBitForBit) {
   SKIP_WITHOUT_CUDA_DEVICE();
-  for (const Codec c : kCudaCodecs) {
+  for (const Codec c : test::kCudaCoreCodecs) {
     for (const int64_t cols : {int64_t(100), int64_t(2048), cuda::kMatvecSharedCols + 64}) {
       const int64_t rq = 37, rk = 9;
       const std::vector<uint8_t> wq = encoded(c, rq, cols, 1), wk = encoded(c, rk, cols, 2),
@@ -350,16 +352,16 @@ TEST(CudaKernels, SiluMulMatchesCpu) {
 // Experts as one blob each, some absent: gate/up/SiLU, down, then the weighted combine into the residual.
 TEST(CudaKernels, ExpertProductsAndCombineMatchCpu) {
   SKIP_WITHOUT_CUDA_DEVICE();
-  for (const Codec c : {Codec::BF16, Codec::Q8_G32, Codec::Q4_G64}) {
+  for (const Codec c : {Codec::BF16, Codec::Q8_G32, Codec::Q4_G64, Codec::P3, Codec::P4, Codec::S3}) {
     const int64_t H = 128, I = 96, m = 3;
     const int E = 5, k = 2;
     cuda::ExpertLayout l;
     l.gate_up = l.down = c;
     l.hidden = H;
     l.intermediate = I;
-    l.up_offset = codec_matrix_bytes(c, I, H);
+    l.up_offset = (codec_matrix_bytes(c, I, H) + 255) / 256 * 256;  // parts 256-aligned, as VramExperts places them
     l.down_offset = 2 * l.up_offset;
-    l.bytes = l.down_offset + codec_matrix_bytes(c, H, I);
+    l.bytes = l.down_offset + (codec_matrix_bytes(c, H, I) + 255) / 256 * 256;
     std::vector<uint8_t> blobs(size_t(E) * l.bytes);
     for (int e = 0; e < E; ++e) {
       uint8_t* b = blobs.data() + size_t(e) * l.bytes;
