@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # tools/cuda_tests.sh - the CUDA tests, on a machine with a GPU: the kernel and forward tests (cuda_tests), then the
 # command line with --device cuda against --device cpu on every tiny checkpoint (same greedy ids, logits within
-# 2e-2), with every expert in VRAM and with three tiers (NVMe -> RAM slots -> VRAM slots), and the clear errors. On
-# a machine without a GPU the gtests skip and this script stops, saying so.
+# 2e-2), with every expert in VRAM and with three tiers (NVMe -> RAM slots -> VRAM slots), and the clear errors;
+# then the same CPU/CUDA comparison on each checkpoint packed with seed experts (p4, s3: the seed kernels end to
+# end; a search over seeds 1..256 only, since only CPU against CUDA on the same pack is compared). On a machine
+# without a GPU the gtests skip and this script stops, saying so.
 #
 # Usage: tools/cuda_tests.sh [BUILD_DIR]     (default: build)
 # Builds seedling and cuda_tests in BUILD_DIR first, unless SEEDLING_NO_BUILD=1 (binaries carried to a GPU machine
@@ -86,5 +88,15 @@ for m in qwen3_moe_a qwen3_moe_b mixtral_a mixtral_b; do
   err=$(max_diff_within_2e2 "$tmp/cpu.f32" "$tmp/gpu3.f32") || { echo "FAIL $m three tiers: $err"; exit 1; }
   printf "ok   %-12s three tiers (top-k RAM and VRAM slots): cpu greedy ids; logits max |cuda - cpu| %s, " "$m" "$err"
   echo "= all-in-VRAM bit for bit; top-k - 1 RAM slots refused"
+  for tier in p4 s3; do
+    "$bin" pack -m "$models/$m/hf" -o "$tmp/s" --experts "$tier" --seed-search-seeds 256 --force >/dev/null 2>&1
+    scpu=$("$bin" run -m "$tmp/s" --ids "$ids" -n 12 --ignore-eos --print-ids 2>/dev/null | tail -n 1)
+    sgpu=$("$bin" run -m "$tmp/s" --ids "$ids" -n 12 --ignore-eos --print-ids --device cuda 2>/dev/null | tail -n 1)
+    [ "$scpu" = "$sgpu" ] || { echo "FAIL $m --experts $tier: greedy ids cpu $scpu, cuda $sgpu"; exit 1; }
+    "$bin" logits -m "$tmp/s" --ids "$ids" -o "$tmp/scpu.f32" 2>/dev/null
+    "$bin" logits -m "$tmp/s" --ids "$ids" -o "$tmp/sgpu.f32" --device cuda 2>/dev/null
+    err=$(max_diff_within_2e2 "$tmp/scpu.f32" "$tmp/sgpu.f32") || { echo "FAIL $m --experts $tier: $err"; exit 1; }
+    printf "ok   %-12s --experts %s: cuda greedy ids = cpu; logits max |cuda - cpu| %s\n" "$m" "$tier" "$err"
+  done
 done
 echo "ok   all CUDA tests"
