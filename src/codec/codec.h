@@ -116,6 +116,10 @@ inline seed::SeedTier codec_seed_tier(Codec c) {
   SEEDLING_CHECK(codec_is_seed(c), "{} is not a seed codec", codec_name(c));
   return c == Codec::P3 ? seed::SeedTier::P3 : c == Codec::P4 ? seed::SeedTier::P4 : seed::SeedTier::S3;
 }
+// The codec of a seed tier (codec_seed_tier's inverse).
+inline Codec seed_tier_codec(seed::SeedTier t) {
+  return t == seed::SeedTier::P3 ? Codec::P3 : t == seed::SeedTier::P4 ? Codec::P4 : Codec::S3;
+}
 inline int codec_bits(Codec c) {
   return c == Codec::Q4_G32 || c == Codec::Q4_G64 ? 4 : 8;
 }

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "codec/seed_arith.h"
 #include "core/error.h"
 
 namespace seedling::seed {
@@ -43,34 +44,7 @@ constexpr SeedTierSpec seed_tier_spec(SeedTier t) {
 std::string_view seed_tier_name(SeedTier t);                // "p3", "p4", "s3"
 std::optional<SeedTier> parse_seed_tier(std::string_view);  // nullopt when unknown
 
-inline constexpr int kMaxBlock = 12;
-inline constexpr int kMaxCoefs = 4;
-// Block exponents e = bias + code allowed by the format: scale(e) is a normal float, every weight finite in bf16.
-inline constexpr int kMinExponent = -110;
-inline constexpr int kMaxExponent = 100;
-inline constexpr float kR32 = 1.0f / 32767.0f;  // fl(1/32767)
-
-// 2^e as a float, for kMinExponent - 20 <= e <= 127 (exact, built from the exponent bits).
-inline float pow2f(int e) {
-  const uint32_t bits = uint32_t(e + 127) << 23;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-// scale(e) = fl(1/32767) * 2^e, exact.
-inline float seed_scale(int e) {
-  return kR32 * pow2f(e);
-}
-
-// Round a finite float to the nearest bf16 (ties to even), returned widened to float. The decoded weight.
-inline float round_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
-  float r;
-  std::memcpy(&r, &u, 4);
-  return r;
-}
+// kMaxBlock, kMaxCoefs, the exponent range, kR32, pow2f, seed_scale, round_bf16: codec/seed_arith.h.
 
 // One block, unpacked: seed 1..65535, q[0..P) in -8..7, code 0..15 (e = bias + code).
 struct SeedBlock {

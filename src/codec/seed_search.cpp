@@ -336,30 +336,75 @@ void build_table(SeedTier t, const float* h, uint32_t n_seeds, detail::SeedTable
 
 }  // namespace
 
-SeedSearchResult seed_search_slice(SeedTier t, const float* w, int64_t rows, int64_t cols, const float* h,
-                                   const SeedSearchOptions& opt) {
-  const SeedTierSpec sp = seed_tier_spec(t);
-  const int C = sp.block, P = sp.coefs;
+SeedSearchPlan plan_seed_search(SeedTier t, const float* w, int64_t rows, int64_t cols, const float* h,
+                                uint32_t n_seeds) {
+  const int C = seed_tier_spec(t).block;
   const SeedSliceLayout L = seed_slice_layout(t, rows, cols);
-  if (opt.n_seeds < 1 || opt.n_seeds > 65535) fail("seed search: n_seeds {} is outside 1..65535", opt.n_seeds);
+  if (n_seeds < 1 || n_seeds > 65535) fail("seed search: n_seeds {} is outside 1..65535", n_seeds);
   if (h) {
     for (int64_t c = 0; c < cols; ++c) {
       if (!std::isfinite(h[c]) || h[c] < 0)
         fail("seed search: activation energy h[{}] = {} is not finite >= 0", c, h[c]);
     }
   }
-  SeedSearchResult res;
-  res.exp_bias = choose_exp_bias(t, w, rows, cols);
-  res.blocks.assign(size_t(L.n_blocks), SeedBlock{});
-  const int lo = res.exp_bias, hi = res.exp_bias + 15;
-
-  // Blocks padded to C weights (zero weight, zero energy past the end of a row), and each column's energies.
+  SeedSearchPlan plan;
+  plan.exp_bias = choose_exp_bias(t, w, rows, cols);
   const int64_t bpr = L.blocks_per_row;
-  std::vector<float> xpad(size_t(L.n_blocks) * C, 0.0f);
+  plan.xpad.assign(size_t(L.n_blocks) * C, 0.0f);
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t k = 0; k < cols; ++k) xpad[size_t(r * bpr + k / C) * C + size_t(k % C)] = w[r * cols + k];
+    for (int64_t k = 0; k < cols; ++k) plan.xpad[size_t(r * bpr + k / C) * C + size_t(k % C)] = w[r * cols + k];
   std::vector<float> hcol(size_t(bpr) * C, 0.0f);
   for (int64_t k = 0; k < cols; ++k) hcol[size_t(k / C) * C + size_t(k % C)] = h ? h[k] : 1.0f;
+  // Columns of blocks with equal energy vectors share one table (unweighted: all full columns, plus a partial one).
+  std::map<std::vector<float>, std::vector<int64_t>> groups;
+  for (int64_t j = 0; j < bpr; ++j) {
+    groups[std::vector<float>(hcol.begin() + j * C, hcol.begin() + (j + 1) * C)].push_back(j);
+  }
+  for (const auto& [hv, colsj] : groups) {
+    SeedSearchPlan::Group g;
+    g.h = hv;
+    g.blocks.reserve(colsj.size() * size_t(rows));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j : colsj) g.blocks.push_back(r * bpr + j);
+    plan.groups.push_back(std::move(g));
+  }
+  return plan;
+}
+
+SeedBlock recover_seed_block(SeedTier t, const float* x, const float* h, int32_t exp_bias, uint32_t i, int cand,
+                             float* err) {
+  const SeedTierSpec sp = seed_tier_spec(t);
+  const int C = sp.block, P = sp.coefs;
+  int32_t S[kMaxStates];
+  float U[kMaxStates], Sf[kMaxStates], Lf[10], hx[kMaxBlock];
+  expand_seed_fast(t, uint16_t(i + 1), S);
+  for (int k = 0; k < C * P; ++k) {
+    Sf[k] = float(S[k]);
+    U[k] = Sf[k] * kR32;
+  }
+  SEEDLING_CHECK(detail::gram_cholesky(C, P, U, h, Lf), "seed search chose seed {}, whose Gram matrix has no factor",
+                 i + 1);
+  for (int c = 0; c < C; ++c) hx[c] = h[c] * x[c];
+  const detail::SeedScore sc = detail::score_seed(C, P, U, Sf, Lf, x, h, hx, exp_bias, exp_bias + 15);
+  SEEDLING_CHECK(sc.cand == cand, "fast seed search disagrees with the scalar score (seed {}, candidate {} vs {})",
+                 i + 1, cand, sc.cand);
+  SeedBlock out;
+  out.seed = uint16_t(i + 1);
+  for (int p = 0; p < P; ++p) out.q[p] = sc.q[p];
+  out.code = uint8_t(sc.e - exp_bias);
+  *err = sc.err;
+  return out;
+}
+
+SeedSearchResult seed_search_slice(SeedTier t, const float* w, int64_t rows, int64_t cols, const float* h,
+                                   const SeedSearchOptions& opt) {
+  const int C = seed_tier_spec(t).block;
+  const SeedSliceLayout L = seed_slice_layout(t, rows, cols);
+  SeedSearchPlan plan = plan_seed_search(t, w, rows, cols, h, opt.n_seeds);
+  SeedSearchResult res;
+  res.exp_bias = plan.exp_bias;
+  res.blocks.assign(size_t(L.n_blocks), SeedBlock{});
+  const int lo = res.exp_bias, hi = res.exp_bias + 15;
 
   const double t0 = now_s();
   std::atomic<int64_t> done{0};
@@ -380,29 +425,24 @@ SeedSearchResult seed_search_slice(SeedTier t, const float* w, int64_t rows, int
     opt.progress(pr);
   };
 
+  const std::vector<float>& xpad = plan.xpad;
   if (opt.use_reference) {
-    for (int64_t i = 0; i < L.n_blocks; ++i) {
-      res.blocks[size_t(i)] =
-          search_block_ref(t, &xpad[size_t(i) * C], &hcol[size_t(i % bpr) * C], res.exp_bias, opt.n_seeds);
-      done.fetch_add(1);
-      report(false);
+    for (const SeedSearchPlan::Group& g : plan.groups) {
+      for (const int64_t i : g.blocks) {
+        res.blocks[size_t(i)] = search_block_ref(t, &xpad[size_t(i) * C], g.h.data(), res.exp_bias, opt.n_seeds);
+        done.fetch_add(1);
+        report(false);
+      }
     }
     report(true);
     return res;
   }
 
-  // Columns of blocks with equal energy vectors share one table (unweighted: all full columns, plus a partial one).
-  std::map<std::vector<float>, std::vector<int64_t>> groups;
-  for (int64_t j = 0; j < bpr; ++j) {
-    groups[std::vector<float>(hcol.begin() + j * C, hcol.begin() + (j + 1) * C)].push_back(j);
-  }
   detail::SeedTable tab;
-  for (const auto& [hv, colsj] : groups) {
+  for (const SeedSearchPlan::Group& g : plan.groups) {
+    const std::vector<float>& hv = g.h;
+    const std::vector<int64_t>& blocks = g.blocks;
     build_table(t, hv.data(), opt.n_seeds, &tab);
-    std::vector<int64_t> blocks;
-    blocks.reserve(colsj.size() * size_t(rows));
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t j : colsj) blocks.push_back(r * bpr + j);
     ThreadPool::global().parallel_for(blocks.size(), 8, [&](size_t a, size_t b) {
       constexpr size_t kStep = 32;
       std::vector<const float*> xs(kStep);
@@ -411,26 +451,11 @@ SeedSearchResult seed_search_slice(SeedTier t, const float* w, int64_t rows, int
         const size_t nb = std::min(kStep, b - s0);
         for (size_t k = 0; k < nb; ++k) xs[k] = &xpad[size_t(blocks[s0 + k]) * C];
         HWY_DYNAMIC_DISPATCH(SearchBlocks)(tab, xs.data(), hv.data(), lo, hi, nb, opt.n_seeds, ids.data());
-        float hx[kMaxBlock];
         for (size_t k = 0; k < nb; ++k) {
-          SeedBlock& out = res.blocks[size_t(blocks[s0 + k])];
           if (ids[k] < 0) continue;  // no seed scored finite: the reference's default block
-          const size_t i = size_t(ids[k]) / 4;
-          const int cand = ids[k] % 4;
-          float U[kMaxStates], Sf[kMaxStates], Lf[10];
-          for (int q = 0; q < C * P; ++q) {
-            U[q] = tab.U[size_t(q) * tab.n + i];
-            Sf[q] = tab.Sf[size_t(q) * tab.n + i];
-          }
-          for (int q = 0; q < P * (P + 1) / 2; ++q) Lf[q] = tab.L[size_t(q) * tab.n + i];
-          for (int c = 0; c < C; ++c) hx[c] = hv[size_t(c)] * xs[k][c];
-          const detail::SeedScore sc = detail::score_seed(C, P, U, Sf, Lf, xs[k], hv.data(), hx, lo, hi);
-          SEEDLING_CHECK(sc.cand == cand,
-                         "fast seed search disagrees with the scalar score (seed {}, candidate {} vs {})", i + 1, cand,
-                         sc.cand);
-          out.seed = uint16_t(i + 1);
-          for (int p = 0; p < P; ++p) out.q[p] = sc.q[p];
-          out.code = uint8_t(sc.e - lo);
+          float err;
+          res.blocks[size_t(blocks[s0 + k])] =
+              recover_seed_block(t, xs[k], hv.data(), res.exp_bias, uint32_t(ids[k] / 4), ids[k] % 4, &err);
         }
         done.fetch_add(int64_t(nb));
         report(false);

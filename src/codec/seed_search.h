@@ -42,6 +42,28 @@ int32_t choose_exp_bias(SeedTier t, const float* w, int64_t rows, int64_t cols);
 // One block by the scalar reference: x[C] and h[C] (h >= 0; zero past the end of a partial block).
 SeedBlock search_block_ref(SeedTier t, const float* x, const float* h, int32_t exp_bias, uint32_t n_seeds);
 
+// What every search of a slice walks (seed_search_slice here, cuda/seed_search.h on the GPU): the bias, the blocks
+// padded to C weights (zero weight and zero energy past a row's end), and the blocks grouped by their column's
+// energy vector (unweighted: the full columns and the partial one), each group's blocks row by row.
+struct SeedSearchPlan {
+  int32_t exp_bias = 0;
+  std::vector<float> xpad;  // n_blocks x C
+  struct Group {
+    std::vector<float> h;         // C energies
+    std::vector<int64_t> blocks;  // block indices
+  };
+  std::vector<Group> groups;
+};
+// Throws Error on n_seeds outside 1..65535, an energy that is not finite >= 0, or a weight that is not finite.
+SeedSearchPlan plan_seed_search(SeedTier t, const float* w, int64_t rows, int64_t cols, const float* h,
+                                uint32_t n_seeds);
+
+// The block a search chose for x (C weights, energies h): seed index i (seed i + 1) and candidate cand, its q and
+// code recomputed by the scalar score (seed_search_detail.h). Throws Error when that score's candidate is not cand
+// (a search that disagrees with the reference's arithmetic); *err: the score's error.
+SeedBlock recover_seed_block(SeedTier t, const float* x, const float* h, int32_t exp_bias, uint32_t i, int cand,
+                             float* err);
+
 // Searches a rows x cols matrix (row-major float32) with optional energies h[cols] (nullptr: unweighted).
 SeedSearchResult seed_search_slice(SeedTier t, const float* w, int64_t rows, int64_t cols, const float* h,
                                    const SeedSearchOptions& opt = {});

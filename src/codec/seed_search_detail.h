@@ -1,6 +1,8 @@
 // codec/seed_search_detail.h - the per-seed float expressions of the search, shared by the scalar reference and the
-// fast search's table build and winner recovery. The SIMD search (seed_search.cpp) repeats exactly these operations
-// in exactly this order, one seed per lane, so both give the same bits.
+// fast search's table build and winner recovery, and run as they are by the CUDA search (cuda/seed_search.cu, built
+// with -fmad=false so nvcc fuses no multiply-add, as the host build's -ffp-contract=off). The SIMD search
+// (seed_search.cpp) repeats exactly these operations in exactly this order, one seed per lane, so all give the same
+// bits. Free of fmt (nvcc compiles this header).
 #pragma once
 
 #include <algorithm>
@@ -9,11 +11,11 @@
 #include <cstring>
 
 #include "codec/lfsr.h"
-#include "codec/seed_codec.h"
+#include "codec/seed_arith.h"
 
 namespace seedling::seed::detail {
 
-inline int float_exponent_field(float f) {
+SEEDLING_HD inline int float_exponent_field(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
   return int((u >> 23) & 0xFF);
@@ -21,7 +23,7 @@ inline int float_exponent_field(float f) {
 
 // Lower Cholesky factor of G = U^T diag(h) U, packed row-major (L00, L10, L11, L20, ...); false when a pivot is
 // not positive. G[i][j] = sum_c U[c][i] * (h[c] * U[c][j]), c ascending.
-inline bool gram_cholesky(int C, int P, const float* U, const float* h, float* L) {
+SEEDLING_HD inline bool gram_cholesky(int C, int P, const float* U, const float* h, float* L) {
   float G[kMaxCoefs][kMaxCoefs];
   for (int i = 0; i < P; ++i) {
     for (int j = 0; j <= i; ++j) {
@@ -49,7 +51,7 @@ inline bool gram_cholesky(int C, int P, const float* U, const float* h, float* L
   return true;
 }
 
-inline int tri(int i, int j) {
+SEEDLING_HD inline int tri(int i, int j) {
   return i * (i + 1) / 2 + j;
 }
 
@@ -62,8 +64,8 @@ struct SeedScore {
 
 // Scores one seed (U, Sf = float(S), L its factor) on block x with hx = h * x; lo/hi the exponent window.
 // err = +inf when t is not finite.
-inline SeedScore score_seed(int C, int P, const float* U, const float* Sf, const float* L, const float* x,
-                            const float* h, const float* hx, int lo, int hi) {
+SEEDLING_HD inline SeedScore score_seed(int C, int P, const float* U, const float* Sf, const float* L, const float* x,
+                                        const float* h, const float* hx, int lo, int hi) {
   float b[kMaxCoefs] = {}, y[kMaxCoefs] = {}, t[kMaxCoefs] = {};
   for (int p = 0; p < P; ++p) {
     float s = 0.0f;

@@ -330,7 +330,7 @@ __device__ __forceinline__ void seed_group_dot(const SeedRow (&wrows)[NW], int64
       for (int v = 0; v < NW; ++v) {
         float w[g.C];
         seeddev::seed_decode_block<g.C, g.P>(g, seeddev::stream_of(f[v][i].seed, lo, hi), f[v][i].word,
-                                             seeddev::scale_of(bias[v] + f[v][i].code), w);
+                                             seed::seed_scale(bias[v] + f[v][i].code), w);
         fma_unit<g.C, R>(w, valid, xs[v], ldx, k0, rows, acc[v]);
       }
     }

@@ -22,7 +22,7 @@ constexpr bool same_tier(const seeddev::Geom& g, seed::SeedTier t) {
   return g.C == sp.block && g.P == sp.coefs && g.apart == sp.codes_apart;
 }
 static_assert(same_tier(seeddev::kP3, seed::SeedTier::P3) && same_tier(seeddev::kP4, seed::SeedTier::P4) &&
-              same_tier(seeddev::kS3, seed::SeedTier::S3) && seeddev::kR32 == seed::kR32);
+              same_tier(seeddev::kS3, seed::SeedTier::S3));
 
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) fail("CUDA: {} failed: {}", what, cudaGetErrorString(e));

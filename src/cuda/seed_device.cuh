@@ -1,7 +1,7 @@
 // cuda/seed_device.cuh - the seed codecs' block decode (docs/formats/seed.md) as __host__ __device__ functions: the
 // kernels (kernels.cu, seeds.cu) run them on the device, and tests/unit/engine/seed_device_test.cpp runs the very
 // same code on the CPU against codec/seed_codec.h's spec and lfsr.h's stepping (so CI checks the index and bit logic
-// without a GPU).
+// without a GPU). The float arithmetic itself (scale, bf16 rounding) is codec/seed_arith.h's, shared with the CPU.
 //
 // Invariant: seed_decode_block gives decode_block's floats bit for bit: the stream seed | g(seed) << 16 from the two
 // 256-entry GF(2) tables, S = state - 32768, int4 coefficients, the exponent e = bias + code, one float32 multiply
@@ -14,12 +14,7 @@
 #include <cstring>
 
 #include "codec/lfsr.h"
-
-#ifdef __CUDACC__
-#define SEEDLING_HD __host__ __device__ __forceinline__
-#else
-#define SEEDLING_HD inline
-#endif
+#include "codec/seed_arith.h"
 
 namespace seedling::cuda::seeddev {
 
@@ -31,53 +26,13 @@ struct Geom {
 };
 inline constexpr Geom kP3{8, 3, false}, kP4{8, 4, true}, kS3{12, 4, true};
 
-SEEDLING_HD float as_float(uint32_t u) {
-#ifdef __CUDA_ARCH__
-  return __uint_as_float(u);
-#else
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-#endif
-}
-SEEDLING_HD uint32_t as_uint(float f) {
-#ifdef __CUDA_ARCH__
-  return __float_as_uint(f);
-#else
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-#endif
-}
-// One float32 multiply, rounded once (never fused with a neighbouring add).
-SEEDLING_HD float mul_rn(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-
-// fl(1/32767): the same constant expression as seed::kR32 (a test compares the bits).
-inline constexpr float kR32 = 1.0f / 32767.0f;
-
-// scale(e) = fl(1/32767) * 2^e, exact for the format's exponents (2^e built from its exponent bits).
-SEEDLING_HD float scale_of(int e) {
-  return mul_rn(kR32, as_float(uint32_t(e + 127) << 23));
-}
-// Round to the nearest bf16, ties to even (finite inputs), returned widened to float.
-SEEDLING_HD float round_bf16(float f) {
-  const uint32_t u = as_uint(f);
-  return as_float((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);
-}
-
 // The 64-bit stream seed | g(seed) << 16 (state k, 1..48, is bits k..k+15) from lfsr.h's two tables.
-SEEDLING_HD uint64_t stream_of(uint16_t seed, const uint64_t* lo, const uint64_t* hi) {
+SEEDLING_HD inline uint64_t stream_of(uint16_t seed, const uint64_t* lo, const uint64_t* hi) {
   return uint64_t(seed) | ((lo[seed & 0xFFu] ^ hi[seed >> 8]) << 16);
 }
 
 // Coefficient p of a block's word, an int4 in -8..7.
-SEEDLING_HD int coef_of(const Geom& g, uint16_t word, int p) {
+SEEDLING_HD inline int coef_of(const Geom& g, uint16_t word, int p) {
   const int nib = (word >> ((g.apart ? 0 : 4) + 4 * p)) & 0xF;
   return (nib ^ 8) - 8;
 }
@@ -87,10 +42,10 @@ struct Fields {
   uint16_t seed, word;
   int code;
 };
-SEEDLING_HD int32_t blob_bias(const uint8_t* blob) {
+SEEDLING_HD inline int32_t blob_bias(const uint8_t* blob) {
   return *reinterpret_cast<const int32_t*>(blob);
 }
-SEEDLING_HD Fields block_fields(const Geom& g, const uint8_t* blob, int64_t n, int64_t i) {
+SEEDLING_HD inline Fields block_fields(const Geom& g, const uint8_t* blob, int64_t n, int64_t i) {
   const uint16_t* seeds = reinterpret_cast<const uint16_t*>(blob + 4);
   Fields f;
   f.seed = seeds[i];
@@ -99,24 +54,25 @@ SEEDLING_HD Fields block_fields(const Geom& g, const uint8_t* blob, int64_t n, i
   return f;
 }
 
-// Decodes one block into w[0..C): w_c = round_bf16(float(sum_p S[c][p] q_p) * scale), scale = scale_of(bias + code).
+// Decodes one block into w[0..C): w_c = round_bf16(float(sum_p S[c][p] q_p) * scale), scale = seed_scale(bias + code)
+// (seed_arith.h: the host's own functions).
 template <int C, int P>
-SEEDLING_HD void seed_decode_block(const Geom& g, uint64_t stream, uint16_t word, float scale, float* w) {
+SEEDLING_HD inline void seed_decode_block(const Geom& g, uint64_t stream, uint16_t word, float scale, float* w) {
   int q[P];
   for (int p = 0; p < P; ++p) q[p] = coef_of(g, word, p);
   for (int c = 0; c < C; ++c) {
     int32_t isum = 0;
     for (int p = 0; p < P; ++p) isum += (int32_t(uint16_t(stream >> (c * P + p + 1))) - 32768) * q[p];
-    w[c] = round_bf16(mul_rn(float(isum), scale));
+    w[c] = seed::round_bf16(float(isum) * scale);
   }
 }
 
 // Block i of the slice at `blob` (n blocks), decoded: the whole path a kernel takes from the blob's bytes.
 template <int C, int P>
-SEEDLING_HD void seed_decode_blob_block(const Geom& g, const uint8_t* blob, int64_t n, int64_t i, const uint64_t* lo,
-                                        const uint64_t* hi, float* w) {
+SEEDLING_HD inline void seed_decode_blob_block(const Geom& g, const uint8_t* blob, int64_t n, int64_t i,
+                                               const uint64_t* lo, const uint64_t* hi, float* w) {
   const Fields f = block_fields(g, blob, n, i);
-  seed_decode_block<C, P>(g, stream_of(f.seed, lo, hi), f.word, scale_of(blob_bias(blob) + f.code), w);
+  seed_decode_block<C, P>(g, stream_of(f.seed, lo, hi), f.word, seed::seed_scale(blob_bias(blob) + f.code), w);
 }
 
 }  // namespace seedling::cuda::seeddev

@@ -73,16 +73,7 @@ TEST(SeedDevice, StreamStatesEqualLfsrSteppingForEverySeed) {
   }
 }
 
-TEST(SeedDevice, ScaleRoundingAndCoefficientsEqualTheSpec) {
-  for (int e = kMinExponent; e <= kMaxExponent; ++e) ASSERT_EQ(sd::scale_of(e), seed_scale(e)) << e;
-  std::mt19937 rng(1);
-  for (int i = 0; i < 1000000; ++i) {
-    uint32_t u = rng() & 0x7F7FFFFFu;  // finite
-    float f;
-    std::memcpy(&f, &u, 4);
-    ASSERT_EQ(sd::round_bf16(f), round_bf16(f));
-    ASSERT_EQ(sd::round_bf16(-f), round_bf16(-f));
-  }
+TEST(SeedDevice, CoefficientsEqualTheSpec) {
   for (const SeedTier t : kAllSeedTiers) {
     for (uint32_t word = 0; word < 65536; ++word) {
       SeedBlock b;
