@@ -9,10 +9,11 @@
 #include <cstdint>
 #include <cstring>
 
+// The same definition as cuda/mma_layout.h's (identical, so either header may come first).
 #ifdef __CUDACC__
-#define SEEDLING_HD __host__ __device__
+#define SEEDLING_HD __host__ __device__ __forceinline__
 #else
-#define SEEDLING_HD
+#define SEEDLING_HD inline
 #endif
 
 namespace seedling::seed {
@@ -25,19 +26,19 @@ inline constexpr int kMaxExponent = 100;
 inline constexpr float kR32 = 1.0f / 32767.0f;  // fl(1/32767)
 
 // 2^e as a float, for kMinExponent - 20 <= e <= 127 (exact, built from the exponent bits).
-SEEDLING_HD inline float pow2f(int e) {
+SEEDLING_HD float pow2f(int e) {
   const uint32_t bits = uint32_t(e + 127) << 23;
   float f;
   std::memcpy(&f, &bits, 4);
   return f;
 }
 // scale(e) = fl(1/32767) * 2^e, exact (a power of two times a normal float: no rounding to contract away).
-SEEDLING_HD inline float seed_scale(int e) {
+SEEDLING_HD float seed_scale(int e) {
   return kR32 * pow2f(e);
 }
 
 // Round a finite float to the nearest bf16 (ties to even), returned widened to float. The decoded weight.
-SEEDLING_HD inline float round_bf16(float f) {
+SEEDLING_HD float round_bf16(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
   u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;

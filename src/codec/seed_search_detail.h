@@ -15,7 +15,7 @@
 
 namespace seedling::seed::detail {
 
-SEEDLING_HD inline int float_exponent_field(float f) {
+SEEDLING_HD int float_exponent_field(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
   return int((u >> 23) & 0xFF);
@@ -23,7 +23,7 @@ SEEDLING_HD inline int float_exponent_field(float f) {
 
 // Lower Cholesky factor of G = U^T diag(h) U, packed row-major (L00, L10, L11, L20, ...); false when a pivot is
 // not positive. G[i][j] = sum_c U[c][i] * (h[c] * U[c][j]), c ascending.
-SEEDLING_HD inline bool gram_cholesky(int C, int P, const float* U, const float* h, float* L) {
+SEEDLING_HD bool gram_cholesky(int C, int P, const float* U, const float* h, float* L) {
   float G[kMaxCoefs][kMaxCoefs];
   for (int i = 0; i < P; ++i) {
     for (int j = 0; j <= i; ++j) {
@@ -51,7 +51,7 @@ SEEDLING_HD inline bool gram_cholesky(int C, int P, const float* U, const float*
   return true;
 }
 
-SEEDLING_HD inline int tri(int i, int j) {
+SEEDLING_HD int tri(int i, int j) {
   return i * (i + 1) / 2 + j;
 }
 
@@ -64,8 +64,8 @@ struct SeedScore {
 
 // Scores one seed (U, Sf = float(S), L its factor) on block x with hx = h * x; lo/hi the exponent window.
 // err = +inf when t is not finite.
-SEEDLING_HD inline SeedScore score_seed(int C, int P, const float* U, const float* Sf, const float* L, const float* x,
-                                        const float* h, const float* hx, int lo, int hi) {
+SEEDLING_HD SeedScore score_seed(int C, int P, const float* U, const float* Sf, const float* L, const float* x,
+                                 const float* h, const float* hx, int lo, int hi) {
   float b[kMaxCoefs] = {}, y[kMaxCoefs] = {}, t[kMaxCoefs] = {};
   for (int p = 0; p < P; ++p) {
     float s = 0.0f;

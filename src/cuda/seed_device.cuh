@@ -27,12 +27,12 @@ struct Geom {
 inline constexpr Geom kP3{8, 3, false}, kP4{8, 4, true}, kS3{12, 4, true};
 
 // The 64-bit stream seed | g(seed) << 16 (state k, 1..48, is bits k..k+15) from lfsr.h's two tables.
-SEEDLING_HD inline uint64_t stream_of(uint16_t seed, const uint64_t* lo, const uint64_t* hi) {
+SEEDLING_HD uint64_t stream_of(uint16_t seed, const uint64_t* lo, const uint64_t* hi) {
   return uint64_t(seed) | ((lo[seed & 0xFFu] ^ hi[seed >> 8]) << 16);
 }
 
 // Coefficient p of a block's word, an int4 in -8..7.
-SEEDLING_HD inline int coef_of(const Geom& g, uint16_t word, int p) {
+SEEDLING_HD int coef_of(const Geom& g, uint16_t word, int p) {
   const int nib = (word >> ((g.apart ? 0 : 4) + 4 * p)) & 0xF;
   return (nib ^ 8) - 8;
 }
@@ -42,10 +42,10 @@ struct Fields {
   uint16_t seed, word;
   int code;
 };
-SEEDLING_HD inline int32_t blob_bias(const uint8_t* blob) {
+SEEDLING_HD int32_t blob_bias(const uint8_t* blob) {
   return *reinterpret_cast<const int32_t*>(blob);
 }
-SEEDLING_HD inline Fields block_fields(const Geom& g, const uint8_t* blob, int64_t n, int64_t i) {
+SEEDLING_HD Fields block_fields(const Geom& g, const uint8_t* blob, int64_t n, int64_t i) {
   const uint16_t* seeds = reinterpret_cast<const uint16_t*>(blob + 4);
   Fields f;
   f.seed = seeds[i];
@@ -57,7 +57,7 @@ SEEDLING_HD inline Fields block_fields(const Geom& g, const uint8_t* blob, int64
 // Decodes one block into w[0..C): w_c = round_bf16(float(sum_p S[c][p] q_p) * scale), scale = seed_scale(bias + code)
 // (seed_arith.h: the host's own functions).
 template <int C, int P>
-SEEDLING_HD inline void seed_decode_block(const Geom& g, uint64_t stream, uint16_t word, float scale, float* w) {
+SEEDLING_HD void seed_decode_block(const Geom& g, uint64_t stream, uint16_t word, float scale, float* w) {
   int q[P];
   for (int p = 0; p < P; ++p) q[p] = coef_of(g, word, p);
   for (int c = 0; c < C; ++c) {
@@ -69,8 +69,8 @@ SEEDLING_HD inline void seed_decode_block(const Geom& g, uint64_t stream, uint16
 
 // Block i of the slice at `blob` (n blocks), decoded: the whole path a kernel takes from the blob's bytes.
 template <int C, int P>
-SEEDLING_HD inline void seed_decode_blob_block(const Geom& g, const uint8_t* blob, int64_t n, int64_t i,
-                                               const uint64_t* lo, const uint64_t* hi, float* w) {
+SEEDLING_HD void seed_decode_blob_block(const Geom& g, const uint8_t* blob, int64_t n, int64_t i, const uint64_t* lo,
+                                        const uint64_t* hi, float* w) {
   const Fields f = block_fields(g, blob, n, i);
   seed_decode_block<C, P>(g, stream_of(f.seed, lo, hi), f.word, seed::seed_scale(blob_bias(blob) + f.code), w);
 }

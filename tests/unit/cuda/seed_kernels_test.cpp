@@ -120,8 +120,7 @@ TEST(CudaSeeds, ProductsAtExpertShapesMatchCpuSeedMatmul) {
   }
 }
 
-// Errors without a GPU: a decode of a codec that is not a seed codec, a seed blob that is not 4-byte aligned, a seed
-// matrix handed to the tensor-core GEMMs (which read none; the forward keeps seed matrices on CUDA cores).
+// Errors without a GPU: a decode of a codec that is not a seed codec, a seed blob that is not 4-byte aligned.
 TEST(CudaSeeds, BadInputIsAClearError) {
   const auto* misaligned = reinterpret_cast<const void*>(uintptr_t(4098));
   EXPECT_NE(test::error_of([] {
@@ -136,6 +135,11 @@ TEST(CudaSeeds, BadInputIsAClearError) {
               cuda::matmul(nullptr, 1, {Codec::S3, misaligned, 4, 24}, nullptr, false, nullptr);
             }).find("4-byte aligned"),
             std::string::npos);
+}
+
+// A seed matrix handed to the tensor-core GEMMs, which read none (the forward keeps seed matrices on CUDA cores).
+TEST(CudaSeeds, TensorCoreGemmsRefuseSeedMatricesClearly) {
+  SKIP_WITHOUT_CUDA_DEVICE();
   EXPECT_NE(test::error_of([] {
               cuda::matmul_tc(nullptr, 64, {Codec::P4, nullptr, 4, 8}, nullptr, false, nullptr);
             }).find("tensor-core GEMMs"),
