@@ -3,8 +3,9 @@
 # command line with --device cuda against --device cpu on every tiny checkpoint (same greedy ids, logits within
 # 2e-2), with every expert in VRAM and with three tiers (NVMe -> RAM slots -> VRAM slots), and the clear errors;
 # then the same CPU/CUDA comparison on each checkpoint packed with seed experts (p4, s3: the seed kernels end to
-# end; a search over seeds 1..256 only, since only CPU against CUDA on the same pack is compared). On a machine
-# without a GPU the gtests skip and this script stops, saying so.
+# end; a search over seeds 1..256 only, since only CPU against CUDA on the same pack is compared) and the same packs
+# searched on the GPU (--search-device cuda: the same expert bytes). On a machine without a GPU the gtests skip and
+# this script stops, saying so.
 #
 # Usage: tools/cuda_tests.sh [BUILD_DIR]     (default: build)
 # Builds seedling and cuda_tests in BUILD_DIR first, unless SEEDLING_NO_BUILD=1 (binaries carried to a GPU machine
@@ -97,6 +98,12 @@ for m in qwen3_moe_a qwen3_moe_b mixtral_a mixtral_b; do
     "$bin" logits -m "$tmp/s" --ids "$ids" -o "$tmp/sgpu.f32" --device cuda 2>/dev/null
     err=$(max_diff_within_2e2 "$tmp/scpu.f32" "$tmp/sgpu.f32") || { echo "FAIL $m --experts $tier: $err"; exit 1; }
     printf "ok   %-12s --experts %s: cuda greedy ids = cpu; logits max |cuda - cpu| %s\n" "$m" "$tier" "$err"
+    "$bin" pack -m "$models/$m/hf" -o "$tmp/sg" --experts "$tier" --seed-search-seeds 256 --search-device cuda \
+      --force >/dev/null 2>&1
+    for f in "$tmp"/s/experts-*.bin; do
+      cmp -s "$f" "$tmp/sg/$(basename "$f")" || { echo "FAIL $m --experts $tier: CUDA search blobs differ"; exit 1; }
+    done
+    printf "ok   %-12s --experts %s --search-device cuda: the CPU search's expert bytes\n" "$m" "$tier"
   done
 done
 echo "ok   all CUDA tests"

@@ -4,8 +4,9 @@
 // matrices (attention projections, dense MLPs, embeddings, head) in --dense CODEC; norms, biases and routers stay
 // exactly as stored (a router's top-k is a discrete choice that a small error can flip). Both flags default to
 // "stored": the checkpoint's own dtype, byte for byte. Seed tiers (p3, p4, s3) are for experts only: each part is
-// searched (codec/seed_search.h, every thread) into one slice blob, with one progress line for the whole search,
-// weighted by the expert's input energies when --imatrix names a file.
+// searched (codec/seed_search.h, every thread; or with --search-device cuda on the GPU, cuda/seed_search.h, the same
+// blobs bit for bit) into one slice blob, with one progress line for the whole search, weighted by the expert's
+// input energies when --imatrix names a file.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +18,10 @@
 #include "codec/seed_search.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "cuda/device.h"
+#ifdef SEEDLING_HAVE_CUDA
+#include "cuda/seed_search.h"
+#endif
 #include "io/packed_writer.h"
 #include "model/imatrix.h"
 
@@ -34,6 +39,7 @@ struct PackFlags {
   std::string dense = "stored";
   uint32_t seed_search_seeds = seed::SeedSearchOptions::kLfsrSeeds;  // preview/test knob: search seeds 1..K only
   std::string imatrix;                                               // activation energies weighting the seed search
+  std::string search_device = "cpu";                                 // where the seed search runs: cpu or cuda
   bool force = false;
 };
 
@@ -118,15 +124,26 @@ void encode_parallel(Codec c, const TensorInfo& t, int64_t rows, int64_t cols, u
 }
 
 // Searches one expert part into a seed slice blob of codec_matrix_bytes(c, rows, cols) bytes at `out`.
+// On the GPU (cuda) or on every thread: the same blocks bit for bit (tests/unit/cuda/seed_search_test.cpp).
 void encode_seed_part(Codec c, const TensorInfo& t, int64_t rows, int64_t cols, const float* h, uint32_t n_seeds,
-                      SearchProgress& progress, uint8_t* out) {
+                      bool on_cuda, SearchProgress& progress, uint8_t* out) {
   std::vector<float> w(size_t(rows * cols));
   encode_matrix(Codec::F32, t.dtype, t.data, rows, cols, reinterpret_cast<uint8_t*>(w.data()));
   seed::SeedSearchOptions opt;
   opt.n_seeds = n_seeds;
   opt.progress = [&](const seed::SeedSearchProgress& p) { progress.report(p.blocks_done); };
   const seed::SeedTier tier = codec_seed_tier(c);
-  const std::vector<uint8_t> blob = seed::encode_seed_slice(tier, w.data(), rows, cols, h, opt);
+  seed::SeedSearchResult r;
+  if (on_cuda) {
+#ifdef SEEDLING_HAVE_CUDA
+    r = cuda::seed_search_slice_cuda(tier, w.data(), rows, cols, h, n_seeds);
+#else
+    fail("--search-device cuda: this seedling was built without the CUDA backend");
+#endif
+  } else {
+    r = seed::seed_search_slice(tier, w.data(), rows, cols, h, opt);
+  }
+  const std::vector<uint8_t> blob = seed::write_seed_blob(tier, rows, cols, r.exp_bias, r.blocks);
   progress.part_done(seed::seed_slice_layout(tier, rows, cols).n_blocks);
   SEEDLING_CHECK(blob.size() == codec_matrix_bytes(c, rows, cols), "seed blob of {} bytes", blob.size());
   std::memcpy(out, blob.data(), blob.size());
@@ -145,6 +162,17 @@ int run(const PackFlags& f) {
   }
   if (!f.imatrix.empty() && !seeds) {
     fail("--imatrix weights the seed search; --experts '{}' is not a seed tier (p3, p4, s3)", f.experts);
+  }
+  if (f.search_device != "cpu" && f.search_device != "cuda") {
+    fail("--search-device '{}' is unknown (known: cpu, cuda)", f.search_device);
+  }
+  const bool search_on_cuda = f.search_device == "cuda";
+  if (search_on_cuda && !seeds) {
+    fail("--search-device places the seed search; --experts '{}' is not a seed tier (p3, p4, s3)", f.experts);
+  }
+  if (search_on_cuda) {
+    const CudaDevices d = cuda_devices();
+    if (d.devices.empty()) fail("--search-device cuda: no CUDA device: {}", d.why_none);
   }
   if (is_packed_model_dir(f.model)) fail("pack: {} is already a packed folder", f.model);
   if (fs::exists(f.out) && !f.force) fail("pack: {} exists (pass --force to replace it)", f.out);
@@ -237,7 +265,7 @@ int run(const PackFlags& f) {
       const TensorInfo& t = get(name, {parts[p].rows, parts[p].cols});
       if (codec_is_seed(ec)) {
         encode_seed_part(ec, t, parts[p].rows, parts[p].cols, energies.get(l, e, p, parts[p].cols), f.seed_search_seeds,
-                         search_progress, out);
+                         search_on_cuda, search_progress, out);
       } else {
         encode_parallel(ec, t, parts[p].rows, parts[p].cols, out);
       }
@@ -310,6 +338,9 @@ void add_pack(CLI::App& app, int* status) {
   cmd->add_option("--imatrix", f->imatrix,
                   "seed tiers: weight each expert's search by its input energies (seedling imatrix; "
                   "docs/formats/imatrix.md)");
+  cmd->add_option(
+      "--search-device", f->search_device,
+      "seed tiers: where the search runs, cpu (every thread) or cuda (the GPU; the same blobs bit for bit)");
   cmd->add_flag("--force", f->force, "replace an existing output folder");
   cmd->callback([f, status] { *status = run(*f); });
 }
