@@ -18,8 +18,12 @@
 #include "codec/quantize.h"
 #include "cuda/gemm.h"
 #include "cuda/kernels.h"
+#include "cuda_bench_util.h"
 
 using namespace seedling;
+using bench::stats;
+using bench::Stats;
+using bench::timed;
 
 namespace {
 
@@ -51,30 +55,6 @@ float* device_floats(size_t n) {
   cuda::check(cudaMalloc(&p, n * sizeof(float)), "bench alloc");
   cuda::check(cudaMemset(p, 0, n * sizeof(float)), "bench clear");
   return static_cast<float*>(p);
-}
-
-// Seconds of one call of f on the stream, by events.
-double timed(const std::function<void()>& f, cudaStream_t s) {
-  cudaEvent_t a, b;
-  cuda::check(cudaEventCreate(&a), "event");
-  cuda::check(cudaEventCreate(&b), "event");
-  cuda::check(cudaEventRecord(a, s), "event");
-  f();
-  cuda::check(cudaEventRecord(b, s), "event");
-  cuda::check(cudaEventSynchronize(b), "bench run");
-  float ms = 0;
-  cuda::check(cudaEventElapsedTime(&ms, a, b), "event");
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return ms / 1e3;
-}
-
-struct Stats {
-  double med, lo, hi;
-};
-Stats stats(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return {v[v.size() / 2], v.front(), v.back()};
 }
 
 // max |a - b| / max |b| over two device arrays of n floats.

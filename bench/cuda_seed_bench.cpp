@@ -33,8 +33,12 @@
 #include "core/thread_pool.h"
 #include "cuda/kernels.h"
 #include "cuda/seed_search.h"
+#include "cuda_bench_util.h"
 
 using namespace seedling;
+using bench::stats;
+using bench::Stats;
+using bench::timed;
 
 namespace {
 
@@ -48,30 +52,6 @@ std::vector<float> gaussian(size_t n, uint32_t seed, float sigma) {
 
 double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-struct Stats {
-  double med, lo, hi;
-};
-Stats stats(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return {v[v.size() / 2], v.front(), v.back()};
-}
-
-// Seconds of f on the stream, by events.
-double timed(const std::function<void()>& f, cudaStream_t s) {
-  cudaEvent_t a, b;
-  cuda::check(cudaEventCreate(&a), "event");
-  cuda::check(cudaEventCreate(&b), "event");
-  cuda::check(cudaEventRecord(a, s), "event");
-  f();
-  cuda::check(cudaEventRecord(b, s), "event");
-  cuda::check(cudaEventSynchronize(b), "bench run");
-  float ms = 0;
-  cuda::check(cudaEventElapsedTime(&ms, a, b), "event");
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return ms / 1e3;
 }
 
 // A matrix in `codec`: q4_g64 from N(0, 0.02) weights, a seed tier as random blocks (the decode's work does not

@@ -9,12 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
-// The same definition as cuda/mma_layout.h's (identical, so either header may come first).
-#ifdef __CUDACC__
-#define SEEDLING_HD __host__ __device__ __forceinline__
-#else
-#define SEEDLING_HD inline
-#endif
+#include "core/host_device.h"
 
 namespace seedling::seed {
 

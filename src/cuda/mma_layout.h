@@ -11,11 +11,7 @@
 
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define SEEDLING_HD __host__ __device__ __forceinline__
-#else
-#define SEEDLING_HD inline
-#endif
+#include "core/host_device.h"
 
 namespace seedling::cuda::mma {
 
