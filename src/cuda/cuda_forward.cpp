@@ -201,10 +201,8 @@ CudaForward::~CudaForward() {
 DeviceMatrix CudaForward::upload(const ops::Matrix& m) {
   DeviceMatrix d{m.codec, nullptr, m.rows, m.cols};
   if (!cuda::has_kernel(m.codec)) {
-    fail(
-        "--device cuda: a {} x {} weight is stored as {}, which has no CUDA kernel yet (f32, f16, bf16, q8_g32, "
-        "q8_g64, q4_g32, q4_g64 have)",
-        m.rows, m.cols, codec_name(m.codec));
+    fail("--device cuda: a {} x {} weight is stored as {}, which has no CUDA kernel ({} have)", m.rows, m.cols,
+         codec_name(m.codec), cuda::kernel_codec_names());
   }
   if (m.data == nullptr || m.nbytes() == 0) return d;
   auto it = uploaded_.find(m.data);

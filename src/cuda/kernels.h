@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "cuda/codec_ids.h"
 
@@ -31,6 +32,8 @@ struct DeviceMatrix {
 // 4-byte aligned; its weights decoded exactly as decode_seed_matrix, in registers). The tensor-core GEMMs (gemm.h)
 // and embed read no seed codec.
 bool has_kernel(Codec c);
+// The names of the codecs has_kernel accepts, comma-separated (for error messages; runtime.cpp).
+std::string kernel_codec_names();
 
 // y[i][n] = sum_k x[i][k] * W[n][k] for m rows (x: m x W.cols, y: m x W.rows); with `accumulate`, y += that sum.
 void matmul(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream);

@@ -24,6 +24,16 @@ constexpr bool same_tier(const seeddev::Geom& g, seed::SeedTier t) {
 static_assert(same_tier(seeddev::kP3, seed::SeedTier::P3) && same_tier(seeddev::kP4, seed::SeedTier::P4) &&
               same_tier(seeddev::kS3, seed::SeedTier::S3));
 
+std::string kernel_codec_names() {
+  std::string names;
+  for (const Codec c : kAllCodecs) {
+    if (!has_kernel(c)) continue;
+    if (!names.empty()) names += ", ";
+    names += codec_name(c);
+  }
+  return names;
+}
+
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) fail("CUDA: {} failed: {}", what, cudaGetErrorString(e));
 }

@@ -64,10 +64,8 @@ VramExperts::VramExperts(Model& model, const CudaForwardOptions& o, uint64_t fre
   layout_ = expert_layout(model);
   for (const Codec codec : {layout_.gate_up, layout_.down}) {
     if (!has_kernel(codec)) {
-      fail(
-          "--device cuda: the routed experts are stored as {}, which has no CUDA kernel yet (f32, f16, bf16, "
-          "q8_g32, q8_g64, q4_g32, q4_g64 have)",
-          codec_name(codec));
+      fail("--device cuda: the routed experts are stored as {}, which has no CUDA kernel ({} have)", codec_name(codec),
+           kernel_codec_names());
     }
   }
   const uint64_t total = uint64_t(moe_layers) * uint64_t(c.num_experts) * layout_.bytes;
