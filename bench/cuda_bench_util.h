@@ -1,11 +1,12 @@
-// bench/cuda_bench_util.h - what the CUDA benchmarks share: timing a stretch of work on a stream by events, and the
-// median / min / max of a set of timings or rates.
+// bench/cuda_bench_util.h - what the CUDA benchmarks share: timing a stretch of work on a stream by events, the
+// median / min / max of a set of timings or rates, and seeded normal random inputs.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <functional>
+#include <random>
 #include <vector>
 
 #include "cuda/kernels.h"
@@ -35,6 +36,15 @@ struct Stats {
 inline Stats stats(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return {v[v.size() / 2], v.front(), v.back()};
+}
+
+// n floats drawn from N(0, sigma^2) by a generator seeded with `seed` (the same inputs every run).
+inline std::vector<float> gaussian(size_t n, uint32_t seed, float sigma) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, sigma);
+  std::vector<float> v(n);
+  for (float& x : v) x = nd(rng);
+  return v;
 }
 
 }  // namespace seedling::bench

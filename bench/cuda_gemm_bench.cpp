@@ -21,19 +21,12 @@
 #include "cuda_bench_util.h"
 
 using namespace seedling;
+using bench::gaussian;
 using bench::stats;
 using bench::Stats;
 using bench::timed;
 
 namespace {
-
-std::vector<float> gaussian(size_t n, uint32_t seed, float sigma) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, sigma);
-  std::vector<float> v(n);
-  for (float& x : v) x = nd(rng);
-  return v;
-}
 
 std::vector<uint8_t> q4_matrix(int64_t rows, int64_t cols, uint32_t seed) {
   const std::vector<float> w = gaussian(size_t(rows * cols), seed, 0.05f);

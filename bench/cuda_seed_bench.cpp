@@ -36,19 +36,12 @@
 #include "cuda_bench_util.h"
 
 using namespace seedling;
+using bench::gaussian;
 using bench::stats;
 using bench::Stats;
 using bench::timed;
 
 namespace {
-
-std::vector<float> gaussian(size_t n, uint32_t seed, float sigma) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, sigma);
-  std::vector<float> v(n);
-  for (float& x : v) x = nd(rng);
-  return v;
-}
 
 double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
