@@ -1186,7 +1186,7 @@ void router_matvec_topk(const float* x, const DeviceMatrix& router, const float*
   matvec_launch(x, {&router, 1}, ys, norm, eps, xn_out, false, topk, stream);
 }
 
-void matvec_qkv_rope(const float* x, const DeviceMatrix (&w)[3], float* q, float* k, float* v, const float* norm,
+bool matvec_qkv_rope(const float* x, const DeviceMatrix (&w)[3], float* q, float* k, float* v, const float* norm,
                      float eps, float* xn_out, const QkRope& r, int* head_counters, cudaStream_t stream) {
   static const bool off = [] {
     const char* e = std::getenv("SEEDLING_NO_FUSED_ROPE");
@@ -1201,12 +1201,13 @@ void matvec_qkv_rope(const float* x, const DeviceMatrix (&w)[3], float* q, float
     matvec(x, w, ys, norm, eps, xn_out, false, stream);
     qk_rope_kv(q, k, v, 1, r.n_heads, r.n_kv_heads, r.head_dim, r.q_norm, r.k_norm, r.eps, r.pos, r.inv_freq,
                r.rotary_dim, r.scaling, r.rows, r.layer, stream);
-    return;
+    return false;
   }
   MatvecTargets t;
   t.rope_counters = head_counters;
   t.rope = r;
   matvec_launch(x, w, ys, norm, eps, xn_out, false, t, stream);
+  return true;
 }
 
 void rms_norm(const float* x, float* out, int64_t rows, int64_t n, const float* weight, float eps,

@@ -134,8 +134,9 @@ struct QkRope {
 // qk_rope_kv of that row, in one launch where matvec's is one launch and heads are whole blocks of outputs (the last
 // block to finish a head finishes it with qk_rope_kv's arithmetic: the same bits as the two launches); otherwise the
 // two launches. SEEDLING_NO_FUSED_ROPE=1 forces the two launches (for A/B measurements). head_counters:
-// n_heads + 2 * n_kv_heads ints, zero before the first call (every call leaves them at zero).
-void matvec_qkv_rope(const float* x, const DeviceMatrix (&w)[3], float* q, float* k, float* v, const float* norm,
+// n_heads + 2 * n_kv_heads ints, zero before the first call (every call leaves them at zero). Returns whether it
+// took the one launch.
+bool matvec_qkv_rope(const float* x, const DeviceMatrix (&w)[3], float* q, float* k, float* v, const float* norm,
                      float eps, float* xn_out, const QkRope& r, int* head_counters, cudaStream_t stream);
 // Decode attention (flash decoding): for each listed row, q (rows x n_heads * head_dim) over keys [first, pos] of
 // its cache, cut into at most 64 splits whose size depends only on the cache's capacity (so a row gets the same bits

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -198,10 +199,13 @@ TEST(CudaKernels, MatvecQkvRopeEqualsMatvecThenQkRopeKvBitForBit) {
                                .scaling = 1.0f,
                                .rows = rows_b.get(),
                                .layer = layer};
-          cuda::matvec_qkv_rope(dx.get(), ws, qb.get(), kb.get(), vb.get(), dn.get(), 1e-6f, xn_b.get(), r,
-                                counters.get(), nullptr);
+          const bool fused = cuda::matvec_qkv_rope(dx.get(), ws, qb.get(), kb.get(), vb.get(), dn.get(), 1e-6f,
+                                                   xn_b.get(), r, counters.get(), nullptr);
           const std::string at = std::string(codec_name(c)) + " head_dim " + std::to_string(hd) +
                                  (qk_norm ? " qk-norm" : "") + " pos " + std::to_string(pos);
+          // Heads of whole 8-row blocks take the one launch (unless SEEDLING_NO_FUSED_ROPE turns it off).
+          const char* off = std::getenv("SEEDLING_NO_FUSED_ROPE");
+          ASSERT_EQ(fused, hd % 8 == 0 && (off == nullptr || off[0] == '\0' || off[0] == '0')) << at;
           ASSERT_EQ(xn_b.download(), xn_a.download()) << at;
           ASSERT_EQ(qb.download(), qa.download()) << at;
           ASSERT_EQ(kb.download(), ka.download()) << at;
