@@ -80,7 +80,7 @@ int run(const BenchFlags& f) {
   auto ceiling = [&] { return cuda ? cuda_device_copy_gbs(device, size_t(1) << 31) : read_bandwidth(buf); };
   ceiling();  // warm
 
-  std::vector<double> bw, prefill, decode;
+  std::vector<double> bw, prefill, decode, decode_device;
   size_t kv_bytes = 0;
   for (int r = 0; r < f.repeats; ++r) {
     bw.push_back(ceiling());
@@ -93,13 +93,16 @@ int run(const BenchFlags& f) {
     bw.push_back(ceiling());
     int32_t tok = argmax({logits.data(), size_t(c.vocab_size)});
     const double t2 = now_seconds();
+    double on_device = 0.0;
     for (int i = 0; i < f.decode_tokens; ++i) {
       SequenceStep ds{seq, {&tok, 1}, false};
       logits = engine.step({&ds, 1});
+      if (cuda) on_device += model->device_forward()->last_device_seconds();
       tok = argmax({logits.data(), size_t(c.vocab_size)});
     }
     const double t3 = now_seconds();
     decode.push_back(double(f.decode_tokens) / (t3 - t2));
+    if (on_device > 0.0) decode_device.push_back(double(f.decode_tokens) / on_device);
     kv_bytes = engine.kv_bytes();
     engine.remove_sequence(seq);
   }
@@ -121,6 +124,11 @@ int run(const BenchFlags& f) {
   }
   std::printf("prefill: %.2f tok/s (min %.2f, max %.2f)\n", p.median, p.min, p.max);
   std::printf("decode:  %.2f tok/s (min %.2f, max %.2f)\n", d.median, d.min, d.max);
+  if (!decode_device.empty()) {  // the same steps, counting only the device's span of each (cuda events)
+    const Stat dd = stat(decode_device);
+    std::printf("decode, device time only: %.2f tok/s (min %.2f, max %.2f): the host adds %.1f us a token\n", dd.median,
+                dd.min, dd.max, 1e6 / d.median - 1e6 / dd.median);
+  }
   std::printf("bytes per token: %.1f MB; decode reads %.2f GB/s = %.1f%% of the measured read bandwidth\n", bytes / 1e6,
               gbs, 100.0 * gbs / b.median);
   std::printf("ceiling at this bandwidth: %.2f tok/s\n", b.median * 1e9 / bytes);

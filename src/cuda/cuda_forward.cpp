@@ -50,6 +50,28 @@ class DeviceScratch {
   size_t bytes_ = 0;
 };
 
+// Page-locked host memory that only grows: copies to and from it run at the link's speed and never stage through
+// a driver buffer (a pageable copy of a decode step's 608 KB of logits did).
+class PinnedScratch {
+ public:
+  ~PinnedScratch() {
+    if (p_) cudaFreeHost(p_);
+  }
+  uint8_t* get(size_t bytes) {
+    if (bytes > bytes_) {
+      if (p_) check(cudaFreeHost(p_), "freeing pinned host memory");
+      p_ = nullptr;
+      check(cudaHostAlloc(&p_, bytes, cudaHostAllocDefault), "allocating pinned host memory");
+      bytes_ = bytes;
+    }
+    return static_cast<uint8_t*>(p_);
+  }
+
+ private:
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+};
+
 // Rows from which a forward's products run on tensor cores (cuda/gemm.h: TF32 inputs, float32 sums): below it
 // the CUDA-core kernels are faster (docs/results/2026-11-30-cuda-prefill-gemm.md: 0.81x at 32 rows, 1.43x at 64).
 // The router's product stays on CUDA cores at every size, so expert choices never see TF32 rounding.
@@ -83,6 +105,7 @@ class CudaForward final : public DeviceForward {
   // Prompt passes of up to 4096 rows: a VRAM cache copies each missed expert once per 4096 prompt tokens, and the
   // activations of a pass (about 0.2 GB at Qwen3-30B-A3B's widths) stay small beside the weights.
   int rows_per_forward() const override { return 4096; }
+  double last_device_seconds() const override { return device_seconds_; }
   ExpertStats expert_stats() const override { return experts_ ? experts_->stats() : ExpertStats{}; }
 
  private:
@@ -131,7 +154,9 @@ class CudaForward final : public DeviceForward {
   int* d_wanted_ = nullptr;
   DeviceScratch s_meta_, s_x_, s_xn_, s_q_, s_k_, s_v_, s_att_, s_router_, s_ids_, s_w_, s_act_, s_up_, s_eout_,
       s_attn_scratch_, s_attn_counters_, s_router_counter_, s_rope_counters_, s_bucket_, s_logits_;
-  std::vector<uint8_t> meta_host_;
+  PinnedScratch meta_host_, logits_host_;
+  cudaEvent_t span_[2] = {};  // recorded around a forward's device work
+  double device_seconds_ = 0.0;
   std::vector<int> ids_host_;
 
   // Decode as one CUDA graph (batch 1, every expert resident): the graph reads token, position and cache row from
@@ -151,6 +176,7 @@ class CudaForward final : public DeviceForward {
 CudaForward::CudaForward(Model& model, const CudaForwardOptions& o) : c_(model.config()), graphs_(o.graphs) {
   check(cudaSetDevice(o.device), "selecting the CUDA device");
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating the compute stream");
+  for (cudaEvent_t& e : span_) check(cudaEventCreate(&e), "creating a timing event");
   const ModelWeights& w = model.weights();
   embed_ = upload(w.embed);
   head_ = upload(w.lm_head);
@@ -194,6 +220,9 @@ CudaForward::CudaForward(Model& model, const CudaForwardOptions& o) : c_(model.c
 CudaForward::~CudaForward() {
   if (stream_) cudaStreamSynchronize(stream_);
   if (graph_) cudaGraphExecDestroy(graph_);
+  for (cudaEvent_t e : span_) {
+    if (e) cudaEventDestroy(e);
+  }
   for (void* p : owned_) cudaFree(p);
   if (stream_) cudaStreamDestroy(stream_);
 }
@@ -299,14 +328,16 @@ void CudaForward::forward(std::span<const BatchRow> rows, float* logits) {
   const size_t o_pos = align(tokens.size() * 4), o_kv = o_pos + align(pos.size() * 4),
                o_dec = o_kv + align(kvrows.size() * sizeof(cuda::KvRow)), o_want = o_dec + align(decode.size() * 4),
                total = o_want + align(wanted.size() * 4);
-  meta_host_.assign(total, 0);
-  std::memcpy(meta_host_.data(), tokens.data(), tokens.size() * 4);
-  std::memcpy(meta_host_.data() + o_pos, pos.data(), pos.size() * 4);
-  std::memcpy(meta_host_.data() + o_kv, kvrows.data(), kvrows.size() * sizeof(cuda::KvRow));
-  std::memcpy(meta_host_.data() + o_dec, decode.data(), decode.size() * 4);
-  std::memcpy(meta_host_.data() + o_want, wanted.data(), wanted.size() * 4);
+  uint8_t* mh = meta_host_.get(total);  // the last forward's copy from it finished (it ended in a synchronize)
+  std::memset(mh, 0, total);
+  std::memcpy(mh, tokens.data(), tokens.size() * 4);
+  std::memcpy(mh + o_pos, pos.data(), pos.size() * 4);
+  std::memcpy(mh + o_kv, kvrows.data(), kvrows.size() * sizeof(cuda::KvRow));
+  std::memcpy(mh + o_dec, decode.data(), decode.size() * 4);
+  std::memcpy(mh + o_want, wanted.data(), wanted.size() * 4);
   uint8_t* meta = s_meta_.get<uint8_t>(total);
-  check(cudaMemcpyAsync(meta, meta_host_.data(), total, cudaMemcpyHostToDevice, stream_), "uploading the batch");
+  check(cudaEventRecord(span_[0], stream_), "timing the forward");
+  check(cudaMemcpyAsync(meta, mh, total, cudaMemcpyHostToDevice, stream_), "uploading the batch");
   d_tokens_ = reinterpret_cast<int*>(meta);
   d_pos_ = reinterpret_cast<int*>(meta + o_pos);
   d_kvrows_ = reinterpret_cast<cuda::KvRow*>(meta + o_kv);
@@ -342,12 +373,23 @@ void CudaForward::forward(std::span<const BatchRow> rows, float* logits) {
     enqueue(W);
     eager_key_ = graph_key();
   }
+  // Logits come back through pinned memory up to kPinnedLogitBytes (a decode step's are 0.6 MB); a prompt pass
+  // that wants every row's logits copies them straight into pageable memory rather than pin gigabytes.
+  constexpr size_t kPinnedLogitBytes = size_t(64) << 20;
+  const size_t logit_bytes = size_t(W) * size_t(c_.vocab_size) * sizeof(float);
+  const bool via_pinned = W > 0 && logit_bytes <= kPinnedLogitBytes;
+  uint8_t* lh = via_pinned ? logits_host_.get(logit_bytes) : nullptr;
   if (W > 0) {
-    check(cudaMemcpyAsync(logits, s_logits_.ptr(), size_t(W) * size_t(c_.vocab_size) * sizeof(float),
+    check(cudaMemcpyAsync(via_pinned ? static_cast<void*>(lh) : logits, s_logits_.ptr(), logit_bytes,
                           cudaMemcpyDeviceToHost, stream_),
           "copying the logits back");
   }
+  check(cudaEventRecord(span_[1], stream_), "timing the forward");
   check(cudaStreamSynchronize(stream_), "the forward pass");
+  if (via_pinned) std::memcpy(logits, lh, logit_bytes);
+  float ms = 0.0f;
+  check(cudaEventElapsedTime(&ms, span_[0], span_[1]), "timing the forward");
+  device_seconds_ = double(ms) / 1e3;
 }
 
 // Every buffer a batch-1 decode's launches name: a graph captured with them stays valid while they are unchanged.

@@ -637,13 +637,6 @@ GemmKernel chosen_kernel() {
   return GemmKernel(k);
 }
 
-int sm_count() {
-  int dev = 0, sms = 0;
-  check(cudaGetDevice(&dev), "finding the current device");
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "reading the device's SM count");
-  return sms;
-}
-
 // The mma tile for a product of `row_tiles(bm)` row tiles by n outputs: the one whose busiest SM has the least
 // to do, ceil(blocks / SMs) x BM x BN over the tile's speed when the GPU is full (TileS runs at 0.8 of TileL's
 // TFLOP/s there: 60.8 / 75.3, 61.0 / 77.6, 60.7 / 75.2, 65.5 / 80.3 on an H200,

@@ -28,10 +28,12 @@ namespace {
 constexpr int kWarp = 32;
 constexpr int kWarpsPerBlock = 8;
 constexpr size_t kStageSharedBytes = 48 * 1024;  // shared memory a launch may take without raising its limit
-// Resident blocks per SM the decode products are compiled for (registers capped to fit: 48 for the products, 80 for
-// down + combine; 8 bytes spill in the staged q4 product): a Qwen3-30B-A3B q/k/v product (640 blocks) then runs in one
-// wave on an H200's 132 SMs, where at its 55 registers (4 blocks an SM) it ran in 1.2 waves (ncu). 1.01-1.02x decode.
-constexpr int kMatvecBlocksPerSm = 5, kGateUpBlocksPerSm = 5, kDownBlocksPerSm = 3;
+// Resident blocks per SM the decode products are compiled for (registers capped to fit: 48 for the products, 85 for
+// gate/up, 64 for down + combine; 8 bytes spill in the staged q4 product): a Qwen3-30B-A3B q/k/v product (640
+// blocks) then runs in one wave on an H200's 132 SMs, where at its 55 registers (4 blocks an SM) it ran in 1.2 waves
+// (ncu; 1.01-1.02x decode). Gate/up (384 blocks of two outputs a warp) and down + combine (512 blocks) are one wave
+// at these caps too.
+constexpr int kMatvecBlocksPerSm = 5, kGateUpBlocksPerSm = 3, kDownBlocksPerSm = 4;
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -99,6 +101,15 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
 }
 __device__ __forceinline__ void cp_async_wait_all() {
   asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+// Groups: the copies a thread issued since its last commit form a group; wait_group<N> returns once at most N of its
+// groups are still in flight.
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait_group() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 // Programmatic dependent launch (sm_90 and later; launch_pdl below). A decode launch lets the next one start once
 // each of its blocks is past its main loop (pdl_trigger), and waits for the previous launch to finish, its writes
@@ -414,10 +425,25 @@ __global__ void matmul_kernel(const float* x, int64_t m, const uint8_t* w, int64
 // x = w * x / sqrt(mean(x^2) + eps) over one row of n, by a whole block of kWarp * kWarpsPerBlock threads: the
 // sum of squares in one fixed order (strided per thread, then each warp, then the warps in turn), so every kernel
 // that normalises a row gets the same bits.
+// Loads go out kNormBatch at a time before any is used: one after another, each waiting for the last, they cost
+// most of a router launch (8 loads a thread at 2,048 wide, twice: here and in the normalising pass).
+constexpr int kNormBatch = 8;
+
 __device__ __forceinline__ float block_rms_inv(const float* xr, int64_t n, float eps) {
   __shared__ float part[kWarpsPerBlock];
   float ss = 0.0f;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss = fmaf(xr[i], xr[i], ss);
+  for (int64_t i0 = threadIdx.x; i0 < n; i0 += kNormBatch * int64_t(blockDim.x)) {
+    float v[kNormBatch];
+#pragma unroll
+    for (int u = 0; u < kNormBatch; ++u) {
+      const int64_t i = i0 + u * int64_t(blockDim.x);
+      v[u] = i < n ? xr[i] : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kNormBatch; ++u) {
+      if (i0 + u * int64_t(blockDim.x) < n) ss = fmaf(v[u], v[u], ss);
+    }
+  }
   ss = warp_sum(ss);
   if (threadIdx.x % kWarp == 0) part[threadIdx.x / kWarp] = ss;
   __syncthreads();
@@ -516,48 +542,87 @@ __device__ void topk_row(const float* x, int e, int k, bool norm_topk, int* ids,
 template <CodecId C, bool V, bool S>
 __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kMatvecBlocksPerSm)
     matvec_kernel(const float* x, int64_t cols, const float* norm, float eps, float* xn_out, MatvecTargets t,
-                  bool accumulate, size_t stage_bytes) {
+                  bool accumulate, size_t stage_bytes, int buffers) {
   extern __shared__ __align__(16) uint8_t smem_bytes[];
   float* xs = reinterpret_cast<float*>(smem_bytes);  // cols floats, with norm
   const size_t xs_bytes = norm != nullptr ? (size_t(cols) * 4 + 15) / 16 * 16 : 0;
-  int64_t n = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
-  int mi = 0;
-  while (mi < t.count && n >= t.rows[mi]) n -= t.rows[mi++];
-  const bool valid = mi < t.count;
-  WRow<C> wrow{};
-  if (valid) wrow = row_at<C>(t.w[mi], t.rows[mi], cols, n);
-  if constexpr (S) {  // never for the seed codecs
-    const size_t rb = row_bytes_of<C>(cols);
-    uint8_t* stage = smem_bytes + xs_bytes + size_t(threadIdx.x / kWarp) * stage_bytes;
-    if (valid) warp_stage(stage, wrow, rb);
-    wrow = stage;
-  }
+  const int64_t total = t.rows[0] + t.rows[1] + t.rows[2];
+  const int64_t stride = int64_t(gridDim.x) * kWarpsPerBlock;
+  // Output row g of the stacked matrices: matrix mi, its row n.
+  auto locate = [&](int64_t g, int& mi, int64_t& n) {
+    n = g;
+    mi = 0;
+    while (mi < t.count && n >= t.rows[mi]) n -= t.rows[mi++];
+  };
+  [[maybe_unused]] uint8_t* stage = smem_bytes + xs_bytes + size_t(threadIdx.x / kWarp) * buffers * stage_bytes;
+  [[maybe_unused]] const size_t rb = row_bytes_of<C>(cols);
+  // S: the warp's next row into buffer b (an empty group past the last row), so a wait leaves one row in flight.
+  [[maybe_unused]] auto stage_row = [&](int64_t g, int b) {
+    if constexpr (S) {
+      if (g < total) {
+        int mi;
+        int64_t n;
+        locate(g, mi, n);
+        warp_stage(stage + size_t(b) * stage_bytes, row_at<C>(t.w[mi], t.rows[mi], cols, n), rb);
+      }
+      cp_async_commit();
+    }
+  };
+  int64_t g = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
+  if constexpr (S) stage_row(g, 0);  // never for the seed codecs
   pdl_wait();  // the weight rows are on their way; x and the outputs belong to the launches before
   const float* xin = x;
   if (norm != nullptr) {
     const float inv = block_rms_inv(x, cols, eps);
-    for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
-      xs[i] = norm[i] * (x[i] * inv);
-      if (blockIdx.x == 0 && xn_out != nullptr) xn_out[i] = xs[i];
+    float* const xn = blockIdx.x == 0 ? xn_out : nullptr;
+    for (int64_t i0 = threadIdx.x; i0 < cols; i0 += kNormBatch * int64_t(blockDim.x)) {  // loads first, as above
+      float xv[kNormBatch], nv[kNormBatch];
+#pragma unroll
+      for (int u = 0; u < kNormBatch; ++u) {
+        const int64_t i = i0 + u * int64_t(blockDim.x);
+        xv[u] = i < cols ? x[i] : 0.0f;
+        nv[u] = i < cols ? norm[i] : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < kNormBatch; ++u) {
+        const int64_t i = i0 + u * int64_t(blockDim.x);
+        if (i >= cols) break;
+        xs[i] = nv[u] * (xv[u] * inv);
+        if (xn != nullptr) xn[i] = xs[i];
+      }
     }
     __syncthreads();
     xin = xs;
   }
-  if (valid) {
+  // A warp's rows g, g + stride, ...: one unless the grid is smaller than the rows (then, staged, two buffers: the
+  // next row is copied in while this one is multiplied).
+  for (int it = 0; g < total; g += stride, ++it) {
+    int mi;
+    int64_t n;
+    locate(g, mi, n);
+    WRow<C> wrow = row_at<C>(t.w[mi], t.rows[mi], cols, n);
     if constexpr (S) {
-      cp_async_wait_all();
+      if (buffers == 2) {
+        stage_row(g + stride, (it + 1) % 2);
+        cp_async_wait_group<1>();
+      } else {
+        if (it > 0) stage_row(g, 0);
+        cp_async_wait_group<0>();
+      }
       __syncwarp();
+      wrow = stage + size_t(buffers == 2 ? it % 2 : 0) * stage_bytes;
     }
     float acc[1][1] = {};
     const WRow<C> wr[1] = {wrow};
     const float* xr[1] = {xin};
     lane_dot<C, 1, V>(wr, cols, xr, 0, 1, acc);
-    pdl_trigger();
+    if (g + stride >= total) pdl_trigger();
     const float sum = warp_sum(acc[0][0]);
     if (threadIdx.x % kWarp == 0) {
       float* out = t.y[mi] + n;
       *out = accumulate ? *out + sum : sum;
     }
+    if constexpr (S) __syncwarp();  // every lane is done with the buffer before it is staged into again
   }
   if (t.rope_counters != nullptr) rope_epilogue(t);
   if (t.topk_counter == nullptr) return;
@@ -577,37 +642,63 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kMatvecBlocksPerSm)
   }
 }
 
-// Gate and up rows of a pair's expert in one pass (their loads in flight together), then silu(gate) * up.
+// Gate and up rows of a pair's expert for kGateUpOutputs consecutive outputs n in one pass (the loads of all four
+// rows in flight together), then silu(gate) * up. Each row sums as lane_dot sums it alone, so the outputs do not
+// depend on how many a warp takes.
+constexpr int kGateUpOutputs = 2;
+
+template <CodecId C, bool V, bool S, int NO>
+__device__ __forceinline__ void gate_up_outputs(const float* xr, const uint8_t* blob, const ExpertLayout& l, int64_t n,
+                                                uint8_t* stage, float* act_row) {
+  constexpr int NW = 2 * NO;
+  WRow<C> wr[NW];
+#pragma unroll
+  for (int o = 0; o < NO; ++o) {
+    wr[2 * o] = row_at<C>(blob, l.intermediate, l.hidden, n + o);
+    wr[2 * o + 1] = row_at<C>(blob + l.up_offset, l.intermediate, l.hidden, n + o);
+  }
+  if constexpr (S) {  // never for the seed codecs
+    const size_t rb = row_bytes_of<C>(l.hidden);
+#pragma unroll
+    for (int v = 0; v < NW; ++v) {
+      warp_stage(stage + v * rb, wr[v], rb);
+      wr[v] = stage + v * rb;
+    }
+    cp_async_wait_all();
+    __syncwarp();
+  }
+  float acc[NW][1] = {};
+  const float* xs[NW];
+#pragma unroll
+  for (int v = 0; v < NW; ++v) xs[v] = xr;
+  lane_dot<C, 1, V, NW>(wr, l.hidden, xs, 0, 1, acc);
+  pdl_trigger();
+#pragma unroll
+  for (int o = 0; o < NO; ++o) {
+    const float g = warp_sum(acc[2 * o][0]), u = warp_sum(acc[2 * o + 1][0]);
+    if (threadIdx.x % kWarp == 0) act_row[n + o] = (g / (1.0f + expf(-g))) * u;
+  }
+}
+
 template <CodecId C, bool V, bool S>
 __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kGateUpBlocksPerSm)
     expert_gate_up_kernel(const float* x, int k, const int* ids, const uint8_t* const* table, ExpertLayout l,
                           float* act) {
   pdl_wait();  // the router's ids
   extern __shared__ __align__(16) uint8_t smem_bytes[];
-  const int64_t n = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
+  const int64_t n = (int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp) * kGateUpOutputs;
   const int64_t j = blockIdx.y;
   if (n >= l.intermediate) return;
   const uint8_t* blob = table[ids[j]];
   if (blob == nullptr) return;
   const float* xr = x + (j / k) * l.hidden;
-  WRow<C> wr[2] = {row_at<C>(blob, l.intermediate, l.hidden, n),
-                   row_at<C>(blob + l.up_offset, l.intermediate, l.hidden, n)};
-  if constexpr (S) {  // never for the seed codecs
-    const size_t rb = row_bytes_of<C>(l.hidden);
-    uint8_t* stage = smem_bytes + size_t(threadIdx.x / kWarp) * 2 * rb;
-    warp_stage(stage, wr[0], rb);
-    warp_stage(stage + rb, wr[1], rb);
-    wr[0] = stage;
-    wr[1] = stage + rb;
-    cp_async_wait_all();
-    __syncwarp();
+  uint8_t* stage = smem_bytes + size_t(threadIdx.x / kWarp) * 2 * kGateUpOutputs * row_bytes_of<C>(l.hidden);
+  float* act_row = act + j * l.intermediate;
+  if (n + kGateUpOutputs <= l.intermediate) {
+    gate_up_outputs<C, V, S, kGateUpOutputs>(xr, blob, l, n, stage, act_row);
+  } else {
+    for (int64_t o = n; o < l.intermediate; ++o) gate_up_outputs<C, V, S, 1>(xr, blob, l, o, stage, act_row);
   }
-  float acc[2][1] = {};
-  const float* xs[2] = {xr, xr};
-  lane_dot<C, 1, V, 2>(wr, l.hidden, xs, 0, 1, acc);
-  pdl_trigger();
-  const float g = warp_sum(acc[0][0]), u = warp_sum(acc[1][0]);
-  if (threadIdx.x % kWarp == 0) act[j * l.intermediate + n] = (g / (1.0f + expf(-g))) * u;
 }
 
 // One output element of one expert's down product: warp_sum of its lane_dot (the same bits in both kernels below).
@@ -627,44 +718,53 @@ __global__ void expert_down_kernel(const float* act, const int* ids, const uint8
   if (threadIdx.x % kWarp == 0) out[j * l.hidden + h] = s;
 }
 
-// expert_down then moe_combine in one kernel, every expert present. A block serves kWarpsPerBlock / kDownWarps
-// output elements h of row i; the kDownWarps warps of an element take its k down products two experts at a time
-// (warp w: pairs w, w + kDownWarps, ...), each summed exactly as expert_down_kernel sums it, into shared memory;
-// then one lane adds them in slot order exactly as moe_combine_kernel does.
-constexpr int kDownWarps = 4, kMaxDownSlots = 32;
+// expert_down then moe_combine in one kernel, every expert present. The kDownWarps warps of an output element h of
+// row i split its k slots into runs (warp w: slots [w * per, (w + 1) * per)), a run's down products kDownAtOnce
+// experts at a time (their loads in flight together; each summed exactly as expert_down_kernel sums it, since a row's
+// lane_dot does not depend on the rows beside it); then one lane adds them in slot order exactly as
+// moe_combine_kernel does. A Qwen3-30B-A3B layer (2,048 outputs, top-8) is 512 blocks: one wave at 4 an SM. (Two
+// experts a warp over four warps an output took four waves; eight a warp over one, 128 registers, spilled: ncu.)
+constexpr int kMaxDownSlots = 32, kDownAtOnce = 4, kDownWarps = 2;
+
+template <CodecId C, bool V, int NW>
+__device__ __forceinline__ void down_slots(const float* act, const int* ids, const uint8_t* const* table,
+                                           const ExpertLayout& l, int64_t h, int64_t j0, float* e) {
+  WRow<C> wr[NW];
+  const float* xs[NW];
+#pragma unroll
+  for (int v = 0; v < NW; ++v) {
+    wr[v] = row_at<C>(table[ids[j0 + v]] + l.down_offset, l.hidden, l.intermediate, h);
+    xs[v] = act + (j0 + v) * l.intermediate;
+  }
+  float acc[NW][1] = {};
+  lane_dot<C, 1, V, NW>(wr, l.intermediate, xs, 0, 1, acc);
+#pragma unroll
+  for (int v = 0; v < NW; ++v) {
+    const float sum = warp_sum(acc[v][0]);
+    if (threadIdx.x % kWarp == 0) e[v] = sum;
+  }
+}
 
 template <CodecId C, bool V>
 __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kDownBlocksPerSm)
     expert_down_combine_kernel(const float* act, int k, const int* ids, const float* weights,
                                const uint8_t* const* table, ExpertLayout l, float* x) {
   pdl_wait();
-  __shared__ float e_out[kWarpsPerBlock / kDownWarps][kMaxDownSlots];
+  constexpr int kOutputs = kWarpsPerBlock / kDownWarps;
+  __shared__ float e_out[kOutputs][kMaxDownSlots];
   const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp;
   const int hsel = warp / kDownWarps, w = warp % kDownWarps;
-  const int64_t h = int64_t(blockIdx.x) * (kWarpsPerBlock / kDownWarps) + hsel;
+  const int64_t h = int64_t(blockIdx.x) * kOutputs + hsel;
   const int64_t i = blockIdx.y;
   const bool valid = h < l.hidden;
-  auto row = [&](const uint8_t* blob) { return row_at<C>(blob + l.down_offset, l.hidden, l.intermediate, h); };
-  for (int s = 2 * w; valid && s < k; s += 2 * kDownWarps) {
-    const int64_t j = i * k + s;
-    if (s + 1 < k) {
-      float acc[2][1] = {};
-      const WRow<C> wr[2] = {row(table[ids[j]]), row(table[ids[j + 1]])};
-      const float* xs[2] = {act + j * l.intermediate, act + (j + 1) * l.intermediate};
-      lane_dot<C, 1, V, 2>(wr, l.intermediate, xs, 0, 1, acc);
-      const float e0 = warp_sum(acc[0][0]), e1 = warp_sum(acc[1][0]);
-      if (lane == 0) {
-        e_out[hsel][s] = e0;
-        e_out[hsel][s + 1] = e1;
-      }
-    } else {
-      float acc[1][1] = {};
-      const WRow<C> wr[1] = {row(table[ids[j]])};
-      const float* xs[1] = {act + j * l.intermediate};
-      lane_dot<C, 1, V>(wr, l.intermediate, xs, 0, 1, acc);
-      const float e0 = warp_sum(acc[0][0]);
-      if (lane == 0) e_out[hsel][s] = e0;
+  if (valid) {
+    const int per = (k + kDownWarps - 1) / kDownWarps, end = min(k, (w + 1) * per);
+    int s = w * per;
+    for (; s + kDownAtOnce <= end; s += kDownAtOnce) {
+      down_slots<C, V, kDownAtOnce>(act, ids, table, l, h, i * k + s, e_out[hsel] + s);
     }
+    for (; s + 2 <= end; s += 2) down_slots<C, V, 2>(act, ids, table, l, h, i * k + s, e_out[hsel] + s);
+    for (; s < end; ++s) down_slots<C, V, 1>(act, ids, table, l, h, i * k + s, e_out[hsel] + s);
   }
   pdl_trigger();
   __syncthreads();
@@ -812,7 +912,10 @@ constexpr int kMaxSplits = 64;  // splits of one row's keys in decode attention 
 // counts itself in `counters`, after a fence that publishes its partials; the last one resets the counter to 0 for
 // the next launch). Only the first `used` splits hold keys (those past the row's position are empty), so only they
 // are read. A warp per head: the max and the sum over splits, each split's weight exp(max_p - max) once into shared
-// memory, then each output dim as the sum over splits of weight_p * out_p, in split order.
+// memory, then each output dim as the sum over splits of weight_p * out_p, in split order (D: dims per lane).
+constexpr int kMergeBatch = 8;  // splits whose partials a merging lane loads at once
+
+template <int D>
 __device__ __forceinline__ void merge_if_last(const int* row_ids, const AttentionShape& s, int splits, int used,
                                               const float* scratch, int* counters, float* out, int li, int h0, int nh) {
   __shared__ int last;
@@ -842,10 +945,30 @@ __device__ __forceinline__ void merge_if_last(const int* row_ids, const Attentio
     total = warp_sum(total);
     __syncwarp();  // every lane's weights written before any lane reads them
     float* o = out + int64_t(row_ids[li]) * s.n_heads * hd + int64_t(h0 + hh) * hd;
-    for (int d = lane; d < hd; d += kWarp) {
-      float a = 0.0f;
-      for (int p = 0; p < used; ++p) a += w[p] * part[p * (hd + 2) + 2 + d];
-      o[d] = a / total;
+    // Each lane's D dims summed over the splits in split order; the partials of kMergeBatch splits are loaded
+    // before any is added (one load after another, each waiting for the last, cost 20 us a layer at 9 splits).
+    float a[D] = {};
+    for (int p0 = 0; p0 < used; p0 += kMergeBatch) {
+      float v[kMergeBatch][D];
+#pragma unroll
+      for (int u = 0; u < kMergeBatch; ++u) {
+#pragma unroll
+        for (int i = 0; i < D; ++i) {
+          const int d = lane + i * kWarp;
+          v[u][i] = p0 + u < used && d < hd ? part[(p0 + u) * (hd + 2) + 2 + d] : 0.0f;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kMergeBatch; ++u) {
+        if (p0 + u >= used) break;
+#pragma unroll
+        for (int i = 0; i < D; ++i) a[i] += w[p0 + u] * v[u][i];
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < D; ++i) {
+      const int d = lane + i * kWarp;
+      if (d < hd) o[d] = a[i] / total;
     }
     __syncwarp();  // the next head's weights overwrite these
   }
@@ -901,7 +1024,7 @@ __global__ void attention_decode_split_kernel(const float* q, const int* row_ids
   const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp, warps = int(blockDim.x) / kWarp;
   const int used = min(kDecodeSplits, (r.pos + 1 - r.first + split_keys - 1) / split_keys);  // splits with keys
   if (j0 >= j_end) {  // no keys: nothing to write, only to count in
-    merge_if_last(row_ids, s, kDecodeSplits, used, scratch, counters, out, li, h0, nh);
+    merge_if_last<D>(row_ids, s, kDecodeSplits, used, scratch, counters, out, li, h0, nh);
     return;
   }
   float qr[kGroupHeads][D];
@@ -940,14 +1063,15 @@ __global__ void attention_decode_split_kernel(const float* q, const int* row_ids
         const int d = lane + i * kWarp;
         kv[i] = d < hd ? kr[d] : 0.0f;
       }
+      // Every head of the group, those past nh too (their q is zero, their score unused): with no early exit
+      // the eight warp sums interleave instead of running one after another.
 #pragma unroll
       for (int hh = 0; hh < kGroupHeads; ++hh) {
-        if (hh >= nh) break;
         float a = 0.0f;
 #pragma unroll
         for (int i = 0; i < D; ++i) a = fmaf(qr[hh][i], kv[i], a);
         a = warp_sum(a) * s.scale;
-        if (lane == 0) score[hh * kTileKeys + j] = a;
+        if (lane == 0 && hh < nh) score[hh * kTileKeys + j] = a;
       }
     }
     __syncthreads();
@@ -991,7 +1115,7 @@ __global__ void attention_decode_split_kernel(const float* q, const int* row_ids
     for (int hh = 0; hh < nh; ++hh) part(hh)[2 + d] = o[i][hh];
   }
   pdl_trigger();
-  merge_if_last(row_ids, s, kDecodeSplits, used, scratch, counters, out, li, h0, nh);
+  merge_if_last<D>(row_ids, s, kDecodeSplits, used, scratch, counters, out, li, h0, nh);
 }
 
 size_t row_bytes(Codec c, int64_t cols) {
@@ -1152,17 +1276,23 @@ void matvec_launch(const float* x, std::span<const DeviceMatrix> ws, std::span<f
   if (total == 0) return;
   const size_t xs_bytes = norm != nullptr ? (size_t(cols) * sizeof(float) + 15) / 16 * 16 : 0;
   const size_t rb = row_bytes(ws[0].codec, cols);
-  const bool staged = v && xs_bytes + kWarpsPerBlock * rb <= kStageSharedBytes;
-  size_t smem = xs_bytes + (staged ? kWarpsPerBlock * rb : 0);
+  // A warp a row, in one wave at most: a larger product (the head) loops over its rows, each warp staging its next
+  // row while it multiplies this one. The epilogues (top-k, RoPE) count blocks, so their launches cover every row.
+  const int64_t needed = blocks_for(total, kWarpsPerBlock);
+  const bool epilogue = t.topk_counter != nullptr || t.rope_counters != nullptr;
+  const int64_t grid64 = epilogue ? needed : std::min<int64_t>(needed, int64_t(kMatvecBlocksPerSm) * sm_count());
+  const int buffers = grid64 < needed ? 2 : 1;
+  const bool staged = v && xs_bytes + size_t(buffers) * kWarpsPerBlock * rb <= kStageSharedBytes;
+  size_t smem = xs_bytes + (staged ? size_t(buffers) * kWarpsPerBlock * rb : 0);
   if (t.topk_counter != nullptr) smem = std::max(smem, size_t(ws[0].rows) * sizeof(float));  // the softmax
-  const unsigned grid = unsigned(blocks_for(total, kWarpsPerBlock));
+  const unsigned grid = unsigned(grid64);
   const unsigned threads = kWarp * kWarpsPerBlock;
   dispatch_codec<true>(ws[0].codec, [&]<CodecId C>() {
     auto* kernel = staged ? matvec_kernel<C, kBytes<C>, kBytes<C>>
                    : v    ? matvec_kernel<C, kBytes<C>, false>
                           : matvec_kernel<C, false, false>;
     launch_pdl("matvec", kernel, grid, threads, smem, stream, x, cols, norm, eps, xn_out, t, accumulate,
-               staged ? rb : size_t(0));
+               staged ? rb : size_t(0), buffers);
   });
   launched("matvec");
 }
@@ -1263,10 +1393,10 @@ void router_topk(const float* logits, int64_t m, int e, int k, bool norm_topk, i
 void expert_gate_up(const float* x, int64_t m, int k, const int* ids, const uint8_t* const* table,
                     const ExpertLayout& l, float* act, cudaStream_t stream) {
   if (m == 0) return;
-  const dim3 grid(blocks_for(l.intermediate, kWarpsPerBlock), unsigned(m * k));
+  const dim3 grid(blocks_for(l.intermediate, kWarpsPerBlock * kGateUpOutputs), unsigned(m * k));
   const unsigned threads = kWarp * kWarpsPerBlock;
   const bool v = experts_aligned16(l);
-  const size_t stage = size_t(kWarpsPerBlock) * 2 * row_bytes(l.gate_up, l.hidden);
+  const size_t stage = size_t(kWarpsPerBlock) * 2 * kGateUpOutputs * row_bytes(l.gate_up, l.hidden);
   dispatch_codec<true>(l.gate_up, [&]<CodecId C>() {
     const bool staged = v && stage <= kStageSharedBytes;
     auto* kernel = staged ? expert_gate_up_kernel<C, kBytes<C>, kBytes<C>>

@@ -155,5 +155,7 @@ void attention_prompt(const float* q, int64_t n, int p0, const float* k_cache, c
 
 // Throws Error naming `what` when a CUDA call failed (or, after launches, the last error).
 void check(cudaError_t e, const char* what);
+// The current device's streaming multiprocessors.
+int sm_count();
 
 }  // namespace seedling::cuda

@@ -34,6 +34,13 @@ std::string kernel_codec_names() {
   return names;
 }
 
+int sm_count() {
+  int dev = 0, sms = 0;
+  check(cudaGetDevice(&dev), "finding the current device");
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "reading the device's SM count");
+  return sms;
+}
+
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) fail("CUDA: {} failed: {}", what, cudaGetErrorString(e));
 }

@@ -2,18 +2,62 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "core/error.h"
 
 namespace seedling {
 
+// The plain loop (best = i when logits[i] > logits[best]) carries a load of logits[best] from one element to the
+// next: 575 us over a 151,936-entry vocabulary on this project's 2-core machine, most of a batch-1 GPU decode step's
+// host time. Two passes instead, kLanes elements at a time in GCC/Clang vectors (SSE on any x86-64): the largest value
+// (lane-wise x > m ? x : m, so a NaN never wins), then the first block holding it and its index there: 30-41 us. The
+// same answer as the plain loop (argmax_reference in the tests): the first index of the maximum, 0 when logits[0]
+// is NaN (nothing compares greater than it).
+namespace {
+constexpr size_t kLanes = 4;
+using Lanes = float __attribute__((vector_size(kLanes * sizeof(float))));
+Lanes load_lanes(const float* p) {
+  Lanes v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+}  // namespace
+
 int32_t argmax(std::span<const float> logits) {
-  int32_t best = 0;
-  for (size_t i = 1; i < logits.size(); ++i) {
-    if (logits[i] > logits[size_t(best)]) best = int32_t(i);
+  const size_t n = logits.size();
+  if (n == 0 || std::isnan(logits[0])) return 0;
+  const float* p = logits.data();
+  constexpr size_t kBlock = 4 * kLanes;  // four independent maxima, so the comparisons overlap
+  Lanes m0 = Lanes{} + p[0], m1 = m0, m2 = m0, m3 = m0;
+  size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    const Lanes a = load_lanes(p + i), b = load_lanes(p + i + kLanes), c = load_lanes(p + i + 2 * kLanes),
+                d = load_lanes(p + i + 3 * kLanes);
+    m0 = a > m0 ? a : m0;
+    m1 = b > m1 ? b : m1;
+    m2 = c > m2 ? c : m2;
+    m3 = d > m3 ? d : m3;
   }
-  return best;
+  float m = p[0];
+  for (; i < n; ++i) m = p[i] > m ? p[i] : m;
+  for (const Lanes& v : {m0, m1, m2, m3}) {
+    for (size_t j = 0; j < kLanes; ++j) m = v[j] > m ? v[j] : m;
+  }
+  size_t k = 0;  // the first block holding m (one branch a block), then its index
+  const Lanes mv = Lanes{} + m;
+  for (; k + kBlock <= n; k += kBlock) {
+    const auto hit = (load_lanes(p + k) == mv) | (load_lanes(p + k + kLanes) == mv) |
+                     (load_lanes(p + k + 2 * kLanes) == mv) | (load_lanes(p + k + 3 * kLanes) == mv);
+    bool any = false;
+    for (size_t j = 0; j < kLanes; ++j) any = any || hit[j] != 0;
+    if (any) break;
+  }
+  for (; k < n; ++k) {
+    if (p[k] == m) return int32_t(k);
+  }
+  return 0;  // not reached: m is one of the logits and not NaN
 }
 
 Sampler::Sampler(SamplerParams p) : p_(p), state_(p.seed) {

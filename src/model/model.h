@@ -59,6 +59,9 @@ class DeviceForward {
   // Rows a forward should carry at most: a long prompt runs layer by layer over chunks of this many rows, so an
   // expert cache admits each missed expert once per chunk.
   virtual int rows_per_forward() const { return 512; }
+  // Seconds the device spent on the last forward, from its first copy or launch to its logits on the host (0 where
+  // not measured): against the wall time of a step, what the host adds.
+  virtual double last_device_seconds() const { return 0.0; }
 };
 
 class Model {

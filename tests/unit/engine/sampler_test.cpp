@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <map>
+#include <random>
 
 #include "core/error.h"
 
@@ -12,6 +15,33 @@ TEST(Sampler, TemperatureZeroIsArgmax) {
   Sampler s({});
   const std::vector<float> l = {0.1f, 3.0f, 2.9f, -1.0f};
   EXPECT_EQ(s.sample(l, {}), 1);
+}
+
+// The plain loop argmax replaces: the first index of the maximum; NaN never compares greater.
+int32_t argmax_reference(std::span<const float> l) {
+  int32_t best = 0;
+  for (size_t i = 1; i < l.size(); ++i) {
+    if (l[i] > l[size_t(best)]) best = int32_t(i);
+  }
+  return best;
+}
+
+TEST(Sampler, ArgmaxEqualsThePlainLoop) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-4.0f, 4.0f);
+  for (const size_t n : {1, 2, 15, 16, 17, 33, 1000, 151936}) {
+    for (int trial = 0; trial < 6; ++trial) {
+      std::vector<float> l(n);
+      for (float& v : l) v = trial % 2 ? std::round(u(rng)) : u(rng);  // odd trials: many ties
+      if (trial == 2) l[n / 2] = nan;
+      if (trial == 3 && n > 1) l[n - 1] = l[0] = inf;
+      if (trial == 4) l[0] = nan;  // nothing beats a NaN at 0: index 0
+      if (trial == 5) std::fill(l.begin(), l.end(), -0.0f), l[n - 1] = 0.0f;
+      EXPECT_EQ(argmax(l), argmax_reference(l)) << "n " << n << " trial " << trial;
+    }
+  }
+  EXPECT_EQ(argmax(std::vector<float>{}), 0);
 }
 
 TEST(Sampler, SameSeedSameTokensDifferentSeedDifferentTokens) {
