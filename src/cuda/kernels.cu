@@ -905,7 +905,9 @@ __global__ void moe_combine_kernel(const float* eo, const float* weights, int k,
   }
 }
 
-constexpr int kAttnThreads = 128;
+// Decode attention's block: 8 warps (scores: a warp per key; softmax and merge: a warp per head); in the value sums
+// thread t takes dims t % kDimThreads (+ kDimThreads) of half t / kDimThreads of the group's heads.
+constexpr int kAttnThreads = 256, kDimThreads = 128, kHeadHalves = kAttnThreads / kDimThreads;
 constexpr int kMaxSplits = 64;  // splits of one row's keys in decode attention (kDecodeSplits)
 
 // The last split block of a (listed row, head group) to finish merges the group's partial softmax sums (each block
@@ -980,31 +982,34 @@ __device__ __forceinline__ void merge_if_last(const int* row_ids, const Attentio
 // a row depend only on its own cache: the same bits alone or batched, eager or in a graph. A split walks its keys
 // tile by tile: (S) the tile's key and value rows staged in shared memory with cp.async; scores by warps over keys
 // (a key's dims spread over the lanes, summed by warp_sum); an online softmax per head (running max and sum, the
-// accumulators rescaled); then each thread adds the tile's weighted values for its dims. The split's [max, sum,
-// out[head_dim]] go to scratch (an empty split writes nothing); the last block of the group merges the splits
-// that hold keys.
-// D: dims per lane of a key, head_dim <= 32 * D.
-// Splits of at least two tiles (64 keys), more keys a split once 64 splits would not cover the cache: 16 splits of
-// 64 keys measured faster than 32 of 32 at a 1024-position cache (166 vs 151 tok/s), 64 splits of 64 faster than
-// 16 of 256 at 4096 (133 vs 118): docs/results/2026-11-30-cuda-decode-fused.md.
-constexpr int kGroupHeads = 8, kTileKeys = 32, kDecodeSplits = kMaxSplits;
+// accumulators rescaled); then each thread adds the tile's weighted values for its dims and heads. The split's [max,
+// sum, out[head_dim]] go to scratch (an empty split writes nothing); the last block of the group merges the splits that
+// hold keys. D: dims per lane of a key, head_dim <= 32 * D. Splits of one tile (32 keys) or more, more keys a split
+// once 64 splits would not cover the cache: with the merge's loads batched and 8 warps a block, 32 splits of 32 keys
+// beat 16 of 64 at a 1024-position cache (48-layer decode 275.9 vs 270.4 tok/s;
+// docs/results/2026-11-30-cuda-decode-host-and-waves.md); before that, 16 of 64 had won (166 vs 151), and 64 splits of
+// 64 beat 16 of 256 at 4096 (133 vs 118): 2026-11-30-cuda-decode-fused.md.
+constexpr int kGroupHeads = 8, kTileKeys = 32, kDecodeSplits = kMaxSplits, kMinSplitTiles = 1;
+static_assert(kGroupHeads % kHeadHalves == 0, "the value sums split a group's heads in halves");
 
 __host__ __device__ __forceinline__ int decode_split_keys(int cap) {
   const int per = (cap + kDecodeSplits - 1) / kDecodeSplits;
   const int tiles = (per + kTileKeys - 1) / kTileKeys;
-  return (tiles > 2 ? tiles : 2) * kTileKeys;
+  return (tiles > kMinSplitTiles ? tiles : kMinSplitTiles) * kTileKeys;
 }
 
 template <int D, bool S>
-__global__ void attention_decode_split_kernel(const float* q, const int* row_ids, const KvRow* rows, int layer,
-                                              AttentionShape s, float* scratch, int* counters, float* out) {
+__global__ void __launch_bounds__(kAttnThreads, 2)
+    attention_decode_split_kernel(const float* q, const int* row_ids, const KvRow* rows, int layer, AttentionShape s,
+                                  float* scratch, int* counters, float* out) {
   pdl_wait();
   extern __shared__ __align__(16) float att_sm[];
   __shared__ float run_max[kGroupHeads], run_sum[kGroupHeads], rescale[kGroupHeads];
-  constexpr int kDims = 2;                      // dims per thread of the value sums: head_dim <= kDims * blockDim.x
-  float* score = att_sm;                        // kGroupHeads x kTileKeys
-  float* ks = score + kGroupHeads * kTileKeys;  // kTileKeys x head_dim (S)
-  float* vs = ks + kTileKeys * s.head_dim;      // kTileKeys x head_dim (S)
+  constexpr int kDims = 2;  // dims per thread of the value sums: head_dim <= kDims * kDimThreads
+  constexpr int kHalf = kGroupHeads / kHeadHalves;  // heads per thread of the value sums
+  float* score = att_sm;                            // kGroupHeads x kTileKeys
+  float* ks = score + kGroupHeads * kTileKeys;      // kTileKeys x head_dim (S)
+  float* vs = ks + kTileKeys * s.head_dim;          // kTileKeys x head_dim (S)
   const int split = blockIdx.x, li = blockIdx.z;
   const int per_kv = s.n_heads / s.n_kv_heads, groups_per_kv = (per_kv + kGroupHeads - 1) / kGroupHeads;
   const int kvh = int(blockIdx.y) / groups_per_kv;
@@ -1042,7 +1047,8 @@ __global__ void attention_decode_split_kernel(const float* q, const int* row_ids
     run_sum[tid] = 0.0f;
     rescale[tid] = 0.0f;
   }
-  float o[kDims][kGroupHeads] = {};
+  const int dt = tid % kDimThreads, hh0 = (tid / kDimThreads) * kHalf;  // value sums: dims dt + .., heads hh0 + ..
+  float o[kDims][kHalf] = {};
   for (int t0 = j0; t0 < j_end; t0 += kTileKeys) {
     const int nk = min(kTileKeys, j_end - t0);
     if constexpr (S) {
@@ -1092,14 +1098,14 @@ __global__ void attention_decode_split_kernel(const float* q, const int* row_ids
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < kDims; ++i) {
-      const int d = tid + i * int(blockDim.x);
+      const int d = dt + i * kDimThreads;
       if (d >= hd) break;
 #pragma unroll
-      for (int hh = 0; hh < kGroupHeads; ++hh) o[i][hh] = o[i][hh] * rescale[hh];
+      for (int e = 0; e < kHalf; ++e) o[i][e] = o[i][e] * rescale[hh0 + e];
       for (int j = 0; j < nk; ++j) {
         const float vv = S ? vs[j * hd + d] : vc[int64_t(t0 + j) * kv_dim + d];
 #pragma unroll
-        for (int hh = 0; hh < kGroupHeads; ++hh) o[i][hh] = fmaf(score[hh * kTileKeys + j], vv, o[i][hh]);
+        for (int e = 0; e < kHalf; ++e) o[i][e] = fmaf(score[(hh0 + e) * kTileKeys + j], vv, o[i][e]);
       }
     }
     __syncthreads();  // the next tile overwrites the staged rows and the scores
@@ -1110,9 +1116,12 @@ __global__ void attention_decode_split_kernel(const float* q, const int* row_ids
   }
 #pragma unroll
   for (int i = 0; i < kDims; ++i) {
-    const int d = tid + i * int(blockDim.x);
+    const int d = dt + i * kDimThreads;
     if (d >= hd) break;
-    for (int hh = 0; hh < nh; ++hh) part(hh)[2 + d] = o[i][hh];
+#pragma unroll
+    for (int e = 0; e < kHalf; ++e) {
+      if (hh0 + e < nh) part(hh0 + e)[2 + d] = o[i][e];
+    }
   }
   pdl_trigger();
   merge_if_last<D>(row_ids, s, kDecodeSplits, used, scratch, counters, out, li, h0, nh);
