@@ -93,6 +93,11 @@ __device__ __forceinline__ float code_float(uint32_t q) {
   return __fsub_rn(__uint_as_float(0x4B000000u | q), 8388608.0f);
 }
 
+// Byte b of w (below 2^8) as a float, exactly as code_float: the byte permute builds 0x4B0000'byte' in one step.
+__device__ __forceinline__ float code_float_byte(uint32_t w, int b) {
+  return __fsub_rn(__uint_as_float(__byte_perm(w, 0x4B000000u, 0x7650u | unsigned(b))), 8388608.0f);
+}
+
 // Asynchronous 16-byte copies from global to shared memory (cp.async, sm_80 and later): a warp stages whole weight
 // rows with every copy in flight at once, then widens them from shared memory.
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
@@ -160,10 +165,13 @@ __device__ __forceinline__ void load_affine(const uint8_t* blk, int t, uint32_t&
 template <CodecId C>
 __device__ __forceinline__ void affine_codes(uint32_t c0, uint32_t c1, int t, float* q, int* idx) {
   if constexpr (C == Id::Q4_G64) {  // byte i: element i (low nibble), i + 32 (high)
+    // The 4 low and the 4 high nibbles each masked into bytes with one operation, then each byte placed under the
+    // exponent of 2^23 with one byte permute (code_float's bits, in fewer instructions).
+    const uint32_t lo = c0 & 0x0f0f0f0fu, hi = (c0 >> 4) & 0x0f0f0f0fu;
 #pragma unroll
     for (int b = 0; b < 4; ++b) {
-      q[b] = code_float((c0 >> (8 * b)) & 0x0fu);
-      q[4 + b] = code_float((c0 >> (8 * b + 4)) & 0x0fu);
+      q[b] = code_float_byte(lo, b);
+      q[4 + b] = code_float_byte(hi, b);
       idx[b] = 4 * t + b;
       idx[4 + b] = 32 + 4 * t + b;
     }
@@ -225,7 +233,9 @@ __device__ __forceinline__ void lane_inputs(const float* x, int t, float* xv) {
 // matrix sums this way, in one order per output element that depends only on the matrix (not on NW, R, `rows` or
 // where the weights sit), so a row's result is the same alone, batched, staged or not. Against the CPU (which
 // widens each weight), the error is bounded by the sum of (|d q| + |m|) |x| instead of |w x| (tests/unit/cuda).
-template <CodecId C, int R, int NW>
+// SameX: every weight row reads the same x (xs[v] == xs[0]): each block's inputs and their sum are read and added
+// once for all NW rows, in the same order, so the same bits.
+template <CodecId C, int R, int NW, bool SameX = false>
 __device__ __forceinline__ void affine_group_dot(const uint8_t* const (&wrows)[NW], int64_t cols,
                                                  const float* const (&xs)[NW], int64_t ldx, int rows,
                                                  float (&acc)[NW][R]) {
@@ -251,32 +261,71 @@ __device__ __forceinline__ void affine_group_dot(const uint8_t* const (&wrows)[N
       if (u >= units) break;
       const int64_t k0 = u * G;
       const bool full = k0 + G <= cols;
-#pragma unroll
-      for (int v = 0; v < NW; ++v) {
-        const float d = f16_bits(uint16_t(dm[v][i] & 0xffffu)), m = f16_bits(uint16_t(dm[v][i] >> 16));
-        float q[kPer];
+      if constexpr (SameX) {
+        float xv[R][kPer], sx[R];
         int idx[kPer];
-        affine_codes<C>(c0[v][i], c1[v][i], t, q, idx);
+        {
+          float q0[kPer];
+          affine_codes<C>(0, 0, t, q0, idx);
+        }
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           if (r >= rows) break;
-          const float* xr = xs[v] + r * ldx + k0;
-          float xv[kPer];
+          const float* xr = xs[0] + r * ldx + k0;
           if (full && aligned) {
-            lane_inputs<C, true>(xr, t, xv);
+            lane_inputs<C, true>(xr, t, xv[r]);
           } else if (full) {
-            lane_inputs<C, false>(xr, t, xv);
+            lane_inputs<C, false>(xr, t, xv[r]);
           } else {
 #pragma unroll
-            for (int j = 0; j < kPer; ++j) xv[j] = k0 + idx[j] < cols ? xr[idx[j]] : 0.0f;
+            for (int j = 0; j < kPer; ++j) xv[r][j] = k0 + idx[j] < cols ? xr[idx[j]] : 0.0f;
           }
-          float sq = 0.0f, sx = 0.0f;
+          sx[r] = 0.0f;
 #pragma unroll
-          for (int j = 0; j < kPer; ++j) {
-            sq = fmaf(q[j], xv[j], sq);
-            sx = __fadd_rn(sx, xv[j]);
+          for (int j = 0; j < kPer; ++j) sx[r] = __fadd_rn(sx[r], xv[r][j]);
+        }
+#pragma unroll
+        for (int v = 0; v < NW; ++v) {
+          const float d = f16_bits(uint16_t(dm[v][i] & 0xffffu)), m = f16_bits(uint16_t(dm[v][i] >> 16));
+          float q[kPer];
+          affine_codes<C>(c0[v][i], c1[v][i], t, q, idx);
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            if (r >= rows) break;
+            float sq = 0.0f;
+#pragma unroll
+            for (int j = 0; j < kPer; ++j) sq = fmaf(q[j], xv[r][j], sq);
+            acc[v][r] = fmaf(m, sx[r], fmaf(d, sq, acc[v][r]));
           }
-          acc[v][r] = fmaf(m, sx, fmaf(d, sq, acc[v][r]));
+        }
+      } else {
+#pragma unroll
+        for (int v = 0; v < NW; ++v) {
+          const float d = f16_bits(uint16_t(dm[v][i] & 0xffffu)), m = f16_bits(uint16_t(dm[v][i] >> 16));
+          float q[kPer];
+          int idx[kPer];
+          affine_codes<C>(c0[v][i], c1[v][i], t, q, idx);
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            if (r >= rows) break;
+            const float* xr = xs[v] + r * ldx + k0;
+            float xv[kPer];
+            if (full && aligned) {
+              lane_inputs<C, true>(xr, t, xv);
+            } else if (full) {
+              lane_inputs<C, false>(xr, t, xv);
+            } else {
+#pragma unroll
+              for (int j = 0; j < kPer; ++j) xv[j] = k0 + idx[j] < cols ? xr[idx[j]] : 0.0f;
+            }
+            float sq = 0.0f, sx = 0.0f;
+#pragma unroll
+            for (int j = 0; j < kPer; ++j) {
+              sq = fmaf(q[j], xv[j], sq);
+              sx = __fadd_rn(sx, xv[j]);
+            }
+            acc[v][r] = fmaf(m, sx, fmaf(d, sq, acc[v][r]));
+          }
         }
       }
     }
@@ -387,14 +436,14 @@ __device__ __forceinline__ void lane_dot_float(const uint8_t* const (&wrows)[NW]
 // Sum over this lane's share of each of NW weight rows (float codecs: units lane, lane + 32, ...; affine:
 // affine_group_dot; seed: seed_group_dot) of w . x for R rows of that weight row's x (row r at xs[v] + r * ldx)
 // into acc[v][r]. The units and their order depend only on the matrix, so a row's sum does not depend on NW, R or
-// `rows`.
-template <CodecId C, int R, bool V, int NW = 1>
+// `rows`. SameX (every xs[v] the same): affine codecs read and sum each block's inputs once for all NW rows.
+template <CodecId C, int R, bool V, int NW = 1, bool SameX = false>
 __device__ __forceinline__ void lane_dot(const WRow<C> (&wrows)[NW], int64_t cols, const float* const (&xs)[NW],
                                          int64_t ldx, int rows, float (&acc)[NW][R]) {
   if constexpr (is_seed(C)) {
     seed_group_dot<C, R, NW>(wrows, cols, xs, ldx, rows, acc);
   } else if constexpr (is_affine(C)) {
-    affine_group_dot<C, R, NW>(wrows, cols, xs, ldx, rows, acc);
+    affine_group_dot<C, R, NW, SameX>(wrows, cols, xs, ldx, rows, acc);
   } else {
     lane_dot_float<C, R, V, NW>(wrows, cols, xs, ldx, rows, acc);
   }
@@ -671,7 +720,7 @@ __device__ __forceinline__ void gate_up_outputs(const float* xr, const uint8_t* 
   const float* xs[NW];
 #pragma unroll
   for (int v = 0; v < NW; ++v) xs[v] = xr;
-  lane_dot<C, 1, V, NW>(wr, l.hidden, xs, 0, 1, acc);
+  lane_dot<C, 1, V, NW, true>(wr, l.hidden, xs, 0, 1, acc);  // gate and up rows read the same x
   pdl_trigger();
 #pragma unroll
   for (int o = 0; o < NO; ++o) {
