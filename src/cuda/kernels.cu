@@ -553,10 +553,10 @@ __device__ __forceinline__ float* cache_key_row(const KvRow& r, int layer, int k
 // The fused q/k/v epilogue (MatvecTargets::rope_counters): after a fence that publishes this block's outputs, the
 // block counts itself in its head's counter; the last of the head's hd / kWarpsPerBlock blocks resets the counter
 // and finishes the head with one warp.
-__device__ __forceinline__ void rope_epilogue(const MatvecTargets& t) {
+__device__ __forceinline__ void rope_epilogue(const MatvecTargets& t, int block_rows) {
   __shared__ int last_of_head;
   const QkRope& r = t.rope;
-  int64_t n = int64_t(blockIdx.x) * kWarpsPerBlock;  // the block's first output row, in the stacked q, k, v
+  int64_t n = int64_t(blockIdx.x) * block_rows;  // the block's first output row, in the stacked q, k, v
   int mi = 0;
   while (mi < t.count && n >= t.rows[mi]) n -= t.rows[mi++];
   if (mi >= t.count) return;
@@ -565,7 +565,7 @@ __device__ __forceinline__ void rope_epilogue(const MatvecTargets& t) {
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) {
-    last_of_head = atomicAdd(t.rope_counters + counter, 1) == r.head_dim / kWarpsPerBlock - 1;
+    last_of_head = atomicAdd(t.rope_counters + counter, 1) == r.head_dim / block_rows - 1;
     if (last_of_head) t.rope_counters[counter] = 0;  // for the next launch
   }
   __syncthreads();
@@ -588,7 +588,11 @@ __device__ __forceinline__ void rope_epilogue(const MatvecTargets& t) {
 // arithmetic is the same either way.
 __device__ void topk_row(const float* x, int e, int k, bool norm_topk, int* ids, float* weights, float* p);
 
-template <CodecId C, bool V, bool S>
+//
+// RW: output rows a warp takes at once (rows g .. g + RW - 1 of one matrix: the launcher picks RW = 2 only when every
+// matrix's rows are even), their loads in flight together and, for the affine codecs, each block's x read once for
+// both. A row's sum is lane_dot's whatever RW is.
+template <CodecId C, bool V, bool S, int RW>
 __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kMatvecBlocksPerSm)
     matvec_kernel(const float* x, int64_t cols, const float* norm, float eps, float* xn_out, MatvecTargets t,
                   bool accumulate, size_t stage_bytes, int buffers) {
@@ -596,29 +600,32 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kMatvecBlocksPerSm)
   float* xs = reinterpret_cast<float*>(smem_bytes);  // cols floats, with norm
   const size_t xs_bytes = norm != nullptr ? (size_t(cols) * 4 + 15) / 16 * 16 : 0;
   const int64_t total = t.rows[0] + t.rows[1] + t.rows[2];
-  const int64_t stride = int64_t(gridDim.x) * kWarpsPerBlock;
+  const int64_t stride = int64_t(gridDim.x) * kWarpsPerBlock * RW;
   // Output row g of the stacked matrices: matrix mi, its row n.
   auto locate = [&](int64_t g, int& mi, int64_t& n) {
     n = g;
     mi = 0;
     while (mi < t.count && n >= t.rows[mi]) n -= t.rows[mi++];
   };
-  [[maybe_unused]] uint8_t* stage = smem_bytes + xs_bytes + size_t(threadIdx.x / kWarp) * buffers * stage_bytes;
+  [[maybe_unused]] uint8_t* stage = smem_bytes + xs_bytes + size_t(threadIdx.x / kWarp) * buffers * RW * stage_bytes;
   [[maybe_unused]] const size_t rb = row_bytes_of<C>(cols);
-  // S: the warp's next row into buffer b (an empty group past the last row), so a wait leaves one row in flight.
-  [[maybe_unused]] auto stage_row = [&](int64_t g, int b) {
+  // S: the warp's next RW rows into buffer b (an empty group past the last row), so a wait leaves them in flight.
+  [[maybe_unused]] auto stage_rows = [&](int64_t g, int b) {
     if constexpr (S) {
       if (g < total) {
         int mi;
         int64_t n;
         locate(g, mi, n);
-        warp_stage(stage + size_t(b) * stage_bytes, row_at<C>(t.w[mi], t.rows[mi], cols, n), rb);
+#pragma unroll
+        for (int r = 0; r < RW; ++r) {
+          warp_stage(stage + size_t(b * RW + r) * stage_bytes, row_at<C>(t.w[mi], t.rows[mi], cols, n + r), rb);
+        }
       }
       cp_async_commit();
     }
   };
-  int64_t g = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
-  if constexpr (S) stage_row(g, 0);  // never for the seed codecs
+  int64_t g = (int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp) * RW;
+  if constexpr (S) stage_rows(g, 0);  // never for the seed codecs
   pdl_wait();  // the weight rows are on their way; x and the outputs belong to the launches before
   const float* xin = x;
   if (norm != nullptr) {
@@ -643,37 +650,44 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kMatvecBlocksPerSm)
     __syncthreads();
     xin = xs;
   }
-  // A warp's rows g, g + stride, ...: one unless the grid is smaller than the rows (then, staged, two buffers: the
-  // next row is copied in while this one is multiplied).
+  // A warp's rows g, g + stride, ...: once unless the grid is smaller than the rows (then, staged, two buffers: the
+  // next rows are copied in while these are multiplied).
   for (int it = 0; g < total; g += stride, ++it) {
     int mi;
     int64_t n;
     locate(g, mi, n);
-    WRow<C> wrow = row_at<C>(t.w[mi], t.rows[mi], cols, n);
+    WRow<C> wr[RW];
+#pragma unroll
+    for (int r = 0; r < RW; ++r) wr[r] = row_at<C>(t.w[mi], t.rows[mi], cols, n + r);
     if constexpr (S) {
       if (buffers == 2) {
-        stage_row(g + stride, (it + 1) % 2);
+        stage_rows(g + stride, (it + 1) % 2);
         cp_async_wait_group<1>();
       } else {
-        if (it > 0) stage_row(g, 0);
+        if (it > 0) stage_rows(g, 0);
         cp_async_wait_group<0>();
       }
       __syncwarp();
-      wrow = stage + size_t(buffers == 2 ? it % 2 : 0) * stage_bytes;
+#pragma unroll
+      for (int r = 0; r < RW; ++r) wr[r] = stage + size_t((buffers == 2 ? it % 2 : 0) * RW + r) * stage_bytes;
     }
-    float acc[1][1] = {};
-    const WRow<C> wr[1] = {wrow};
-    const float* xr[1] = {xin};
-    lane_dot<C, 1, V>(wr, cols, xr, 0, 1, acc);
+    float acc[RW][1] = {};
+    const float* xr[RW];
+#pragma unroll
+    for (int r = 0; r < RW; ++r) xr[r] = xin;
+    lane_dot<C, 1, V, RW, true>(wr, cols, xr, 0, 1, acc);
     if (g + stride >= total) pdl_trigger();
-    const float sum = warp_sum(acc[0][0]);
-    if (threadIdx.x % kWarp == 0) {
-      float* out = t.y[mi] + n;
-      *out = accumulate ? *out + sum : sum;
+#pragma unroll
+    for (int r = 0; r < RW; ++r) {
+      const float sum = warp_sum(acc[r][0]);
+      if (threadIdx.x % kWarp == 0) {
+        float* out = t.y[mi] + n + r;
+        *out = accumulate ? *out + sum : sum;
+      }
     }
-    if constexpr (S) __syncwarp();  // every lane is done with the buffer before it is staged into again
+    if constexpr (S) __syncwarp();  // every lane is done with the buffers before they are staged into again
   }
-  if (t.rope_counters != nullptr) rope_epilogue(t);
+  if (t.rope_counters != nullptr) rope_epilogue(t, kWarpsPerBlock * RW);
   if (t.topk_counter == nullptr) return;
   __shared__ int last;
   __threadfence();
@@ -1334,21 +1348,32 @@ void matvec_launch(const float* x, std::span<const DeviceMatrix> ws, std::span<f
   if (total == 0) return;
   const size_t xs_bytes = norm != nullptr ? (size_t(cols) * sizeof(float) + 15) / 16 * 16 : 0;
   const size_t rb = row_bytes(ws[0].codec, cols);
-  // A warp a row, in one wave at most: a larger product (the head) loops over its rows, each warp staging its next
-  // row while it multiplies this one. The epilogues (top-k, RoPE) count blocks, so their launches cover every row.
-  const int64_t needed = blocks_for(total, kWarpsPerBlock);
+  // A warp RW rows (two where every matrix's rows are even and that still leaves two blocks an SM, as for the
+  // q/k/v product and the head), in one wave at most: a larger product (the head) loops over its rows, each warp
+  // staging its next rows while it multiplies these. The epilogues (top-k, RoPE) count blocks, so their launches
+  // cover every row.
+  const int64_t sms = sm_count();
+  bool even = true;
+  for (int i = 0; i < t.count; ++i) even = even && t.rows[i] % 2 == 0;
+  const bool heads_whole = t.rope_counters == nullptr || t.rope.head_dim % (2 * kWarpsPerBlock) == 0;
+  const int rw = even && heads_whole && blocks_for(total, 2 * kWarpsPerBlock) >= 2 * sms ? 2 : 1;
+  const int64_t needed = blocks_for(total, int64_t(kWarpsPerBlock) * rw);
   const bool epilogue = t.topk_counter != nullptr || t.rope_counters != nullptr;
-  const int64_t grid64 = epilogue ? needed : std::min<int64_t>(needed, int64_t(kMatvecBlocksPerSm) * sm_count());
+  const int64_t grid64 = epilogue ? needed : std::min<int64_t>(needed, int64_t(kMatvecBlocksPerSm) * sms);
   const int buffers = grid64 < needed ? 2 : 1;
-  const bool staged = v && xs_bytes + size_t(buffers) * kWarpsPerBlock * rb <= kStageSharedBytes;
-  size_t smem = xs_bytes + (staged ? size_t(buffers) * kWarpsPerBlock * rb : 0);
+  const size_t stage_all = size_t(buffers) * kWarpsPerBlock * size_t(rw) * rb;
+  const bool staged = v && xs_bytes + stage_all <= kStageSharedBytes;
+  size_t smem = xs_bytes + (staged ? stage_all : 0);
   if (t.topk_counter != nullptr) smem = std::max(smem, size_t(ws[0].rows) * sizeof(float));  // the softmax
   const unsigned grid = unsigned(grid64);
   const unsigned threads = kWarp * kWarpsPerBlock;
   dispatch_codec<true>(ws[0].codec, [&]<CodecId C>() {
-    auto* kernel = staged ? matvec_kernel<C, kBytes<C>, kBytes<C>>
-                   : v    ? matvec_kernel<C, kBytes<C>, false>
-                          : matvec_kernel<C, false, false>;
+    auto pick = [&]<int RW>() {
+      return staged ? matvec_kernel<C, kBytes<C>, kBytes<C>, RW>
+             : v    ? matvec_kernel<C, kBytes<C>, false, RW>
+                    : matvec_kernel<C, false, false, RW>;
+    };
+    auto* kernel = rw == 2 ? pick.template operator()<2>() : pick.template operator()<1>();
     launch_pdl("matvec", kernel, grid, threads, smem, stream, x, cols, norm, eps, xn_out, t, accumulate,
                staged ? rb : size_t(0), buffers);
   });

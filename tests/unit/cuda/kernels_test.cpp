@@ -147,19 +147,39 @@ TEST(CudaKernels, MatvecWithFusedNormEqualsNormThenMatmulBitForBit) {
       cuda::matmul(dx.get(), 1, ws[0], rq_.get(), true, nullptr);
       ASSERT_EQ(yq.download(), rq_.download()) << codec_name(c) << " accumulate, cols " << cols;
     }
+    // A matrix with more rows than one wave holds at two rows a warp (the head's case: the launch loops, staging
+    // each warp's next rows while it multiplies these), and an odd row count (a row a warp): still matmul's bits.
+    for (const int64_t rows : {int64_t(12290), int64_t(12289)}) {
+      const int64_t cols = 256;
+      const std::vector<uint8_t> wh = encoded(c, rows, cols, 6);
+      const std::vector<float> x = random_floats(size_t(cols), 7, 2.0f), nw = random_floats(size_t(cols), 8);
+      DeviceVec<uint8_t> dh(wh);
+      DeviceVec<float> dx(x), dn(nw), xn_ref(static_cast<size_t>(cols)), xn(static_cast<size_t>(cols));
+      DeviceVec<float> y(test::poisoned(size_t(rows))), ref(static_cast<size_t>(rows));
+      const cuda::DeviceMatrix head{c, dh.get(), rows, cols};
+      cuda::rms_norm(dx.get(), xn_ref.get(), 1, cols, dn.get(), 1e-6f, nullptr);
+      cuda::matmul(xn_ref.get(), 1, head, ref.get(), false, nullptr);
+      float* const ys[1] = {y.get()};
+      cuda::matvec(dx.get(), {&head, 1}, ys, dn.get(), 1e-6f, xn.get(), false, nullptr);
+      ASSERT_EQ(y.download(), ref.download()) << codec_name(c) << " rows " << rows;
+    }
   }
 }
 
 // q/k/v of a decode row with qk-norm, RoPE and the cache write in one launch (the last block of each head finishes
 // it) gives the two launches' q, k, cache and normed row bit for bit, with or without qk-norm, at head sizes that
-// take the fused path (whole blocks of 8 outputs) and one that falls back (head_dim 12); called three times at
-// three positions, so its head counters are back at zero after every call.
+// take the fused path (whole blocks of 8 outputs, or of 16 at two a warp) and one that falls back (head_dim 12);
+// called three times at three positions, so its head counters are back at zero after every call.
 TEST(CudaKernels, MatvecQkvRopeEqualsMatvecThenQkRopeKvBitForBit) {
   SKIP_WITHOUT_CUDA_DEVICE();
   for (const Codec c : {Codec::BF16, Codec::Q4_G64}) {
-    for (const int hd : {8, 64, 128, 12}) {
+    struct Heads {
+      int heads, kv_heads, hd;
+    };
+    // The last: Qwen3-30B-A3B's heads, enough rows for two a warp (blocks of 16 outputs).
+    for (const Heads sh : {Heads{8, 2, 8}, Heads{8, 2, 64}, Heads{8, 2, 128}, Heads{8, 2, 12}, Heads{32, 4, 128}}) {
       for (const bool qk_norm : {true, false}) {
-        const int heads = 8, kv_heads = 2, layer = 1, cap = 300;
+        const int hd = sh.hd, heads = sh.heads, kv_heads = sh.kv_heads, layer = 1, cap = 300;
         const int64_t cols = 256, rq = heads * hd, rk = kv_heads * hd, kv_dim = rk;
         const std::vector<uint8_t> wq = encoded(c, rq, cols, 21), wk = encoded(c, rk, cols, 22),
                                    wv = encoded(c, rk, cols, 23);
