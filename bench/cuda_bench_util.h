@@ -1,5 +1,5 @@
 // bench/cuda_bench_util.h - what the CUDA benchmarks share: timing a stretch of work on a stream by events, the
-// median / min / max of a set of timings or rates, and seeded normal random inputs.
+// median / min / max of a set of timings or rates, seeded normal random inputs and random matrices in a codec.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,6 +9,9 @@
 #include <random>
 #include <vector>
 
+#include "codec/codec.h"
+#include "codec/quantize.h"
+#include "codec/seed_codec.h"
 #include "cuda/kernels.h"
 
 namespace seedling::bench {
@@ -45,6 +48,25 @@ inline std::vector<float> gaussian(size_t n, uint32_t seed, float sigma) {
   std::vector<float> v(n);
   for (float& x : v) x = nd(rng);
   return v;
+}
+
+// A matrix in `codec`: an affine or float codec from N(0, 0.02) weights, a seed tier as random blocks (the decode's
+// work does not depend on which seeds a search would pick).
+inline std::vector<uint8_t> matrix_bytes(Codec c, int64_t rows, int64_t cols, std::mt19937& rng) {
+  if (!codec_is_seed(c)) {
+    const std::vector<float> w = gaussian(size_t(rows * cols), rng(), 0.02f);
+    std::vector<uint8_t> out(codec_matrix_bytes(c, rows, cols));
+    encode_matrix(c, DType::F32, w.data(), rows, cols, out.data());
+    return out;
+  }
+  const seed::SeedTier t = codec_seed_tier(c);
+  std::vector<seed::SeedBlock> blocks(size_t(seed::seed_slice_layout(t, rows, cols).n_blocks));
+  for (seed::SeedBlock& b : blocks) {
+    b.seed = uint16_t(1 + rng() % 65535);
+    for (int p = 0; p < seed::seed_tier_spec(t).coefs; ++p) b.q[p] = int8_t(int(rng() % 16) - 8);
+    b.code = uint8_t(rng() % 16);
+  }
+  return seed::write_seed_blob(t, rows, cols, -22, blocks);
 }
 
 }  // namespace seedling::bench

@@ -2,8 +2,11 @@
 // it, picking its tile; L and S: the same forced to 128 x 128 and 64 x 64 tiles; O: the first kernel, WMMA),
 // against the CUDA-core kernels (C: cuda/kernels.h) at issue 8's prompt shapes (Qwen3-30B-A3B, q4_g64), in one run:
 // arms interleaved N L S O C C O S L N, TFLOP/s (median, min, max) against the tensor-core ceiling of the device,
-// N's speed over O's, and how far N's and O's outputs are from C's.
-// Usage: build/bench/cuda_gemm_bench [repeats]   (default 5; needs a CUDA device)
+// N's speed over O's, and how far N's and O's outputs are from C's. Then the grouped experts with seed weights on
+// the default kernel (p3, p4, s3 against q4_g64, and p4 on CUDA cores, the path seed experts took before the
+// tensor-core GEMMs read seeds): arms interleaved Q P3 P4 S3 Pc Pc S3 P4 P3 Q, TFLOP/s and each seed arm's time
+// over Q's, and how far each seed arm's output is from its codec's CUDA-core output.
+// Usage: build/bench/cuda_gemm_bench [repeats] [all|seeds]   (default 5, all; needs a CUDA device)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -13,6 +16,7 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "codec/quantize.h"
@@ -22,6 +26,7 @@
 
 using namespace seedling;
 using bench::gaussian;
+using bench::matrix_bytes;
 using bench::stats;
 using bench::Stats;
 using bench::timed;
@@ -105,10 +110,149 @@ void compare(const char* name, double flops, const Arms& arms, int repeats, doub
       c.med, sr.med, sr.lo, sr.hi, diff_n, diff_o, l_is_s ? "same" : "DIFFERENT");
 }
 
+// E experts in codec c (gate and up I x H, down H x I, parts 256-aligned) on the device: `distinct` experts made by
+// make(rows, cols, seed), copied round to E (the products' work does not depend on the values), and the device
+// table of their blobs.
+struct DeviceExperts {
+  cuda::ExpertLayout l;
+  uint8_t* blobs = nullptr;
+  const uint8_t* const* table = nullptr;
+};
+DeviceExperts device_experts(Codec c, int64_t H, int64_t I, int E, int distinct,
+                             const std::function<std::vector<uint8_t>(int64_t, int64_t, uint32_t)>& make) {
+  DeviceExperts d;
+  cuda::ExpertLayout& l = d.l;
+  l.gate_up = l.down = c;
+  l.hidden = H;
+  l.intermediate = I;
+  l.up_offset = (codec_matrix_bytes(c, I, H) + 255) / 256 * 256;
+  l.down_offset = 2 * l.up_offset;
+  l.bytes = (l.down_offset + codec_matrix_bytes(c, H, I) + 255) / 256 * 256;
+  cuda::check(cudaMalloc(&d.blobs, size_t(E) * l.bytes), "bench alloc");
+  for (int e = 0; e < distinct; ++e) {
+    std::vector<uint8_t> b(l.bytes, 0);
+    const auto g = make(I, H, uint32_t(10 + e)), u = make(I, H, uint32_t(20 + e)), dn = make(H, I, uint32_t(30 + e));
+    std::copy(g.begin(), g.end(), b.begin());
+    std::copy(u.begin(), u.end(), b.begin() + long(l.up_offset));
+    std::copy(dn.begin(), dn.end(), b.begin() + long(l.down_offset));
+    cuda::check(cudaMemcpy(d.blobs + size_t(e) * l.bytes, b.data(), l.bytes, cudaMemcpyHostToDevice), "upload");
+  }
+  for (int e = distinct; e < E; ++e) {
+    cuda::check(cudaMemcpy(d.blobs + size_t(e) * l.bytes, d.blobs + size_t(e % distinct) * l.bytes, l.bytes,
+                           cudaMemcpyDeviceToDevice),
+                "copy");
+  }
+  std::vector<const uint8_t*> table(static_cast<size_t>(E));
+  for (int e = 0; e < E; ++e) table[size_t(e)] = d.blobs + size_t(e) * l.bytes;
+  d.table = device_copy(table);
+  return d;
+}
+
+// Random routes on the device: m rows of k distinct experts of E (the same routes every run).
+const int* device_routes(int64_t m, int k, int E) {
+  std::mt19937 rng(5);
+  std::vector<int> ids(size_t(m * k)), all(static_cast<size_t>(E));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int e = 0; e < E; ++e) all[size_t(e)] = e;
+    std::shuffle(all.begin(), all.end(), rng);
+    for (int j = 0; j < k; ++j) ids[size_t(i * k + j)] = all[size_t(j)];
+  }
+  return device_copy(ids);
+}
+
+// The grouped experts with seed weights (see the file comment) at 512 and 2048 rows, top-8 of 128 experts, H 2048,
+// I 768: arms Q (q4_g64), P3, P4, S3 on the default tensor-core kernel and Pc (p4 on CUDA cores), interleaved
+// Q P3 P4 S3 Pc Pc S3 P4 P3 Q `repeats` times after a warm-up each.
+void bench_seed_experts(const float* x, int repeats, double peak_tf32, cudaStream_t s) {
+  const int64_t H = 2048, I = 768, most = 2048;
+  const int E = 128, k = 8, distinct = 4;
+  const Codec codecs[] = {Codec::Q4_G64, Codec::P3, Codec::P4, Codec::S3};
+  DeviceExperts ex[4];
+  for (int i = 0; i < 4; ++i) {
+    ex[i] = device_experts(codecs[i], H, I, E, distinct, [&](int64_t rows, int64_t cols, uint32_t seed) {
+      std::mt19937 rng(seed);
+      return matrix_bytes(codecs[i], rows, cols, rng);
+    });
+  }
+  float* act = device_floats(size_t(most * k * I));
+  float* y = device_floats(size_t(most * k * H));
+  float* act_c = device_floats(size_t(most * k * I));
+  float* y_c = device_floats(size_t(most * k * H));
+  void* scratch = nullptr;
+  cuda::check(cudaMalloc(&scratch, cuda::expert_gemm_scratch_bytes(most, k, E)), "bench alloc");
+  cuda::use_gemm_kernel(cuda::GemmKernel::Mma);
+  std::printf(
+      "\nseed experts on tensor cores (mma.sync, its own tile pick): %d x (Q P3 P4 S3 Pc Pc S3 P4 P3 Q); TFLOP/s "
+      "median (min-max) and share of the TF32 ceiling; Q = q4_g64; Pc = p4 on CUDA cores (float32); time over Q's "
+      "per repeat, median (min-max); seed vs CUDA cores: max|TC-C|/max|C| of the same codec's output\n\n",
+      repeats);
+  std::printf("%-30s | %-4s | %-29s | %-18s | %s\n", "shape", "arm", "TFLOP/s", "time over Q", "vs CUDA cores");
+  for (const int64_t m : {int64_t(512), most}) {
+    const int* di = device_routes(m, k, E);
+    std::function<void()> arms[5];
+    for (int i = 0; i < 4; ++i) {
+      arms[i] = [&, i] {
+        cuda::expert_gate_up_tc(x, m, k, di, ex[i].table, E, ex[i].l, act, scratch, s);
+        cuda::expert_down_tc(act, m * k, di, ex[i].table, E, ex[i].l, y, scratch, s);
+      };
+    }
+    const auto cores = [&](int i) {
+      cuda::expert_gate_up(x, m, k, di, ex[i].table, ex[i].l, act_c, s);
+      cuda::expert_down(act_c, m * k, di, ex[i].table, ex[i].l, y_c, s);
+    };
+    arms[4] = [&] { cores(2); };
+    // Each seed arm's output against its codec's CUDA-core output (untimed).
+    double diff[4] = {0, 0, 0, 0};
+    for (int i = 0; i < 4; ++i) {
+      arms[i]();
+      cores(i);
+      cuda::check(cudaStreamSynchronize(s), "bench run");
+      diff[i] = rel_diff(y, y_c, size_t(m * k * H));
+    }
+    for (const auto& f : arms) timed(f, s);
+    std::vector<double> t[5], over[5];
+    for (int r = 0; r < repeats; ++r) {
+      double sec[2][5];
+      for (int i = 0; i < 5; ++i) sec[0][i] = timed(arms[i], s);
+      for (int i = 4; i >= 0; --i) sec[1][i] = timed(arms[i], s);
+      const double flops = double(m * k) * 6.0 * double(H) * double(I);
+      for (int i = 0; i < 5; ++i) {
+        for (int h = 0; h < 2; ++h) t[i].push_back(flops / sec[h][i] / 1e12);
+        over[i].push_back((sec[0][i] + sec[1][i]) / (sec[0][0] + sec[1][0]));
+      }
+    }
+    const char* names[] = {"Q", "P3", "P4", "S3", "Pc"};
+    for (int i = 0; i < 5; ++i) {
+      const Stats a = stats(t[i]), o = stats(over[i]);
+      char shape[64];
+      std::snprintf(shape, sizeof shape, "experts gate_up+down, %lld x top-8", (long long)m);
+      std::printf("%-30s | %-4s | %7.2f (%6.2f-%6.2f) %5.1f%% | %5.2fx (%4.2f-%4.2f) | ", shape, names[i], a.med, a.lo,
+                  a.hi, 100 * a.med / peak_tf32, o.med, o.lo, o.hi);
+      if (i < 4) {
+        std::printf("%.1e\n", diff[i]);
+      } else {
+        std::printf("-\n");
+      }
+    }
+    cudaFree(const_cast<int*>(di));
+  }
+  for (const DeviceExperts& d : ex) {
+    cudaFree(d.blobs);
+    cudaFree(const_cast<const uint8_t**>(d.table));
+  }
+  for (float* p : {act, y, act_c, y_c}) cudaFree(p);
+  cudaFree(scratch);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const int repeats = argc > 1 ? std::atoi(argv[1]) : 5;
+  const std::string what = argc > 2 ? argv[2] : "all";
+  if (repeats < 1 || (what != "all" && what != "seeds")) {
+    std::fprintf(stderr, "usage: cuda_gemm_bench [repeats >= 1] [all|seeds]\n");
+    return 2;
+  }
   int dev = 0, sms = 0, khz = 0, major = 0, minor = 0;
   cuda::check(cudaGetDevice(&dev), "no CUDA device");
   cuda::check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "device attribute");
@@ -138,6 +282,10 @@ int main(int argc, char** argv) {
   // Dense products of a layer: q/o projections and the like, 4096x2048, 2048x4096, 512x2048 (kv).
   const int64_t max_m = 16384, max_k = 4096, max_n = 4096;
   float* x = device_copy(gaussian(size_t(max_m * max_k), 1, 1.0f));
+  if (what == "seeds") {
+    bench_seed_experts(x, repeats, peak_tf32, s);
+    return 0;
+  }
   float* yn = device_floats(size_t(max_m * max_n));
   float* yo = device_floats(size_t(max_m * max_n));
   float* yc = device_floats(size_t(max_m * max_n));
@@ -178,31 +326,9 @@ int main(int argc, char** argv) {
   {
     const int64_t H = 2048, I = 768;
     const int E = 128, k = 8, distinct = 4;  // 4 distinct experts' weights, copied into the 128 blobs
-    cuda::ExpertLayout l;
-    l.gate_up = l.down = Codec::Q4_G64;
-    l.hidden = H;
-    l.intermediate = I;
-    l.up_offset = (codec_matrix_bytes(Codec::Q4_G64, I, H) + 255) / 256 * 256;
-    l.down_offset = 2 * l.up_offset;
-    l.bytes = (l.down_offset + codec_matrix_bytes(Codec::Q4_G64, H, I) + 255) / 256 * 256;
-    uint8_t* blobs = nullptr;
-    cuda::check(cudaMalloc(&blobs, size_t(E) * l.bytes), "bench alloc");
-    for (int e = 0; e < distinct; ++e) {
-      std::vector<uint8_t> b(l.bytes, 0);
-      const auto g = q4_matrix(I, H, 10 + e), u = q4_matrix(I, H, 20 + e), d = q4_matrix(H, I, 30 + e);
-      std::copy(g.begin(), g.end(), b.begin());
-      std::copy(u.begin(), u.end(), b.begin() + long(l.up_offset));
-      std::copy(d.begin(), d.end(), b.begin() + long(l.down_offset));
-      cuda::check(cudaMemcpy(blobs + size_t(e) * l.bytes, b.data(), l.bytes, cudaMemcpyHostToDevice), "upload");
-    }
-    for (int e = distinct; e < E; ++e) {
-      cuda::check(cudaMemcpy(blobs + size_t(e) * l.bytes, blobs + size_t(e % distinct) * l.bytes, l.bytes,
-                             cudaMemcpyDeviceToDevice),
-                  "copy");
-    }
-    std::vector<const uint8_t*> table(static_cast<size_t>(E));
-    for (int e = 0; e < E; ++e) table[size_t(e)] = blobs + size_t(e) * l.bytes;
-    const uint8_t* const* dt = device_copy(table);
+    const DeviceExperts ex = device_experts(Codec::Q4_G64, H, I, E, distinct, q4_matrix);
+    const cuda::ExpertLayout& l = ex.l;
+    const uint8_t* const* dt = ex.table;
     const int64_t most = 2048;
     float* act_n = device_floats(size_t(most * k * I));
     float* act_o = device_floats(size_t(most * k * I));
@@ -211,14 +337,7 @@ int main(int argc, char** argv) {
     const size_t scratch_bytes = cuda::expert_gemm_scratch_bytes(most, k, E);
     cuda::check(cudaMalloc(&scratch, scratch_bytes), "bench alloc");
     for (const int64_t m : {int64_t(512), most}) {
-      std::mt19937 rng(5);
-      std::vector<int> ids(size_t(m * k)), all(static_cast<size_t>(E));
-      for (int64_t i = 0; i < m; ++i) {
-        for (int e = 0; e < E; ++e) all[size_t(e)] = e;
-        std::shuffle(all.begin(), all.end(), rng);
-        for (int j = 0; j < k; ++j) ids[size_t(i * k + j)] = all[size_t(j)];
-      }
-      const int* di = device_copy(ids);
+      const int* di = device_routes(m, k, E);
       const auto tc = [&](float* act, float* y) {
         return [&, act, y] {
           cuda::expert_gate_up_tc(x, m, k, di, dt, E, l, act, scratch, s);
@@ -245,5 +364,6 @@ int main(int argc, char** argv) {
     }
     std::printf("\ngrouped scratch: %zu bytes for %lld pairs of %d experts\n", scratch_bytes, (long long)(most * k), E);
   }
+  bench_seed_experts(x, repeats, peak_tf32, s);
   return 0;
 }

@@ -37,6 +37,7 @@
 
 using namespace seedling;
 using bench::gaussian;
+using bench::matrix_bytes;
 using bench::stats;
 using bench::Stats;
 using bench::timed;
@@ -45,25 +46,6 @@ namespace {
 
 double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// A matrix in `codec`: q4_g64 from N(0, 0.02) weights, a seed tier as random blocks (the decode's work does not
-// depend on which seeds a search would pick).
-std::vector<uint8_t> matrix_bytes(Codec c, int64_t rows, int64_t cols, std::mt19937& rng) {
-  if (!codec_is_seed(c)) {
-    const std::vector<float> w = gaussian(size_t(rows * cols), rng(), 0.02f);
-    std::vector<uint8_t> out(codec_matrix_bytes(c, rows, cols));
-    encode_matrix(c, DType::F32, w.data(), rows, cols, out.data());
-    return out;
-  }
-  const seed::SeedTier t = codec_seed_tier(c);
-  std::vector<seed::SeedBlock> blocks(size_t(seed::seed_slice_layout(t, rows, cols).n_blocks));
-  for (seed::SeedBlock& b : blocks) {
-    b.seed = uint16_t(1 + rng() % 65535);
-    for (int p = 0; p < seed::seed_tier_spec(t).coefs; ++p) b.q[p] = int8_t(int(rng() % 16) - 8);
-    b.code = uint8_t(rng() % 16);
-  }
-  return seed::write_seed_blob(t, rows, cols, -22, blocks);
 }
 
 struct Arm {

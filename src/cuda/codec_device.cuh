@@ -6,7 +6,8 @@
 // after this widening, so every kernel starts from the same weights as the CPU reference. The seed codecs (p3, p4,
 // s3) have no units or row size: a matrix is one slice blob, a row is found by row_at (a SeedRow: the blob and the
 // row's first block) and its blocks decode with seed_device.cuh, bit for bit decode_seed_matrix's weights; only the
-// kernels that dispatch with dispatch_codec<true> read them (kernels.cu's CUDA-core products, seeds.cu).
+// kernels that dispatch with dispatch_codec<true> read them (kernels.cu's CUDA-core products, gemm.cu's mma kernel,
+// seeds.cu).
 #pragma once
 
 #include <cuda_fp16.h>
@@ -162,6 +163,12 @@ __host__ __device__ __forceinline__ WRow<C> row_at(const uint8_t* m, int64_t row
   }
 }
 
+// A seed matrix's fields are read as int32 and uint16: its blob must start 4-byte aligned (cudaMalloc's is).
+inline void check_seed_blob(Codec c, const void* data) {
+  const bool ok = !is_seed(Id(uint8_t(c))) || reinterpret_cast<uintptr_t>(data) % 4 == 0;
+  check(ok ? cudaSuccess : cudaErrorMisalignedAddress, "a seed matrix (its blob must start 4-byte aligned)");
+}
+
 // lfsr.h's stream tables in device memory (read through the L1 cache: each lane looks up its own seed).
 __device__ const seed::LfsrStreamTables kDeviceStreamTables = seed::make_lfsr_stream_tables();
 
@@ -199,10 +206,9 @@ void dispatch_codec(Codec c, F&& f) {
       break;
   }
   check(cudaErrorInvalidValue,
-        is_seed(Id(uint8_t(c)))
-            ? "a kernel for a seed codec (p3, p4, s3) here: the CUDA-core matmul, matvec and expert "
-              "kernels read them, the tensor-core GEMMs and embed do not"
-            : "a kernel for this codec");
+        is_seed(Id(uint8_t(c))) ? "a kernel for a seed codec (p3, p4, s3) here: the matmul, matvec, expert kernels and "
+                                  "tensor-core GEMMs read them, embed does not"
+                                : "a kernel for this codec");
 }
 
 }  // namespace seedling::cuda

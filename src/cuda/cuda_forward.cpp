@@ -77,10 +77,9 @@ class PinnedScratch {
 // The router's product stays on CUDA cores at every size, so expert choices never see TF32 rounding.
 constexpr int64_t kTensorCoreRows = 64;
 
-// y = x W^T (or y +=) for m rows, on tensor cores from kTensorCoreRows rows (seed matrices, which the GEMMs do not
-// read, always on CUDA cores).
+// y = x W^T (or y +=) for m rows, on tensor cores from kTensorCoreRows rows (every codec, the seed codecs too).
 void product(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream) {
-  if (m >= kTensorCoreRows && !codec_is_seed(w.codec)) {
+  if (m >= kTensorCoreRows) {
     cuda::matmul_tc(x, m, w, y, accumulate, stream);
   } else {
     cuda::matmul(x, m, w, y, accumulate, stream);
@@ -537,9 +536,9 @@ void CudaForward::moe(int layer, float* x, float* xn) {
   // One pass over every chosen expert: down products and combine in one launch. Several passes (a VRAM cache
   // smaller than the batch's experts): each pass's down products into eout, the combine after the last.
   float* eout = nullptr;
-  // Rows bucketed by expert, tensor-core GEMMs (cuda/gemm.h), which read no seed codec: seed experts stay on the
-  // CUDA-core kernels at every row count.
-  const bool tc = M >= kTensorCoreRows && !codec_is_seed(el.gate_up) && !codec_is_seed(el.down);
+  // From kTensorCoreRows rows: rows bucketed by expert, tensor-core GEMMs (cuda/gemm.h; seed experts too, their
+  // blocks decoded in registers).
+  const bool tc = M >= kTensorCoreRows;
   void* bucket = tc ? s_bucket_.get<uint8_t>(cuda::expert_gemm_scratch_bytes(M, K, E)) : nullptr;
   auto run = [&](const uint8_t* const* table, bool only_pass) {
     if (tc) {

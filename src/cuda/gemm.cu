@@ -4,9 +4,9 @@
 // mma_kernel (the default): a block owns a tile of rows (of x, or of one expert's bucket of pairs) by output columns
 // (gate_up: half gate, the same half up), TileL 128 x 128 with 8 warps or TileS 64 x 64 with 4, whichever leaves the
 // busiest SM the least to do. Each 64-wide slice of k goes through two stages of shared memory: x by cp.async, the
-// weights fetched raw into registers a slice ahead and widened as 8 pieces of 8 values a row (mma_layout.h), both
-// rounded to TF32; warps multiply with mma.sync m16n8k8 from fragments whose indices mma_layout.h computes (tested
-// on the CPU against the PTX ISA's layouts).
+// weights fetched raw into registers a slice ahead (seed codecs: the fields of the blocks) and widened (decoded) as
+// 8 pieces of 8 values a row (mma_layout.h), both rounded to TF32; warps multiply with mma.sync m16n8k8 from
+// fragments whose indices mma_layout.h computes (tested on the CPU against the PTX ISA's layouts).
 // wmma_kernel (the first one): 128 x 128 tiles, one stage, WMMA m16n16k8.
 // In both, the accumulators go through shared memory to one epilogue (bounds, accumulate, SiLU product), and an
 // output element is 0 plus its MMAs in k order, one per 8 of k: its sum never depends on m, on the tile shape or
@@ -92,10 +92,11 @@ __device__ __forceinline__ int tile_rows(const GemmArgs& a, int64_t* src, int64_
   }
 }
 
-// Tile row nr's weight row (GateUp: BN / 2 gate rows, then the same up rows), or null past n_out.
-template <Mode M, int BN>
-__device__ __forceinline__ const uint8_t* weight_row(const GemmArgs& a, const uint8_t* wa, const uint8_t* wb,
-                                                     int64_t n0, int nr, size_t rb) {
+// Tile row nr's weight row (GateUp: BN / 2 gate rows, then the same up rows; row_at: a byte pointer, or a SeedRow),
+// or a null one (null pointer, SeedRow with a null blob) past n_out.
+template <CodecId C, Mode M, int BN>
+__device__ __forceinline__ WRow<C> weight_row(const GemmArgs& a, const uint8_t* wa, const uint8_t* wb, int64_t n0,
+                                              int nr) {
   const uint8_t* base = wa;
   int64_t n = n0 + nr;
   if constexpr (M == Mode::GateUp) {
@@ -104,7 +105,7 @@ __device__ __forceinline__ const uint8_t* weight_row(const GemmArgs& a, const ui
       n = n0 + nr - BN / 2;
     }
   }
-  return n < a.n_out ? base + size_t(n) * rb : nullptr;
+  return n < a.n_out ? row_at<C>(base, a.n_out, a.cols, n) : WRow<C>{};
 }
 
 // The epilogue from the accumulator tile cs (BM x ldc, in shared memory): bounds, accumulate, the SiLU product.
@@ -143,7 +144,6 @@ __global__ void __launch_bounds__(kThreads, 2) wmma_kernel(GemmArgs a) {
   if (rows < 0) return;
   constexpr int kOutCols = M == Mode::GateUp ? kBN / 2 : kBN;
   const int64_t n0 = int64_t(blockIdx.y) * kOutCols;
-  const size_t rb = row_bytes_of<C>(a.cols);
 
   const int warp = tid / 32, wm = warp / 4, wn = warp % 4;
   wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[4][2];
@@ -180,7 +180,7 @@ __global__ void __launch_bounds__(kThreads, 2) wmma_kernel(GemmArgs a) {
     // Weights: kBN rows of kBK, widened unit by unit; zeros past n_out and past k.
     for (int i = tid; i < kBN * kUnitsPerRow; i += kThreads) {
       const int nr = i / kUnitsPerRow, ui = i % kUnitsPerRow;
-      const uint8_t* row = weight_row<M, kBN>(a, wa, wb, n0, nr, rb);
+      const uint8_t* row = weight_row<C, M, kBN>(a, wa, wb, n0, nr);
       const int64_t u = k0 / G + ui;
       const int64_t left = a.cols - u * G;
       const int valid = int(left < G ? left : G);
@@ -303,17 +303,25 @@ __device__ __forceinline__ void round_x(float* xs) {
 
 template <CodecId C>
 __host__ __device__ constexpr mma::Piece piece(int p) {
-  return mma::piece_of(Unit<C>::G, is_affine(C), C == Id::Q4_G32 || C == Id::Q4_G64, p);
+  if constexpr (is_seed(C)) {
+    return mma::piece_of(8, false, false, p);  // 8 consecutive weights, as a float codec's
+  } else {
+    return mma::piece_of(Unit<C>::G, is_affine(C), C == Id::Q4_G32 || C == Id::Q4_G64, p);
+  }
 }
 
 // Piece p (mma_layout.h) of a weight row's k-slice at k0, raw: affine, the unit's d/m word and one or two code
-// words (zeros for a unit past k); float codecs, 8 values' bits (zeros past k). A null row (past n_out) gives zeros.
+// words (zeros for a unit past k); float codecs, 8 values' bits (zeros past k); seed codecs, the fields of the one
+// or two blocks holding the piece (seed_device.cuh's seed_piece_fetch). A null row (past n_out) gives zeros.
 template <CodecId C>
-__device__ __forceinline__ void fetch_piece(const uint8_t* row, int64_t k0, int p, int64_t cols, uint32_t* raw) {
+__device__ __forceinline__ void fetch_piece(WRow<C> row, int64_t k0, int p, int64_t cols, uint32_t* raw) {
 #pragma unroll
   for (int j = 0; j < 8; ++j) raw[j] = 0;
-  if (row == nullptr) return;
-  if constexpr (is_affine(C)) {
+  if constexpr (is_seed(C)) {
+    if (row.blob == nullptr) return;
+    seeddev::seed_piece_fetch(seed_geom(C), row.blob, row.n_blocks, row.first, cols, k0 + 8 * p, raw);
+  } else if constexpr (is_affine(C)) {
+    if (row == nullptr) return;
     constexpr int G = Unit<C>::G;
     const mma::Piece pc = piece<C>(p);
     const int64_t u = k0 / G + pc.unit;
@@ -323,6 +331,7 @@ __device__ __forceinline__ void fetch_piece(const uint8_t* row, int64_t k0, int 
     raw[1] = w[1 + pc.word];
     if constexpr (C == Id::Q8_G32 || C == Id::Q8_G64) raw[2] = w[2 + pc.word];
   } else {
+    if (row == nullptr) return;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int64_t k = k0 + 8 * p + j;
@@ -336,13 +345,17 @@ __device__ __forceinline__ void fetch_piece(const uint8_t* row, int64_t k0, int 
   }
 }
 
-// Widens a fetched piece (as load_unit would: codec_device.cuh's widen_word and bit widenings), zeros the values
-// past k (an affine block's padding), rounds to TF32 and stores the two runs of 4 in weight row ws_row.
+// Widens a fetched piece (as load_unit would: codec_device.cuh's widen_word and bit widenings; seed codecs, decoded
+// by seed_piece_decode, decode_seed_matrix's weights), zeros the values past k (an affine block's padding, a seed
+// row's partial last block), rounds to TF32 and stores the two runs of 4 in weight row ws_row.
 template <CodecId C>
 __device__ __forceinline__ void store_piece(const uint32_t* raw, int64_t k0, int p, int64_t cols, float* ws_row) {
   const mma::Piece pc = piece<C>(p);
   float v[8];
-  if constexpr (is_affine(C)) {
+  if constexpr (is_seed(C)) {
+    constexpr seeddev::Geom g = seed_geom(C);
+    seeddev::seed_piece_decode<g.C, g.P>(g, raw, k0 + 8 * p, cols, kDeviceStreamTables.lo, kDeviceStreamTables.hi, v);
+  } else if constexpr (is_affine(C)) {
     float d, m;
     unit_scale(raw[0], d, m);
     if constexpr (C == Id::Q8_G32 || C == Id::Q8_G64) {
@@ -377,7 +390,7 @@ template <class T>
 constexpr int kPiecesOf = T::BN * 8 / T::kThreads;
 
 template <CodecId C, class T>
-__device__ __forceinline__ void fetch_pieces(const uint8_t* (&wrow)[kPiecesOf<T>], int64_t k0, int64_t cols,
+__device__ __forceinline__ void fetch_pieces(const WRow<C> (&wrow)[kPiecesOf<T>], int64_t k0, int64_t cols,
                                              uint32_t (&raw)[kPiecesOf<T>][8]) {
 #pragma unroll
   for (int j = 0; j < kPiecesOf<T>; ++j)
@@ -408,14 +421,13 @@ __global__ void __launch_bounds__(T::kThreads, min_blocks<T>()) mma_kernel(GemmA
   if (rows < 0) return;
   constexpr int kOutCols = M == Mode::GateUp ? T::BN / 2 : T::BN;
   const int64_t n0 = int64_t(blockIdx.y) * kOutCols;
-  const size_t rb = row_bytes_of<C>(a.cols);
   const int tid = int(threadIdx.x), warp = tid / 32, lane = tid % 32;
 
   constexpr int kPieces = kPiecesOf<T>;
   static_assert(T::BN * 8 % T::kThreads == 0, "threads share a weight slice evenly");
-  const uint8_t* wrow[kPieces];
+  WRow<C> wrow[kPieces];
 #pragma unroll
-  for (int j = 0; j < kPieces; ++j) wrow[j] = weight_row<M, T::BN>(a, wa, wb, n0, (tid + j * T::kThreads) / 8, rb);
+  for (int j = 0; j < kPieces; ++j) wrow[j] = weight_row<C, M, T::BN>(a, wa, wb, n0, (tid + j * T::kThreads) / 8);
   uint32_t raw[kPieces][8];
   float acc[T::MT][T::NT][4];
 #pragma unroll
@@ -581,7 +593,13 @@ void start(dim3 grid, int threads, size_t smem, const GemmArgs& a, cudaStream_t 
 template <CodecId C, Mode M>
 void launch(Shape shape, dim3 grid, const GemmArgs& a, cudaStream_t stream, const char* what) {
   if (shape == Shape::Wmma) {
-    start<wmma_kernel<C, M>>(grid, kThreads, kSmemBytes, a, stream);
+    if constexpr (is_seed(C)) {
+      check(cudaErrorInvalidValue,
+            "SEEDLING_GEMM=wmma with a seed matrix (p3, p4, s3): the WMMA kernel reads no seed codec; the default "
+            "mma kernel does");
+    } else {
+      start<wmma_kernel<C, M>>(grid, kThreads, kSmemBytes, a, stream);
+    }
   } else if (shape == Shape::L) {
     start<mma_kernel<C, M, TileL>>(grid, TileL::kThreads, smem_bytes<TileL>(), a, stream);
   } else {
@@ -681,9 +699,10 @@ void matmul_tc(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool 
   a.m = m;
   a.accumulate = accumulate;
   a.w = static_cast<const uint8_t*>(w.data);
+  check_seed_blob(w.codec, w.data);
   const Shape sh = pick_shape([&](int bm) { return int64_t(tiles_for(m, bm)); }, w.rows, false);
   const dim3 grid(tiles_for(m, tile_rows_of(sh)), tiles_for(w.rows, tile_cols_of(sh)));
-  dispatch_codec(w.codec, [&]<CodecId C>() { launch<C, Mode::Plain>(sh, grid, a, stream, "matmul_tc"); });
+  dispatch_codec<true>(w.codec, [&]<CodecId C>() { launch<C, Mode::Plain>(sh, grid, a, stream, "matmul_tc"); });
 }
 
 size_t expert_gemm_scratch_bytes(int64_t m, int k, int num_experts) {
@@ -702,7 +721,8 @@ void expert_gate_up_tc(const float* x, int64_t m, int k, const int* ids, const u
   a.k = k;
   a.off_b = l.up_offset;
   const dim3 grid(unsigned(max_tiles(pairs, num_experts, bm)), tiles_for(l.intermediate, tile_cols_of(sh) / 2));
-  dispatch_codec(l.gate_up, [&]<CodecId C>() { launch<C, Mode::GateUp>(sh, grid, a, stream, "expert_gate_up_tc"); });
+  dispatch_codec<true>(l.gate_up,
+                       [&]<CodecId C>() { launch<C, Mode::GateUp>(sh, grid, a, stream, "expert_gate_up_tc"); });
 }
 
 void expert_down_tc(const float* act, int64_t pairs, const int* ids, const uint8_t* const* table, int num_experts,
@@ -714,7 +734,7 @@ void expert_down_tc(const float* act, int64_t pairs, const int* ids, const uint8
   bucketed(a, bucket_pairs(ids, pairs, table, num_experts, bm, scratch, stream), table);
   a.off_a = l.down_offset;
   const dim3 grid(unsigned(max_tiles(pairs, num_experts, bm)), tiles_for(l.hidden, tile_cols_of(sh)));
-  dispatch_codec(l.down, [&]<CodecId C>() { launch<C, Mode::Down>(sh, grid, a, stream, "expert_down_tc"); });
+  dispatch_codec<true>(l.down, [&]<CodecId C>() { launch<C, Mode::Down>(sh, grid, a, stream, "expert_down_tc"); });
 }
 
 }  // namespace seedling::cuda

@@ -2,12 +2,13 @@
 //
 // The twins of kernels.h's matmul and expert_gate_up / expert_down, with the same contracts, for many rows: tiles
 // of rows x outputs x 64 of k in shared memory, TF32 MMAs (m16n8k8 by mma.sync; the first kernel, WMMA m16n16k8, is
-// kept behind use_gemm_kernel) with float32 accumulation. Weights widen exactly as codec.h says (codec_device.cuh),
-// then both weights and activations are rounded to TF32 (10 stored mantissa bits, unit roundoff 2^-11), so results
-// differ from the float32 CUDA-core kernels by about 2^-10 of sum |x_k w_k|; tests/unit/cuda/gemm_test.cpp bounds
-// it. Every output element sums its k-tiles in one fixed order that depends only on k, never on m, on the tile
-// shape or on which rows share a tile: a row (or expert pair) gives the same bits alone, in a batch, or in a pass
-// over any subset of experts.
+// kept behind use_gemm_kernel) with float32 accumulation. Weights widen exactly as codec.h says (codec_device.cuh;
+// the seed codecs p3, p4, s3 decode in registers, 8 weights at a time, by seed_device.cuh's seed_piece_decode:
+// decode_seed_matrix's weights bit for bit), then both weights and activations are rounded to TF32 (10 stored
+// mantissa bits, unit roundoff 2^-11), so results differ from the float32 CUDA-core kernels by about 2^-10 of
+// sum |x_k w_k|; tests/unit/cuda/gemm_test.cpp bounds it. Every output element sums its k-tiles in one fixed order
+// that depends only on k, never on m, on the tile shape or on which rows share a tile: a row (or expert pair) gives
+// the same bits alone, in a batch, or in a pass over any subset of experts.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -20,8 +21,8 @@
 namespace seedling::cuda {
 
 // y[i][n] = sum_k x[i][k] * W[n][k] for m rows (x: m x W.cols, y: m x W.rows); with `accumulate`, y += that sum.
-// Any m, n, k; every codec has_kernel accepts. x needs no alignment (rows of a multiple of 4 floats starting 16-byte
-// aligned are read as float4).
+// Any m, n, k; every codec has_kernel accepts (a seed blob 4-byte aligned, as for matmul). x needs no alignment (rows
+// of a multiple of 4 floats starting 16-byte aligned are read as float4).
 void matmul_tc(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream);
 
 // The kernel behind the products: Mma (mma.sync m16n8k8, cp.async-staged, picking a 128 x 128 or a 64 x 64 tile per
@@ -29,7 +30,8 @@ void matmul_tc(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool 
 // or Wmma (the first kernel, WMMA m16n16k8, kept as the fall-back and the bench's baseline). The environment's
 // SEEDLING_GEMM (mma, mma128, mma64 or wmma; anything else is an error at the first product) sets it at start;
 // use_gemm_kernel overrides it for the products called after it. The Mma kinds give the same bits; Wmma differs
-// from them (TF32 sums in another order inside an MMA), each within gemm_test's bound.
+// from them (TF32 sums in another order inside an MMA), each within gemm_test's bound. Wmma reads no seed codec: a
+// seed matrix under it is a clear error (the Mma kinds read them).
 enum class GemmKernel { Mma, MmaLarge, MmaSmall, Wmma };
 void use_gemm_kernel(GemmKernel k);
 

@@ -1201,12 +1201,6 @@ size_t row_bytes(Codec c, int64_t cols) {
 template <CodecId C>
 constexpr bool kBytes = !is_seed(C);
 
-// A seed matrix's fields are read as int32 and uint16: its blob must start 4-byte aligned (cudaMalloc's is).
-void check_seed_blob(Codec c, const void* data) {
-  const bool ok = !is_seed(Id(uint8_t(c))) || reinterpret_cast<uintptr_t>(data) % 4 == 0;
-  check(ok ? cudaSuccess : cudaErrorMisalignedAddress, "a seed matrix (its blob must start 4-byte aligned)");
-}
-
 // Every row of the matrix starts 16-byte aligned: float units may be read as one 16-byte load.
 bool aligned16(const void* data, size_t row_bytes) {
   return reinterpret_cast<uintptr_t>(data) % 16 == 0 && row_bytes % 16 == 0;

@@ -148,6 +148,8 @@ TEST_P(CudaForwardTest, DecodeGraphBitIdenticalToOpByOpLaunches) {
               (long long)replays[1]);
 }
 
+namespace {
+
 // A 150-token prompt (the reference ids over and over): from 64 rows the products run on tensor cores (TF32
 // inputs, cuda/gemm.h) and the experts as grouped GEMMs over rows bucketed by expert. TF32 rounds each input to
 // 2^-11 relative; over 150 positions of these random tiny models that gave 0.0014 to 0.019 on the H200, inside the
@@ -160,10 +162,10 @@ std::vector<int32_t> long_ids(const std::string& name) {
   return out;
 }
 
-TEST_P(CudaForwardTest, LongPromptOnTensorCoresWithin2e2OfCpuAndBitIdenticalAcrossBudgets) {
-  SKIP_WITHOUT_CUDA_DEVICE();
-  const std::string dir = test::data_path("models/" + GetParam() + "/hf");
-  const std::vector<int32_t> ids = long_ids(GetParam());
+// The long prompt on the checkpoint or packed folder at dir: CUDA within 2e-2 of the CPU with its greedy tokens,
+// and bit-identical with top-k VRAM slots (passes over subsets of experts).
+void expect_long_prompt_on_tensor_cores(const std::string& dir, const std::vector<int32_t>& ids,
+                                        const std::string& what) {
   auto cpu_model = Model::load(dir);
   const Outcome cpu = run_model(*cpu_model, ids);
   auto probe = Model::load(dir);
@@ -180,13 +182,29 @@ TEST_P(CudaForwardTest, LongPromptOnTensorCoresWithin2e2OfCpuAndBitIdenticalAcro
     gpu.push_back(run_model(*model, ids));
   }
   const double prompt_err = max_abs_diff(gpu[0].logits, cpu.logits);
-  EXPECT_LE(prompt_err, 2e-2);
-  EXPECT_LE(max_abs_diff(gpu[0].decode_logits, cpu.decode_logits), 2e-2);
-  EXPECT_EQ(gpu[0].greedy, cpu.greedy);
-  EXPECT_EQ(gpu[1].logits, gpu[0].logits) << "top-k VRAM slots: passes over subsets of experts";
-  EXPECT_EQ(gpu[1].decode_logits, gpu[0].decode_logits);
+  EXPECT_LE(prompt_err, 2e-2) << what;
+  EXPECT_LE(max_abs_diff(gpu[0].decode_logits, cpu.decode_logits), 2e-2) << what;
+  EXPECT_EQ(gpu[0].greedy, cpu.greedy) << what;
+  EXPECT_EQ(gpu[1].logits, gpu[0].logits) << what << ": top-k VRAM slots, passes over subsets of experts";
+  EXPECT_EQ(gpu[1].decode_logits, gpu[0].decode_logits) << what;
   std::printf("%s: 150-token prompt on tensor cores, max |logit diff| vs CPU %.3g; bit-identical with top-k slots\n",
-              GetParam().c_str(), prompt_err);
+              what.c_str(), prompt_err);
+}
+
+}  // namespace
+
+// The checkpoint, then packs of it with seed experts (p4, s3: the tensor-core GEMMs decode their blocks in
+// registers; a search over 16 seeds, since only CPU against CUDA on one pack is compared).
+TEST_P(CudaForwardTest, LongPromptOnTensorCoresWithin2e2OfCpuAndBitIdenticalAcrossBudgets) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const std::string hf = test::data_path("models/" + GetParam() + "/hf");
+  const std::vector<int32_t> ids = long_ids(GetParam());
+  expect_long_prompt_on_tensor_cores(hf, ids, GetParam());
+  const test::ScratchDir tmp("longseed");
+  for (const std::string tier : {"p4", "s3"}) {
+    test::pack_checkpoint(hf, tmp / tier, "--experts " + tier + " --seed-search-seeds 16");
+    expect_long_prompt_on_tensor_cores(tmp / tier, ids, GetParam() + " --experts " + tier);
+  }
 }
 
 // Three tiers: the packed folder's experts streamed into top-k RAM slots (an NVMe read on nearly every access) and

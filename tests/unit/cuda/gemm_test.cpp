@@ -1,9 +1,11 @@
 // The tensor-core GEMMs (cuda/gemm.h), both kernels (GemmKernel::Mma and ::Wmma), against the CPU reference
-// (ops::ref::matmul, in double), and their invariant: a row's (an expert pair's) bits do not depend on which other
-// rows or experts share the launch, nor on the tile shape the mma kernel picks for it. Both kernels round both
-// operands to TF32 and accumulate in float32 MMAs, so one bound holds for both.
+// (the weights as Matrix::at gives them, codec_value or the seed spec's decode_block, times x summed in double, as
+// ops::ref::matmul does), and their invariant: a row's (an expert pair's) bits do not depend on which other rows or
+// experts share the launch, nor on the tile shape the mma kernel picks for it. Both kernels round both operands to
+// TF32 and accumulate in float32 MMAs, so one bound holds for both. The seed codecs (p3, p4, s3) run on the mma
+// kernel only (the WMMA kernel refuses them), at shapes that leave partial blocks and k-slices.
 //
-// Tolerance, from the arithmetic: weights widen exactly (codec.h) and x is float32, then both are rounded to TF32
+// Tolerance, from the arithmetic: weights widen (seeds: decode) exactly and x is float32, then both are rounded to TF32
 // (round to nearest, unit roundoff u = 2^-11), so each product is off by at most (2u + u^2) |x_k w_k|; the tensor
 // cores add the k exact products in float32, perhaps truncating (2^-23 each, not 2^-24), and the tile sums meet
 // once more in float32: (k + 8) 2^-23 of sum |x_k w_k|. So |got - exact| <= (2^-10 + 2^-22 + (k + 8) 2^-23) * sum
@@ -50,6 +52,19 @@ double abs_dot(const float* x, const float* w, int64_t k) {
   return s;
 }
 
+// The reference y = x W^T (m rows) from W widened (n x k), summed in double and rounded once to float.
+std::vector<float> reference(const float* x, int64_t m, const std::vector<float>& wf, int64_t n, int64_t k) {
+  std::vector<float> y(size_t(m * n));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t o = 0; o < n; ++o) {
+      double acc = 0;
+      for (int64_t j = 0; j < k; ++j) acc += double(x[i * k + j]) * double(wf[size_t(o * k + j)]);
+      y[size_t(i * n + o)] = float(acc);
+    }
+  }
+  return y;
+}
+
 // Runs the products with kernel k, back to the default (Mma) at the end of the scope.
 struct UseKernel {
   explicit UseKernel(cuda::GemmKernel k) { cuda::use_gemm_kernel(k); }
@@ -61,6 +76,13 @@ struct UseKernel {
 // 128 x 128 one meets the bound too), and the WMMA kernel.
 constexpr cuda::GemmKernel kKernels[] = {cuda::GemmKernel::Mma, cuda::GemmKernel::MmaLarge, cuda::GemmKernel::MmaSmall,
                                          cuda::GemmKernel::Wmma};
+constexpr cuda::GemmKernel kMmaKernels[] = {cuda::GemmKernel::Mma, cuda::GemmKernel::MmaLarge,
+                                            cuda::GemmKernel::MmaSmall};
+constexpr Codec kSeedCodecs[] = {Codec::P3, Codec::P4, Codec::S3};
+// Whether kernel k reads codec c (the WMMA kernel reads no seed codec).
+bool reads(cuda::GemmKernel k, Codec c) {
+  return k != cuda::GemmKernel::Wmma || !codec_is_seed(c);
+}
 const char* kernel_name(cuda::GemmKernel k) {
   switch (k) {
     case cuda::GemmKernel::Mma:
@@ -84,7 +106,9 @@ struct Worst {
 }  // namespace
 
 // (codec, m, n, k): every m in {1, 17, 130}, n in {77, 2048}, k in {64, 100, 2048} appears, with partial tiles of
-// rows, outputs and k (100: a partial k-slice and, for the g64 codecs, a partial block).
+// rows, outputs and k (100: a partial k-slice and, for the g64 codecs, a partial block). The seed codecs add k 1003
+// (not a multiple of 4: x read without float4s): every k but 64 leaves p3/p4 a partial 8-weight block, every k s3 a
+// partial 12-weight one (64 = 5 x 12 + 4, 2048 = 170 x 12 + 8), and pieces cross s3 blocks.
 class GemmTcTest
     : public ::testing::TestWithParam<std::tuple<Codec, std::tuple<int64_t, int64_t, int64_t>, cuda::GemmKernel>> {};
 
@@ -96,9 +120,8 @@ TEST_P(GemmTcTest, MatmulMatchesReferenceWithinTf32Bound) {
   const std::vector<uint8_t> wbytes = test::encoded(codec, n, k, 7);
   const ops::Matrix w(codec, wbytes.data(), n, k);
   const std::vector<float> x = test::gaussian(size_t(m * k), 11);
-  std::vector<float> want(size_t(m * n));
-  ops::ref::matmul(x.data(), m, w, want.data());
   const std::vector<float> wf = widened(w);
+  const std::vector<float> want = reference(x.data(), m, wf, n, k);
 
   DeviceVec<uint8_t> dw(wbytes);
   DeviceVec<float> dx(x), dy(test::poisoned(size_t(m * n))), dlast(test::poisoned(size_t(n)));
@@ -145,13 +168,40 @@ INSTANTIATE_TEST_SUITE_P(Codecs, GemmTcTest,
                                                               Shape{17, 2048, 2048}, Shape{130, 2048, 64}),
                                             ::testing::ValuesIn(kKernels)),
                          shape_name);
+INSTANTIATE_TEST_SUITE_P(Seeds, GemmTcTest,
+                         ::testing::Combine(::testing::ValuesIn(kSeedCodecs),
+                                            ::testing::Values(Shape{1, 77, 64}, Shape{17, 77, 100},
+                                                              Shape{130, 77, 2048}, Shape{1, 2048, 100},
+                                                              Shape{17, 2048, 2048}, Shape{130, 2048, 64},
+                                                              Shape{70, 77, 1003}),
+                                            ::testing::ValuesIn(kMmaKernels)),
+                         shape_name);
+
+// The WMMA kernel reads no seed codec: a seed matrix under it is one clear error, raised before any launch (so this
+// runs without a GPU too), as is a seed blob that is not 4-byte aligned under any kernel.
+TEST(GemmTcSeeds, WmmaKernelAndMisalignedBlobsAreClearErrors) {
+  for (const Codec c : kSeedCodecs) {
+    {
+      const UseKernel use(cuda::GemmKernel::Wmma);
+      const std::string e = test::error_of([&] {
+        cuda::matmul_tc(nullptr, 64, {c, nullptr, 4, 24}, nullptr, false, nullptr);
+      });
+      EXPECT_NE(e.find("the WMMA kernel reads no seed codec"), std::string::npos) << e;
+    }
+    const auto* misaligned = reinterpret_cast<const void*>(uintptr_t(4098));
+    const std::string e = test::error_of([&] {
+      cuda::matmul_tc(nullptr, 64, {c, misaligned, 4, 24}, nullptr, false, nullptr);
+    });
+    EXPECT_NE(e.find("4-byte aligned"), std::string::npos) << e;
+  }
+}
 
 // The mma kernel picks its tile shape per call (gemm.cu: 128 x 128 when the grid is big enough, else 64 x 64); the
 // shapes must not change a bit. On an H200 (132 SMs), m 2048 x n 2048 takes 128 x 128 tiles and m 64 takes 64 x 64:
 // rows 1000..1063 computed both ways must match.
 TEST(GemmTcTileShapes, GiveTheSameBits) {
   SKIP_WITHOUT_CUDA_DEVICE();
-  for (const Codec codec : {Codec::F32, Codec::Q4_G64}) {
+  for (const Codec codec : {Codec::F32, Codec::Q4_G64, Codec::S3}) {
     const int64_t m = 2048, n = 2048, k = 100, r0 = 1000, rows = 64;
     const std::vector<uint8_t> wbytes = test::encoded(codec, n, k, 12);
     const std::vector<float> x = test::gaussian(size_t(m * k), 13);
@@ -209,13 +259,18 @@ std::vector<const uint8_t*> table_of(const uint8_t* device_blobs, const cuda::Ex
 
 // Uneven buckets (expert 0 with two tiles' worth of rows, expert 5 with none), an absent expert whose pairs stay
 // poisoned, and shapes with partial tiles everywhere (I = 80: a partial gate/up column tile and, as down's k, a
-// partial g64 block; H = 192: a partial down column tile).
+// partial g64 block; H = 192: a partial down column tile). The seed codecs also at H = 200, I = 84: gate/up's k a
+// partial s3 block and k-slice, down's k a partial p3/p4 block.
 TEST(GemmTcGrouped, ExpertsMatchReferenceWithinTf32Bound) {
   SKIP_WITHOUT_CUDA_DEVICE();
+  std::vector<std::tuple<Codec, int64_t, int64_t>> cases;  // codec, H, I
+  for (const Codec c : test::kCudaCoreCodecs) cases.emplace_back(c, 192, 80);
+  for (const Codec c : kSeedCodecs) cases.emplace_back(c, 200, 84);
   for (const cuda::GemmKernel kernel : kKernels) {
     const UseKernel use(kernel);
-    for (const Codec c : test::kCudaCodecs) {
-      const int64_t H = 192, I = 80, m = 150;
+    for (const auto& [c, H, I] : cases) {
+      if (!reads(kernel, c)) continue;
+      const int64_t m = 150;
       const int E = 6, k = 2, absent = 3;
       const ExpertBlobs blobs(c, H, I, E);
       std::vector<int> ids(size_t(m * k));
@@ -243,9 +298,7 @@ TEST(GemmTcGrouped, ExpertsMatchReferenceWithinTf32Bound) {
         const ops::Matrix g = blobs.gate(e), u = blobs.up(e), d = blobs.down(e);
         const std::vector<float> gw = widened(g), uw = widened(u), dw = widened(d);
         const float* xr = x.data() + (j / k) * H;
-        std::vector<float> gv(static_cast<size_t>(I)), uv(gv), dv(static_cast<size_t>(H));
-        ops::ref::matmul(xr, 1, g, gv.data());
-        ops::ref::matmul(xr, 1, u, uv.data());
+        const std::vector<float> gv = reference(xr, 1, gw, I, H), uv = reference(xr, 1, uw, I, H);
         for (int64_t n = 0; n < I; ++n) {
           // act = silu(g) * u: |silu'| <= 1.1, |silu(g)| <= |g|, so errors eg, eu in g and u give at most
           // 1.1 eg |u| + |g| eu + 1.1 eg eu, and the float expf, divide and products 8 float ulps of the result.
@@ -261,7 +314,7 @@ TEST(GemmTcGrouped, ExpertsMatchReferenceWithinTf32Bound) {
         }
         // down from the device's own activations, so only this product's rounding is measured.
         const float* aj = act.data() + j * I;
-        ops::ref::matmul(aj, 1, d, dv.data());
+        const std::vector<float> dv = reference(aj, 1, dw, H, I);
         for (int64_t h = 0; h < H; ++h) {
           const double bound = tc_bound(I, abs_dot(aj, dw.data() + h * I, I), dv[size_t(h)]);
           const double err = std::fabs(out[size_t(j * H + h)] - dv[size_t(h)]);
@@ -269,8 +322,9 @@ TEST(GemmTcGrouped, ExpertsMatchReferenceWithinTf32Bound) {
           ASSERT_LE(err, bound) << codec_name(c) << " pair " << j << " out " << h;
         }
       }
-      std::printf("[ gemm ] grouped %s %s: worst error %.3f (gate_up) and %.3f (down) of the bound\n",
-                  kernel_name(kernel), std::string(codec_name(c)).c_str(), worst_act.ratio, worst_out.ratio);
+      std::printf("[ gemm ] grouped %s %s H %lld I %lld: worst error %.3f (gate_up) and %.3f (down) of the bound\n",
+                  kernel_name(kernel), std::string(codec_name(c)).c_str(), (long long)H, (long long)I, worst_act.ratio,
+                  worst_out.ratio);
     }
   }
 }
@@ -281,7 +335,8 @@ TEST(GemmTcGrouped, PassesOverSubsetsOfExpertsGiveTheSameBits) {
   SKIP_WITHOUT_CUDA_DEVICE();
   for (const cuda::GemmKernel kernel : kKernels) {
     const UseKernel use(kernel);
-    for (const Codec c : {Codec::BF16, Codec::Q8_G32, Codec::Q4_G64}) {
+    for (const Codec c : {Codec::BF16, Codec::Q8_G32, Codec::Q4_G64, Codec::P3, Codec::P4, Codec::S3}) {
+      if (!reads(kernel, c)) continue;
       const int64_t H = 256, I = 96, m = 300;
       const int E = 16, k = 4;
       const ExpertBlobs blobs(c, H, I, E);

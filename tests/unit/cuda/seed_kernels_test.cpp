@@ -1,6 +1,7 @@
 // The seed codecs on the device: the decode of whole slices against the CPU spec (decode_seed_matrix) bit for bit,
 // the products at an expert's shapes against the CPU's seed_matmul, and the clear errors. (matmul, matvec and the
-// expert kernels on seed matrices are also in kernels_test.cpp's codec lists, against ops::ref::matmul.)
+// expert kernels on seed matrices are also in kernels_test.cpp's codec lists, against ops::ref::matmul; the
+// tensor-core GEMMs on seed matrices are in gemm_test.cpp.)
 //
 // Bound of a product: GPU and CPU both multiply the same decoded weights (bit for bit) by the same floats and sum
 // n terms in float32 in different orders, each within (n + 8) * 2^-24 * sum |x_k w_k| of the exact sum, so they
@@ -14,7 +15,6 @@
 #include "codec/seed_codec.h"
 #include "codec/seed_matmul.h"
 #include "core/error.h"
-#include "cuda/gemm.h"
 #include "cuda/seeds.h"
 #include "cuda_test_util.h"
 #include "test_util.h"
@@ -134,15 +134,6 @@ TEST(CudaSeeds, BadInputIsAClearError) {
   EXPECT_NE(test::error_of([&] {
               cuda::matmul(nullptr, 1, {Codec::S3, misaligned, 4, 24}, nullptr, false, nullptr);
             }).find("4-byte aligned"),
-            std::string::npos);
-}
-
-// A seed matrix handed to the tensor-core GEMMs, which read none (the forward keeps seed matrices on CUDA cores).
-TEST(CudaSeeds, TensorCoreGemmsRefuseSeedMatricesClearly) {
-  SKIP_WITHOUT_CUDA_DEVICE();
-  EXPECT_NE(test::error_of([] {
-              cuda::matmul_tc(nullptr, 64, {Codec::P4, nullptr, 4, 8}, nullptr, false, nullptr);
-            }).find("tensor-core GEMMs"),
             std::string::npos);
 }
 

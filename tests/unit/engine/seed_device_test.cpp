@@ -61,6 +61,18 @@ void expect_slice_equals_spec(SeedTier t, int64_t rows, int64_t cols, int32_t bi
   }
 }
 
+// The device's piece of row r at k (seed_piece_fetch then seed_piece_decode: what gemm.cu's mma kernel runs).
+void device_piece(SeedTier t, const uint8_t* blob, int64_t n, int64_t first, int64_t cols, int64_t k, float* v) {
+  const sd::Geom g = geom_of(t);
+  uint32_t raw[4];
+  sd::seed_piece_fetch(g, blob, n, first, cols, k, raw);
+  const uint64_t* lo = kLfsrStreamTables.lo;
+  const uint64_t* hi = kLfsrStreamTables.hi;
+  if (t == SeedTier::P3) sd::seed_piece_decode<8, 3>(g, raw, k, cols, lo, hi, v);
+  if (t == SeedTier::P4) sd::seed_piece_decode<8, 4>(g, raw, k, cols, lo, hi, v);
+  if (t == SeedTier::S3) sd::seed_piece_decode<12, 4>(g, raw, k, cols, lo, hi, v);
+}
+
 }  // namespace
 
 // The stream from the two tables: state k (1..48) of every seed equals k steps of the LFSR.
@@ -98,6 +110,47 @@ TEST(SeedDevice, BlockDecodeEqualsSpecForEverySeedAndOddShapes) {
       }
     }
   }
+}
+
+// Every 8-weight piece of every row (k = 0, 8, .. below cols; the tensor-core GEMMs' unit of decoding) against
+// decode_seed_matrix bit for bit, zeros from cols on: s3 pieces that cross from one 12-weight block into the next
+// (k % 12 == 8), partial last blocks (cols % 12 and cols % 8 of 1 to 11 and 1 to 7), a partial piece past a row's
+// last block, rows shorter than one piece, and the last row (whose next block would be past the blob).
+TEST(SeedDevice, PieceDecodeEqualsSpecAtEveryPieceOfOddShapes) {
+  int64_t crossings = 0;
+  for (const SeedTier t : kAllSeedTiers) {
+    for (const int32_t bias : {kMinExponent, -19, kMaxExponent - 15}) {
+      for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{5, 100},
+                                       {3, 1003},
+                                       {4, 12},
+                                       {7, 5},
+                                       {2, 64},
+                                       {3, 20},
+                                       {3, 28},
+                                       {2, 2048},
+                                       {3, 2047}}) {
+        const SeedSliceLayout L = seed_slice_layout(t, rows, cols);
+        const std::vector<uint8_t> blob =
+            write_seed_blob(t, rows, cols, bias, random_blocks(t, L.n_blocks, uint32_t(cols * 7 + rows - bias)));
+        std::vector<float> want(size_t(rows * cols));
+        decode_seed_matrix({t, blob.data(), rows, cols}, want.data());
+        const int C = seed_tier_spec(t).block;
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t k = 0; k < cols; k += 8) {
+            float v[8];
+            device_piece(t, blob.data(), L.n_blocks, r * L.blocks_per_row, cols, k, v);
+            if (k % C + 8 > C && k + 8 <= cols) ++crossings;
+            for (int i = 0; i < 8; ++i) {
+              const float w = k + i < cols ? want[size_t(r * cols + k + i)] : 0.0f;
+              ASSERT_EQ(0, std::memcmp(&v[i], &w, 4)) << seed_tier_name(t) << " " << rows << " x " << cols << " row "
+                                                      << r << " k " << k << " + " << i << ": " << v[i] << " vs " << w;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(crossings, 1000) << "s3 pieces crossing two blocks were checked";
 }
 
 }  // namespace seedling
