@@ -29,10 +29,11 @@ constexpr int kWarp = 32;
 constexpr int kWarpsPerBlock = 8;
 constexpr size_t kStageSharedBytes = 48 * 1024;  // shared memory a launch may take without raising its limit
 // Resident blocks per SM the decode products are compiled for (registers capped to fit: 48 for the products, 85 for
-// gate/up, 64 for down + combine; 8 bytes spill in the staged q4 product): a Qwen3-30B-A3B q/k/v product (640
-// blocks) then runs in one wave on an H200's 132 SMs, where at its 55 registers (4 blocks an SM) it ran in 1.2 waves
-// (ncu; 1.01-1.02x decode). Gate/up (384 blocks of two outputs a warp) and down + combine (512 blocks) are one wave
-// at these caps too.
+// gate/up, 64 for down + combine; 8 bytes spill in the staged q4 product): a Qwen3-30B-A3B q/k/v product, 640
+// blocks at a row a warp, ran in one wave on an H200's 132 SMs, where at its 55 registers (4 blocks an SM) it had
+// run in 1.2 waves (ncu; 1.01-1.02x decode). At two rows a warp it is 320 blocks, and 4 blocks an SM (64 registers,
+// no spill) measured 1.025x device-only decode over 5, not yet landed (docs/results/2026-11-30-cuda-issue-shape-
+// session5.md). Gate/up (384 blocks of two outputs a warp) and down + combine (512 blocks) are one wave at their caps.
 constexpr int kMatvecBlocksPerSm = 5, kGateUpBlocksPerSm = 3, kDownBlocksPerSm = 4;
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -474,8 +475,8 @@ __global__ void matmul_kernel(const float* x, int64_t m, const uint8_t* w, int64
 // x = w * x / sqrt(mean(x^2) + eps) over one row of n, by a whole block of kWarp * kWarpsPerBlock threads: the
 // sum of squares in one fixed order (strided per thread, then each warp, then the warps in turn), so every kernel
 // that normalises a row gets the same bits.
-// Loads go out kNormBatch at a time before any is used: one after another, each waiting for the last, they cost
-// most of a router launch (8 loads a thread at 2,048 wide, twice: here and in the normalising pass).
+// Loads go out kNormBatch at a time before any is used: one after another, each waiting for the last (8 loads a
+// thread at 2,048 wide, twice: here and in the normalising pass), the router launch took 14.3 us, batched 11.7 (ncu).
 constexpr int kNormBatch = 8;
 
 __device__ __forceinline__ float block_rms_inv(const float* xr, int64_t n, float eps) {
@@ -588,7 +589,6 @@ __device__ __forceinline__ void rope_epilogue(const MatvecTargets& t, int block_
 // arithmetic is the same either way.
 __device__ void topk_row(const float* x, int e, int k, bool norm_topk, int* ids, float* weights, float* p);
 
-//
 // RW: output rows a warp takes at once (rows g .. g + RW - 1 of one matrix: the launcher picks RW = 2 only when every
 // matrix's rows are even), their loads in flight together and, for the affine codecs, each block's x read once for
 // both. A row's sum is lane_dot's whatever RW is.
@@ -1011,7 +1011,8 @@ __device__ __forceinline__ void merge_if_last(const int* row_ids, const Attentio
     __syncwarp();  // every lane's weights written before any lane reads them
     float* o = out + int64_t(row_ids[li]) * s.n_heads * hd + int64_t(h0 + hh) * hd;
     // Each lane's D dims summed over the splits in split order; the partials of kMergeBatch splits are loaded
-    // before any is added (one load after another, each waiting for the last, cost 20 us a layer at 9 splits).
+    // before any is added (one load after another, each waiting for the last, the launch took 28.8 us at 9 splits;
+    // batched, with the scores' warp sums interleaved, 19.1: ncu).
     float a[D] = {};
     for (int p0 = 0; p0 < used; p0 += kMergeBatch) {
       float v[kMergeBatch][D];
@@ -1050,8 +1051,8 @@ __device__ __forceinline__ void merge_if_last(const int* row_ids, const Attentio
 // hold keys. D: dims per lane of a key, head_dim <= 32 * D. Splits of one tile (32 keys) or more, more keys a split
 // once 64 splits would not cover the cache: with the merge's loads batched and 8 warps a block, 32 splits of 32 keys
 // beat 16 of 64 at a 1024-position cache (48-layer decode 275.9 vs 270.4 tok/s;
-// docs/results/2026-11-30-cuda-decode-host-and-waves.md); before that, 16 of 64 had won (166 vs 151), and 64 splits of
-// 64 beat 16 of 256 at 4096 (133 vs 118): 2026-11-30-cuda-decode-fused.md.
+// docs/results/2026-11-30-cuda-decode-attention-threads.md); before that, 16 of 64 had won (166 vs 151), and 64 splits
+// of 64 beat 16 of 256 at 4096 (133 vs 118): 2026-11-30-cuda-decode-fused.md.
 constexpr int kGroupHeads = 8, kTileKeys = 32, kDecodeSplits = kMaxSplits, kMinSplitTiles = 1;
 static_assert(kGroupHeads % kHeadHalves == 0, "the value sums split a group's heads in halves");
 
