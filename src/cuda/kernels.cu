@@ -28,13 +28,12 @@ namespace {
 constexpr int kWarp = 32;
 constexpr int kWarpsPerBlock = 8;
 constexpr size_t kStageSharedBytes = 48 * 1024;  // shared memory a launch may take without raising its limit
-// Resident blocks per SM the decode products are compiled for (registers capped to fit: 48 for the products, 85 for
-// gate/up, 64 for down + combine; 8 bytes spill in the staged q4 product): a Qwen3-30B-A3B q/k/v product, 640
-// blocks at a row a warp, ran in one wave on an H200's 132 SMs, where at its 55 registers (4 blocks an SM) it had
-// run in 1.2 waves (ncu; 1.01-1.02x decode). At two rows a warp it is 320 blocks, and 4 blocks an SM (64 registers,
-// no spill) measured 1.025x device-only decode over 5, not yet landed (docs/results/2026-11-30-cuda-issue-shape-
-// session5.md). Gate/up (384 blocks of two outputs a warp) and down + combine (512 blocks) are one wave at their caps.
-constexpr int kMatvecBlocksPerSm = 5, kGateUpBlocksPerSm = 3, kDownBlocksPerSm = 4;
+// Resident blocks per SM the decode products are compiled for (registers capped to fit: 64 for the products, 85 for
+// gate/up, 64 for down + combine): a Qwen3-30B-A3B q/k/v product at two rows a warp is 320 blocks, one wave on an
+// H200's 132 SMs at 4 an SM; 5 an SM (48 registers, 8 bytes spilled in the staged q4 product) measured 1/1.023x the
+// device-only decode (docs/results/2026-11-30-cuda-decode-session6.md). Gate/up (384 blocks of two outputs a warp)
+// and down + combine (512 blocks) are one wave at their caps.
+constexpr int kMatvecBlocksPerSm = 4, kGateUpBlocksPerSm = 3, kDownBlocksPerSm = 4;
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -1220,13 +1219,16 @@ int blocks_for(int64_t n, int per) {
   return int((n + per - 1) / per);
 }
 
+// Whether the environment variable `name` is set to something other than empty or "0" (the A/B switches).
+bool env_flag(const char* name) {
+  const char* e = std::getenv(name);
+  return e != nullptr && e[0] != '\0' && e[0] != '0';
+}
+
 // Whether launches on the current device may overlap by programmatic dependent launch: compute capability 9.0 or
 // later, and not switched off by SEEDLING_NO_PDL=1 (for A/B measurements). Asked once per device.
 bool pdl_enabled() {
-  static const bool off = [] {
-    const char* e = std::getenv("SEEDLING_NO_PDL");
-    return e != nullptr && e[0] != '\0' && e[0] != '0';
-  }();
+  static const bool off = env_flag("SEEDLING_NO_PDL");
   if (off) return false;
   constexpr int kMaxDevices = 64;
   static std::atomic<int> major[kMaxDevices] = {};  // 0: not asked yet
@@ -1396,10 +1398,7 @@ void router_matvec_topk(const float* x, const DeviceMatrix& router, const float*
 
 bool matvec_qkv_rope(const float* x, const DeviceMatrix (&w)[3], float* q, float* k, float* v, const float* norm,
                      float eps, float* xn_out, const QkRope& r, int* head_counters, cudaStream_t stream) {
-  static const bool off = [] {
-    const char* e = std::getenv("SEEDLING_NO_FUSED_ROPE");
-    return e != nullptr && e[0] != '\0' && e[0] != '0';
-  }();
+  static const bool off = env_flag("SEEDLING_NO_FUSED_ROPE");
   float* const ys[3] = {q, k, v};
   const int64_t hd = r.head_dim;
   bool fused = !off && norm != nullptr && w[0].cols <= kMatvecSharedCols && hd % kWarpsPerBlock == 0 &&
