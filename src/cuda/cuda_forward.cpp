@@ -6,6 +6,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "codec/codec.h"
 #include "core/error.h"
 #include "cuda/gemm.h"
 #include "cuda/kernels.h"
@@ -83,6 +84,16 @@ void product(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool ac
     cuda::matmul_tc(x, m, w, y, accumulate, stream);
   } else {
     cuda::matmul(x, m, w, y, accumulate, stream);
+  }
+}
+
+// The router's logits for m rows: from kTensorCoreRows rows, on tensor cores with x carried to float32 accuracy
+// where the weights widen exactly to TF32 (bf16, f16: matmul_tc_split), so the top-k sees about float32's error.
+void router_product(const float* x, int64_t m, const DeviceMatrix& w, float* y, cudaStream_t stream) {
+  if (m >= kTensorCoreRows && (w.codec == Codec::BF16 || w.codec == Codec::F16)) {
+    cuda::matmul_tc_split(x, m, w, y, false, stream);
+  } else {
+    cuda::matmul(x, m, w, y, false, stream);
   }
 }
 
@@ -529,7 +540,7 @@ void CudaForward::moe(int layer, float* x, float* xn) {
                              counter, stream_);
   } else {
     cuda::rms_norm(x, xn, M, H, lw.ffn_norm, c_.rms_norm_eps, stream_);
-    cuda::matmul(xn, M, lw.router, router, false, stream_);  // (M, E)
+    router_product(xn, M, lw.router, router, stream_);  // (M, E)
     cuda::router_topk(router, M, E, K, c_.norm_topk_prob, ids, weights, stream_);
   }
   const cuda::ExpertLayout& el = experts_->layout();

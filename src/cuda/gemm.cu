@@ -410,7 +410,9 @@ __device__ __forceinline__ void store_pieces(const uint32_t (&raw)[kPiecesOf<T>]
 // The mma.sync kernel. Two stages of shared memory: while the warps multiply slice s, x's next slice lands by
 // cp.async in the other stage and each thread's weight pieces of it are already in registers; after the MMAs they
 // are widened into that stage, x is rounded to TF32, and one barrier ends the slice.
-template <CodecId C, Mode M, class T>
+// SplitX (matmul_tc_split; weights that widen exactly to TF32): x stays float32 in shared memory and each MMA of x
+// is two, x's TF32 rounding lo = tf32(x - tf32(x)) then hi = tf32(x), so x is carried to 2^-22 instead of 2^-11.
+template <CodecId C, Mode M, class T, bool SplitX = false>
 __global__ void __launch_bounds__(T::kThreads, min_blocks<T>()) mma_kernel(GemmArgs a) {
   extern __shared__ __align__(128) float sm[];
   __shared__ int64_t src[T::BM];
@@ -446,7 +448,7 @@ __global__ void __launch_bounds__(T::kThreads, min_blocks<T>()) mma_kernel(GemmA
   fetch_pieces<C, T>(wrow, 0, a.cols, raw);
   store_pieces<C, T>(raw, 0, a.cols, sm + T::BM * T::kLd);
   cp_async_wait_all();
-  round_x<T>(sm);
+  if constexpr (!SplitX) round_x<T>(sm);
   __syncthreads();
 
   int s = 0;
@@ -462,27 +464,46 @@ __global__ void __launch_bounds__(T::kThreads, min_blocks<T>()) mma_kernel(GemmA
     const float* ws = xs + T::BM * T::kLd;
 #pragma unroll
     for (int kk = 0; kk < kBK; kk += 8) {
-      uint32_t fa[T::MT][4], fb[T::NT][2];
-#pragma unroll
-      for (int i = 0; i < T::MT; ++i) {
-#pragma unroll
-        for (int q = 0; q < 4; ++q) fa[i][q] = __float_as_uint(xs[T::a_index(warp, lane, i, kk, q)]);
-      }
+      uint32_t fb[T::NT][2];
 #pragma unroll
       for (int j = 0; j < T::NT; ++j) {
 #pragma unroll
         for (int q = 0; q < 2; ++q) fb[j][q] = __float_as_uint(ws[T::b_index(warp, lane, j, kk, q)]);
       }
+      if constexpr (SplitX) {
 #pragma unroll
-      for (int i = 0; i < T::MT; ++i) {
+        for (int i = 0; i < T::MT; ++i) {
+          uint32_t hi[4], lo[4];
 #pragma unroll
-        for (int j = 0; j < T::NT; ++j) mma_tf32(acc[i][j], fa[i], fb[j]);
+          for (int q = 0; q < 4; ++q) {
+            const float v = xs[T::a_index(warp, lane, i, kk, q)], h = tf32(v);
+            hi[q] = __float_as_uint(h);
+            lo[q] = __float_as_uint(tf32(v - h));
+          }
+#pragma unroll
+          for (int j = 0; j < T::NT; ++j) {
+            mma_tf32(acc[i][j], lo, fb[j]);
+            mma_tf32(acc[i][j], hi, fb[j]);
+          }
+        }
+      } else {
+        uint32_t fa[T::MT][4];
+#pragma unroll
+        for (int i = 0; i < T::MT; ++i) {
+#pragma unroll
+          for (int q = 0; q < 4; ++q) fa[i][q] = __float_as_uint(xs[T::a_index(warp, lane, i, kk, q)]);
+        }
+#pragma unroll
+        for (int i = 0; i < T::MT; ++i) {
+#pragma unroll
+          for (int j = 0; j < T::NT; ++j) mma_tf32(acc[i][j], fa[i], fb[j]);
+        }
       }
     }
     if (more) {
       store_pieces<C, T>(raw, k0 + kBK, a.cols, next + T::BM * T::kLd);
       cp_async_wait_all();
-      round_x<T>(next);
+      if constexpr (!SplitX) round_x<T>(next);
     }
     __syncthreads();
   }
@@ -693,16 +714,56 @@ void use_gemm_kernel(GemmKernel k) {
   g_kernel.store(int(k), std::memory_order_relaxed);
 }
 
+namespace {
+// A plain product's arguments (m rows of x against w), its tile shape and grid.
+struct PlainProduct {
+  GemmArgs a;
+  Shape shape;
+  dim3 grid;
+};
+PlainProduct plain_product(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate) {
+  PlainProduct p;
+  p.a = product(x, w.rows, w.cols, y);
+  p.a.m = m;
+  p.a.accumulate = accumulate;
+  p.a.w = static_cast<const uint8_t*>(w.data);
+  p.shape = pick_shape([&](int bm) { return int64_t(tiles_for(m, bm)); }, w.rows, false);
+  p.grid = dim3(tiles_for(m, tile_rows_of(p.shape)), tiles_for(w.rows, tile_cols_of(p.shape)));
+  return p;
+}
+}  // namespace
+
 void matmul_tc(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream) {
   if (m == 0 || w.rows == 0) return;
-  GemmArgs a = product(x, w.rows, w.cols, y);
-  a.m = m;
-  a.accumulate = accumulate;
-  a.w = static_cast<const uint8_t*>(w.data);
   check_seed_blob(w.codec, w.data);
-  const Shape sh = pick_shape([&](int bm) { return int64_t(tiles_for(m, bm)); }, w.rows, false);
-  const dim3 grid(tiles_for(m, tile_rows_of(sh)), tiles_for(w.rows, tile_cols_of(sh)));
-  dispatch_codec<true>(w.codec, [&]<CodecId C>() { launch<C, Mode::Plain>(sh, grid, a, stream, "matmul_tc"); });
+  const PlainProduct p = plain_product(x, m, w, y, accumulate);
+  dispatch_codec<true>(w.codec,
+                       [&]<CodecId C>() { launch<C, Mode::Plain>(p.shape, p.grid, p.a, stream, "matmul_tc"); });
+}
+
+void matmul_tc_split(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream) {
+  const Id c = Id(uint8_t(w.codec));
+  check(c == Id::BF16 || c == Id::F16 ? cudaSuccess : cudaErrorInvalidValue,
+        "matmul_tc_split: weights other than bf16 or f16 (only those widen exactly to TF32)");
+  if (m == 0 || w.rows == 0) return;
+  PlainProduct p = plain_product(x, m, w, y, accumulate);
+  if (p.shape == Shape::Wmma) {  // SEEDLING_GEMM=wmma: the WMMA kernel has no split; the mma tiles give one result
+    p.shape = Shape::L;
+    p.grid = dim3(tiles_for(m, tile_rows_of(p.shape)), tiles_for(w.rows, tile_cols_of(p.shape)));
+  }
+  auto go = [&]<CodecId C>() {
+    if (p.shape == Shape::L) {
+      start<mma_kernel<C, Mode::Plain, TileL, true>>(p.grid, TileL::kThreads, smem_bytes<TileL>(), p.a, stream);
+    } else {
+      start<mma_kernel<C, Mode::Plain, TileS, true>>(p.grid, TileS::kThreads, smem_bytes<TileS>(), p.a, stream);
+    }
+    check(cudaGetLastError(), "matmul_tc_split");
+  };
+  if (c == Id::BF16) {
+    go.template operator()<Id::BF16>();
+  } else {
+    go.template operator()<Id::F16>();
+  }
 }
 
 size_t expert_gemm_scratch_bytes(int64_t m, int k, int num_experts) {

@@ -25,6 +25,11 @@ namespace seedling::cuda {
 // of a multiple of 4 floats starting 16-byte aligned are read as float4).
 void matmul_tc(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream);
 
+// As matmul_tc, for weights that widen exactly to TF32 (bf16, f16; anything else is a clear error), with x carried
+// to float32 accuracy: each x is split into two TF32 parts (x = hi + lo to 2^-22 |x|) and each MMA is two, so a
+// product is within (2^-22 + (2k + 8) 2^-23) of sum |x_k w_k| (gemm_test.cpp), about float32's error, at twice the
+// MMAs. For the router, whose top-k should not move with TF32 rounding of its input. The same bits alone or batched.
+void matmul_tc_split(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream);
 // The kernel behind the products: Mma (mma.sync m16n8k8, cp.async-staged, picking a 128 x 128 or a 64 x 64 tile per
 // call; the default), MmaLarge / MmaSmall (the same, always 128 x 128 / 64 x 64: for the bench, to tune the pick),
 // or Wmma (the first kernel, WMMA m16n16k8, kept as the fall-back and the bench's baseline). The environment's

@@ -37,6 +37,13 @@ double tc_bound(int64_t k, double abs, double exact) {
          std::ldexp(1.0, -24) * std::fabs(exact) + 1e-30;
 }
 
+// matmul_tc_split's bound: x split into TF32 parts carries it to 2^-22 |x|, the 2k exact products (weights exact in
+// TF32) are added in float32 MMAs as above, at most (1 + 2^-10) sum |x_k w_k| in magnitude.
+double split_bound(int64_t k, double abs, double exact) {
+  return (std::ldexp(1.0, -22) + double(2 * k + 8) * std::ldexp(1.0, -23) * (1 + std::ldexp(1.0, -10))) * abs +
+         std::ldexp(1.0, -24) * std::fabs(exact) + 1e-30;
+}
+
 // W widened to floats (codec_value through Matrix::at), row-major n x k, for the bounds' sum |x_k w_k|.
 std::vector<float> widened(const ops::Matrix& w) {
   std::vector<float> out(size_t(w.rows * w.cols));
@@ -194,6 +201,51 @@ TEST(GemmTcSeeds, WmmaKernelAndMisalignedBlobsAreClearErrors) {
     });
     EXPECT_NE(e.find("4-byte aligned"), std::string::npos) << e;
   }
+}
+
+// The router's product (matmul_tc_split): bf16 and f16 weights within split_bound, the last row alone the same bits,
+// each tile shape the same bits, and any other codec a clear error.
+TEST(GemmTcSplit, MatchesReferenceToFloat32Accuracy) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  for (const Codec codec : {Codec::BF16, Codec::F16}) {
+    for (const Shape& s : {Shape{130, 128, 2048}, Shape{64, 77, 100}, Shape{2048, 128, 2048}}) {
+      const auto [m, n, k] = s;
+      const std::vector<uint8_t> wbytes = test::encoded(codec, n, k, 7);
+      const ops::Matrix w(codec, wbytes.data(), n, k);
+      const std::vector<float> x = test::gaussian(size_t(m * k), 11);
+      const std::vector<float> wf = widened(w);
+      const std::vector<float> want = reference(x.data(), m, wf, n, k);
+      DeviceVec<uint8_t> dw(wbytes);
+      DeviceVec<float> dx(x), dy(test::poisoned(size_t(m * n))), dlast(test::poisoned(size_t(n)));
+      const cuda::DeviceMatrix dm{codec, dw.get(), n, k};
+      cuda::matmul_tc_split(dx.get(), m, dm, dy.get(), false, nullptr);
+      cuda::matmul_tc_split(dx.get() + (m - 1) * k, 1, dm, dlast.get(), false, nullptr);
+      const std::vector<float> got = dy.download(), alone = dlast.download();
+      Worst worst;
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t o = 0; o < n; ++o) {
+          const double exact = want[size_t(i * n + o)];
+          const double bound = split_bound(k, abs_dot(x.data() + i * k, wf.data() + o * k, k), exact);
+          const double err = std::fabs(double(got[size_t(i * n + o)]) - exact);
+          worst.see(err, bound);
+          ASSERT_LE(err, bound) << codec_name(codec) << " m " << m << " row " << i << " out " << o;
+        }
+      }
+      for (int64_t o = 0; o < n; ++o) ASSERT_EQ(alone[size_t(o)], got[size_t((m - 1) * n + o)]) << "out " << o;
+      for (const cuda::GemmKernel kind : kKernels) {  // every tile (and the WMMA setting, which takes the mma one)
+        const UseKernel use(kind);
+        DeviceVec<float> dz(test::poisoned(size_t(m * n)));
+        cuda::matmul_tc_split(dx.get(), m, dm, dz.get(), false, nullptr);
+        ASSERT_EQ(dz.download(), got) << codec_name(codec) << " " << kernel_name(kind);
+      }
+      std::printf("[ gemm ] split %s m %lld n %lld k %lld: worst error %.3f of the bound\n",
+                  std::string(codec_name(codec)).c_str(), (long long)m, (long long)n, (long long)k, worst.ratio);
+    }
+  }
+  const std::string e = test::error_of([&] {
+    cuda::matmul_tc_split(nullptr, 64, {Codec::Q4_G64, nullptr, 4, 64}, nullptr, false, nullptr);
+  });
+  EXPECT_NE(e.find("weights other than bf16 or f16"), std::string::npos) << e;
 }
 
 // The mma kernel picks its tile shape per call (gemm.cu: 128 x 128 when the grid is big enough, else 64 x 64); the
