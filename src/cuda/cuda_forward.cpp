@@ -3,8 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "codec/codec.h"
 #include "core/error.h"
@@ -85,6 +88,50 @@ void product(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool ac
   } else {
     cuda::matmul(x, m, w, y, accumulate, stream);
   }
+}
+
+// SEEDLING_DECODE_SKIP, a measuring tool (its outputs are wrong): a comma-separated list of the batch-1 decode
+// launches to leave out of every step (qkv, attention, o, router, gate_up, down, head), so that `seedling bench`
+// shows what each costs inside the graph. The buffers they would write keep finite old values. An unknown name is
+// an error.
+enum DecodeSkip : unsigned {
+  kSkipQkv = 1,
+  kSkipAttention = 2,
+  kSkipO = 4,
+  kSkipRouter = 8,
+  kSkipGateUp = 16,
+  kSkipDown = 32,
+  kSkipHead = 64
+};
+unsigned decode_skips() {
+  static const unsigned skips = [] {
+    const char* env = std::getenv("SEEDLING_DECODE_SKIP");
+    unsigned out = 0;
+    const std::string list = env != nullptr ? env : "";
+    size_t at = 0;
+    while (at < list.size()) {
+      const size_t end = std::min(list.find(',', at), list.size());
+      const std::string name = list.substr(at, end - at);
+      static const std::pair<const char*, unsigned> kNames[] = {
+          {"qkv", kSkipQkv},        {"attention", kSkipAttention}, {"o", kSkipO},      {"router", kSkipRouter},
+          {"gate_up", kSkipGateUp}, {"down", kSkipDown},           {"head", kSkipHead}};
+      unsigned bit = 0;
+      for (const auto& [n, b] : kNames) bit = name == n ? b : bit;
+      if (bit == 0) {
+        fail(
+            "SEEDLING_DECODE_SKIP: '{}' is not a decode launch (known: qkv, attention, o, router, gate_up, down, head)",
+            name);
+      }
+      out |= bit;
+      at = end + 1;
+    }
+    return out;
+  }();
+  return skips;
+}
+// Whether this step leaves launch `s` out (batch-1 decode only).
+bool skipped(int64_t m, DecodeSkip s) {
+  return m == 1 && (decode_skips() & s) != 0;
 }
 
 // The router's logits for m rows: from kTensorCoreRows rows, on tensor cores with x carried to float32 accuracy
@@ -454,7 +501,7 @@ void CudaForward::enqueue(int64_t W) {
     float* out = s_logits_.get<float>(size_t(W) * size_t(c_.vocab_size));
     if (M == 1) {
       float* const ys[1] = {out};
-      cuda::matvec(x, {&head_, 1}, ys, final_norm_, c_.rms_norm_eps, xn, false, stream_);
+      if (!skipped(M, kSkipHead)) cuda::matvec(x, {&head_, 1}, ys, final_norm_, c_.rms_norm_eps, xn, false, stream_);
     } else {
       cuda::gather_rows(x, d_wanted_, W, H, xn, stream_);
       cuda::rms_norm(xn, xn, W, H, final_norm_, c_.rms_norm_eps, stream_);
@@ -486,7 +533,9 @@ void CudaForward::attention(int layer, float* x, float* xn) {
                             .rows = d_kvrows_,
                             .layer = layer};
     int* counters = s_rope_counters_.get_zeroed<int>(size_t(c_.num_heads + 2 * c_.num_kv_heads), stream_);
-    cuda::matvec_qkv_rope(x, ws, q, k, v, lw.attn_norm, c_.rms_norm_eps, xn, rope, counters, stream_);
+    if (!skipped(M, kSkipQkv)) {
+      cuda::matvec_qkv_rope(x, ws, q, k, v, lw.attn_norm, c_.rms_norm_eps, xn, rope, counters, stream_);
+    }
   } else if (M == 1) {
     const DeviceMatrix ws[3] = {lw.q, lw.k, lw.v};
     float* const ys[3] = {q, k, v};
@@ -507,7 +556,7 @@ void CudaForward::attention(int layer, float* x, float* xn) {
                      inv_freq_, rotary_dim_, rope_scaling_, d_kvrows_, layer, stream_);
   }
   const cuda::AttentionShape shape{c_.num_heads, c_.num_kv_heads, hd, 1.0f / std::sqrt(float(hd))};
-  if (decode_rows_ > 0) {
+  if (decode_rows_ > 0 && !skipped(M, kSkipAttention)) {
     float* scratch = s_attn_scratch_.get<float>(size_t(cuda::decode_attention_scratch_floats(decode_rows_, shape)));
     int* counters = s_attn_counters_.get_zeroed<int>(size_t(decode_rows_ * c_.num_heads), stream_);
     cuda::attention_decode(q, d_decode_, decode_rows_, d_kvrows_, layer, shape, att, scratch, counters, stream_);
@@ -520,7 +569,7 @@ void CudaForward::attention(int layer, float* x, float* xn) {
   }
   if (M == 1) {
     float* const ys[1] = {x};
-    cuda::matvec(att, {&lw.o, 1}, ys, nullptr, 0.0f, nullptr, true, stream_);  // x += o . att
+    if (!skipped(M, kSkipO)) cuda::matvec(att, {&lw.o, 1}, ys, nullptr, 0.0f, nullptr, true, stream_);  // x += o . att
   } else {
     product(att, M, lw.o, x, true, stream_);  // x += (M, H)
   }
@@ -536,8 +585,10 @@ void CudaForward::moe(int layer, float* x, float* xn) {
   float* act = s_act_.get<float>(size_t(M * K * I));
   if (M == 1) {  // (1, E) logits, xn, and the top-k in one launch
     int* counter = s_router_counter_.get_zeroed<int>(1, stream_);
-    cuda::router_matvec_topk(x, lw.router, lw.ffn_norm, c_.rms_norm_eps, xn, router, K, c_.norm_topk_prob, ids, weights,
-                             counter, stream_);
+    if (!skipped(M, kSkipRouter)) {
+      cuda::router_matvec_topk(x, lw.router, lw.ffn_norm, c_.rms_norm_eps, xn, router, K, c_.norm_topk_prob, ids,
+                               weights, counter, stream_);
+    }
   } else {
     cuda::rms_norm(x, xn, M, H, lw.ffn_norm, c_.rms_norm_eps, stream_);
     router_product(xn, M, lw.router, router, stream_);  // (M, E)
@@ -558,10 +609,10 @@ void CudaForward::moe(int layer, float* x, float* xn) {
       cuda::expert_down_tc(act, M * K, ids, table, E, el, eout, bucket, stream_);  // (M * K, H)
       return;
     }
-    cuda::expert_gate_up(xn, M, K, ids, table, el, act, stream_);  // (M * K, I)
-    if (only_pass) {                                               // x += sum_s w_s * down_s
+    if (!skipped(M, kSkipGateUp)) cuda::expert_gate_up(xn, M, K, ids, table, el, act, stream_);  // (M * K, I)
+    if (only_pass) {  // x += sum_s w_s * down_s
       float* scratch = K > 32 ? s_eout_.get<float>(size_t(M * K * H)) : nullptr;
-      cuda::expert_down_combine(act, M, K, ids, weights, table, el, x, scratch, stream_);
+      if (!skipped(M, kSkipDown)) cuda::expert_down_combine(act, M, K, ids, weights, table, el, x, scratch, stream_);
     } else {
       if (eout == nullptr) eout = s_eout_.get<float>(size_t(M * K * H));
       cuda::expert_down(act, M * K, ids, table, el, eout, stream_);  // (M * K, H)
