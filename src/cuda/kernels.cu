@@ -30,9 +30,9 @@ constexpr int kWarpsPerBlock = 8;
 constexpr size_t kStageSharedBytes = 48 * 1024;  // shared memory a launch may take without raising its limit
 // Resident blocks per SM the decode products are compiled for (registers capped to fit: 64 for the products, 85 for
 // gate/up, 64 for down + combine): a Qwen3-30B-A3B q/k/v product at two rows a warp is 320 blocks, one wave on an
-// H200's 132 SMs at 4 an SM; 5 an SM (48 registers, 8 bytes spilled in the staged q4 product) measured 1/1.023x the
-// device-only decode (docs/results/2026-11-30-cuda-decode-session6.md). Gate/up (384 blocks of two outputs a warp)
-// and down + combine (512 blocks) are one wave at their caps.
+// H200's 132 SMs at 4 an SM. At 5 an SM (48 registers, 8 bytes spilled in the staged q4 product) device-only decode
+// was 1.4% slower at 48 layers (docs/results/2026-11-30-cuda-decode-session6.md). Gate/up (384 blocks of two outputs
+// a warp) and down + combine (512 blocks) are one wave at their caps.
 constexpr int kMatvecBlocksPerSm = 4, kGateUpBlocksPerSm = 3, kDownBlocksPerSm = 4;
 
 __device__ __forceinline__ float warp_sum(float v) {
