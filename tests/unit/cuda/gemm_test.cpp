@@ -110,6 +110,52 @@ struct Worst {
   void see(double err, double bound) { ratio = std::max(ratio, err / bound); }
 };
 
+// One product to check: random W (n x k of `codec`) and x (m x k), the reference (want), both on the device (dx,
+// dm), and a product's outputs for all m rows (got) and for the last row alone (alone).
+struct ProductCase {
+  int64_t m, n, k;
+  std::vector<uint8_t> wbytes;
+  std::vector<float> x, wf, want, got, alone;
+  DeviceVec<uint8_t> dw;
+  DeviceVec<float> dx;
+  cuda::DeviceMatrix dm;
+  ProductCase(Codec codec, int64_t m_, int64_t n_, int64_t k_)
+      : m(m_),
+        n(n_),
+        k(k_),
+        wbytes(test::encoded(codec, n, k, 7)),
+        x(test::gaussian(size_t(m * k), 11)),
+        wf(widened(ops::Matrix(codec, wbytes.data(), n, k))),
+        want(reference(x.data(), m, wf, n, k)),
+        dw(wbytes),
+        dx(x),
+        dm{codec, dw.get(), n, k} {}
+  // got and alone from product(x, rows, dm, y).
+  template <typename Product>
+  void run(Product product) {
+    DeviceVec<float> dy(test::poisoned(size_t(m * n))), dlast(test::poisoned(size_t(n)));
+    product(dx.get(), m, dm, dy.get());
+    product(dx.get() + (m - 1) * k, 1, dm, dlast.get());
+    got = dy.download();
+    alone = dlast.download();
+  }
+  // Asserts each output within bound(k, sum |x_k w_k|, exact) of the reference and the last row alone equal to its
+  // row in the batch; returns the worst error's share of its bound in worst. Call through ASSERT_NO_FATAL_FAILURE.
+  template <typename Bound>
+  void expect_within(Bound bound, const std::string& what, Worst& worst) const {
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t o = 0; o < n; ++o) {
+        const double exact = want[size_t(i * n + o)];
+        const double b = bound(k, abs_dot(x.data() + i * k, wf.data() + o * k, k), exact);
+        const double err = std::fabs(double(got[size_t(i * n + o)]) - exact);
+        worst.see(err, b);
+        ASSERT_LE(err, b) << what << " row " << i << " out " << o;
+      }
+    }
+    for (int64_t o = 0; o < n; ++o) ASSERT_EQ(alone[size_t(o)], got[size_t((m - 1) * n + o)]) << what << " out " << o;
+  }
+};
+
 }  // namespace
 
 // (codec, m, n, k): every m in {1, 17, 130}, n in {77, 2048}, k in {64, 100, 2048} appears, with partial tiles of
@@ -124,39 +170,22 @@ TEST_P(GemmTcTest, MatmulMatchesReferenceWithinTf32Bound) {
   const Codec codec = std::get<0>(GetParam());
   const auto [m, n, k] = std::get<1>(GetParam());
   const UseKernel use(std::get<2>(GetParam()));
-  const std::vector<uint8_t> wbytes = test::encoded(codec, n, k, 7);
-  const ops::Matrix w(codec, wbytes.data(), n, k);
-  const std::vector<float> x = test::gaussian(size_t(m * k), 11);
-  const std::vector<float> wf = widened(w);
-  const std::vector<float> want = reference(x.data(), m, wf, n, k);
-
-  DeviceVec<uint8_t> dw(wbytes);
-  DeviceVec<float> dx(x), dy(test::poisoned(size_t(m * n))), dlast(test::poisoned(size_t(n)));
-  const cuda::DeviceMatrix dm{codec, dw.get(), n, k};
-  cuda::matmul_tc(dx.get(), m, dm, dy.get(), false, nullptr);
-  cuda::matmul_tc(dx.get() + (m - 1) * k, 1, dm, dlast.get(), false, nullptr);  // the last row alone
-  const std::vector<float> got = dy.download(), alone = dlast.download();
+  ProductCase pc(codec, m, n, k);
+  pc.run([](const float* x, int64_t rows, const cuda::DeviceMatrix& w, float* y) {
+    cuda::matmul_tc(x, rows, w, y, false, nullptr);
+  });
   Worst worst;
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t o = 0; o < n; ++o) {
-      const double exact = want[size_t(i * n + o)];
-      const double bound = tc_bound(k, abs_dot(x.data() + i * k, wf.data() + o * k, k), exact);
-      const double err = std::fabs(double(got[size_t(i * n + o)]) - exact);
-      worst.see(err, bound);
-      ASSERT_LE(err, bound) << codec_name(codec) << " row " << i << " out " << o;
-    }
-  }
-  for (int64_t o = 0; o < n; ++o) ASSERT_EQ(alone[size_t(o)], got[size_t((m - 1) * n + o)]) << "out " << o;
+  ASSERT_NO_FATAL_FAILURE(pc.expect_within(tc_bound, std::string(codec_name(codec)), worst));
   std::printf("[ gemm ] %s %s m %lld n %lld k %lld: worst error %.3f of the bound\n",
               kernel_name(std::get<2>(GetParam())), std::string(codec_name(codec)).c_str(), (long long)m, (long long)n,
               (long long)k, worst.ratio);
 
   // accumulate: y += x W^T, the sum added once to what was there.
   const std::vector<float> base = test::gaussian(size_t(m * n), 5);
-  dy.upload(base);
-  cuda::matmul_tc(dx.get(), m, dm, dy.get(), true, nullptr);
+  DeviceVec<float> dy(base);
+  cuda::matmul_tc(pc.dx.get(), m, pc.dm, dy.get(), true, nullptr);
   const std::vector<float> acc = dy.download();
-  for (size_t j = 0; j < acc.size(); ++j) ASSERT_EQ(acc[j], base[j] + got[j]) << j;
+  for (size_t j = 0; j < acc.size(); ++j) ASSERT_EQ(acc[j], base[j] + pc.got[j]) << j;
 }
 
 using Shape = std::tuple<int64_t, int64_t, int64_t>;  // m, n, k
@@ -210,33 +239,19 @@ TEST(GemmTcSplit, MatchesReferenceToFloat32Accuracy) {
   for (const Codec codec : {Codec::BF16, Codec::F16}) {
     for (const Shape& s : {Shape{130, 128, 2048}, Shape{64, 77, 100}, Shape{2048, 128, 2048}}) {
       const auto [m, n, k] = s;
-      const std::vector<uint8_t> wbytes = test::encoded(codec, n, k, 7);
-      const ops::Matrix w(codec, wbytes.data(), n, k);
-      const std::vector<float> x = test::gaussian(size_t(m * k), 11);
-      const std::vector<float> wf = widened(w);
-      const std::vector<float> want = reference(x.data(), m, wf, n, k);
-      DeviceVec<uint8_t> dw(wbytes);
-      DeviceVec<float> dx(x), dy(test::poisoned(size_t(m * n))), dlast(test::poisoned(size_t(n)));
-      const cuda::DeviceMatrix dm{codec, dw.get(), n, k};
-      cuda::matmul_tc_split(dx.get(), m, dm, dy.get(), false, nullptr);
-      cuda::matmul_tc_split(dx.get() + (m - 1) * k, 1, dm, dlast.get(), false, nullptr);
-      const std::vector<float> got = dy.download(), alone = dlast.download();
+      ProductCase pc(codec, m, n, k);
+      auto split = [](const float* x, int64_t rows, const cuda::DeviceMatrix& w, float* y) {
+        cuda::matmul_tc_split(x, rows, w, y, false, nullptr);
+      };
+      pc.run(split);
       Worst worst;
-      for (int64_t i = 0; i < m; ++i) {
-        for (int64_t o = 0; o < n; ++o) {
-          const double exact = want[size_t(i * n + o)];
-          const double bound = split_bound(k, abs_dot(x.data() + i * k, wf.data() + o * k, k), exact);
-          const double err = std::fabs(double(got[size_t(i * n + o)]) - exact);
-          worst.see(err, bound);
-          ASSERT_LE(err, bound) << codec_name(codec) << " m " << m << " row " << i << " out " << o;
-        }
-      }
-      for (int64_t o = 0; o < n; ++o) ASSERT_EQ(alone[size_t(o)], got[size_t((m - 1) * n + o)]) << "out " << o;
+      ASSERT_NO_FATAL_FAILURE(
+          pc.expect_within(split_bound, std::string(codec_name(codec)) + " m " + std::to_string(m), worst));
       for (const cuda::GemmKernel kind : kKernels) {  // every tile (and the WMMA setting, which takes the mma one)
         const UseKernel use(kind);
         DeviceVec<float> dz(test::poisoned(size_t(m * n)));
-        cuda::matmul_tc_split(dx.get(), m, dm, dz.get(), false, nullptr);
-        ASSERT_EQ(dz.download(), got) << codec_name(codec) << " " << kernel_name(kind);
+        split(pc.dx.get(), m, pc.dm, dz.get());
+        ASSERT_EQ(dz.download(), pc.got) << codec_name(codec) << " " << kernel_name(kind);
       }
       std::printf("[ gemm ] split %s m %lld n %lld k %lld: worst error %.3f of the bound\n",
                   std::string(codec_name(codec)).c_str(), (long long)m, (long long)n, (long long)k, worst.ratio);
