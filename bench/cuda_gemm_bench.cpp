@@ -197,7 +197,7 @@ void bench_seed_experts(const float* x, int repeats, double peak_tf32, cudaStrea
       };
     }
     const auto cores = [&](int i) {
-      cuda::expert_gate_up(x, m, k, di, ex[i].table, ex[i].l, act_c, s);
+      cuda::expert_gate_up(x, m, k, di, ex[i].table, E, ex[i].l, act_c, s);
       cuda::expert_down(act_c, m * k, di, ex[i].table, ex[i].l, y_c, s);
     };
     arms[4] = [&] { cores(2); };
@@ -347,7 +347,7 @@ int main(int argc, char** argv) {
       const Arms arms{with(cuda::GemmKernel::Mma, tc(act_n, yn)), with(cuda::GemmKernel::MmaLarge, tc(act_n, yn)),
                       with(cuda::GemmKernel::MmaSmall, tc(act_n, yn)), with(cuda::GemmKernel::Wmma, tc(act_o, yo)),
                       [&] {
-                        cuda::expert_gate_up(x, m, k, di, dt, l, act_c, s);
+                        cuda::expert_gate_up(x, m, k, di, dt, E, l, act_c, s);
                         cuda::expert_down(act_c, m * k, di, dt, l, yc, s);
                       }};
       arms.o();

@@ -609,10 +609,10 @@ void CudaForward::moe(int layer, float* x, float* xn) {
       cuda::expert_down_tc(act, M * K, ids, table, E, el, eout, bucket, stream_);  // (M * K, H)
       return;
     }
-    if (!skipped(M, kSkipGateUp)) cuda::expert_gate_up(xn, M, K, ids, table, el, act, stream_);  // (M * K, I)
+    if (!skipped(M, kSkipGateUp)) cuda::expert_gate_up(xn, M, K, ids, table, E, el, act, stream_);  // (M * K, I)
     if (only_pass) {  // x += sum_s w_s * down_s
       float* scratch = K > 32 ? s_eout_.get<float>(size_t(M * K * H)) : nullptr;
-      if (!skipped(M, kSkipDown)) cuda::expert_down_combine(act, M, K, ids, weights, table, el, x, scratch, stream_);
+      if (!skipped(M, kSkipDown)) cuda::expert_down_combine(act, M, K, ids, weights, table, E, el, x, scratch, stream_);
     } else {
       if (eout == nullptr) eout = s_eout_.get<float>(size_t(M * K * H));
       cuda::expert_down(act, M * K, ids, table, el, eout, stream_);  // (M * K, H)

@@ -104,6 +104,13 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
 }
+// 4- and 8-byte forms (.ca: through L1), for a table's pointers and a row's routing weights.
+template <int N>
+__device__ __forceinline__ void cp_async_small(void* smem, const void* gmem) {
+  static_assert(N == 4 || N == 8, "cp.async.ca copies 4, 8 or 16 bytes");
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(s), "l"(gmem), "n"(N) : "memory");
+}
 __device__ __forceinline__ void cp_async_wait_all() {
   asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
@@ -118,9 +125,11 @@ __device__ __forceinline__ void cp_async_wait_group() {
 }
 // Programmatic dependent launch (sm_90 and later; launch_pdl below). A decode launch lets the next one start once
 // each of its blocks is past its main loop (pdl_trigger), and waits for the previous launch to finish, its writes
-// visible (pdl_wait), only before it touches activations, the cache, counters or expert tables: weights never
-// change, so a matrix-vector product copies its weight rows in while the launch before it still runs. Every kernel
-// launched by launch_pdl calls pdl_wait before any other memory access but those weight reads. Elsewhere (older
+// visible (pdl_wait), only before it touches activations, the cache or counters: weights never change, so a
+// matrix-vector product copies its weight rows (and its norm's weights) in while the launch before it still runs.
+// Expert tables are written only by copies queued on the stream between launches (never by a kernel), and a launch
+// after a copy starts only once the copy is done, so the expert kernels copy their table in before the wait too.
+// Every kernel launched by launch_pdl calls pdl_wait before any other memory access but those reads. Elsewhere (older
 // GPUs, or SEEDLING_NO_PDL=1) both are no-ops and the launches run one after another as usual. Measured on the H200
 // (docs/results/2026-11-30-cuda-decode-pdl.md): triggering after the main loop 1.04x decode, triggering first thing
 // in the kernel 0.96x.
@@ -133,6 +142,23 @@ __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
+}
+
+// An expert table (e pointers) into shared memory, by the whole block, before pdl_wait (see above): an expert's
+// blob is then one shared read after its id instead of a second global round trip. Tables of more than
+// kSharedTable experts stay in global memory (table_entry). Ends with the block's barrier, the copies landed.
+constexpr int kSharedTable = 512;
+__device__ __forceinline__ void stage_table(const uint8_t** tab, const uint8_t* const* table, int e) {
+  if (e <= kSharedTable) {
+    for (int q = int(threadIdx.x); q < e; q += int(blockDim.x)) cp_async_small<8>(tab + q, table + q);
+  }
+  cp_async_commit();
+  cp_async_wait_all();
+  __syncthreads();
+}
+__device__ __forceinline__ const uint8_t* table_entry(const uint8_t* const* tab, const uint8_t* const* table, int e,
+                                                      int id) {
+  return e <= kSharedTable ? tab[id] : table[id];
 }
 
 // The warp's lanes copy `bytes` (a multiple of 16; both addresses 16-byte aligned) from src to dst.
@@ -478,8 +504,18 @@ __global__ void matmul_kernel(const float* x, int64_t m, const uint8_t* w, int64
 // thread at 2,048 wide, twice: here and in the normalising pass), the router launch took 14.3 us, batched 11.7 (ncu).
 constexpr int kNormBatch = 8;
 
-__device__ __forceinline__ float block_rms_inv(const float* xr, int64_t n, float eps) {
+// 1 / rms from each thread's partial sum of squares (the fixed order above: each warp, then the warps in turn).
+__device__ __forceinline__ float block_rms_finish(float ss, int64_t n, float eps) {
   __shared__ float part[kWarpsPerBlock];
+  ss = warp_sum(ss);
+  if (threadIdx.x % kWarp == 0) part[threadIdx.x / kWarp] = ss;
+  __syncthreads();
+  float total = 0.0f;
+  for (int w = 0; w < int(blockDim.x) / kWarp; ++w) total += part[w];
+  return 1.0f / sqrtf(total / float(n) + eps);
+}
+
+__device__ __forceinline__ float block_rms_inv(const float* xr, int64_t n, float eps) {
   float ss = 0.0f;
   for (int64_t i0 = threadIdx.x; i0 < n; i0 += kNormBatch * int64_t(blockDim.x)) {
     float v[kNormBatch];
@@ -493,12 +529,7 @@ __device__ __forceinline__ float block_rms_inv(const float* xr, int64_t n, float
       if (i0 + u * int64_t(blockDim.x) < n) ss = fmaf(v[u], v[u], ss);
     }
   }
-  ss = warp_sum(ss);
-  if (threadIdx.x % kWarp == 0) part[threadIdx.x / kWarp] = ss;
-  __syncthreads();
-  float total = 0.0f;
-  for (int w = 0; w < int(blockDim.x) / kWarp; ++w) total += part[w];
-  return 1.0f / sqrtf(total / float(n) + eps);
+  return block_rms_finish(ss, n, eps);
 }
 
 // Decode products of one row of x against up to three matrices of one codec and width, stacked: warp n of the
@@ -625,9 +656,42 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kMatvecBlocksPerSm)
   };
   int64_t g = (int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp) * RW;
   if constexpr (S) stage_rows(g, 0);  // never for the seed codecs
+  // A row the block holds in one batch (kNormBatch values a thread): the norm's weights are read before the wait
+  // like the weight rows, and x once, kept in registers for both passes (the same operations as block_rms_inv).
+  const bool one_batch = norm != nullptr && cols <= kNormBatch * int64_t(blockDim.x);
+  float nv[kNormBatch];
+  if (one_batch) {
+#pragma unroll
+    for (int u = 0; u < kNormBatch; ++u) {
+      const int64_t i = threadIdx.x + u * int64_t(blockDim.x);
+      nv[u] = i < cols ? norm[i] : 0.0f;
+    }
+  }
   pdl_wait();  // the weight rows are on their way; x and the outputs belong to the launches before
   const float* xin = x;
-  if (norm != nullptr) {
+  if (one_batch) {
+    float xv[kNormBatch], ss = 0.0f;
+#pragma unroll
+    for (int u = 0; u < kNormBatch; ++u) {
+      const int64_t i = threadIdx.x + u * int64_t(blockDim.x);
+      xv[u] = i < cols ? x[i] : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kNormBatch; ++u) {
+      if (threadIdx.x + u * int64_t(blockDim.x) < cols) ss = fmaf(xv[u], xv[u], ss);
+    }
+    const float inv = block_rms_finish(ss, cols, eps);
+    float* const xn = blockIdx.x == 0 ? xn_out : nullptr;
+#pragma unroll
+    for (int u = 0; u < kNormBatch; ++u) {
+      const int64_t i = threadIdx.x + u * int64_t(blockDim.x);
+      if (i >= cols) break;
+      xs[i] = nv[u] * (xv[u] * inv);
+      if (xn != nullptr) xn[i] = xs[i];
+    }
+    __syncthreads();
+    xin = xs;
+  } else if (norm != nullptr) {
     const float inv = block_rms_inv(x, cols, eps);
     float* const xn = blockIdx.x == 0 ? xn_out : nullptr;
     for (int64_t i0 = threadIdx.x; i0 < cols; i0 += kNormBatch * int64_t(blockDim.x)) {  // loads first, as above
@@ -711,7 +775,7 @@ constexpr int kGateUpOutputs = 2;
 
 template <CodecId C, bool V, bool S, int NO>
 __device__ __forceinline__ void gate_up_outputs(const float* xr, const uint8_t* blob, const ExpertLayout& l, int64_t n,
-                                                uint8_t* stage, float* act_row) {
+                                                uint8_t* stage, float* act_row, bool x_shared) {
   constexpr int NW = 2 * NO;
   WRow<C> wr[NW];
 #pragma unroll
@@ -727,7 +791,11 @@ __device__ __forceinline__ void gate_up_outputs(const float* xr, const uint8_t* 
       wr[v] = stage + v * rb;
     }
     cp_async_wait_all();
-    __syncwarp();
+    if (x_shared) {
+      __syncthreads();  // x, staged by the whole block, has landed
+    } else {
+      __syncwarp();
+    }
   }
   float acc[NW][1] = {};
   const float* xs[NW];
@@ -742,24 +810,43 @@ __device__ __forceinline__ void gate_up_outputs(const float* xr, const uint8_t* 
   }
 }
 
+// Dynamic shared memory of expert_gate_up_kernel, in this order: with S, each warp's two buffers of kGateUpOutputs
+// gate and up rows; with x_shared, the pair's x (hidden floats); then the expert table when it is shared.
+struct GateUpShared {
+  size_t stage = 0, x = 0, table = 0;
+  size_t total() const { return stage + x + table; }
+};
+
+// x_shared (with S only; the launcher sets it when every warp of the grid takes kGateUpOutputs outputs): the block
+// copies the pair's x into shared memory with the same cp.async wait as the weight rows, so the two round trips
+// overlap instead of x's following the weights'.
 template <CodecId C, bool V, bool S>
 __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kGateUpBlocksPerSm)
-    expert_gate_up_kernel(const float* x, int k, const int* ids, const uint8_t* const* table, ExpertLayout l,
-                          float* act) {
-  pdl_wait();  // the router's ids
+    expert_gate_up_kernel(const float* x, int k, int e, const int* ids, const uint8_t* const* table, ExpertLayout l,
+                          float* act, GateUpShared sh, bool x_shared) {
   extern __shared__ __align__(16) uint8_t smem_bytes[];
+  const uint8_t** tab = reinterpret_cast<const uint8_t**>(smem_bytes + sh.stage + sh.x);
+  stage_table(tab, table, e);
+  pdl_wait();  // the router's ids and normed x
   const int64_t n = (int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp) * kGateUpOutputs;
   const int64_t j = blockIdx.y;
-  if (n >= l.intermediate) return;
-  const uint8_t* blob = table[ids[j]];
-  if (blob == nullptr) return;
+  const uint8_t* blob = table_entry(tab, table, e, ids[j]);
+  if (blob == nullptr) return;  // the whole block's pair
   const float* xr = x + (j / k) * l.hidden;
+  if constexpr (S) {
+    if (x_shared) {
+      float* xs = reinterpret_cast<float*>(smem_bytes + sh.stage);
+      for (int64_t c = int64_t(threadIdx.x) * 4; c < l.hidden; c += int64_t(blockDim.x) * 4) cp_async16(xs + c, xr + c);
+      xr = xs;
+    }
+  }
+  if (n >= l.intermediate) return;
   uint8_t* stage = smem_bytes + size_t(threadIdx.x / kWarp) * 2 * kGateUpOutputs * row_bytes_of<C>(l.hidden);
   float* act_row = act + j * l.intermediate;
   if (n + kGateUpOutputs <= l.intermediate) {
-    gate_up_outputs<C, V, S, kGateUpOutputs>(xr, blob, l, n, stage, act_row);
+    gate_up_outputs<C, V, S, kGateUpOutputs>(xr, blob, l, n, stage, act_row, x_shared);
   } else {
-    for (int64_t o = n; o < l.intermediate; ++o) gate_up_outputs<C, V, S, 1>(xr, blob, l, o, stage, act_row);
+    for (int64_t o = n; o < l.intermediate; ++o) gate_up_outputs<C, V, S, 1>(xr, blob, l, o, stage, act_row, false);
   }
 }
 
@@ -785,17 +872,19 @@ __global__ void expert_down_kernel(const float* act, const int* ids, const uint8
 // experts at a time (their loads in flight together; each summed exactly as expert_down_kernel sums it, since a row's
 // lane_dot does not depend on the rows beside it); then one lane adds them in slot order exactly as
 // moe_combine_kernel does. A Qwen3-30B-A3B layer (2,048 outputs, top-8) is 512 blocks: one wave at 4 an SM. (Two
-// experts a warp over four warps an output took four waves; eight a warp over one, 128 registers, spilled: ncu.)
-constexpr int kMaxDownSlots = 32, kDownAtOnce = 4, kDownWarps = 2;
+// experts a warp over four warps an output took four waves; eight a warp over one, 128 registers, spilled: ncu.
+// Four at once spilled 220 bytes at the 64-register cap; two at once do not, and decode ran 1.08x: 48 layers, H200,
+// docs/results/2026-11-30-cuda-decode-session7.md.)
+constexpr int kMaxDownSlots = 32, kDownAtOnce = 2, kDownWarps = 2;
 
 template <CodecId C, bool V, int NW>
-__device__ __forceinline__ void down_slots(const float* act, const int* ids, const uint8_t* const* table,
-                                           const ExpertLayout& l, int64_t h, int64_t j0, float* e) {
+__device__ __forceinline__ void down_slots(const float* act, const uint8_t* const* blobs, const ExpertLayout& l,
+                                           int64_t h, int64_t j0, int s0, float* e) {
   WRow<C> wr[NW];
   const float* xs[NW];
 #pragma unroll
   for (int v = 0; v < NW; ++v) {
-    wr[v] = row_at<C>(table[ids[j0 + v]] + l.down_offset, l.hidden, l.intermediate, h);
+    wr[v] = row_at<C>(blobs[s0 + v] + l.down_offset, l.hidden, l.intermediate, h);
     xs[v] = act + (j0 + v) * l.intermediate;
   }
   float acc[NW][1] = {};
@@ -807,33 +896,48 @@ __device__ __forceinline__ void down_slots(const float* act, const int* ids, con
   }
 }
 
+// Before its main loop the block resolves the row's k blobs once (ids, then the shared table) and queues the row's
+// routing weights; the lane that adds an output element into x reads the old value then too, so neither read waits
+// at the end.
 template <CodecId C, bool V>
 __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kDownBlocksPerSm)
-    expert_down_combine_kernel(const float* act, int k, const int* ids, const float* weights,
+    expert_down_combine_kernel(const float* act, int k, int e, const int* ids, const float* weights,
                                const uint8_t* const* table, ExpertLayout l, float* x) {
+  __shared__ const uint8_t* tab[kSharedTable];
+  stage_table(tab, table, e);
   pdl_wait();
   constexpr int kOutputs = kWarpsPerBlock / kDownWarps;
   __shared__ float e_out[kOutputs][kMaxDownSlots];
+  __shared__ float slot_w[kMaxDownSlots];
+  __shared__ const uint8_t* blobs[kMaxDownSlots];
   const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp;
   const int hsel = warp / kDownWarps, w = warp % kDownWarps;
   const int64_t h = int64_t(blockIdx.x) * kOutputs + hsel;
   const int64_t i = blockIdx.y;
   const bool valid = h < l.hidden;
+  const bool adds = valid && w == 0 && lane == 0;
+  const float x_old = adds ? x[i * l.hidden + h] : 0.0f;
+  if (int(threadIdx.x) < k) {
+    cp_async_small<4>(slot_w + threadIdx.x, weights + i * k + threadIdx.x);
+    blobs[threadIdx.x] = table_entry(tab, table, e, ids[i * k + threadIdx.x]);
+  }
+  cp_async_commit();
+  __syncthreads();
   if (valid) {
     const int per = (k + kDownWarps - 1) / kDownWarps, end = min(k, (w + 1) * per);
     int s = w * per;
     for (; s + kDownAtOnce <= end; s += kDownAtOnce) {
-      down_slots<C, V, kDownAtOnce>(act, ids, table, l, h, i * k + s, e_out[hsel] + s);
+      down_slots<C, V, kDownAtOnce>(act, blobs, l, h, i * k + s, s, e_out[hsel] + s);
     }
-    for (; s + 2 <= end; s += 2) down_slots<C, V, 2>(act, ids, table, l, h, i * k + s, e_out[hsel] + s);
-    for (; s < end; ++s) down_slots<C, V, 1>(act, ids, table, l, h, i * k + s, e_out[hsel] + s);
+    for (; s < end; ++s) down_slots<C, V, 1>(act, blobs, l, h, i * k + s, s, e_out[hsel] + s);
   }
   pdl_trigger();
+  cp_async_wait_all();
   __syncthreads();
-  if (valid && w == 0 && lane == 0) {
+  if (adds) {
     float o = 0.0f;
-    for (int s = 0; s < k; ++s) o = __fadd_rn(o, __fmul_rn(weights[i * k + s], e_out[hsel][s]));
-    x[i * l.hidden + h] = __fadd_rn(x[i * l.hidden + h], o);
+    for (int s = 0; s < k; ++s) o = __fadd_rn(o, __fmul_rn(slot_w[s], e_out[hsel][s]));
+    x[i * l.hidden + h] = __fadd_rn(x_old, o);
   }
 }
 
@@ -1467,19 +1571,27 @@ void router_topk(const float* logits, int64_t m, int e, int k, bool norm_topk, i
   launched("router_topk");
 }
 
-void expert_gate_up(const float* x, int64_t m, int k, const int* ids, const uint8_t* const* table,
+void expert_gate_up(const float* x, int64_t m, int k, const int* ids, const uint8_t* const* table, int e,
                     const ExpertLayout& l, float* act, cudaStream_t stream) {
   if (m == 0) return;
   const dim3 grid(blocks_for(l.intermediate, kWarpsPerBlock * kGateUpOutputs), unsigned(m * k));
   const unsigned threads = kWarp * kWarpsPerBlock;
   const bool v = experts_aligned16(l);
+  GateUpShared sh;
+  sh.table = e <= kSharedTable ? size_t(e) * sizeof(void*) : 0;
   const size_t stage = size_t(kWarpsPerBlock) * 2 * kGateUpOutputs * row_bytes(l.gate_up, l.hidden);
+  const size_t x_bytes = size_t(l.hidden) * sizeof(float);
+  const bool staged = v && stage + sh.table <= kStageSharedBytes;
+  // x through shared memory: every warp full, each row of x 16-byte aligned, and room left.
+  const bool x_shared = staged && l.intermediate % (kWarpsPerBlock * kGateUpOutputs) == 0 && l.hidden % 4 == 0 &&
+                        reinterpret_cast<uintptr_t>(x) % 16 == 0 && stage + x_bytes + sh.table <= kStageSharedBytes;
+  if (staged) sh.stage = stage;
+  if (x_shared) sh.x = x_bytes;
   dispatch_codec<true>(l.gate_up, [&]<CodecId C>() {
-    const bool staged = v && stage <= kStageSharedBytes;
     auto* kernel = staged ? expert_gate_up_kernel<C, kBytes<C>, kBytes<C>>
                    : v    ? expert_gate_up_kernel<C, kBytes<C>, false>
                           : expert_gate_up_kernel<C, false, false>;
-    launch_pdl("expert_gate_up", kernel, grid, threads, staged ? stage : size_t(0), stream, x, k, ids, table, l, act);
+    launch_pdl("expert_gate_up", kernel, grid, threads, sh.total(), stream, x, k, e, ids, table, l, act, sh, x_shared);
   });
   launched("expert_gate_up");
 }
@@ -1500,7 +1612,7 @@ void expert_down(const float* act, int64_t pairs, const int* ids, const uint8_t*
 }
 
 void expert_down_combine(const float* act, int64_t m, int k, const int* ids, const float* weights,
-                         const uint8_t* const* table, const ExpertLayout& l, float* x, float* scratch,
+                         const uint8_t* const* table, int e, const ExpertLayout& l, float* x, float* scratch,
                          cudaStream_t stream) {
   if (m == 0) return;
   if (k > kMaxDownSlots) {  // more experts a row than the fused kernel holds: the two launches, the same bits
@@ -1514,7 +1626,7 @@ void expert_down_combine(const float* act, int64_t m, int k, const int* ids, con
   dispatch_codec<true>(l.down, [&]<CodecId C>() {
     launch_pdl("expert_down_combine",
                v ? expert_down_combine_kernel<C, kBytes<C>> : expert_down_combine_kernel<C, false>, grid, threads, 0,
-               stream, act, k, ids, weights, table, l, x);
+               stream, act, k, e, ids, weights, table, l, x);
   });
   launched("expert_down_combine");
 }

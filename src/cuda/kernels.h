@@ -81,9 +81,10 @@ struct ExpertLayout {
   size_t down_offset = 0;
   size_t bytes = 0;  // the whole blob, padded
 };
-// For the pairs j of (row j / k, expert ids[j]) whose expert is present (table[ids[j]] != null):
-// act[j][n] = silu(gate . x[j / k]) * (up . x[j / k]), act: (m * k) x I. Pairs of absent experts are left alone.
-void expert_gate_up(const float* x, int64_t m, int k, const int* ids, const uint8_t* const* table,
+// For the pairs j of (row j / k, expert ids[j]) whose expert is present (table[ids[j]] != null; the table has e
+// entries): act[j][n] = silu(gate . x[j / k]) * (up . x[j / k]), act: (m * k) x I. Pairs of absent experts are left
+// alone.
+void expert_gate_up(const float* x, int64_t m, int k, const int* ids, const uint8_t* const* table, int e,
                     const ExpertLayout& l, float* act, cudaStream_t stream);
 // out[j][h] = down . act[j] for the present pairs; out: (m * k) x H.
 void expert_down(const float* act, int64_t pairs, const int* ids, const uint8_t* const* table, const ExpertLayout& l,
@@ -91,7 +92,7 @@ void expert_down(const float* act, int64_t pairs, const int* ids, const uint8_t*
 // expert_down then moe_combine, for rows whose k experts are all present: the same bits as the two, in one launch
 // when k <= 32 (otherwise the two launches, with scratch: m * k * H floats; it may be null when k <= 32).
 void expert_down_combine(const float* act, int64_t m, int k, const int* ids, const float* weights,
-                         const uint8_t* const* table, const ExpertLayout& l, float* x, float* scratch,
+                         const uint8_t* const* table, int e, const ExpertLayout& l, float* x, float* scratch,
                          cudaStream_t stream);
 // x[i][h] += sum_s weights[i][s] * expert_out[i * k + s][h], s in slot order (as the CPU combine).
 void moe_combine(const float* expert_out, const float* weights, int64_t m, int k, int64_t h, float* x,

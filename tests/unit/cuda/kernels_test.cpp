@@ -405,7 +405,7 @@ TEST(CudaKernels, ExpertProductsAndCombineMatchCpu) {
     DeviceVec<int> di(ids);
     DeviceVec<float> dx(x), dw(weights), dact(test::poisoned(size_t(m * k * I))),
         dout(std::vector<float>(size_t(m * k * H), 0.0f));
-    cuda::expert_gate_up(dx.get(), m, k, di.get(), dt.get(), l, dact.get(), nullptr);
+    cuda::expert_gate_up(dx.get(), m, k, di.get(), dt.get(), E, l, dact.get(), nullptr);
     cuda::expert_down(dact.get(), m * k, di.get(), dt.get(), l, dout.get(), nullptr);
     const std::vector<float> act = dact.download(), out = dout.download();
     for (int j = 0; j < m * k; ++j) {
@@ -446,11 +446,22 @@ TEST(CudaKernels, ExpertProductsAndCombineMatchCpu) {
     for (int e = 0; e < E; ++e) table[size_t(e)] = db.get() + size_t(e) * l.bytes;
     dt.upload(table);
     DeviceVec<float> all_out(std::vector<float>(size_t(m * k * H), 0.0f)), r_sep(resid), r_fused(resid);
-    cuda::expert_gate_up(dx.get(), m, k, di.get(), dt.get(), l, dact.get(), nullptr);
+    cuda::expert_gate_up(dx.get(), m, k, di.get(), dt.get(), E, l, dact.get(), nullptr);
     cuda::expert_down(dact.get(), m * k, di.get(), dt.get(), l, all_out.get(), nullptr);
     cuda::moe_combine(all_out.get(), dw.get(), m, k, H, r_sep.get(), nullptr);
-    cuda::expert_down_combine(dact.get(), m, k, di.get(), dw.get(), dt.get(), l, r_fused.get(), nullptr, nullptr);
+    cuda::expert_down_combine(dact.get(), m, k, di.get(), dw.get(), dt.get(), E, l, r_fused.get(), nullptr, nullptr);
     ASSERT_EQ(r_fused.download(), r_sep.download()) << codec_name(c);
+    // A table too long for shared memory (600 entries, past the kernels' 512) is read from global memory instead:
+    // the same bits.
+    std::vector<const uint8_t*> long_table(600, nullptr);
+    std::copy(table.begin(), table.end(), long_table.begin());
+    DeviceVec<const uint8_t*> dlong(long_table);
+    DeviceVec<float> act_long(test::poisoned(size_t(m * k * I))), r_long(resid);
+    cuda::expert_gate_up(dx.get(), m, k, di.get(), dlong.get(), 600, l, act_long.get(), nullptr);
+    cuda::expert_down_combine(act_long.get(), m, k, di.get(), dw.get(), dlong.get(), 600, l, r_long.get(), nullptr,
+                              nullptr);
+    ASSERT_EQ(act_long.download(), dact.download()) << codec_name(c);
+    ASSERT_EQ(r_long.download(), r_fused.download()) << codec_name(c);
   }
 }
 

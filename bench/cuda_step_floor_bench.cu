@@ -1,0 +1,400 @@
+// bench/cuda_step_floor_bench.cu - the floor under one dependent GPU step: a chain of S dependent kernel launches
+// (default 288 = 48 layers x 6 launches, batch-1 decode) captured once into a CUDA graph and replayed, timed by CUDA
+// events, in arms that do (almost) nothing: empty kernels, a 2,048-float RMS-norm exchange (every block reads the
+// whole vector the previous step wrote and writes its slice of the next), the same plus W MiB of weights streamed
+// before the dependency wait, each with and without programmatic dependent launch (PDL); and one persistent kernel
+// doing the same steps between grid-wide barriers. Prints us per step (median, min, max over the replays) and the
+// ceiling tok/s it implies for 288 steps a token; first the device, its clock and its device-to-device copy rate.
+// Usage: build/bench/cuda_step_floor_bench [--steps S] [--repeats R] [--blocks B]
+//        (defaults S = 288, R = 20 after 3 warm-up replays, B = 2 x SM count blocks of 256 threads; needs a GPU)
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <functional>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "cuda/kernels.h"
+
+using namespace seedling;
+
+namespace {
+
+constexpr int kThreads = 256;      // threads a block
+constexpr int kHidden = 2048;      // floats in the vector a step hands to the next
+constexpr int kDecodeSteps = 288;  // dependent launches a token: 48 layers x 6
+constexpr int kWarmups = 3;        // untimed replays before the timed ones
+constexpr size_t kMiB = size_t(1) << 20;
+constexpr size_t kWeightPool = 256 * kMiB;      // the weight regions cycle through this much (> L2)
+constexpr size_t kCopyBytes = size_t(1) << 30;  // the device-to-device copy's buffer
+constexpr const char* kName = "cuda_step_floor_bench";
+
+// Programmatic dependent launch: wait for the previous grid (and its memory), let the next grid start launching.
+// Both are no-ops on a launch without the PDL attribute.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// The sum of v over the block, in every thread; red holds a float per warp.
+__device__ float block_sum(float v, float* red) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = threadIdx.x % 32 < kThreads / 32 ? red[threadIdx.x % 32] : 0.0f;
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  __syncthreads();  // red is free again
+  return v;
+}
+
+// One step's exchange: every block reads all of `in` (L2, not L1: in the persistent kernel other blocks rewrote it)
+// for the sum of squares, then writes its grid-stride share of out = in * rsqrt(mean square + 1e-6) + extra * 1e-30.
+__device__ void norm_step(const float* in, float* out, int h, float extra, float* red) {
+  float ss = 0.0f;
+  for (int i = int(threadIdx.x); i < h; i += kThreads) {
+    const float v = __ldcg(in + i);
+    ss += v * v;
+  }
+  const float scale = rsqrtf(block_sum(ss, red) / float(h) + 1e-6f);
+  for (int i = int(blockIdx.x * kThreads + threadIdx.x); i < h; i += int(gridDim.x) * kThreads) {
+    out[i] = __ldcg(in + i) * scale + extra * 1e-30f;
+  }
+}
+
+__global__ void __launch_bounds__(kThreads) empty_step(int) {
+  pdl_wait();
+  pdl_launch_dependents();
+}
+
+// The vector step; with kWeights it first streams w[0, n) (16-byte loads, issued before the wait so they overlap the
+// previous step) and folds their sum into the output, so the loads are live.
+template <bool kWeights>
+__global__ void __launch_bounds__(kThreads) vector_step(const float* in, float* out, int h, const uint4* w, size_t n) {
+  __shared__ float red[kThreads / 32];
+  unsigned acc = 0;
+  if constexpr (kWeights) {
+    const size_t stride = size_t(gridDim.x) * kThreads;
+#pragma unroll 4
+    for (size_t i = size_t(blockIdx.x) * kThreads + threadIdx.x; i < n; i += stride) {
+      const uint4 q = __ldg(w + i);
+      acc += q.x ^ q.y ^ q.z ^ q.w;
+    }
+  }
+  pdl_wait();
+  pdl_launch_dependents();
+  float extra = 0.0f;
+  if constexpr (kWeights) extra = block_sum(float(acc), red);
+  norm_step(in, out, h, extra, red);
+}
+
+// A grid-wide barrier: bar[0] counts arrivals, bar[1] is the generation the last arrival advances (the others spin on
+// it). Every block of the grid must be resident.
+__device__ void grid_sync(unsigned* bar, unsigned blocks) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    volatile unsigned* gen = bar + 1;
+    const unsigned g = *gen;
+    __threadfence();  // the block's writes and the read of the generation before the arrival
+    if (atomicAdd(bar, 1u) == blocks - 1) {
+      atomicExch(bar, 0u);
+      __threadfence();
+      atomicAdd(bar + 1, 1u);
+    } else {
+      while (*gen == g) {
+      }
+    }
+    __threadfence();
+  }
+  __syncthreads();
+}
+
+// The vector steps in one persistent kernel: step s reads buf[s % 2] and writes buf[(s + 1) % 2], a barrier between.
+__global__ void __launch_bounds__(kThreads) barrier_steps(float* a, float* b, int h, int steps, unsigned* bar) {
+  __shared__ float red[kThreads / 32];
+  for (int s = 0; s < steps; ++s) {
+    norm_step(s % 2 ? b : a, s % 2 ? a : b, h, 0.0f, red);
+    if (s + 1 < steps) grid_sync(bar, gridDim.x);
+  }
+}
+
+struct Options {
+  int steps = kDecodeSteps, repeats = 20, blocks = 0;  // blocks 0: 2 x SM count
+};
+
+void usage(FILE* f) {
+  std::fprintf(f,
+               "usage: %s [--steps S] [--repeats R] [--blocks B]\n"
+               "  S dependent steps per graph (default %d = 48 layers x 6), R timed replays (default 20, after %d "
+               "warm-ups),\n  B blocks of %d threads (default 2 x SM count)\n",
+               kName, kDecodeSteps, kWarmups, kThreads);
+}
+
+// argv[i + 1] as an integer in [lo, hi], or exit 2 with the usage.
+int int_arg(int argc, char** argv, int i, int lo, int hi) {
+  const char* s = i + 1 < argc ? argv[i + 1] : "";  // a missing value reads as ''
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(s, &end, 10);
+  if (end == s || *end != '\0' || errno != 0 || v < lo || v > hi) {
+    std::fprintf(stderr, "%s: %s wants an integer in [%d, %d], got '%s'\n", kName, argv[i], lo, hi, s);
+    usage(stderr);
+    std::exit(2);
+  }
+  return int(v);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; i += 2) {
+    const std::string_view a = argv[i];
+    if (a == "--help" || a == "-h") {
+      usage(stdout);
+      std::exit(0);
+    } else if (a == "--steps") {
+      o.steps = int_arg(argc, argv, i, 1, 100000);
+    } else if (a == "--repeats") {
+      o.repeats = int_arg(argc, argv, i, 1, 100000);
+    } else if (a == "--blocks") {
+      o.blocks = int_arg(argc, argv, i, 1, 65535);
+    } else {
+      std::fprintf(stderr, "%s: unknown argument '%s'\n", kName, argv[i]);
+      usage(stderr);
+      std::exit(2);
+    }
+  }
+  return o;
+}
+
+std::vector<double> sorted(std::vector<double> v) {  // median: v[size / 2] (the upper one of an even count)
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// Seconds of each of `repeats` runs of `launch` on s, by events, after kWarmups untimed runs.
+std::vector<double> time_runs(const std::function<void()>& launch, cudaStream_t s, int repeats) {
+  for (int w = 0; w < kWarmups; ++w) launch();
+  cuda::check(cudaStreamSynchronize(s), "warm-up");
+  cudaEvent_t a, b;
+  cuda::check(cudaEventCreate(&a), "event");
+  cuda::check(cudaEventCreate(&b), "event");
+  std::vector<double> t;
+  for (int r = 0; r < repeats; ++r) {
+    cuda::check(cudaEventRecord(a, s), "event");
+    launch();
+    cuda::check(cudaEventRecord(b, s), "event");
+    cuda::check(cudaEventSynchronize(b), "bench run");
+    float ms = 0;
+    cuda::check(cudaEventElapsedTime(&ms, a, b), "event");
+    t.push_back(double(ms) * 1e-3);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return t;
+}
+
+// Launches kernel on s (blocks x kThreads), with the programmatic-stream-serialization attribute when pdl.
+template <typename... P, typename... A>
+void launch(bool pdl, int blocks, cudaStream_t s, void (*kernel)(P...), A... args) {
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(blocks));
+  cfg.blockDim = dim3(kThreads);
+  cfg.stream = s;
+  cfg.attrs = pdl ? &attr : nullptr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  cuda::check(cudaLaunchKernelEx(&cfg, kernel, args...), "step launch");
+}
+
+// What `enqueue` puts on s, captured into a graph and instantiated.
+cudaGraphExec_t capture(cudaStream_t s, const std::function<void()>& enqueue) {
+  cudaGraph_t g;
+  cuda::check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "begin capture");
+  enqueue();
+  cuda::check(cudaStreamEndCapture(s, &g), "end capture");
+  cudaGraphExec_t e;
+  cuda::check(cudaGraphInstantiate(&e, g, 0), "graph instantiate");
+  cudaGraphDestroy(g);
+  return e;
+}
+
+// One arm's line: us per step, the ceiling it implies, and the weights' rate when weight_bytes > 0.
+void report(const char* arm, const std::vector<double>& seconds, int steps, double weight_bytes) {
+  std::vector<double> us;
+  for (const double t : seconds) us.push_back(t * 1e6 / steps);
+  us = sorted(us);
+  const double med = us[us.size() / 2];
+  std::printf("  %-28s %8.3f us/step (min %.3f, max %.3f)  ceiling %7.0f tok/s for %d steps", arm, med, us.front(),
+              us.back(), 1e6 / (kDecodeSteps * med), kDecodeSteps);
+  if (weight_bytes > 0) std::printf(", weights %.0f GB/s", weight_bytes / (med * 1e-6) / 1e9);
+  std::printf("\n");
+}
+
+// The vector after `steps` steps of norm_step (no weights) from x, on the CPU in double.
+std::vector<float> cpu_steps(std::vector<float> x, int steps) {
+  std::vector<float> y(x.size());
+  for (int s = 0; s < steps; ++s) {
+    double ss = 0;
+    for (const float v : x) ss += double(v) * double(v);
+    const double scale = 1.0 / std::sqrt(ss / double(x.size()) + 1e-6);
+    for (size_t i = 0; i < x.size(); ++i) y[i] = float(double(x[i]) * scale);
+    std::swap(x, y);
+  }
+  return x;
+}
+
+// Whether the device vector d matches want within 1e-4 relative (and is finite); prints the verdict.
+bool check_vector(const char* arm, const float* d, const std::vector<float>& want) {
+  std::vector<float> got(want.size());
+  cuda::check(cudaMemcpy(got.data(), d, got.size() * sizeof(float), cudaMemcpyDeviceToHost), "download");
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::fabs(double(got[i]) - double(want[i])) / std::max(std::fabs(double(want[i])), 1e-6);
+    worst = std::isfinite(got[i]) ? std::max(worst, err) : INFINITY;
+  }
+  const bool ok = worst <= 1e-4;
+  std::printf("  %s: %s (max relative error %.2g against the CPU's steps)\n", arm, ok ? "check ok" : "check FAILED",
+              worst);
+  return ok;
+}
+
+int run(const Options& opt) {
+  int n_dev = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n_dev);
+  if (e != cudaSuccess || n_dev == 0) {
+    std::fprintf(stderr, "%s: no CUDA device (cudaGetDeviceCount: %s); this benchmark needs a GPU\n", kName,
+                 e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    return 1;
+  }
+  cudaDeviceProp prop{};
+  cuda::check(cudaGetDeviceProperties(&prop, 0), "device properties");
+  int sms = 0, clock_khz = 0, l2 = 0;
+  cuda::check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "SM count");
+  cuda::check(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0), "clock rate");
+  cuda::check(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0), "L2 size");
+  const int steps = opt.steps, blocks = opt.blocks > 0 ? opt.blocks : 2 * sms;
+  std::printf("device: %s, %d SMs, SM clock %.0f MHz (peak), L2 %.0f MiB\n", prop.name, sms, clock_khz / 1e3,
+              double(l2) / double(kMiB));
+  cudaStream_t s;
+  cuda::check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
+
+  void *src = nullptr, *dst = nullptr;
+  cuda::check(cudaMalloc(&src, kCopyBytes), "copy alloc");
+  cuda::check(cudaMalloc(&dst, kCopyBytes), "copy alloc");
+  cuda::check(cudaMemsetAsync(src, 1, kCopyBytes, s), "copy memset");
+  const auto copy = [&] { cuda::check(cudaMemcpyAsync(dst, src, kCopyBytes, cudaMemcpyDeviceToDevice, s), "copy"); };
+  const double copy_s = sorted(time_runs(copy, s, 5))[2];
+  std::printf(
+      "device-to-device copy of 1 GiB: %.0f GB/s (median of 5; counts 2 x bytes / time, the read and the "
+      "write once each)\n",
+      2.0 * double(kCopyBytes) / copy_s / 1e9);
+  cuda::check(cudaFree(src), "free");
+  cuda::check(cudaFree(dst), "free");
+
+  std::printf(
+      "%d dependent steps a graph, %d blocks x %d threads, vector of %d floats, %d timed replays after %d "
+      "warm-ups:\n",
+      steps, blocks, kThreads, kHidden, opt.repeats, kWarmups);
+  std::vector<float> x0(kHidden);
+  for (int i = 0; i < kHidden; ++i) x0[size_t(i)] = std::sin(float(i));
+  const std::vector<float> want = cpu_steps(x0, steps);
+  float* buf[2] = {nullptr, nullptr};
+  for (float*& b : buf) cuda::check(cudaMalloc(reinterpret_cast<void**>(&b), kHidden * sizeof(float)), "alloc");
+  const auto upload = [&] {  // on s, since s does not wait for the legacy default stream
+    cuda::check(cudaMemcpyAsync(buf[0], x0.data(), kHidden * sizeof(float), cudaMemcpyHostToDevice, s), "upload");
+    cuda::check(cudaStreamSynchronize(s), "upload");
+  };
+  upload();
+  uint4* weights = nullptr;
+  cuda::check(cudaMalloc(reinterpret_cast<void**>(&weights), kWeightPool), "weight alloc");
+  cuda::check(cudaMemsetAsync(weights, 0, kWeightPool, s), "weight memset");
+  bool ok = true;
+
+  // Arms 1-5: a graph of `steps` launches each, replayed. Work: 0 empty, 1 vector, 2 vector + weight_mib of weights.
+  const auto graph_arm = [&](const char* arm, bool pdl, int work, size_t weight_mib) {
+    const size_t region = weight_mib * kMiB / sizeof(uint4),
+                 regions = kWeightPool / std::max<size_t>(weight_mib * kMiB, 1);
+    cudaGraphExec_t g = capture(s, [&] {
+      for (int k = 0; k < steps; ++k) {
+        float *in = buf[k % 2], *out = buf[(k + 1) % 2];
+        if (work == 0) launch(pdl, blocks, s, empty_step, 0);
+        if (work == 1) launch(pdl, blocks, s, vector_step<false>, in, out, kHidden, weights, size_t(0));
+        if (work == 2)
+          launch(pdl, blocks, s, vector_step<true>, in, out, kHidden, weights + size_t(k) % regions * region, region);
+      }
+    });
+    const auto replay = [&] { cuda::check(cudaGraphLaunch(g, s), "graph launch"); };
+    report(arm, time_runs(replay, s, opt.repeats), steps, double(weight_mib * kMiB));
+    if (work == 1) {
+      upload();
+      replay();
+      cuda::check(cudaStreamSynchronize(s), "check run");
+      ok = check_vector(arm, buf[steps % 2], want) && ok;
+    }
+    cuda::check(cudaGraphExecDestroy(g), "graph destroy");
+  };
+  graph_arm("empty, PDL", true, 0, 0);
+  graph_arm("empty, no PDL", false, 0, 0);
+  graph_arm("vector, PDL", true, 1, 0);
+  graph_arm("vector, no PDL", false, 1, 0);
+  for (const size_t w : {size_t(1), size_t(4), size_t(16)}) {
+    char arm[64];
+    std::snprintf(arm, sizeof arm, "vector + %zu MiB weights, PDL", w);
+    graph_arm(arm, true, 2, w);
+  }
+  std::printf("  (weights: a distinct W MiB region a step, cycling through %zu MiB; GB/s = W MiB / step time)\n",
+              kWeightPool / kMiB);
+
+  // Arm 6: one persistent kernel, the steps between grid barriers; every block must be resident.
+  int per_sm = 0;
+  cuda::check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, barrier_steps, kThreads, 0), "occupancy");
+  if (per_sm * sms < blocks) {
+    std::fprintf(stderr, "%s: grid barrier skipped: %d blocks, but only %d x %d SMs can be resident at once\n", kName,
+                 blocks, per_sm, sms);
+  } else {
+    unsigned* bar = nullptr;
+    cuda::check(cudaMalloc(reinterpret_cast<void**>(&bar), 2 * sizeof(unsigned)), "barrier alloc");
+    cuda::check(cudaMemsetAsync(bar, 0, 2 * sizeof(unsigned), s), "barrier memset");
+    int h = kHidden, n = steps;
+    void* args[] = {&buf[0], &buf[1], &h, &n, &bar};
+    const auto persistent = [&] {
+      cuda::check(cudaLaunchCooperativeKernel(barrier_steps, dim3(unsigned(blocks)), dim3(kThreads), args, 0, s),
+                  "persistent launch");
+    };
+    report("grid barrier (1 kernel)", time_runs(persistent, s, opt.repeats), steps, 0);
+    upload();
+    persistent();
+    cuda::check(cudaStreamSynchronize(s), "check run");
+    ok = check_vector("grid barrier (1 kernel)", buf[steps % 2], want) && ok;
+    cuda::check(cudaFree(bar), "free");
+  }
+  cuda::check(cudaFree(weights), "free");
+  for (float* b : buf) cuda::check(cudaFree(b), "free");
+  cuda::check(cudaStreamDestroy(s), "stream");
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options opt = parse(argc, argv);
+  try {
+    return run(opt);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", kName, e.what());
+    return 1;
+  }
+}
