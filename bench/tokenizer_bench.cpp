@@ -48,10 +48,11 @@ int main(int argc, char** argv) {
     uint64_t h = 0xcbf29ce484222325ull;
     const auto* p = reinterpret_cast<const unsigned char*>(ids.data());
     for (size_t i = 0; i < ids.size() * sizeof(int32_t); ++i) h = (h ^ p[i]) * 0x100000001b3ull;
-    std::printf("{\"tokenizer\": \"%s\", \"bytes\": %zu, \"seconds_best\": %.4f, \"mb_per_s\": %.2f, \"ids\": %zu, "
-                "\"ids_fnv1a64\": \"%016llx\"}\n",
-                args[0], text.size(), best, double(text.size()) / std::max(best, 1e-9) / 1e6, ids.size(),
-                static_cast<unsigned long long>(h));
+    std::printf(
+        "{\"tokenizer\": \"%s\", \"bytes\": %zu, \"seconds_best\": %.4f, \"mb_per_s\": %.2f, \"ids\": %zu, "
+        "\"ids_fnv1a64\": \"%016llx\"}\n",
+        args[0], text.size(), best, double(text.size()) / std::max(best, 1e-9) / 1e6, ids.size(),
+        static_cast<unsigned long long>(h));
     if (print_ids) {
       std::string line;
       line.reserve(ids.size() * 6 + 1);
