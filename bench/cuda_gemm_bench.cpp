@@ -1,5 +1,6 @@
-// bench/cuda_gemm_bench.cpp - the tensor-core GEMMs (cuda/gemm.h), both kernels (N: mma.sync as the default runs
-// it, picking its tile; L and S: the same forced to 128 x 128 and 64 x 64 tiles; O: the first kernel, WMMA),
+// bench/cuda_gemm_bench.cpp - the tensor-core GEMMs (cuda/gemm.h) (N: mma.sync as the default runs it, picking its
+// tile, f16 for these q4_g64 weights; L and S: the same forced to 128 x 128 and 64 x 64 tiles; O: the TF32 mma
+// kernel, SEEDLING_GEMM=tf32, the f16 kernel's baseline),
 // against the CUDA-core kernels (C: cuda/kernels.h) at issue 8's prompt shapes (Qwen3-30B-A3B, q4_g64), in one run:
 // arms interleaved N L S O C C O S L N, TFLOP/s (median, min, max) against the tensor-core ceiling of the device,
 // N's speed over O's, and how far N's and O's outputs are from C's. Then the grouped experts with seed weights on
@@ -270,8 +271,9 @@ int main(int argc, char** argv) {
               peak_bf16);
   std::printf(
       "repeats: %d x (N L S O C C O S L N); TFLOP/s median (min-max) and share of the TF32 ceiling; N = tensor "
-      "cores, mma.sync kernel, its own tile pick; L, S = the same with 128 x 128 and 64 x 64 tiles; O = tensor cores, "
-      "WMMA kernel; C = CUDA cores (float32); last two columns: max|N-C|/max|C| and max|O-C|/max|C|\n\n",
+      "cores, mma.sync kernel, its own tile pick (f16); L, S = the same with 128 x 128 and 64 x 64 tiles; O = tensor "
+      "cores, mma.sync TF32 kernel; C = CUDA cores (float32); last two columns: max|N-C|/max|C| and "
+      "max|O-C|/max|C|\n\n",
       repeats);
   std::printf("%-34s | %-31s | %-7s | %-7s | %-31s | %-6s | %-19s | %-7s | %s\n", "shape", "N TFLOP/s", "L", "S",
               "O TFLOP/s", "C", "N over O", "N vs C", "O vs C | L, S bits");
@@ -289,6 +291,7 @@ int main(int argc, char** argv) {
   float* yn = device_floats(size_t(max_m * max_n));
   float* yo = device_floats(size_t(max_m * max_n));
   float* yc = device_floats(size_t(max_m * max_n));
+  float* row_scale = device_floats(size_t(max_m));  // matmul_tc's scratch for the f16 kernel
   // A tensor-core arm: f run with kernel kind k.
   const auto with = [](cuda::GemmKernel k, std::function<void()> f) {
     return [k, f] {
@@ -304,9 +307,9 @@ int main(int argc, char** argv) {
     std::vector<int64_t> ms = {512, 2048, 16384};
     if (n == 4096) ms = {1, 8, 32, 64, 128, 256, 512, 2048, 16384};  // where the tensor cores start to pay
     for (const int64_t m : ms) {
-      const auto tc = [&](float* y) { return [&, y] { cuda::matmul_tc(x, m, dm, y, false, s); }; };
+      const auto tc = [&](float* y) { return [&, y] { cuda::matmul_tc(x, m, dm, y, false, s, row_scale); }; };
       const Arms arms{with(cuda::GemmKernel::Mma, tc(yn)), with(cuda::GemmKernel::MmaLarge, tc(yn)),
-                      with(cuda::GemmKernel::MmaSmall, tc(yn)), with(cuda::GemmKernel::Wmma, tc(yo)),
+                      with(cuda::GemmKernel::MmaSmall, tc(yn)), with(cuda::GemmKernel::MmaTf32, tc(yo)),
                       [&] { cuda::matmul(x, m, dm, yc, false, s); }};
       arms.o();
       arms.c();
@@ -345,7 +348,7 @@ int main(int argc, char** argv) {
         };
       };
       const Arms arms{with(cuda::GemmKernel::Mma, tc(act_n, yn)), with(cuda::GemmKernel::MmaLarge, tc(act_n, yn)),
-                      with(cuda::GemmKernel::MmaSmall, tc(act_n, yn)), with(cuda::GemmKernel::Wmma, tc(act_o, yo)),
+                      with(cuda::GemmKernel::MmaSmall, tc(act_n, yn)), with(cuda::GemmKernel::MmaTf32, tc(act_o, yo)),
                       [&] {
                         cuda::expert_gate_up(x, m, k, di, dt, E, l, act_c, s);
                         cuda::expert_down(act_c, m * k, di, dt, l, yc, s);

@@ -76,15 +76,17 @@ class PinnedScratch {
   size_t bytes_ = 0;
 };
 
-// Rows from which a forward's products run on tensor cores (cuda/gemm.h: TF32 inputs, float32 sums): below it
+// Rows from which a forward's products run on tensor cores (cuda/gemm.h: TF32 or f16 inputs, float32 sums): below it
 // the CUDA-core kernels are faster (docs/results/2026-11-30-cuda-prefill-gemm.md: 0.81x at 32 rows, 1.43x at 64).
 // The router's product stays on CUDA cores at every size, so expert choices never see TF32 rounding.
 constexpr int64_t kTensorCoreRows = 64;
 
-// y = x W^T (or y +=) for m rows, on tensor cores from kTensorCoreRows rows (every codec, the seed codecs too).
-void product(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream) {
+// y = x W^T (or y +=) for m rows, on tensor cores from kTensorCoreRows rows (every codec, the seed codecs too; the
+// affine codecs on the f16 kernel, with row_scale as its m floats of scratch).
+void product(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream,
+             float* row_scale) {
   if (m >= kTensorCoreRows) {
-    cuda::matmul_tc(x, m, w, y, accumulate, stream);
+    cuda::matmul_tc(x, m, w, y, accumulate, stream, row_scale);
   } else {
     cuda::matmul(x, m, w, y, accumulate, stream);
   }
@@ -210,7 +212,9 @@ class CudaForward final : public DeviceForward {
   int* d_decode_ = nullptr;
   int* d_wanted_ = nullptr;
   DeviceScratch s_meta_, s_x_, s_xn_, s_q_, s_k_, s_v_, s_att_, s_router_, s_ids_, s_w_, s_act_, s_up_, s_eout_,
-      s_attn_scratch_, s_attn_counters_, s_router_counter_, s_rope_counters_, s_bucket_, s_logits_;
+      s_attn_scratch_, s_attn_counters_, s_router_counter_, s_rope_counters_, s_bucket_, s_logits_, s_scale_;
+  // The f16 GEMM's row scales for a product of m rows (cuda/gemm.h's matmul_tc).
+  float* row_scale(int64_t m) { return s_scale_.get<float>(size_t(m)); }
   PinnedScratch meta_host_, logits_host_;
   cudaEvent_t span_[2] = {};  // recorded around a forward's device work
   double device_seconds_ = 0.0;
@@ -474,7 +478,7 @@ std::vector<const void*> CudaForward::graph_key() const {
 // The forward on stream_. One row (decode) takes the fused path: each RMS norm inside the launch that reads its
 // output, q/k/v in one launch, the router with its top-k, the down products with the combine; its numbers are the
 // unfused launches' bit for bit (kernels.h says why), so a row alone and the rows of a batch of fewer than
-// kTensorCoreRows agree (from kTensorCoreRows the products run on tensor cores, with TF32 inputs).
+// kTensorCoreRows agree (from kTensorCoreRows the products run on tensor cores, with TF32 or f16 inputs).
 void CudaForward::enqueue(int64_t W) {
   const int64_t M = m_, H = c_.hidden_size;
   float* x = s_x_.get<float>(size_t(M * H));
@@ -490,10 +494,10 @@ void CudaForward::enqueue(int64_t W) {
       float* g = s_act_.get<float>(size_t(M * I));
       float* u = s_up_.get<float>(size_t(M * I));
       cuda::rms_norm(x, xn, M, H, lw.ffn_norm, c_.rms_norm_eps, stream_);
-      product(xn, M, lw.mlp_gate, g, false, stream_);
-      product(xn, M, lw.mlp_up, u, false, stream_);
+      product(xn, M, lw.mlp_gate, g, false, stream_, row_scale(M));
+      product(xn, M, lw.mlp_up, u, false, stream_, row_scale(M));
       cuda::silu_mul(g, u, g, M * I, stream_);
-      product(g, M, lw.mlp_down, x, true, stream_);
+      product(g, M, lw.mlp_down, x, true, stream_, row_scale(M));
     }
   }
   // Head over the rows that want logits: (wanted, H) -> (wanted, V).
@@ -505,7 +509,7 @@ void CudaForward::enqueue(int64_t W) {
     } else {
       cuda::gather_rows(x, d_wanted_, W, H, xn, stream_);
       cuda::rms_norm(xn, xn, W, H, final_norm_, c_.rms_norm_eps, stream_);
-      product(xn, W, head_, out, false, stream_);
+      product(xn, W, head_, out, false, stream_, row_scale(W));
     }
   }
 }
@@ -542,9 +546,9 @@ void CudaForward::attention(int layer, float* x, float* xn) {
     cuda::matvec(x, ws, ys, lw.attn_norm, c_.rms_norm_eps, xn, false, stream_);
   } else {
     cuda::rms_norm(x, xn, M, H, lw.attn_norm, c_.rms_norm_eps, stream_);
-    product(xn, M, lw.q, q, false, stream_);  // (M, Q)
-    product(xn, M, lw.k, k, false, stream_);  // (M, KV)
-    product(xn, M, lw.v, v, false, stream_);  // (M, KV)
+    product(xn, M, lw.q, q, false, stream_, row_scale(M));  // (M, Q)
+    product(xn, M, lw.k, k, false, stream_, row_scale(M));  // (M, KV)
+    product(xn, M, lw.v, v, false, stream_, row_scale(M));  // (M, KV)
   }
   if (lw.q_bias != nullptr) {
     cuda::add_bias(q, lw.q_bias, M, Q, stream_);
@@ -571,7 +575,7 @@ void CudaForward::attention(int layer, float* x, float* xn) {
     float* const ys[1] = {x};
     if (!skipped(M, kSkipO)) cuda::matvec(att, {&lw.o, 1}, ys, nullptr, 0.0f, nullptr, true, stream_);  // x += o . att
   } else {
-    product(att, M, lw.o, x, true, stream_);  // x += (M, H)
+    product(att, M, lw.o, x, true, stream_, row_scale(M));  // x += (M, H)
   }
 }
 

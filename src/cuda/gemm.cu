@@ -7,10 +7,13 @@
 // weights fetched raw into registers a slice ahead (seed codecs: the fields of the blocks) and widened (decoded) as
 // 8 pieces of 8 values a row (mma_layout.h), both rounded to TF32; warps multiply with mma.sync m16n8k8 from
 // fragments whose indices mma_layout.h computes (tested on the CPU against the PTX ISA's layouts).
+// mma16_kernel: the affine codecs' twin of mma_kernel, with f16 operands (x rows scaled into f16's range by a power
+// of 2), mma.sync m16n8k16 and ldmatrix (see its comment).
 // wmma_kernel (the first one): 128 x 128 tiles, one stage, WMMA m16n16k8.
 // In both, the accumulators go through shared memory to one epilogue (bounds, accumulate, SiLU product), and an
 // output element is 0 plus its MMAs in k order, one per 8 of k: its sum never depends on m, on the tile shape or
 // on the other rows of its tile.
+#include <cuda_fp16.h>
 #include <mma.h>
 
 #include <atomic>
@@ -54,6 +57,8 @@ struct GemmArgs {
   int k = 1;  // GateUp: pair j reads row j / k of x
   const uint8_t* const* table = nullptr;
   size_t off_a = 0, off_b = 0;  // GateUp: gate and up in the blob; Down: down in off_a
+  // The f16 kernel: x row r's scale, a power of 2 that puts its largest |x| in [2^14, 2^15) (row_scale_kernel).
+  const float* xscale = nullptr;
 };
 
 __device__ __forceinline__ float tf32(float v) {
@@ -407,6 +412,45 @@ __device__ __forceinline__ void store_pieces(const uint32_t (&raw)[kPiecesOf<T>]
   }
 }
 
+// This thread's weight rows, one per piece it widens (item tid + j * kThreads: tile row item / 8).
+template <CodecId C, Mode M, class T>
+__device__ __forceinline__ void thread_rows(const GemmArgs& a, const uint8_t* wa, const uint8_t* wb, int64_t n0,
+                                            WRow<C> (&wrow)[kPiecesOf<T>]) {
+  static_assert(T::BN * 8 % T::kThreads == 0, "threads share a weight slice evenly");
+#pragma unroll
+  for (int j = 0; j < kPiecesOf<T>; ++j) {
+    wrow[j] = weight_row<C, M, T::BN>(a, wa, wb, n0, (int(threadIdx.x) + j * T::kThreads) / 8);
+  }
+}
+
+template <class T>
+__device__ __forceinline__ void zero_acc(float (&acc)[T::MT][T::NT][4]) {
+#pragma unroll
+  for (int i = 0; i < T::MT; ++i) {
+#pragma unroll
+    for (int j = 0; j < T::NT; ++j) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
+    }
+  }
+}
+
+// The warp's accumulators into the accumulator tile cs, each divided by div(tile row).
+template <class T, class Div>
+__device__ __forceinline__ void store_acc(const float (&acc)[T::MT][T::NT][4], float* cs, int warp, int lane, Div div) {
+#pragma unroll
+  for (int i = 0; i < T::MT; ++i) {
+#pragma unroll
+    for (int j = 0; j < T::NT; ++j) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int r = (warp / T::WN) * T::kWarpRows + i * 16 + mma::frag_c(lane, q).row;
+        cs[T::c_index(warp, lane, i, j, q)] = acc[i][j][q] / div(r);
+      }
+    }
+  }
+}
+
 // The mma.sync kernel. Two stages of shared memory: while the warps multiply slice s, x's next slice lands by
 // cp.async in the other stage and each thread's weight pieces of it are already in registers; after the MMAs they
 // are widened into that stage, x is rounded to TF32, and one barrier ends the slice.
@@ -425,21 +469,11 @@ __global__ void __launch_bounds__(T::kThreads, min_blocks<T>()) mma_kernel(GemmA
   const int64_t n0 = int64_t(blockIdx.y) * kOutCols;
   const int tid = int(threadIdx.x), warp = tid / 32, lane = tid % 32;
 
-  constexpr int kPieces = kPiecesOf<T>;
-  static_assert(T::BN * 8 % T::kThreads == 0, "threads share a weight slice evenly");
-  WRow<C> wrow[kPieces];
-#pragma unroll
-  for (int j = 0; j < kPieces; ++j) wrow[j] = weight_row<C, M, T::BN>(a, wa, wb, n0, (tid + j * T::kThreads) / 8);
-  uint32_t raw[kPieces][8];
+  WRow<C> wrow[kPiecesOf<T>];
+  thread_rows<C, M, T>(a, wa, wb, n0, wrow);
+  uint32_t raw[kPiecesOf<T>][8];
   float acc[T::MT][T::NT][4];
-#pragma unroll
-  for (int i = 0; i < T::MT; ++i) {
-#pragma unroll
-    for (int j = 0; j < T::NT; ++j) {
-#pragma unroll
-      for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
-    }
-  }
+  zero_acc<T>(acc);
   __syncthreads();  // src, dst
 
   // Slice 0 into stage 0.
@@ -509,27 +543,238 @@ __global__ void __launch_bounds__(T::kThreads, min_blocks<T>()) mma_kernel(GemmA
   }
 
   float* cs = sm;  // the stages are free after the last barrier
-#pragma unroll
-  for (int i = 0; i < T::MT; ++i) {
-#pragma unroll
-    for (int j = 0; j < T::NT; ++j) {
-#pragma unroll
-      for (int q = 0; q < 4; ++q) cs[T::c_index(warp, lane, i, j, q)] = acc[i][j][q];
-    }
-  }
+  store_acc<T>(acc, cs, warp, lane, [](int) { return 1.0f; });
   __syncthreads();
   epilogue<M, T::BM, T::BN, T::kThreads>(a, cs, T::kLdc, dst, rows, n0);
 }
 
+// The f16 kernel, for the affine codecs (q8_g32, q8_g64, q4_g32, q4_g64): the mma kernel's tiles, stages and k order,
+// with f16 operands, mma.sync m16n8k16 (twice the k of an m16n8k8 TF32 MMA, at the same rate) fed by ldmatrix.x4
+// (mma_layout.h's Tile16: two 16 x 16 or 16 x 8 operands a load instead of 4 and 2 scalar loads). Both operands keep
+// TF32's 10 stored mantissa bits, and f16's narrower range is handled, so the error bound is the TF32 kernel's plus
+// terms for f16's subnormals (gemm_test.cpp):
+// - Weights: an affine unit's d and m are f16 in the pack, and a code q is exact in f16, so each weight is one
+//   f16 fma, q d + m rounded once (the CPU's float value is q d + m rounded to float; the two differ by at most
+//   2^-11 + 2^-24 of it, or 2^-25 below f16's normal range). Codes are widened two at a time: a code under the
+//   exponent of 1024 (0x6400 | q is 1024 + q), less 1024, then the fma.
+// - x: row r is multiplied by xscale[r], a power of 2 that puts its largest |x| in [2^14, 2^15) (so no x overflows
+//   f16, and only elements under 2^-28 of the row's largest fall below f16's normal range), rounded to f16, and the
+//   sums are multiplied by 1 / xscale[r] in the epilogue: both scalings exact, a row's bits its own.
+using Tile16L = mma::Tile16<128, 128, 2, 4>;  // 256 threads; 104 KB of shared memory: 2 blocks an SM
+using Tile16S = mma::Tile16<64, 64, 2, 2>;    // 128 threads; 52 KB: 4 blocks an SM
+static_assert(Tile16L::BM == TileL::BM && Tile16L::BN == TileL::BN && Tile16S::BM == TileS::BM &&
+                  Tile16S::BN == TileS::BN,
+              "the f16 tiles have the TF32 tiles' shapes, so one tile pick serves both");
+
+template <class T>
+constexpr size_t smem16_bytes() {
+  constexpr size_t stages = size_t(2 * (T::BM + T::BN) * T::kLdh) * 2, staging = size_t(T::BM * T::kLd) * 4;
+  static_assert(size_t(T::BM * T::kLdc) * 4 <= stages + staging, "the accumulator tile fits in the stages");
+  return stages + staging;
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const __half* p) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s)
+               : "memory");
+}
+
+// d += a b on f16 operands, float32 accumulators.
+__device__ __forceinline__ void mma_f16(float* d, const uint32_t* a, const uint32_t* b) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Two codes (each in the low 8 bits of a 16-bit half of `codes`, nothing above them) widened to q d + m in f16.
+__device__ __forceinline__ uint32_t widen2(uint32_t codes, __half2 d, __half2 m) {
+  const uint32_t biased = codes | 0x64006400u;  // 1024 + q in each half
+  const __half2 q = __hsub2(*reinterpret_cast<const __half2*>(&biased), __float2half2_rn(1024.0f));
+  const __half2 w = __hfma2(q, d, m);
+  return *reinterpret_cast<const uint32_t*>(&w);
+}
+
+// store_piece's twin for the f16 kernel (affine codecs): the fetched piece widened by widen2, zeros past k, stored
+// as two runs of 4 halves in weight row ws_row.
+template <CodecId C>
+__device__ __forceinline__ void store_piece16(const uint32_t* raw, int64_t k0, int p, int64_t cols, __half* ws_row) {
+  static_assert(is_affine(C), "the f16 kernel reads the affine codecs");
+  const mma::Piece pc = piece<C>(p);
+  const uint32_t dmw = raw[0];
+  const uint32_t dw = __byte_perm(dmw, 0, 0x1010), mw = __byte_perm(dmw, 0, 0x3232);
+  const __half2 d = *reinterpret_cast<const __half2*>(&dw), m = *reinterpret_cast<const __half2*>(&mw);
+  uint32_t v[4];  // values 0-1, 2-3 (at first), 4-5, 6-7 (at second)
+  if constexpr (C == Id::Q8_G32 || C == Id::Q8_G64) {
+    v[0] = widen2(__byte_perm(raw[1], 0, 0x4140), d, m);
+    v[1] = widen2(__byte_perm(raw[1], 0, 0x4342), d, m);
+    v[2] = widen2(__byte_perm(raw[2], 0, 0x4140), d, m);
+    v[3] = widen2(__byte_perm(raw[2], 0, 0x4342), d, m);
+  } else {  // bytes 0..3 of the word: values 0..3 in their low nibbles, 4..7 in their high ones
+    const uint32_t b01 = __byte_perm(raw[1], 0, 0x4140), b23 = __byte_perm(raw[1], 0, 0x4342);
+    v[0] = widen2(b01 & 0x000f000fu, d, m);
+    v[1] = widen2(b23 & 0x000f000fu, d, m);
+    v[2] = widen2((b01 >> 4) & 0x000f000fu, d, m);
+    v[3] = widen2((b23 >> 4) & 0x000f000fu, d, m);
+  }
+  if (k0 + kBK > cols) {  // a partial slice: positions past k hold padding codes
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int pos = j < 4 ? pc.first + j : pc.second + j - 4;
+      if (k0 + pos >= cols) v[j / 2] &= (j % 2 == 0 ? 0xffff0000u : 0x0000ffffu);
+    }
+  }
+  *reinterpret_cast<uint2*>(ws_row + pc.first) = make_uint2(v[0], v[1]);
+  *reinterpret_cast<uint2*>(ws_row + pc.second) = make_uint2(v[2], v[3]);
+}
+
+template <CodecId C, class T>
+__device__ __forceinline__ void store_pieces16(const uint32_t (&raw)[kPiecesOf<T>][8], int64_t k0, int64_t cols,
+                                               __half* ws) {
+#pragma unroll
+  for (int j = 0; j < kPiecesOf<T>; ++j) {
+    const int item = int(threadIdx.x) + j * T::kThreads;
+    store_piece16<C>(raw[j], k0, item % 8, cols, ws + (item / 8) * T::kLdh);
+  }
+}
+
+// This thread's float4s of a landed x slice (stage_x's, in xf), times their row's scale, rounded to f16 into xh.
+template <class T>
+__device__ __forceinline__ void convert_x(const float* xf, const float* scale, __half* xh) {
+  constexpr int kCopies = T::BM * (kBK / 4) / T::kThreads;
+#pragma unroll
+  for (int j = 0; j < kCopies; ++j) {
+    const int i = int(threadIdx.x) + j * T::kThreads, r = i / (kBK / 4), c = (i % (kBK / 4)) * 4;
+    const float4 v = *reinterpret_cast<const float4*>(xf + r * T::kLd + c);
+    const float s = scale[r];
+    const __half2 lo = __floats2half2_rn(v.x * s, v.y * s), hi = __floats2half2_rn(v.z * s, v.w * s);
+    *reinterpret_cast<uint2*>(xh + r * T::kLdh + c) =
+        make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+  }
+}
+
+template <class T>
+constexpr int min_blocks16() {
+  return T::BM == 128 ? 1 : 3;
+}
+
+// The f16 kernel: mma_kernel's pipeline (x's next slice by cp.async into a float32 staging area and the weights'
+// into registers while the warps multiply; both widened into the other stage after the MMAs; one barrier a slice).
+template <CodecId C, Mode M, class T>
+__global__ void __launch_bounds__(T::kThreads, min_blocks16<T>()) mma16_kernel(GemmArgs a) {
+  extern __shared__ __align__(128) float sm[];
+  __shared__ int64_t src[T::BM];
+  __shared__ int64_t dst[T::BM];
+  __shared__ float scale[T::BM];
+  const uint8_t* wa = nullptr;
+  const uint8_t* wb = nullptr;
+  const int rows = tile_rows<M, T::BM, T::kThreads>(a, src, dst, wa, wb);
+  if (rows < 0) return;
+  for (int r = int(threadIdx.x); r < T::BM; r += T::kThreads) scale[r] = r < rows ? a.xscale[src[r]] : 1.0f;
+  constexpr int kOutCols = M == Mode::GateUp ? T::BN / 2 : T::BN;
+  const int64_t n0 = int64_t(blockIdx.y) * kOutCols;
+  const int tid = int(threadIdx.x), warp = tid / 32, lane = tid % 32;
+  __half* const h0 = reinterpret_cast<__half*>(sm);  // stage s: x at h0 + s * kStage, weights kX after it
+  constexpr int kX = T::BM * T::kLdh, kStage = (T::BM + T::BN) * T::kLdh;
+  float* const xf = sm + kStage;  // the float32 slice of x (2 stages of halves = kStage floats)
+
+  WRow<C> wrow[kPiecesOf<T>];
+  thread_rows<C, M, T>(a, wa, wb, n0, wrow);
+  uint32_t raw[kPiecesOf<T>][8];
+  float acc[T::MT][T::NT][4];
+  zero_acc<T>(acc);
+  __syncthreads();  // src, dst, scale
+
+  stage_x<T>(a, src, rows, 0, xf);
+  cp_async_commit();
+  fetch_pieces<C, T>(wrow, 0, a.cols, raw);
+  store_pieces16<C, T>(raw, 0, a.cols, h0 + kX);
+  cp_async_wait_all();
+  convert_x<T>(xf, scale, h0);
+  __syncthreads();
+
+  int s = 0;
+  for (int64_t k0 = 0; k0 < a.cols; k0 += kBK, s ^= 1) {
+    const bool more = k0 + kBK < a.cols;
+    __half* const next = h0 + (s ^ 1) * kStage;
+    if (more) {
+      stage_x<T>(a, src, rows, k0 + kBK, xf);  // this thread converted these float4s of xf before the barrier
+      cp_async_commit();
+      fetch_pieces<C, T>(wrow, k0 + kBK, a.cols, raw);
+    }
+    const __half* xs = h0 + s * kStage;
+    const __half* ws = xs + kX;
+#pragma unroll
+    for (int kk = 0; kk < kBK; kk += 16) {
+      uint32_t fb[T::NT / 2][4];
+#pragma unroll
+      for (int j = 0; j < T::NT / 2; ++j) ldmatrix_x4(fb[j], ws + T::b_ldm(warp, lane, j, kk));
+#pragma unroll
+      for (int i = 0; i < T::MT; ++i) {
+        uint32_t fa[4];
+        ldmatrix_x4(fa, xs + T::a_ldm(warp, lane, i, kk));
+#pragma unroll
+        for (int j = 0; j < T::NT; ++j) mma_f16(acc[i][j], fa, fb[j / 2] + 2 * (j % 2));
+      }
+    }
+    if (more) {
+      store_pieces16<C, T>(raw, k0 + kBK, a.cols, next + kX);
+      cp_async_wait_all();
+      convert_x<T>(xf, scale, next);
+    }
+    __syncthreads();
+  }
+
+  float* cs = sm;                                                      // the stages are free after the last barrier
+  store_acc<T>(acc, cs, warp, lane, [&](int r) { return scale[r]; });  // a power of 2: exact
+  __syncthreads();
+  epilogue<M, T::BM, T::BN, T::kThreads>(a, cs, T::kLdc, dst, rows, n0);
+}
+
+// One warp a row: scale[r] = 2^(14 - e) for the row's largest |x| in [2^e, 2^(e+1)), e clamped so the scale and its
+// inverse are normal floats; 1 for a row of zeros or with a non-finite value (which the product then carries, as
+// the float32 kernels would).
+__global__ void row_scale_kernel(const float* x, int64_t rows, int64_t cols, float* scale) {
+  const int64_t r = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (r >= rows) return;
+  const float* xr = x + r * cols;
+  float mx = 0.0f;
+  bool finite = true;
+  for (int64_t i = threadIdx.x % 32; i < cols; i += 32) {
+    const float v = fabsf(xr[i]);
+    finite = finite && v <= 3.402823466e38f;  // false for inf and NaN
+    mx = fmaxf(mx, v);
+  }
+  for (int o = 16; o > 0; o /= 2) {
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    finite = __shfl_xor_sync(0xffffffffu, int(finite), o) != 0 && finite;
+  }
+  if (threadIdx.x % 32 != 0) return;
+  float s = 1.0f;
+  if (finite && mx > 0.0f) {
+    const int e = ilogbf(mx), sh = 14 - e;
+    s = ldexpf(1.0f, sh < -126 ? -126 : sh > 126 ? 126 : sh);
+  }
+  scale[r] = s;
+}
+
+void row_scales(const float* x, int64_t rows, int64_t cols, float* scale, cudaStream_t stream) {
+  if (rows == 0) return;
+  row_scale_kernel<<<unsigned((rows + 7) / 8), 256, 0, stream>>>(x, rows, cols, scale);
+  check(cudaGetLastError(), "the f16 GEMM's row scales");
+}
+
 // Scratch of the grouped GEMMs, in ints: per expert a count and a cursor; the tile count; the tiles (expert,
-// first sorted pair, rows); the pairs sorted by expert. Laid out for the smallest row tile (kMinBM), so any tile
-// size fits.
+// first sorted pair, rows); the pairs sorted by expert; then a float per pair, the f16 kernel's row scales. Laid out
+// for the smallest row tile (kMinBM), so any tile size fits.
 struct Buckets {
   int* counts;
   int* cursor;
   int* n_tiles;
   int* tiles;
   int* order;
+  float* scale;  // the f16 kernel's row scales (pairs of them)
 };
 
 constexpr int kMinBM = TileS::BM;
@@ -547,6 +792,7 @@ Buckets buckets_in(void* scratch, int64_t pairs, int num_experts) {
   b.n_tiles = b.cursor + num_experts;
   b.tiles = b.n_tiles + 1;
   b.order = b.tiles + 3 * max_tiles(pairs, num_experts, kMinBM);
+  b.scale = reinterpret_cast<float*>(b.order + pairs);
   return b;
 }
 
@@ -621,6 +867,14 @@ void launch(Shape shape, dim3 grid, const GemmArgs& a, cudaStream_t stream, cons
     } else {
       start<wmma_kernel<C, M>>(grid, kThreads, kSmemBytes, a, stream);
     }
+  } else if (a.xscale != nullptr) {  // f16 (use_f16)
+    if constexpr (is_affine(C)) {
+      if (shape == Shape::L) {
+        start<mma16_kernel<C, M, Tile16L>>(grid, Tile16L::kThreads, smem16_bytes<Tile16L>(), a, stream);
+      } else {
+        start<mma16_kernel<C, M, Tile16S>>(grid, Tile16S::kThreads, smem16_bytes<Tile16S>(), a, stream);
+      }
+    }
   } else if (shape == Shape::L) {
     start<mma_kernel<C, M, TileL>>(grid, TileL::kThreads, smem_bytes<TileL>(), a, stream);
   } else {
@@ -668,8 +922,11 @@ GemmKernel chosen_kernel() {
       k = int(GemmKernel::MmaSmall);
     } else if (v == "wmma") {
       k = int(GemmKernel::Wmma);
+    } else if (v == "tf32") {
+      k = int(GemmKernel::MmaTf32);
     } else {
-      check(cudaErrorInvalidValue, "reading SEEDLING_GEMM (the tensor-core GEMM kernel: mma, mma128, mma64 or wmma)");
+      check(cudaErrorInvalidValue,
+            "reading SEEDLING_GEMM (the tensor-core GEMM kernel: mma, mma128, mma64, tf32 or wmma)");
     }
     g_kernel.store(k, std::memory_order_relaxed);
   }
@@ -690,6 +947,7 @@ Shape pick_shape(RowTiles row_tiles, int64_t n, bool gate_up) {
     case GemmKernel::MmaSmall:
       return Shape::S;
     case GemmKernel::Mma:
+    case GemmKernel::MmaTf32:
       break;
   }
   const int64_t sms = sm_count();
@@ -699,6 +957,12 @@ Shape pick_shape(RowTiles row_tiles, int64_t n, bool gate_up) {
     return (blocks + sms - 1) / sms * bm * bn * (s == Shape::S ? 5 : 4);
   };
   return cost(Shape::S) < cost(Shape::L) ? Shape::S : Shape::L;
+}
+
+// Whether a product of codec c on tile `shape` runs the f16 kernel: the affine codecs on the mma tiles, unless
+// SEEDLING_GEMM=tf32 (GemmKernel::MmaTf32) asks for the TF32 kernel.
+bool use_f16(Shape shape, Codec c) {
+  return shape != Shape::Wmma && chosen_kernel() != GemmKernel::MmaTf32 && is_affine(Id(uint8_t(c)));
 }
 
 // The grouped products' tile: row tiles counted as if the pairs spread evenly over the experts (each expert's last
@@ -733,10 +997,15 @@ PlainProduct plain_product(const float* x, int64_t m, const DeviceMatrix& w, flo
 }
 }  // namespace
 
-void matmul_tc(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream) {
+void matmul_tc(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream,
+               float* row_scale) {
   if (m == 0 || w.rows == 0) return;
   check_seed_blob(w.codec, w.data);
-  const PlainProduct p = plain_product(x, m, w, y, accumulate);
+  PlainProduct p = plain_product(x, m, w, y, accumulate);
+  if (row_scale != nullptr && use_f16(p.shape, w.codec)) {
+    row_scales(x, m, w.cols, row_scale, stream);
+    p.a.xscale = row_scale;
+  }
   dispatch_codec<true>(w.codec,
                        [&]<CodecId C>() { launch<C, Mode::Plain>(p.shape, p.grid, p.a, stream, "matmul_tc"); });
 }
@@ -768,7 +1037,8 @@ void matmul_tc_split(const float* x, int64_t m, const DeviceMatrix& w, float* y,
 
 size_t expert_gemm_scratch_bytes(int64_t m, int k, int num_experts) {
   const int64_t pairs = m * k;
-  return size_t(2 * num_experts + 1 + 3 * max_tiles(pairs, num_experts, kMinBM) + pairs) * sizeof(int);
+  return size_t(2 * num_experts + 1 + 3 * max_tiles(pairs, num_experts, kMinBM) + pairs) * sizeof(int) +
+         size_t(pairs) * sizeof(float);  // the f16 kernel's row scales
 }
 
 void expert_gate_up_tc(const float* x, int64_t m, int k, const int* ids, const uint8_t* const* table, int num_experts,
@@ -778,7 +1048,12 @@ void expert_gate_up_tc(const float* x, int64_t m, int k, const int* ids, const u
   const Shape sh = pick_grouped(pairs, num_experts, l.intermediate, true);
   const int bm = tile_rows_of(sh);
   GemmArgs a = product(x, l.intermediate, l.hidden, act);
-  bucketed(a, bucket_pairs(ids, pairs, table, num_experts, bm, scratch, stream), table);
+  const Buckets b = bucket_pairs(ids, pairs, table, num_experts, bm, scratch, stream);
+  bucketed(a, b, table);
+  if (use_f16(sh, l.gate_up)) {
+    row_scales(x, m, l.hidden, b.scale, stream);
+    a.xscale = b.scale;
+  }
   a.k = k;
   a.off_b = l.up_offset;
   const dim3 grid(unsigned(max_tiles(pairs, num_experts, bm)), tiles_for(l.intermediate, tile_cols_of(sh) / 2));
@@ -792,7 +1067,12 @@ void expert_down_tc(const float* act, int64_t pairs, const int* ids, const uint8
   const Shape sh = pick_grouped(pairs, num_experts, l.hidden, false);
   const int bm = tile_rows_of(sh);
   GemmArgs a = product(act, l.hidden, l.intermediate, out);
-  bucketed(a, bucket_pairs(ids, pairs, table, num_experts, bm, scratch, stream), table);
+  const Buckets b = bucket_pairs(ids, pairs, table, num_experts, bm, scratch, stream);
+  bucketed(a, b, table);
+  if (use_f16(sh, l.down)) {
+    row_scales(act, pairs, l.intermediate, b.scale, stream);
+    a.xscale = b.scale;
+  }
   a.off_a = l.down_offset;
   const dim3 grid(unsigned(max_tiles(pairs, num_experts, bm)), tiles_for(l.hidden, tile_cols_of(sh)));
   dispatch_codec<true>(l.down, [&]<CodecId C>() { launch<C, Mode::Down>(sh, grid, a, stream, "expert_down_tc"); });

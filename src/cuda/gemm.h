@@ -6,9 +6,13 @@
 // the seed codecs p3, p4, s3 decode in registers, 8 weights at a time, by seed_device.cuh's seed_piece_decode:
 // decode_seed_matrix's weights bit for bit), then both weights and activations are rounded to TF32 (10 stored
 // mantissa bits, unit roundoff 2^-11), so results differ from the float32 CUDA-core kernels by about 2^-10 of
-// sum |x_k w_k|; tests/unit/cuda/gemm_test.cpp bounds it. Every output element sums its k-tiles in one fixed order
-// that depends only on k, never on m, on the tile shape or on which rows share a tile: a row (or expert pair) gives
-// the same bits alone, in a batch, or in a pass over any subset of experts.
+// sum |x_k w_k|; tests/unit/cuda/gemm_test.cpp bounds it. The affine codecs (q8_g32, q8_g64, q4_g32, q4_g64) run
+// an f16 kernel instead (m16n8k16 from ldmatrix; the grouped products always, matmul_tc given row_scale): the same
+// 10 mantissa bits for both operands, weights widened in one f16 fma (their d and m are f16 already), each x row
+// scaled by a power of 2 into f16's range first and the sums scaled back, exactly; its bound is the TF32 one plus
+// f16's subnormals (2^-25 absolute, for weights under 2^-14 and x under 2^-28 of its row's largest). Every output
+// element sums its k-tiles in one fixed order that depends only on k, never on m, on the tile shape or on which rows
+// share a tile: a row (or expert pair) gives the same bits alone, in a batch, or in a pass over any subset of experts.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -22,22 +26,25 @@ namespace seedling::cuda {
 
 // y[i][n] = sum_k x[i][k] * W[n][k] for m rows (x: m x W.cols, y: m x W.rows); with `accumulate`, y += that sum.
 // Any m, n, k; every codec has_kernel accepts (a seed blob 4-byte aligned, as for matmul). x needs no alignment (rows
-// of a multiple of 4 floats starting 16-byte aligned are read as float4).
-void matmul_tc(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream);
+// of a multiple of 4 floats starting 16-byte aligned are read as float4). row_scale: m floats of device scratch for
+// the f16 kernel's row scales; with it the affine codecs run the f16 kernel (see below), without it the TF32 one.
+void matmul_tc(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream,
+               float* row_scale = nullptr);
 
 // As matmul_tc, for weights that widen exactly to TF32 (bf16, f16; anything else is a clear error), with x carried
 // to float32 accuracy: each x is split into two TF32 parts (x = hi + lo to 2^-22 |x|) and each MMA is two, so a
 // product is within (2^-22 + (2k + 8) 2^-23) of sum |x_k w_k| (gemm_test.cpp), about float32's error, at twice the
 // MMAs. For the router, whose top-k should not move with TF32 rounding of its input. The same bits alone or batched.
 void matmul_tc_split(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream);
-// The kernel behind the products: Mma (mma.sync m16n8k8, cp.async-staged, picking a 128 x 128 or a 64 x 64 tile per
-// call; the default), MmaLarge / MmaSmall (the same, always 128 x 128 / 64 x 64: for the bench, to tune the pick),
-// or Wmma (the first kernel, WMMA m16n16k8, kept as the fall-back and the bench's baseline). The environment's
-// SEEDLING_GEMM (mma, mma128, mma64 or wmma; anything else is an error at the first product) sets it at start;
-// use_gemm_kernel overrides it for the products called after it. The Mma kinds give the same bits; Wmma differs
-// from them (TF32 sums in another order inside an MMA), each within gemm_test's bound. Wmma reads no seed codec: a
-// seed matrix under it is a clear error (the Mma kinds read them).
-enum class GemmKernel { Mma, MmaLarge, MmaSmall, Wmma };
+// The kernel behind the products: Mma (mma.sync, cp.async-staged, picking a 128 x 128 or a 64 x 64 tile per call;
+// m16n8k16 f16 for the affine codecs where the call allows it, m16n8k8 TF32 otherwise; the default), MmaLarge /
+// MmaSmall (the same, always 128 x 128 / 64 x 64: for the bench, to tune the pick), MmaTf32 (as Mma, TF32 for every
+// codec: the f16 kernel's baseline), or Wmma (the first kernel, WMMA m16n16k8 TF32, kept as the fall-back). The
+// environment's SEEDLING_GEMM (mma, mma128, mma64, tf32 or wmma; anything else is an error at the first product)
+// sets it at start; use_gemm_kernel overrides it for the products called after it. Mma, MmaLarge and MmaSmall give
+// the same bits; MmaTf32 and Wmma differ from them and from each other, each within gemm_test's bound. Wmma reads no
+// seed codec: a seed matrix under it is a clear error (the Mma kinds read them).
+enum class GemmKernel { Mma, MmaLarge, MmaSmall, Wmma, MmaTf32 };
 void use_gemm_kernel(GemmKernel k);
 
 // Bytes of device scratch the grouped expert GEMMs need for m rows of k experts each over num_experts experts:

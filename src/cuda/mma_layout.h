@@ -63,6 +63,44 @@ struct Tile {
   }
 };
 
+// The f16 kernel (gemm.cu's mma16_kernel): mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32, operands read from
+// shared memory by ldmatrix.x4. ldmatrix.x4 loads four 8 x 8 matrices of 16-bit values: lanes 8i .. 8i + 7 give the
+// addresses of matrix i's rows 0..7, and every lane receives, in register i, row lane / 4's elements 2 (lane % 4) and
+// 2 (lane % 4) + 1 of matrix i (PTX ISA, "Warp-level matrix load instruction: ldmatrix"). The m16n8k16 fragments
+// (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type"): A (16 x 16) register i holds row g + 8 (i %
+// 2), k 2t + 8 (i / 2) and the next k; B (16 x 8, k by n) register i holds k 2t + 8 i and the next k, n g; C as
+// m16n8k8's. So with x rows and weight rows stored k-contiguous, ldmatrix's matrices i = 0..3 are A's (rows 0-7,
+// k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15), and for two column tiles of B, (n 0-7,
+// k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15): registers 0, 1 are the first tile's b0, b1 and 2, 3
+// the second's. Rows are kLdh = 72 halves (144 bytes) apart, so the 8 rows of a matrix fall in 8 different 16-byte
+// bank groups.
+template <int BM_, int BN_, int WM_, int WN_>
+struct Tile16 {
+  static constexpr int BM = BM_, BN = BN_, WM = WM_, WN = WN_;
+  static constexpr int kBK = 64, kLdh = kBK + 8;
+  static constexpr int kLd = kBK + 4;  // stride (floats) of x's float32 slice before it is rounded to f16
+  static constexpr int kThreads = 32 * WM * WN;
+  static constexpr int kWarpRows = BM / WM, kWarpCols = BN / WN;
+  static constexpr int MT = kWarpRows / 16, NT = kWarpCols / 8;
+  static_assert(kWarpRows % 16 == 0 && kWarpCols % 16 == 0, "warp tiles of whole 16 x 16 A and B pairs");
+  static constexpr int kLdc = BN + 4;  // stride of the accumulator tile (floats) in the epilogue
+
+  // Half index (in the x tile) of the row address `lane` gives ldmatrix.x4 for MMA row-tile mt at k-step kk (0, 16,
+  // 32, 48).
+  static SEEDLING_HD constexpr int a_ldm(int warp, int lane, int mt, int kk) {
+    return ((warp / WN) * kWarpRows + mt * 16 + lane % 16) * kLdh + kk + (lane / 16) * 8;
+  }
+  // Half index (in the weight tile) of the row address `lane` gives ldmatrix.x4 for column tiles 2 np and 2 np + 1.
+  static SEEDLING_HD constexpr int b_ldm(int warp, int lane, int np, int kk) {
+    return ((warp % WN) * kWarpCols + np * 16 + (lane / 16) * 8 + lane % 8) * kLdh + kk + ((lane / 8) % 2) * 8;
+  }
+  // Index in the accumulator tile (BM x kLdc) of register i of accumulator (mt, nt): as Tile's.
+  static SEEDLING_HD constexpr int c_index(int warp, int lane, int mt, int nt, int i) {
+    const RowCol f = frag_c(lane, i);
+    return ((warp / WN) * kWarpRows + mt * 16 + f.row) * kLdc + (warp % WN) * kWarpCols + nt * 8 + f.col;
+  }
+};
+
 // A weight row's 64-wide k-slice is widened as 8 pieces of 8 values. Piece p of a codec with units of G values
 // (G = 4, 8, 32 or 64; affine codes: 4 bits or 8) is unit p / (8 / U) of the slice (U = 64 / G units a slice, for
 // G >= 8; float32 units of 4 are read as pairs), and lands at two runs of 4 in the slice: first(p) and second(p).

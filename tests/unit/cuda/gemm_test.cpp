@@ -10,6 +10,13 @@
 // cores add the k exact products in float32, perhaps truncating (2^-23 each, not 2^-24), and the tile sums meet
 // once more in float32: (k + 8) 2^-23 of sum |x_k w_k|. So |got - exact| <= (2^-10 + 2^-22 + (k + 8) 2^-23) * sum
 // |x_k w_k|, and the reference itself (double, rounded once to float) adds 2^-24 |exact|.
+//
+// The f16 kernel (affine codecs under Mma, MmaLarge, MmaSmall; matmul_tc with its row-scale scratch) keeps both
+// operands to the same 10 mantissa bits, plus (f16_extra): a weight is q d + m rounded once to f16 from its exact
+// value, which is within 2^-24 |w| of the CPU's float one (so 2^-11 + 2^-23 of |w| in all), or within 2^-25 where f16
+// is subnormal (|w| < 2^-14); an x, scaled by 2^(14 - e) for its row's largest |x| in [2^e, 2^(e+1)), is within
+// 2^-25 of the scaled value where f16 is subnormal, 2^-39 max |x| of the row. So the f16 bound adds
+// 2^-23 sum |x_k w_k| + 2^-25 sum |x_k| + 2^-39 max |x| sum |w_k|.
 #include "cuda/gemm.h"
 
 #include <gtest/gtest.h>
@@ -17,6 +24,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <tuple>
 
@@ -35,6 +43,23 @@ double tc_bound(int64_t k, double abs, double exact) {
   const double u_tf32 = std::ldexp(1.0, -11);
   return (2 * u_tf32 + u_tf32 * u_tf32 + double(k + 8) * std::ldexp(1.0, -23)) * abs +
          std::ldexp(1.0, -24) * std::fabs(exact) + 1e-30;
+}
+
+// The f16 kernel's terms beyond tc_bound (see the file comment) for the dot of x and w over k.
+double f16_extra(const float* x, const float* w, int64_t k) {
+  double abs_xw = 0, abs_x = 0, max_x = 0, abs_w = 0;
+  for (int64_t i = 0; i < k; ++i) {
+    abs_xw += std::fabs(double(x[i]) * double(w[i]));
+    abs_x += std::fabs(double(x[i]));
+    abs_w += std::fabs(double(w[i]));
+    max_x = std::max(max_x, std::fabs(double(x[i])));
+  }
+  return std::ldexp(abs_xw, -23) + std::ldexp(abs_x, -25) + std::ldexp(max_x * abs_w, -39);
+}
+
+// Whether kernel kind k runs codec c on the f16 kernel (given the row-scale scratch, for matmul_tc).
+bool runs_f16(cuda::GemmKernel k, Codec c) {
+  return k != cuda::GemmKernel::Wmma && k != cuda::GemmKernel::MmaTf32 && codec_group(c) > 1 && !codec_is_seed(c);
 }
 
 // matmul_tc_split's bound: x split into TF32 parts carries it to 2^-22 |x|, the 2k exact products (weights exact in
@@ -80,9 +105,9 @@ struct UseKernel {
   UseKernel& operator=(const UseKernel&) = delete;
 };
 // Every kind: the default pick (which takes 64 x 64 tiles at these tests' small shapes), each tile forced (so the
-// 128 x 128 one meets the bound too), and the WMMA kernel.
+// 128 x 128 one meets the bound too), the TF32 mma kernel for every codec, and the WMMA kernel.
 constexpr cuda::GemmKernel kKernels[] = {cuda::GemmKernel::Mma, cuda::GemmKernel::MmaLarge, cuda::GemmKernel::MmaSmall,
-                                         cuda::GemmKernel::Wmma};
+                                         cuda::GemmKernel::MmaTf32, cuda::GemmKernel::Wmma};
 constexpr cuda::GemmKernel kMmaKernels[] = {cuda::GemmKernel::Mma, cuda::GemmKernel::MmaLarge,
                                             cuda::GemmKernel::MmaSmall};
 constexpr Codec kSeedCodecs[] = {Codec::P3, Codec::P4, Codec::S3};
@@ -98,6 +123,8 @@ const char* kernel_name(cuda::GemmKernel k) {
       return "mma128";
     case cuda::GemmKernel::MmaSmall:
       return "mma64";
+    case cuda::GemmKernel::MmaTf32:
+      return "tf32";
     case cuda::GemmKernel::Wmma:
       break;
   }
@@ -117,7 +144,7 @@ struct ProductCase {
   std::vector<uint8_t> wbytes;
   std::vector<float> x, wf, want, got, alone;
   DeviceVec<uint8_t> dw;
-  DeviceVec<float> dx;
+  DeviceVec<float> dx, dscale;  // dscale: matmul_tc's row-scale scratch
   cuda::DeviceMatrix dm;
   ProductCase(Codec codec, int64_t m_, int64_t n_, int64_t k_)
       : m(m_),
@@ -129,6 +156,7 @@ struct ProductCase {
         want(reference(x.data(), m, wf, n, k)),
         dw(wbytes),
         dx(x),
+        dscale(size_t(m)),
         dm{codec, dw.get(), n, k} {}
   // got and alone from product(x, rows, dm, y).
   template <typename Product>
@@ -139,14 +167,16 @@ struct ProductCase {
     got = dy.download();
     alone = dlast.download();
   }
-  // Asserts each output within bound(k, sum |x_k w_k|, exact) of the reference and the last row alone equal to its
-  // row in the batch; returns the worst error's share of its bound in worst. Call through ASSERT_NO_FATAL_FAILURE.
+  // Asserts each output within bound(k, sum |x_k w_k|, exact) (plus f16_extra with f16) of the reference and the last
+  // row alone equal to its row in the batch; returns the worst error's share of its bound in worst. Call through
+  // ASSERT_NO_FATAL_FAILURE.
   template <typename Bound>
-  void expect_within(Bound bound, const std::string& what, Worst& worst) const {
+  void expect_within(Bound bound, const std::string& what, Worst& worst, bool f16 = false) const {
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t o = 0; o < n; ++o) {
         const double exact = want[size_t(i * n + o)];
-        const double b = bound(k, abs_dot(x.data() + i * k, wf.data() + o * k, k), exact);
+        const float *xi = x.data() + i * k, *wo = wf.data() + o * k;
+        const double b = bound(k, abs_dot(xi, wo, k), exact) + (f16 ? f16_extra(xi, wo, k) : 0.0);
         const double err = std::fabs(double(got[size_t(i * n + o)]) - exact);
         worst.see(err, b);
         ASSERT_LE(err, b) << what << " row " << i << " out " << o;
@@ -171,11 +201,12 @@ TEST_P(GemmTcTest, MatmulMatchesReferenceWithinTf32Bound) {
   const auto [m, n, k] = std::get<1>(GetParam());
   const UseKernel use(std::get<2>(GetParam()));
   ProductCase pc(codec, m, n, k);
-  pc.run([](const float* x, int64_t rows, const cuda::DeviceMatrix& w, float* y) {
-    cuda::matmul_tc(x, rows, w, y, false, nullptr);
+  pc.run([&](const float* x, int64_t rows, const cuda::DeviceMatrix& w, float* y) {
+    cuda::matmul_tc(x, rows, w, y, false, nullptr, pc.dscale.get());
   });
   Worst worst;
-  ASSERT_NO_FATAL_FAILURE(pc.expect_within(tc_bound, std::string(codec_name(codec)), worst));
+  const bool f16 = runs_f16(std::get<2>(GetParam()), codec);
+  ASSERT_NO_FATAL_FAILURE(pc.expect_within(tc_bound, std::string(codec_name(codec)), worst, f16));
   std::printf("[ gemm ] %s %s m %lld n %lld k %lld: worst error %.3f of the bound\n",
               kernel_name(std::get<2>(GetParam())), std::string(codec_name(codec)).c_str(), (long long)m, (long long)n,
               (long long)k, worst.ratio);
@@ -183,9 +214,45 @@ TEST_P(GemmTcTest, MatmulMatchesReferenceWithinTf32Bound) {
   // accumulate: y += x W^T, the sum added once to what was there.
   const std::vector<float> base = test::gaussian(size_t(m * n), 5);
   DeviceVec<float> dy(base);
-  cuda::matmul_tc(pc.dx.get(), m, pc.dm, dy.get(), true, nullptr);
+  cuda::matmul_tc(pc.dx.get(), m, pc.dm, dy.get(), true, nullptr, pc.dscale.get());
   const std::vector<float> acc = dy.download();
   for (size_t j = 0; j < acc.size(); ++j) ASSERT_EQ(acc[j], base[j] + pc.got[j]) << j;
+  if (!f16) return;
+  // Without the scratch, matmul_tc runs the TF32 kernel: within tc_bound.
+  DeviceVec<float> dt(test::poisoned(size_t(m * n)));
+  cuda::matmul_tc(pc.dx.get(), m, pc.dm, dt.get(), false, nullptr);
+  pc.got = dt.download();
+  pc.alone = std::vector<float>(pc.got.end() - n, pc.got.end());
+  Worst tf32;
+  ASSERT_NO_FATAL_FAILURE(pc.expect_within(tc_bound, std::string(codec_name(codec)) + " without scratch", tf32));
+}
+
+// The f16 kernel's row scales: rows whose largest |x| is far above f16's range (2^40), far below it (2^-40), rows of
+// zeros beside them, and a row holding an infinity, which the product must carry as float32 arithmetic would (each of
+// that row's outputs infinite or NaN).
+TEST(GemmTcF16, RowScalesKeepEveryRowInRange) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const int64_t m = 70, n = 96, k = 192;
+  ProductCase pc(Codec::Q4_G64, m, n, k);
+  for (int64_t i = 0; i < m; ++i) {
+    const float f = i % 4 == 0 ? std::ldexp(1.0f, 40) : i % 4 == 1 ? std::ldexp(1.0f, -40) : i % 4 == 2 ? 0.0f : 1.0f;
+    for (int64_t j = 0; j < k; ++j) pc.x[size_t(i * k + j)] *= f;
+  }
+  pc.x[size_t(3 * k + 5)] = std::numeric_limits<float>::infinity();
+  pc.want = reference(pc.x.data(), m, pc.wf, n, k);
+  pc.dx.upload(pc.x);
+  pc.run([&](const float* x, int64_t rows, const cuda::DeviceMatrix& w, float* y) {
+    cuda::matmul_tc(x, rows, w, y, false, nullptr, pc.dscale.get());
+  });
+  for (int64_t o = 0; o < n; ++o) {
+    const float v = pc.got[size_t(3 * n + o)];
+    ASSERT_TRUE(std::isinf(v) || std::isnan(v)) << "out " << o;
+    pc.got[size_t(3 * n + o)] = pc.want[size_t(3 * n + o)] = 0.0f;  // the bound check below passes over this row
+  }
+  std::fill(pc.x.begin() + 3 * k, pc.x.begin() + 4 * k, 0.0f);
+  Worst worst;
+  ASSERT_NO_FATAL_FAILURE(pc.expect_within(tc_bound, "scaled rows", worst, true));
+  std::printf("[ gemm ] f16 rows at 2^40, 2^-40, 0: worst error %.3f of the bound\n", worst.ratio);
 }
 
 using Shape = std::tuple<int64_t, int64_t, int64_t>;  // m, n, k
@@ -273,10 +340,10 @@ TEST(GemmTcTileShapes, GiveTheSameBits) {
     const std::vector<uint8_t> wbytes = test::encoded(codec, n, k, 12);
     const std::vector<float> x = test::gaussian(size_t(m * k), 13);
     DeviceVec<uint8_t> dw(wbytes);
-    DeviceVec<float> dx(x), dall(size_t(m * n)), dpart(size_t(rows * n));
+    DeviceVec<float> dx(x), dall(size_t(m * n)), dpart(size_t(rows * n)), dscale(static_cast<size_t>(m));
     const cuda::DeviceMatrix dm{codec, dw.get(), n, k};
-    cuda::matmul_tc(dx.get(), m, dm, dall.get(), false, nullptr);
-    cuda::matmul_tc(dx.get() + r0 * k, rows, dm, dpart.get(), false, nullptr);
+    cuda::matmul_tc(dx.get(), m, dm, dall.get(), false, nullptr, dscale.get());
+    cuda::matmul_tc(dx.get() + r0 * k, rows, dm, dpart.get(), false, nullptr, dscale.get());
     const std::vector<float> all = dall.download(), part = dpart.download();
     ASSERT_EQ(0, std::memcmp(all.data() + r0 * n, part.data(), part.size() * sizeof(float))) << codec_name(codec);
   }
@@ -337,6 +404,7 @@ TEST(GemmTcGrouped, ExpertsMatchReferenceWithinTf32Bound) {
     const UseKernel use(kernel);
     for (const auto& [c, H, I] : cases) {
       if (!reads(kernel, c)) continue;
+      const bool f16 = runs_f16(kernel, c);
       const int64_t m = 150;
       const int E = 6, k = 2, absent = 3;
       const ExpertBlobs blobs(c, H, I, E);
@@ -370,8 +438,9 @@ TEST(GemmTcGrouped, ExpertsMatchReferenceWithinTf32Bound) {
           // act = silu(g) * u: |silu'| <= 1.1, |silu(g)| <= |g|, so errors eg, eu in g and u give at most
           // 1.1 eg |u| + |g| eu + 1.1 eg eu, and the float expf, divide and products 8 float ulps of the result.
           const double gx = gv[size_t(n)], ux = uv[size_t(n)];
-          const double eg = tc_bound(H, abs_dot(xr, gw.data() + n * H, H), gx);
-          const double eu = tc_bound(H, abs_dot(xr, uw.data() + n * H, H), ux);
+          const float *gn = gw.data() + n * H, *un = uw.data() + n * H;
+          const double eg = tc_bound(H, abs_dot(xr, gn, H), gx) + (f16 ? f16_extra(xr, gn, H) : 0.0);
+          const double eu = tc_bound(H, abs_dot(xr, un, H), ux) + (f16 ? f16_extra(xr, un, H) : 0.0);
           const double want = gx / (1 + std::exp(-gx)) * ux;
           const double bound = 1.1 * eg * std::fabs(ux) + std::fabs(gx) * eu + 1.1 * eg * eu +
                                8 * std::ldexp(1.0, -24) * std::fabs(want) + 1e-30;
@@ -383,7 +452,8 @@ TEST(GemmTcGrouped, ExpertsMatchReferenceWithinTf32Bound) {
         const float* aj = act.data() + j * I;
         const std::vector<float> dv = reference(aj, 1, dw, H, I);
         for (int64_t h = 0; h < H; ++h) {
-          const double bound = tc_bound(I, abs_dot(aj, dw.data() + h * I, I), dv[size_t(h)]);
+          const float* dh = dw.data() + h * I;
+          const double bound = tc_bound(I, abs_dot(aj, dh, I), dv[size_t(h)]) + (f16 ? f16_extra(aj, dh, I) : 0.0);
           const double err = std::fabs(out[size_t(j * H + h)] - dv[size_t(h)]);
           worst_out.see(err, bound);
           ASSERT_LE(err, bound) << codec_name(c) << " pair " << j << " out " << h;

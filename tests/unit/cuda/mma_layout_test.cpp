@@ -1,6 +1,7 @@
 // The index arithmetic of gemm.cu's mma.sync kernel (cuda/mma_layout.h), on the CPU: no GPU needed, so these run in
 // CI. The fragment functions against the PTX ISA's layouts for mma.m16n8k8 .tf32 (written out again here, as the
-// ISA's figures state them); each block tile's warps, fed and drained through those indices and an emulated MMA,
+// ISA's figures state them); the f16 kernel's ldmatrix addresses through emulated ldmatrix.x4 and m16n8k16; each block
+// tile's warps, fed and drained through those indices and an emulated MMA,
 // against the plain product; and the weight pieces against codec_value (codec.h) for every codec.
 #include "cuda/mma_layout.h"
 
@@ -145,6 +146,123 @@ void check_tile() {
 TEST(MmaLayout, WarpTilesComputeTheBlockProduct) {
   check_tile<mma::Tile<128, 128, 2, 4>>();  // gemm.cu's TileL
   check_tile<mma::Tile<64, 64, 2, 2>>();    // gemm.cu's TileS
+}
+
+namespace {
+
+// ldmatrix.x4 on the CPU, as the PTX ISA states it: lanes 8i .. 8i + 7 give the addresses (indices into tile) of
+// matrix i's rows; register i of `lane` receives row lane / 4 of matrix i, elements 2 (lane % 4) and the next.
+void emulate_ldmatrix_x4(const std::vector<float>& tile, const int (&addr)[32], float (&reg)[32][4][2]) {
+  for (int lane = 0; lane < 32; ++lane) {
+    for (int i = 0; i < 4; ++i) {
+      for (int e = 0; e < 2; ++e) reg[lane][i][e] = tile[size_t(addr[8 * i + lane / 4] + 2 * (lane % 4) + e)];
+    }
+  }
+}
+
+// mma.sync m16n8k16 (f16 operands, f32 accumulators) on the CPU, from the ISA's fragment layouts ("Matrix Fragments
+// for mma.m16n8k16 with floating point type"): A register i, element e is (row g + 8 (i % 2), k 2t + e + 8 (i / 2));
+// B register i, element e is (k 2t + e + 8 i, n g); C as m16n8k8's.
+void emulate_mma16(float (&d)[32][4], const float (&a)[32][4][2], const float (&b)[32][2][2]) {
+  float A[16][16], B[16][8];
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane >> 2, t = lane % 4;
+    for (int e = 0; e < 2; ++e) {
+      for (int i = 0; i < 4; ++i) A[g + 8 * (i % 2)][2 * t + e + 8 * (i / 2)] = a[lane][i][e];
+      for (int i = 0; i < 2; ++i) B[2 * t + e + 8 * i][g] = b[lane][i][e];
+    }
+  }
+  for (int lane = 0; lane < 32; ++lane) {
+    for (int i = 0; i < 4; ++i) {
+      const mma::RowCol rc = isa_c(lane, i);
+      for (int k = 0; k < 16; ++k) d[lane][i] += A[rc.row][k] * B[k][rc.col];
+    }
+  }
+}
+
+// As check_tile, for the f16 kernel's tiles: fragments by emulated ldmatrix.x4 from a_ldm / b_ldm addresses.
+template <class T>
+void check_tile16() {
+  std::mt19937 rng(9);
+  std::uniform_int_distribution<int> small(-8, 8);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> xs(size_t(T::BM * T::kLdh), nan), ws(size_t(T::BN * T::kLdh), nan);
+  for (int r = 0; r < T::BM; ++r) {
+    for (int k = 0; k < T::kBK; ++k) xs[size_t(r * T::kLdh + k)] = float(small(rng));
+  }
+  for (int n = 0; n < T::BN; ++n) {
+    for (int k = 0; k < T::kBK; ++k) ws[size_t(n * T::kLdh + k)] = float(small(rng));
+  }
+  std::vector<float> cs(size_t(T::BM * T::kLdc), nan);
+  std::vector<int> written(cs.size(), 0);
+  for (int warp = 0; warp < T::kThreads / 32; ++warp) {
+    for (int mt = 0; mt < T::MT; ++mt) {
+      for (int np = 0; np < T::NT / 2; ++np) {
+        float d[2][32][4] = {};
+        for (int kk = 0; kk < T::kBK; kk += 16) {
+          int aa[32], ba[32];
+          for (int lane = 0; lane < 32; ++lane) {
+            aa[lane] = T::a_ldm(warp, lane, mt, kk);
+            ba[lane] = T::b_ldm(warp, lane, np, kk);
+          }
+          float a[32][4][2], b4[32][4][2], b[2][32][2][2];
+          emulate_ldmatrix_x4(xs, aa, a);
+          emulate_ldmatrix_x4(ws, ba, b4);
+          for (int lane = 0; lane < 32; ++lane) {
+            for (int e = 0; e < 2; ++e) {
+              for (int h = 0; h < 2; ++h) {
+                b[h][lane][0][e] = b4[lane][2 * h][e];
+                b[h][lane][1][e] = b4[lane][2 * h + 1][e];
+              }
+            }
+          }
+          emulate_mma16(d[0], a, b[0]);
+          emulate_mma16(d[1], a, b[1]);
+        }
+        for (int h = 0; h < 2; ++h) {
+          for (int lane = 0; lane < 32; ++lane) {
+            for (int i = 0; i < 4; ++i) {
+              const int at = T::c_index(warp, lane, mt, 2 * np + h, i);
+              cs[size_t(at)] = d[h][lane][i];
+              ++written[size_t(at)];
+            }
+          }
+        }
+      }
+    }
+  }
+  for (int r = 0; r < T::BM; ++r) {
+    for (int n = 0; n < T::BN; ++n) {
+      float want = 0;
+      for (int k = 0; k < T::kBK; ++k) want += xs[size_t(r * T::kLdh + k)] * ws[size_t(n * T::kLdh + k)];
+      ASSERT_EQ(written[size_t(r * T::kLdc + n)], 1) << "row " << r << " col " << n;
+      ASSERT_EQ(cs[size_t(r * T::kLdc + n)], want) << "row " << r << " col " << n;
+    }
+  }
+}
+
+}  // namespace
+
+TEST(MmaLayout, F16WarpTilesComputeTheBlockProduct) {
+  check_tile16<mma::Tile16<128, 128, 2, 4>>();  // gemm.cu's Tile16L
+  check_tile16<mma::Tile16<64, 64, 2, 2>>();    // gemm.cu's Tile16S
+}
+
+// ldmatrix reads 8 rows of 16 bytes a matrix: with rows kLdh halves apart, they fall in 8 different 16-byte groups
+// of the 32 banks, so a matrix is one conflict-free wavefront.
+TEST(MmaLayout, F16StrideSpreadsALdmatrixOverAllBanks) {
+  using T = mma::Tile16<128, 128, 2, 4>;
+  for (int kk = 0; kk < T::kBK; kk += 16) {
+    for (int i = 0; i < 4; ++i) {
+      std::set<int> a, b;
+      for (int r = 0; r < 8; ++r) {
+        a.insert(T::a_ldm(1, 8 * i + r, 2, kk) * 2 / 16 % 8);
+        b.insert(T::b_ldm(3, 8 * i + r, 1, kk) * 2 / 16 % 8);
+      }
+      EXPECT_EQ(a.size(), 8u) << "a matrix " << i << " at k " << kk;
+      EXPECT_EQ(b.size(), 8u) << "b matrix " << i << " at k " << kk;
+    }
+  }
 }
 
 TEST(MmaLayout, SharedStrideSpreadsAFragmentLoadOverAllBanks) {
