@@ -92,6 +92,7 @@ int run(const BenchFlags& f) {
     prefill.push_back(double(prompt.size()) / (t1 - t0));
     bw.push_back(ceiling());
     int32_t tok = argmax({logits.data(), size_t(c.vocab_size)});
+    if (cuda) cuda_stage_clock_reset();  // the last repeat's decode steps only (a stage-clock build)
     const double t2 = now_seconds();
     double on_device = 0.0;
     for (int i = 0; i < f.decode_tokens; ++i) {
@@ -133,6 +134,7 @@ int run(const BenchFlags& f) {
               gbs, 100.0 * gbs / b.median);
   std::printf("ceiling at this bandwidth: %.2f tok/s\n", b.median * 1e9 / bytes);
   std::printf("peak RSS: %.2f GB; KV cache: %.2f MB\n", double(peak_rss_bytes()) / 1e9, double(kv_bytes) / 1e6);
+  if (cuda) std::printf("%s", cuda_stage_clock_report().c_str());
   finish_model(*model, int64_t(f.repeats) * (f.prompt_tokens + f.decode_tokens));
   return 0;
 }

@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/cuda_forward.h"
+#include "cuda/kernels.h"
 #endif
 
 namespace seedling {
@@ -111,6 +112,20 @@ double cuda_pinned_upload_gbs(int device, size_t bytes) {
   return g;
 #else
   fail("no CUDA device: {}", cuda_devices().why_none);
+#endif
+}
+
+void cuda_stage_clock_reset() {
+#ifdef SEEDLING_HAVE_CUDA
+  cuda::stage_clock_reset(nullptr);
+#endif
+}
+
+std::string cuda_stage_clock_report() {
+#ifdef SEEDLING_HAVE_CUDA
+  return cuda::stage_clock_report();
+#else
+  return "";
 #endif
 }
 

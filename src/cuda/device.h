@@ -47,6 +47,11 @@ struct CudaForwardOptions {
 double cuda_device_copy_gbs(int device, size_t bytes);
 double cuda_pinned_upload_gbs(int device, size_t bytes);
 
+// The stage clock (cuda/kernels.h; a measuring build, cmake -DSEEDLING_STAGE_CLOCK=ON): zero its sums before the
+// steps to measure, then its report ("" in other builds).
+void cuda_stage_clock_reset();
+std::string cuda_stage_clock_report();
+
 // Puts the model's forward on a CUDA device (cuda/cuda_forward.h): an Error naming the reason when there is none.
 void use_cuda_forward(Model& model, const CudaForwardOptions& options);
 

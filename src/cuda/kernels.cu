@@ -11,8 +11,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cfloat>
+#include <cstdio>
 #include <cstdlib>
 #include <span>
+#include <string>
 
 #include "cuda/codec_device.cuh"
 #include "cuda/kernels.h"
@@ -143,6 +145,44 @@ __device__ __forceinline__ void pdl_wait() {
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
 }
+
+// Stage clock, a measuring build (cmake -DSEEDLING_STAGE_CLOCK=ON; `seedling bench` prints stage_clock_report):
+// thread 0 of each block of a decode launch notes the SM cycles from the block's start to each of its marks, and
+// a block that reaches done() adds them to its launch kind's sums. Marks: 0 past the wait for the launch before,
+// 1 operands ready (products: the normed row; gate/up: the expert's blob; down + combine: the down products;
+// attention: the split's keys), 2 the main loop done, 3 the block's end. In other builds BlockClock is empty.
+enum ClockKind : int { kClkQkv, kClkO, kClkRouter, kClkHead, kClkAttention, kClkGateUp, kClkDown, kClkKinds };
+#ifdef SEEDLING_STAGE_CLOCK
+constexpr int kClkMarks = 4;
+__device__ unsigned long long g_clock_sum[kClkKinds][kClkMarks];
+__device__ unsigned long long g_clock_blocks[kClkKinds];
+__device__ __forceinline__ long long sm_clock() {
+#ifdef __CUDA_ARCH__
+  return clock64();
+#else
+  return 0;
+#endif
+}
+struct BlockClock {
+  long long t0;
+  long long at[kClkMarks] = {};
+  __device__ BlockClock() : t0(sm_clock()) {}
+  __device__ void mark(int m) {
+    if (threadIdx.x == 0) at[m] = sm_clock() - t0;
+  }
+  __device__ void done(int kind) {
+    if (threadIdx.x != 0) return;
+    at[kClkMarks - 1] = sm_clock() - t0;
+    for (int m = 0; m < kClkMarks; ++m) atomicAdd(&g_clock_sum[kind][m], static_cast<unsigned long long>(at[m]));
+    atomicAdd(&g_clock_blocks[kind], 1ull);
+  }
+};
+#else
+struct BlockClock {
+  __device__ void mark(int) {}
+  __device__ void done(int) {}
+};
+#endif
 
 // An expert table (e pointers) into shared memory, by the whole block, before pdl_wait (see above): an expert's
 // blob is then one shared read after its id instead of a second global round trip. Tables of more than
@@ -655,6 +695,11 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kMatvecBlocksPerSm)
     }
   };
   int64_t g = (int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp) * RW;
+  BlockClock clk;
+  const int kind = t.rope_counters != nullptr  ? kClkQkv
+                   : t.topk_counter != nullptr ? kClkRouter
+                   : accumulate                ? kClkO
+                                               : kClkHead;
   if constexpr (S) stage_rows(g, 0);  // never for the seed codecs
   // A row the block holds in one batch (kNormBatch values a thread): the norm's weights are read before the wait
   // like the weight rows, and x once, kept in registers for both passes (the same operations as block_rms_inv).
@@ -668,6 +713,7 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kMatvecBlocksPerSm)
     }
   }
   pdl_wait();  // the weight rows are on their way; x and the outputs belong to the launches before
+  clk.mark(0);
   const float* xin = x;
   if (one_batch) {
     float xv[kNormBatch], ss = 0.0f;
@@ -713,6 +759,7 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kMatvecBlocksPerSm)
     __syncthreads();
     xin = xs;
   }
+  clk.mark(1);
   // A warp's rows g, g + stride, ...: once unless the grid is smaller than the rows (then, staged, two buffers: the
   // next rows are copied in while these are multiplied).
   for (int it = 0; g < total; g += stride, ++it) {
@@ -750,8 +797,12 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kMatvecBlocksPerSm)
     }
     if constexpr (S) __syncwarp();  // every lane is done with the buffers before they are staged into again
   }
+  clk.mark(2);
   if (t.rope_counters != nullptr) rope_epilogue(t, kWarpsPerBlock * RW);
-  if (t.topk_counter == nullptr) return;
+  if (t.topk_counter == nullptr) {
+    clk.done(kind);
+    return;
+  }
   __shared__ int last;
   __threadfence();
   __syncthreads();
@@ -760,12 +811,16 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kMatvecBlocksPerSm)
     if (last) *t.topk_counter = 0;  // for the next launch
   }
   __syncthreads();
-  if (!last) return;
+  if (!last) {
+    clk.done(kind);
+    return;
+  }
   __threadfence();
   if (threadIdx.x < kWarp) {
     topk_row(t.y[0], int(t.rows[0]), t.topk_k, t.topk_norm, t.topk_ids, t.topk_weights,
              reinterpret_cast<float*>(smem_bytes));
   }
+  clk.done(kind);
 }
 
 // Gate and up rows of a pair's expert for kGateUpOutputs consecutive outputs n in one pass (the loads of all four
@@ -824,14 +879,17 @@ template <CodecId C, bool V, bool S>
 __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kGateUpBlocksPerSm)
     expert_gate_up_kernel(const float* x, int k, int e, const int* ids, const uint8_t* const* table, ExpertLayout l,
                           float* act, GateUpShared sh, bool x_shared) {
+  BlockClock clk;
   extern __shared__ __align__(16) uint8_t smem_bytes[];
   const uint8_t** tab = reinterpret_cast<const uint8_t**>(smem_bytes + sh.stage + sh.x);
   stage_table(tab, table, e);
   pdl_wait();  // the router's ids and normed x
+  clk.mark(0);
   const int64_t n = (int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp) * kGateUpOutputs;
   const int64_t j = blockIdx.y;
   const uint8_t* blob = table_entry(tab, table, e, ids[j]);
   if (blob == nullptr) return;  // the whole block's pair
+  clk.mark(1);
   const float* xr = x + (j / k) * l.hidden;
   if constexpr (S) {
     if (x_shared) {
@@ -848,6 +906,8 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kGateUpBlocksPerSm)
   } else {
     for (int64_t o = n; o < l.intermediate; ++o) gate_up_outputs<C, V, S, 1>(xr, blob, l, o, stage, act_row, false);
   }
+  clk.mark(2);
+  clk.done(kClkGateUp);
 }
 
 // One output element of one expert's down product: warp_sum of its lane_dot (the same bits in both kernels below).
@@ -903,9 +963,11 @@ template <CodecId C, bool V>
 __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kDownBlocksPerSm)
     expert_down_combine_kernel(const float* act, int k, int e, const int* ids, const float* weights,
                                const uint8_t* const* table, ExpertLayout l, float* x) {
+  BlockClock clk;
   __shared__ const uint8_t* tab[kSharedTable];
   stage_table(tab, table, e);
   pdl_wait();
+  clk.mark(0);
   constexpr int kOutputs = kWarpsPerBlock / kDownWarps;
   __shared__ float e_out[kOutputs][kMaxDownSlots];
   __shared__ float slot_w[kMaxDownSlots];
@@ -931,14 +993,17 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kDownBlocksPerSm)
     }
     for (; s < end; ++s) down_slots<C, V, 1>(act, blobs, l, h, i * k + s, s, e_out[hsel] + s);
   }
+  clk.mark(1);
   pdl_trigger();
   cp_async_wait_all();
   __syncthreads();
+  clk.mark(2);
   if (adds) {
     float o = 0.0f;
     for (int s = 0; s < k; ++s) o = __fadd_rn(o, __fmul_rn(slot_w[s], e_out[hsel][s]));
     x[i * l.hidden + h] = __fadd_rn(x_old, o);
   }
+  clk.done(kClkDown);
 }
 
 __global__ void rms_norm_kernel(const float* x, float* out, int64_t n, const float* weight, float eps) {
@@ -1169,7 +1234,9 @@ template <int D, bool S>
 __global__ void __launch_bounds__(kAttnThreads, 2)
     attention_decode_split_kernel(const float* q, const int* row_ids, const KvRow* rows, int layer, AttentionShape s,
                                   float* scratch, int* counters, float* out) {
+  BlockClock clk;
   pdl_wait();
+  clk.mark(0);
   extern __shared__ __align__(16) float att_sm[];
   __shared__ float run_max[kGroupHeads], run_sum[kGroupHeads], rescale[kGroupHeads];
   constexpr int kDims = 2;  // dims per thread of the value sums: head_dim <= kDims * kDimThreads
@@ -1197,8 +1264,10 @@ __global__ void __launch_bounds__(kAttnThreads, 2)
   const int used = min(kDecodeSplits, (r.pos + 1 - r.first + split_keys - 1) / split_keys);  // splits with keys
   if (j0 >= j_end) {  // no keys: nothing to write, only to count in
     merge_if_last<D>(row_ids, s, kDecodeSplits, used, scratch, counters, out, li, h0, nh);
+    clk.done(kClkAttention);
     return;
   }
+  clk.mark(1);
   float qr[kGroupHeads][D];
   const float* qrow = q + int64_t(row) * s.n_heads * hd;
 #pragma unroll
@@ -1291,7 +1360,9 @@ __global__ void __launch_bounds__(kAttnThreads, 2)
     }
   }
   pdl_trigger();
+  clk.mark(2);
   merge_if_last<D>(row_ids, s, kDecodeSplits, used, scratch, counters, out, li, h0, nh);
+  clk.done(kClkAttention);
 }
 
 size_t row_bytes(Codec c, int64_t cols) {
@@ -1366,6 +1437,44 @@ void launch_pdl(const char* what, void (*kernel)(P...), dim3 grid, dim3 block, s
 }
 
 }  // namespace
+
+void stage_clock_reset(cudaStream_t stream) {
+#ifdef SEEDLING_STAGE_CLOCK
+  unsigned long long zero[kClkKinds * kClkMarks] = {};
+  check(cudaMemcpyToSymbolAsync(g_clock_sum, zero, sizeof(zero), 0, cudaMemcpyHostToDevice, stream), "stage clock");
+  check(cudaMemcpyToSymbolAsync(g_clock_blocks, zero, kClkKinds * sizeof(unsigned long long), 0, cudaMemcpyHostToDevice,
+                                stream),
+        "stage clock");
+  check(cudaStreamSynchronize(stream), "stage clock");
+#else
+  (void)stream;
+#endif
+}
+
+std::string stage_clock_report() {
+#ifdef SEEDLING_STAGE_CLOCK
+  unsigned long long sum[kClkKinds][kClkMarks] = {}, blocks[kClkKinds] = {};
+  check(cudaMemcpyFromSymbol(sum, g_clock_sum, sizeof(sum)), "stage clock");
+  check(cudaMemcpyFromSymbol(blocks, g_clock_blocks, sizeof(blocks)), "stage clock");
+  int dev = 0, khz = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev), "reading the SM clock");
+  static const char* const kNames[kClkKinds] = {"q/k/v", "o", "router", "head", "attention", "gate/up", "down"};
+  std::string out = "stage clock, us a block from its start at " + std::to_string(khz / 1000) +
+                    " MHz (marks: waited, operands, main loop, end):\n";
+  for (int k = 0; k < kClkKinds; ++k) {
+    if (blocks[k] == 0) continue;
+    char line[256];
+    const double us = 1e3 / double(khz) / double(blocks[k]);
+    std::snprintf(line, sizeof(line), "  %-9s %10llu blocks: %7.2f %7.2f %7.2f %7.2f\n", kNames[k], blocks[k],
+                  double(sum[k][0]) * us, double(sum[k][1]) * us, double(sum[k][2]) * us, double(sum[k][3]) * us);
+    out += line;
+  }
+  return out;
+#else
+  return "";
+#endif
+}
 
 bool has_kernel(Codec c) {
   switch (Id(uint8_t(c))) {

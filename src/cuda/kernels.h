@@ -154,6 +154,13 @@ void attention_decode(const float* q, const int* row_ids, int64_t n_rows, const 
 void attention_prompt(const float* q, int64_t n, int p0, const float* k_cache, const float* v_cache, int window,
                       const AttentionShape& s, float* out, cudaStream_t stream);
 
+// Stage clock, a measuring build (cmake -DSEEDLING_STAGE_CLOCK=ON): each block of the decode launches (the products,
+// decode attention, gate/up, down + combine) notes the SM cycles from its start to its marks (past its wait for the
+// launch before, operands ready, main loop done, end). stage_clock_reset zeroes the sums; stage_clock_report gives
+// the means a block by launch kind, or "" in other builds.
+void stage_clock_reset(cudaStream_t stream);
+std::string stage_clock_report();
+
 // Throws Error naming `what` when a CUDA call failed (or, after launches, the last error).
 void check(cudaError_t e, const char* what);
 // The current device's streaming multiprocessors.
