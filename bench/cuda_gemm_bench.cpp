@@ -180,7 +180,7 @@ void bench_seed_experts(const float* x, int repeats, double peak_tf32, cudaStrea
   float* act_c = device_floats(size_t(most * k * I));
   float* y_c = device_floats(size_t(most * k * H));
   void* scratch = nullptr;
-  cuda::check(cudaMalloc(&scratch, cuda::expert_gemm_scratch_bytes(most, k, E)), "bench alloc");
+  cuda::check(cudaMalloc(&scratch, cuda::expert_gemm_scratch_bytes(most, k, E, ex[0].l)), "bench alloc");
   cuda::use_gemm_kernel(cuda::GemmKernel::Mma);
   std::printf(
       "\nseed experts on tensor cores (mma.sync, its own tile pick): %d x (Q P3 P4 S3 Pc Pc S3 P4 P3 Q); TFLOP/s "
@@ -291,7 +291,8 @@ int main(int argc, char** argv) {
   float* yn = device_floats(size_t(max_m * max_n));
   float* yo = device_floats(size_t(max_m * max_n));
   float* yc = device_floats(size_t(max_m * max_n));
-  float* row_scale = device_floats(size_t(max_m));  // matmul_tc's scratch for the f16 kernel
+  void* f16_scratch = nullptr;  // matmul_tc's scratch for the f16 kernel
+  cuda::check(cudaMalloc(&f16_scratch, cuda::matmul_tc_scratch_bytes(max_m, max_k)), "bench alloc");
   // A tensor-core arm: f run with kernel kind k.
   const auto with = [](cuda::GemmKernel k, std::function<void()> f) {
     return [k, f] {
@@ -307,7 +308,7 @@ int main(int argc, char** argv) {
     std::vector<int64_t> ms = {512, 2048, 16384};
     if (n == 4096) ms = {1, 8, 32, 64, 128, 256, 512, 2048, 16384};  // where the tensor cores start to pay
     for (const int64_t m : ms) {
-      const auto tc = [&](float* y) { return [&, y] { cuda::matmul_tc(x, m, dm, y, false, s, row_scale); }; };
+      const auto tc = [&](float* y) { return [&, y] { cuda::matmul_tc(x, m, dm, y, false, s, f16_scratch); }; };
       const Arms arms{with(cuda::GemmKernel::Mma, tc(yn)), with(cuda::GemmKernel::MmaLarge, tc(yn)),
                       with(cuda::GemmKernel::MmaSmall, tc(yn)), with(cuda::GemmKernel::MmaTf32, tc(yo)),
                       [&] { cuda::matmul(x, m, dm, yc, false, s); }};
@@ -337,7 +338,7 @@ int main(int argc, char** argv) {
     float* act_o = device_floats(size_t(most * k * I));
     float* act_c = device_floats(size_t(most * k * I));
     void* scratch = nullptr;
-    const size_t scratch_bytes = cuda::expert_gemm_scratch_bytes(most, k, E);
+    const size_t scratch_bytes = cuda::expert_gemm_scratch_bytes(most, k, E, l);
     cuda::check(cudaMalloc(&scratch, scratch_bytes), "bench alloc");
     for (const int64_t m : {int64_t(512), most}) {
       const int* di = device_routes(m, k, E);

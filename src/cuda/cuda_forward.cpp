@@ -82,13 +82,27 @@ class PinnedScratch {
 constexpr int64_t kTensorCoreRows = 64;
 
 // y = x W^T (or y +=) for m rows, on tensor cores from kTensorCoreRows rows (every codec, the seed codecs too; the
-// affine codecs on the f16 kernel, with row_scale as its m floats of scratch).
+// affine codecs on the f16 kernel, its operand in f16_scratch).
 void product(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream,
-             float* row_scale) {
+             DeviceScratch& f16_scratch) {
   if (m >= kTensorCoreRows) {
-    cuda::matmul_tc(x, m, w, y, accumulate, stream, row_scale);
+    cuda::matmul_tc(x, m, w, y, accumulate, stream, f16_scratch.get<uint8_t>(cuda::matmul_tc_scratch_bytes(m, w.cols)));
   } else {
     cuda::matmul(x, m, w, y, accumulate, stream);
+  }
+}
+
+// product for count matrices of x (q, k, v): on tensor cores one stacked product (cuda::matmul_tc_stacked) when
+// they share a codec, as packs write them, else one product each.
+void products(const float* x, int64_t m, const DeviceMatrix* ws, float* const* ys, int count, cudaStream_t stream,
+              DeviceScratch& f16_scratch) {
+  bool same = true;
+  for (int i = 1; i < count; ++i) same = same && ws[i].codec == ws[0].codec && ws[i].cols == ws[0].cols;
+  if (m >= kTensorCoreRows && same) {
+    void* scratch = f16_scratch.get<uint8_t>(cuda::matmul_tc_scratch_bytes(m, ws[0].cols));
+    cuda::matmul_tc_stacked(x, m, ws, ys, count, false, stream, scratch);
+  } else {
+    for (int i = 0; i < count; ++i) product(x, m, ws[i], ys[i], false, stream, f16_scratch);
   }
 }
 
@@ -138,9 +152,12 @@ bool skipped(int64_t m, DecodeSkip s) {
 
 // The router's logits for m rows: from kTensorCoreRows rows, on tensor cores with x carried to float32 accuracy
 // where the weights widen exactly to TF32 (bf16, f16: matmul_tc_split), so the top-k sees about float32's error.
-void router_product(const float* x, int64_t m, const DeviceMatrix& w, float* y, cudaStream_t stream) {
+// k is split in parts (split_scratch), so the router's few outputs fill the GPU.
+void router_product(const float* x, int64_t m, const DeviceMatrix& w, float* y, cudaStream_t stream,
+                    DeviceScratch& split_scratch) {
   if (m >= kTensorCoreRows && (w.codec == Codec::BF16 || w.codec == Codec::F16)) {
-    cuda::matmul_tc_split(x, m, w, y, false, stream);
+    cuda::matmul_tc_split(x, m, w, y, false, stream,
+                          split_scratch.get<uint8_t>(cuda::matmul_tc_split_scratch_bytes(m, w)));
   } else {
     cuda::matmul(x, m, w, y, false, stream);
   }
@@ -212,9 +229,9 @@ class CudaForward final : public DeviceForward {
   int* d_decode_ = nullptr;
   int* d_wanted_ = nullptr;
   DeviceScratch s_meta_, s_x_, s_xn_, s_q_, s_k_, s_v_, s_att_, s_router_, s_ids_, s_w_, s_act_, s_up_, s_eout_,
-      s_attn_scratch_, s_attn_counters_, s_router_counter_, s_rope_counters_, s_bucket_, s_logits_, s_scale_;
-  // The f16 GEMM's row scales for a product of m rows (cuda/gemm.h's matmul_tc).
-  float* row_scale(int64_t m) { return s_scale_.get<float>(size_t(m)); }
+      s_attn_scratch_, s_attn_counters_, s_router_counter_, s_rope_counters_, s_bucket_, s_logits_,
+      s_f16_,    // the f16 GEMM's operand (cuda/gemm.h's matmul_tc)
+      s_split_;  // the router product's partial sums (matmul_tc_split)
   PinnedScratch meta_host_, logits_host_;
   cudaEvent_t span_[2] = {};  // recorded around a forward's device work
   double device_seconds_ = 0.0;
@@ -494,10 +511,10 @@ void CudaForward::enqueue(int64_t W) {
       float* g = s_act_.get<float>(size_t(M * I));
       float* u = s_up_.get<float>(size_t(M * I));
       cuda::rms_norm(x, xn, M, H, lw.ffn_norm, c_.rms_norm_eps, stream_);
-      product(xn, M, lw.mlp_gate, g, false, stream_, row_scale(M));
-      product(xn, M, lw.mlp_up, u, false, stream_, row_scale(M));
+      product(xn, M, lw.mlp_gate, g, false, stream_, s_f16_);
+      product(xn, M, lw.mlp_up, u, false, stream_, s_f16_);
       cuda::silu_mul(g, u, g, M * I, stream_);
-      product(g, M, lw.mlp_down, x, true, stream_, row_scale(M));
+      product(g, M, lw.mlp_down, x, true, stream_, s_f16_);
     }
   }
   // Head over the rows that want logits: (wanted, H) -> (wanted, V).
@@ -509,7 +526,7 @@ void CudaForward::enqueue(int64_t W) {
     } else {
       cuda::gather_rows(x, d_wanted_, W, H, xn, stream_);
       cuda::rms_norm(xn, xn, W, H, final_norm_, c_.rms_norm_eps, stream_);
-      product(xn, W, head_, out, false, stream_, row_scale(W));
+      product(xn, W, head_, out, false, stream_, s_f16_);
     }
   }
 }
@@ -546,9 +563,9 @@ void CudaForward::attention(int layer, float* x, float* xn) {
     cuda::matvec(x, ws, ys, lw.attn_norm, c_.rms_norm_eps, xn, false, stream_);
   } else {
     cuda::rms_norm(x, xn, M, H, lw.attn_norm, c_.rms_norm_eps, stream_);
-    product(xn, M, lw.q, q, false, stream_, row_scale(M));  // (M, Q)
-    product(xn, M, lw.k, k, false, stream_, row_scale(M));  // (M, KV)
-    product(xn, M, lw.v, v, false, stream_, row_scale(M));  // (M, KV)
+    const DeviceMatrix ws[3] = {lw.q, lw.k, lw.v};
+    float* const ys[3] = {q, k, v};
+    products(xn, M, ws, ys, 3, stream_, s_f16_);  // (M, Q) (M, KV) (M, KV)
   }
   if (lw.q_bias != nullptr) {
     cuda::add_bias(q, lw.q_bias, M, Q, stream_);
@@ -575,7 +592,7 @@ void CudaForward::attention(int layer, float* x, float* xn) {
     float* const ys[1] = {x};
     if (!skipped(M, kSkipO)) cuda::matvec(att, {&lw.o, 1}, ys, nullptr, 0.0f, nullptr, true, stream_);  // x += o . att
   } else {
-    product(att, M, lw.o, x, true, stream_, row_scale(M));  // x += (M, H)
+    product(att, M, lw.o, x, true, stream_, s_f16_);  // x += (M, H)
   }
 }
 
@@ -595,7 +612,7 @@ void CudaForward::moe(int layer, float* x, float* xn) {
     }
   } else {
     cuda::rms_norm(x, xn, M, H, lw.ffn_norm, c_.rms_norm_eps, stream_);
-    router_product(xn, M, lw.router, router, stream_);  // (M, E)
+    router_product(xn, M, lw.router, router, stream_, s_split_);  // (M, E)
     cuda::router_topk(router, M, E, K, c_.norm_topk_prob, ids, weights, stream_);
   }
   const cuda::ExpertLayout& el = experts_->layout();
@@ -605,7 +622,7 @@ void CudaForward::moe(int layer, float* x, float* xn) {
   // From kTensorCoreRows rows: rows bucketed by expert, tensor-core GEMMs (cuda/gemm.h; seed experts too, their
   // blocks decoded in registers).
   const bool tc = M >= kTensorCoreRows;
-  void* bucket = tc ? s_bucket_.get<uint8_t>(cuda::expert_gemm_scratch_bytes(M, K, E)) : nullptr;
+  void* bucket = tc ? s_bucket_.get<uint8_t>(cuda::expert_gemm_scratch_bytes(M, K, E, experts_->layout())) : nullptr;
   auto run = [&](const uint8_t* const* table, bool only_pass) {
     if (tc) {
       if (eout == nullptr) eout = s_eout_.get<float>(size_t(M * K * H));

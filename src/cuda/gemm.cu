@@ -16,7 +16,9 @@
 #include <cuda_fp16.h>
 #include <mma.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 
@@ -50,6 +52,16 @@ struct GemmArgs {
   float* y = nullptr;        // rows of n_out floats
   bool accumulate = false;
   const uint8_t* w = nullptr;  // Plain: the matrix
+  // Plain, parts > 0 (matmul_tc_stacked): up to 3 matrices stacked by rows, n_out their rows in all; output n below
+  // part_end[0] is row n of w_part[0], into y_part[0] (rows of part_end[0] floats), then up to part_end[1] rows of
+  // w_part[1] into y_part[1] (rows of part_end[1] - part_end[0] floats), ...
+  int parts = 0;
+  // Plain, k_split > 0 (matmul_tc_split's split over k): block z sums k from z k_split up to (z + 1) k_split into
+  // y + z m n_out (a partial product), added up by split_sum_kernel.
+  int64_t k_split = 0;
+  const uint8_t* w_part[3] = {};
+  float* y_part[3] = {};
+  int64_t part_end[3] = {};
   // Grouped: the bucketing's tiles (expert, first sorted pair, rows), their count and the sorted pairs.
   const int* tiles = nullptr;
   const int* n_tiles = nullptr;
@@ -57,8 +69,11 @@ struct GemmArgs {
   int k = 1;  // GateUp: pair j reads row j / k of x
   const uint8_t* const* table = nullptr;
   size_t off_a = 0, off_b = 0;  // GateUp: gate and up in the blob; Down: down in off_a
-  // The f16 kernel: x row r's scale, a power of 2 that puts its largest |x| in [2^14, 2^15) (row_scale_kernel).
+  // The f16 kernel: x row r's scale, a power of 2 that puts its largest |x| in [2^14, 2^15), and the row times it
+  // in f16, ld16 halves a row (to_f16).
   const float* xscale = nullptr;
+  const __half* x16 = nullptr;
+  int64_t ld16 = 0;
 };
 
 __device__ __forceinline__ float tf32(float v) {
@@ -97,6 +112,18 @@ __device__ __forceinline__ int tile_rows(const GemmArgs& a, int64_t* src, int64_
   }
 }
 
+// Output n of a stacked product (GemmArgs::parts): its matrix, its row there, and that matrix's rows.
+struct Part {
+  int mi;
+  int64_t n, rows;
+};
+__device__ __forceinline__ Part part_of(const GemmArgs& a, int64_t n) {
+  int mi = 0;
+  while (mi < a.parts - 1 && n >= a.part_end[mi]) ++mi;
+  const int64_t start = mi > 0 ? a.part_end[mi - 1] : 0;
+  return {mi, n - start, a.part_end[mi] - start};
+}
+
 // Tile row nr's weight row (GateUp: BN / 2 gate rows, then the same up rows; row_at: a byte pointer, or a SeedRow),
 // or a null one (null pointer, SeedRow with a null blob) past n_out.
 template <CodecId C, Mode M, int BN>
@@ -110,7 +137,14 @@ __device__ __forceinline__ WRow<C> weight_row(const GemmArgs& a, const uint8_t* 
       n = n0 + nr - BN / 2;
     }
   }
-  return n < a.n_out ? row_at<C>(base, a.n_out, a.cols, n) : WRow<C>{};
+  if (n >= a.n_out) return WRow<C>{};
+  if constexpr (M == Mode::Plain) {
+    if (a.parts > 0) {
+      const Part p = part_of(a, n);
+      return row_at<C>(a.w_part[p.mi], p.rows, a.cols, p.n);
+    }
+  }
+  return row_at<C>(base, a.n_out, a.cols, n);
 }
 
 // The epilogue from the accumulator tile cs (BM x ldc, in shared memory): bounds, accumulate, the SiLU product.
@@ -122,6 +156,13 @@ __device__ __forceinline__ void epilogue(const GemmArgs& a, const float* cs, int
     const int r = i / kOutCols, c = i % kOutCols;
     if (r >= rows || n0 + c >= a.n_out) continue;
     float* out = a.y + dst[r] * a.n_out + n0 + c;
+    if constexpr (M == Mode::Plain) {
+      if (a.k_split > 0) out += int64_t(blockIdx.z) * a.m * a.n_out;
+      if (a.parts > 0) {
+        const Part p = part_of(a, n0 + c);
+        out = a.y_part[p.mi] + dst[r] * p.rows + p.n;
+      }
+    }
     if constexpr (M == Mode::GateUp) {
       const float g = cs[r * ldc + c], u = cs[r * ldc + kOutCols + c];
       *out = (g / (1.0f + expf(-g))) * u;  // kernels.cu's expert_gate_up_kernel, the same float operations
@@ -248,7 +289,7 @@ constexpr size_t smem_bytes() {
   return size_t(2 * T::kStageFloats) * sizeof(float);
 }
 
-__device__ __forceinline__ void cp_async16(float* smem, const float* gmem, int src_bytes) {
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes) : "memory");
 }
@@ -476,18 +517,21 @@ __global__ void __launch_bounds__(T::kThreads, min_blocks<T>()) mma_kernel(GemmA
   zero_acc<T>(acc);
   __syncthreads();  // src, dst
 
-  // Slice 0 into stage 0.
-  stage_x<T>(a, src, rows, 0, sm);
+  // k from kb up to ke: all of it, or block z's part of a split over k.
+  const int64_t kb = a.k_split > 0 ? int64_t(blockIdx.z) * a.k_split : 0;
+  const int64_t ke = a.k_split > 0 && kb + a.k_split < a.cols ? kb + a.k_split : a.cols;
+  // Slice kb into stage 0.
+  stage_x<T>(a, src, rows, kb, sm);
   cp_async_commit();
-  fetch_pieces<C, T>(wrow, 0, a.cols, raw);
-  store_pieces<C, T>(raw, 0, a.cols, sm + T::BM * T::kLd);
+  fetch_pieces<C, T>(wrow, kb, a.cols, raw);
+  store_pieces<C, T>(raw, kb, a.cols, sm + T::BM * T::kLd);
   cp_async_wait_all();
   if constexpr (!SplitX) round_x<T>(sm);
   __syncthreads();
 
   int s = 0;
-  for (int64_t k0 = 0; k0 < a.cols; k0 += kBK, s ^= 1) {
-    const bool more = k0 + kBK < a.cols;
+  for (int64_t k0 = kb; k0 < ke; k0 += kBK, s ^= 1) {
+    const bool more = k0 + kBK < ke;
     float* next = sm + (s ^ 1) * T::kStageFloats;
     if (more) {
       stage_x<T>(a, src, rows, k0 + kBK, next);
@@ -548,6 +592,15 @@ __global__ void __launch_bounds__(T::kThreads, min_blocks<T>()) mma_kernel(GemmA
   epilogue<M, T::BM, T::BN, T::kThreads>(a, cs, T::kLdc, dst, rows, n0);
 }
 
+// y[i] (or y[i] +) the splits' partial sums of element i, added in split order: partial[0][i] + partial[1][i] + ...
+__global__ void split_sum_kernel(const float* partial, int splits, int64_t count, float* y, bool accumulate) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= count) return;
+  float v = partial[i];
+  for (int z = 1; z < splits; ++z) v += partial[z * count + i];
+  y[i] = accumulate ? y[i] + v : v;
+}
+
 // The f16 kernel, for the affine codecs (q8_g32, q8_g64, q4_g32, q4_g64): the mma kernel's tiles, stages and k order,
 // with f16 operands, mma.sync m16n8k16 (twice the k of an m16n8k8 TF32 MMA, at the same rate) fed by ldmatrix.x4
 // (mma_layout.h's Tile16: two 16 x 16 or 16 x 8 operands a load instead of 4 and 2 scalar loads). Both operands keep
@@ -558,19 +611,20 @@ __global__ void __launch_bounds__(T::kThreads, min_blocks<T>()) mma_kernel(GemmA
 //   2^-11 + 2^-24 of it, or 2^-25 below f16's normal range). Codes are widened two at a time: a code under the
 //   exponent of 1024 (0x6400 | q is 1024 + q), less 1024, then the fma.
 // - x: row r is multiplied by xscale[r], a power of 2 that puts its largest |x| in [2^14, 2^15) (so no x overflows
-//   f16, and only elements under 2^-28 of the row's largest fall below f16's normal range), rounded to f16, and the
-//   sums are multiplied by 1 / xscale[r] in the epilogue: both scalings exact, a row's bits its own.
-using Tile16L = mma::Tile16<128, 128, 2, 4>;  // 256 threads; 104 KB of shared memory: 2 blocks an SM
-using Tile16S = mma::Tile16<64, 64, 2, 2>;    // 128 threads; 52 KB: 4 blocks an SM
+//   f16, and only elements under 2^-28 of the row's largest fall below f16's normal range), and rounded to f16, once
+//   per product before the kernel (to_f16); the sums are multiplied by 1 / xscale[r] in the epilogue: both scalings
+//   exact, a row's bits its own.
+using Tile16L = mma::Tile16<128, 128, 2, 4>;  // 256 threads; 72 KB of shared memory
+using Tile16S = mma::Tile16<64, 64, 2, 2>;    // 128 threads; 36 KB
 static_assert(Tile16L::BM == TileL::BM && Tile16L::BN == TileL::BN && Tile16S::BM == TileS::BM &&
                   Tile16S::BN == TileS::BN,
               "the f16 tiles have the TF32 tiles' shapes, so one tile pick serves both");
 
 template <class T>
 constexpr size_t smem16_bytes() {
-  constexpr size_t stages = size_t(2 * (T::BM + T::BN) * T::kLdh) * 2, staging = size_t(T::BM * T::kLd) * 4;
-  static_assert(size_t(T::BM * T::kLdc) * 4 <= stages + staging, "the accumulator tile fits in the stages");
-  return stages + staging;
+  constexpr size_t stages = size_t(2 * (T::BM + T::BN) * T::kLdh) * 2;
+  static_assert(size_t(T::BM * T::kLdc) * 4 <= stages, "the accumulator tile fits in the stages");
+  return stages;
 }
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const __half* p) {
@@ -639,18 +693,18 @@ __device__ __forceinline__ void store_pieces16(const uint32_t (&raw)[kPiecesOf<T
   }
 }
 
-// This thread's float4s of a landed x slice (stage_x's, in xf), times their row's scale, rounded to f16 into xh.
+// The f16 x's k-slice at k0 into xh (BM x kLdh halves): cp.async, 8 halves a copy, zeros past the tile's rows and
+// past k (to_f16 zeroed each row's halves from cols to ld16, so a copy is all inside k or all past it).
 template <class T>
-__device__ __forceinline__ void convert_x(const float* xf, const float* scale, __half* xh) {
-  constexpr int kCopies = T::BM * (kBK / 4) / T::kThreads;
+__device__ __forceinline__ void stage_x16(const GemmArgs& a, const int64_t* src, int rows, int64_t k0, __half* xh) {
+  constexpr int kCopies = T::BM * (kBK / 8) / T::kThreads;
+  static_assert(T::BM * (kBK / 8) % T::kThreads == 0, "threads share an x slice evenly");
 #pragma unroll
   for (int j = 0; j < kCopies; ++j) {
-    const int i = int(threadIdx.x) + j * T::kThreads, r = i / (kBK / 4), c = (i % (kBK / 4)) * 4;
-    const float4 v = *reinterpret_cast<const float4*>(xf + r * T::kLd + c);
-    const float s = scale[r];
-    const __half2 lo = __floats2half2_rn(v.x * s, v.y * s), hi = __floats2half2_rn(v.z * s, v.w * s);
-    *reinterpret_cast<uint2*>(xh + r * T::kLdh + c) =
-        make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+    const int i = int(threadIdx.x) + j * T::kThreads, r = i / (kBK / 8), c = (i % (kBK / 8)) * 8;
+    const int64_t kk = k0 + c;
+    const bool in = r < rows && kk < a.cols;
+    cp_async16(xh + r * T::kLdh + c, in ? a.x16 + src[r] * a.ld16 + kk : a.x16, in ? 16 : 0);
   }
 }
 
@@ -659,8 +713,8 @@ constexpr int min_blocks16() {
   return T::BM == 128 ? 1 : 3;
 }
 
-// The f16 kernel: mma_kernel's pipeline (x's next slice by cp.async into a float32 staging area and the weights'
-// into registers while the warps multiply; both widened into the other stage after the MMAs; one barrier a slice).
+// The f16 kernel: mma_kernel's pipeline (x's next slice by cp.async into the other stage and the weights' into
+// registers while the warps multiply, widened into that stage after the MMAs; one barrier a slice).
 template <CodecId C, Mode M, class T>
 __global__ void __launch_bounds__(T::kThreads, min_blocks16<T>()) mma16_kernel(GemmArgs a) {
   extern __shared__ __align__(128) float sm[];
@@ -677,7 +731,6 @@ __global__ void __launch_bounds__(T::kThreads, min_blocks16<T>()) mma16_kernel(G
   const int tid = int(threadIdx.x), warp = tid / 32, lane = tid % 32;
   __half* const h0 = reinterpret_cast<__half*>(sm);  // stage s: x at h0 + s * kStage, weights kX after it
   constexpr int kX = T::BM * T::kLdh, kStage = (T::BM + T::BN) * T::kLdh;
-  float* const xf = sm + kStage;  // the float32 slice of x (2 stages of halves = kStage floats)
 
   WRow<C> wrow[kPiecesOf<T>];
   thread_rows<C, M, T>(a, wa, wb, n0, wrow);
@@ -686,12 +739,11 @@ __global__ void __launch_bounds__(T::kThreads, min_blocks16<T>()) mma16_kernel(G
   zero_acc<T>(acc);
   __syncthreads();  // src, dst, scale
 
-  stage_x<T>(a, src, rows, 0, xf);
+  stage_x16<T>(a, src, rows, 0, h0);
   cp_async_commit();
   fetch_pieces<C, T>(wrow, 0, a.cols, raw);
   store_pieces16<C, T>(raw, 0, a.cols, h0 + kX);
   cp_async_wait_all();
-  convert_x<T>(xf, scale, h0);
   __syncthreads();
 
   int s = 0;
@@ -699,7 +751,7 @@ __global__ void __launch_bounds__(T::kThreads, min_blocks16<T>()) mma16_kernel(G
     const bool more = k0 + kBK < a.cols;
     __half* const next = h0 + (s ^ 1) * kStage;
     if (more) {
-      stage_x<T>(a, src, rows, k0 + kBK, xf);  // this thread converted these float4s of xf before the barrier
+      stage_x16<T>(a, src, rows, k0 + kBK, next);
       cp_async_commit();
       fetch_pieces<C, T>(wrow, k0 + kBK, a.cols, raw);
     }
@@ -721,27 +773,28 @@ __global__ void __launch_bounds__(T::kThreads, min_blocks16<T>()) mma16_kernel(G
     if (more) {
       store_pieces16<C, T>(raw, k0 + kBK, a.cols, next + kX);
       cp_async_wait_all();
-      convert_x<T>(xf, scale, next);
     }
     __syncthreads();
   }
 
-  float* cs = sm;                                                      // the stages are free after the last barrier
-  store_acc<T>(acc, cs, warp, lane, [&](int r) { return scale[r]; });  // a power of 2: exact
+  // The stages are free after the last barrier; the scales are powers of 2, so the division is exact.
+  float* cs = sm;
+  store_acc<T>(acc, cs, warp, lane, [&](int r) { return scale[r]; });
   __syncthreads();
   epilogue<M, T::BM, T::BN, T::kThreads>(a, cs, T::kLdc, dst, rows, n0);
 }
 
 // One warp a row: scale[r] = 2^(14 - e) for the row's largest |x| in [2^e, 2^(e+1)), e clamped so the scale and its
-// inverse are normal floats; 1 for a row of zeros or with a non-finite value (which the product then carries, as
-// the float32 kernels would).
-__global__ void row_scale_kernel(const float* x, int64_t rows, int64_t cols, float* scale) {
+// inverse are normal floats, or 1 for a row of zeros or with a non-finite value (which the product then carries, as
+// the float32 kernels would); then the row times its scale in f16 into x16 (ld16 halves a row, zeros past cols).
+__global__ void to_f16_kernel(const float* x, int64_t rows, int64_t cols, int64_t ld16, float* scale, __half* x16) {
   const int64_t r = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (r >= rows) return;
+  const int lane = int(threadIdx.x % 32);
   const float* xr = x + r * cols;
   float mx = 0.0f;
   bool finite = true;
-  for (int64_t i = threadIdx.x % 32; i < cols; i += 32) {
+  for (int64_t i = lane; i < cols; i += 32) {
     const float v = fabsf(xr[i]);
     finite = finite && v <= 3.402823466e38f;  // false for inf and NaN
     mx = fmaxf(mx, v);
@@ -750,23 +803,48 @@ __global__ void row_scale_kernel(const float* x, int64_t rows, int64_t cols, flo
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
     finite = __shfl_xor_sync(0xffffffffu, int(finite), o) != 0 && finite;
   }
-  if (threadIdx.x % 32 != 0) return;
   float s = 1.0f;
   if (finite && mx > 0.0f) {
-    const int e = ilogbf(mx), sh = 14 - e;
+    const int sh = 14 - ilogbf(mx);
     s = ldexpf(1.0f, sh < -126 ? -126 : sh > 126 ? 126 : sh);
   }
-  scale[r] = s;
+  __half* out = x16 + r * ld16;
+  for (int64_t i = lane; i < ld16; i += 32) out[i] = __float2half_rn(i < cols ? xr[i] * s : 0.0f);
+  if (lane == 0) scale[r] = s;
 }
 
-void row_scales(const float* x, int64_t rows, int64_t cols, float* scale, cudaStream_t stream) {
-  if (rows == 0) return;
-  row_scale_kernel<<<unsigned((rows + 7) / 8), 256, 0, stream>>>(x, rows, cols, scale);
-  check(cudaGetLastError(), "the f16 GEMM's row scales");
+// The f16 kernel's operand in scratch: rows floats of scale, then (16-byte aligned) rows x ld16 halves of x16.
+struct F16Operand {
+  float* scale;
+  __half* x16;
+  int64_t ld16;
+};
+
+int64_t ld16_of(int64_t cols) {
+  return (cols + 7) / 8 * 8;
+}
+size_t f16_operand_bytes(int64_t rows, int64_t cols) {
+  return size_t(rows) * sizeof(float) + 16 + size_t(rows * ld16_of(cols)) * sizeof(__half);
+}
+F16Operand f16_operand_in(void* p, int64_t rows, int64_t cols) {
+  const uintptr_t x16 = (reinterpret_cast<uintptr_t>(p) + size_t(rows) * sizeof(float) + 15) / 16 * 16;
+  return {static_cast<float*>(p), reinterpret_cast<__half*>(x16), ld16_of(cols)};
+}
+
+// x (rows x cols floats) into the f16 operand at `scratch` (f16_operand_bytes(rows, cols) bytes), and a's fields
+// that point at it.
+void to_f16(const float* x, int64_t rows, int64_t cols, void* scratch, GemmArgs& a, cudaStream_t stream) {
+  const F16Operand o = f16_operand_in(scratch, rows, cols);
+  to_f16_kernel<<<unsigned((rows + 7) / 8), 256, 0, stream>>>(x, rows, cols, o.ld16, o.scale, o.x16);
+  check(cudaGetLastError(), "the f16 GEMM's operand");
+  a.xscale = o.scale;
+  a.x16 = o.x16;
+  a.ld16 = o.ld16;
 }
 
 // Scratch of the grouped GEMMs, in ints: per expert a count and a cursor; the tile count; the tiles (expert,
-// first sorted pair, rows); the pairs sorted by expert; then a float per pair, the f16 kernel's row scales. Laid out
+// first sorted pair, rows); the pairs sorted by expert; then the f16 kernel's operand, for the larger of gate/up's
+// x (rows x hidden) and down's activations (pairs x intermediate). Laid out
 // for the smallest row tile (kMinBM), so any tile size fits.
 struct Buckets {
   int* counts;
@@ -774,7 +852,7 @@ struct Buckets {
   int* n_tiles;
   int* tiles;
   int* order;
-  float* scale;  // the f16 kernel's row scales (pairs of them)
+  void* f16;  // the f16 kernel's operand (f16_operand_in)
 };
 
 constexpr int kMinBM = TileS::BM;
@@ -792,7 +870,7 @@ Buckets buckets_in(void* scratch, int64_t pairs, int num_experts) {
   b.n_tiles = b.cursor + num_experts;
   b.tiles = b.n_tiles + 1;
   b.order = b.tiles + 3 * max_tiles(pairs, num_experts, kMinBM);
-  b.scale = reinterpret_cast<float*>(b.order + pairs);
+  b.f16 = b.order + pairs;
   return b;
 }
 
@@ -801,21 +879,41 @@ __global__ void count_kernel(const int* ids, int64_t pairs, const uint8_t* const
   if (j < pairs && table[ids[j]] != nullptr) atomicAdd(&counts[ids[j]], 1);
 }
 
-// One thread: the exclusive scan of the counts into cursors, and each expert's row tiles of bm rows (a few hundred).
-__global__ void plan_kernel(int num_experts, int bm, Buckets b) {
-  int off = 0, t = 0;
-  for (int e = 0; e < num_experts; ++e) {
+// One block: each thread takes a run of consecutive experts; a block-wide scan of the runs' pair and tile counts
+// gives each expert its cursor (the exclusive scan of the counts) and its row tiles of bm rows, in expert order.
+constexpr int kPlanThreads = 256;
+__global__ void __launch_bounds__(kPlanThreads) plan_kernel(int num_experts, int bm, Buckets b) {
+  __shared__ int pairs_before[kPlanThreads], tiles_before[kPlanThreads];
+  const int t = int(threadIdx.x), per = (num_experts + kPlanThreads - 1) / kPlanThreads;
+  const int e0 = min(t * per, num_experts), e1 = min(e0 + per, num_experts);
+  int pairs = 0, tiles = 0;
+  for (int e = e0; e < e1; ++e) {
+    const int n = b.counts[e];
+    pairs += n;
+    tiles += (n + bm - 1) / bm;
+  }
+  pairs_before[t] = pairs;
+  tiles_before[t] = tiles;
+  __syncthreads();
+  for (int d = 1; d < kPlanThreads; d *= 2) {  // inclusive scans
+    const int p = t >= d ? pairs_before[t - d] : 0, q = t >= d ? tiles_before[t - d] : 0;
+    __syncthreads();
+    pairs_before[t] += p;
+    tiles_before[t] += q;
+    __syncthreads();
+  }
+  int off = pairs_before[t] - pairs, tile = tiles_before[t] - tiles;
+  for (int e = e0; e < e1; ++e) {
     const int n = b.counts[e];
     b.cursor[e] = off;
-    for (int r = 0; r < n; r += bm) {
-      b.tiles[3 * t] = e;
-      b.tiles[3 * t + 1] = off + r;
-      b.tiles[3 * t + 2] = n - r < bm ? n - r : bm;
-      ++t;
+    for (int r = 0; r < n; r += bm, ++tile) {
+      b.tiles[3 * tile] = e;
+      b.tiles[3 * tile + 1] = off + r;
+      b.tiles[3 * tile + 2] = n - r < bm ? n - r : bm;
     }
     off += n;
   }
-  *b.n_tiles = t;
+  if (t == kPlanThreads - 1) *b.n_tiles = tiles_before[t];
 }
 
 // Pairs into their expert's bucket; the order inside a bucket is whatever the atomics give, which changes no bits
@@ -832,7 +930,7 @@ Buckets bucket_pairs(const int* ids, int64_t pairs, const uint8_t* const* table,
   const unsigned blocks = unsigned((pairs + 255) / 256);
   count_kernel<<<blocks, 256, 0, stream>>>(ids, pairs, table, b.counts);
   check(cudaGetLastError(), "expert bucketing (count)");
-  plan_kernel<<<1, 1, 0, stream>>>(num_experts, bm, b);
+  plan_kernel<<<1, kPlanThreads, 0, stream>>>(num_experts, bm, b);
   check(cudaGetLastError(), "expert bucketing (plan)");
   scatter_kernel<<<blocks, 256, 0, stream>>>(ids, pairs, table, b);
   check(cudaGetLastError(), "expert bucketing (scatter)");
@@ -867,7 +965,7 @@ void launch(Shape shape, dim3 grid, const GemmArgs& a, cudaStream_t stream, cons
     } else {
       start<wmma_kernel<C, M>>(grid, kThreads, kSmemBytes, a, stream);
     }
-  } else if (a.xscale != nullptr) {  // f16 (use_f16)
+  } else if (a.x16 != nullptr) {  // f16 (use_f16)
     if constexpr (is_affine(C)) {
       if (shape == Shape::L) {
         start<mma16_kernel<C, M, Tile16L>>(grid, Tile16L::kThreads, smem16_bytes<Tile16L>(), a, stream);
@@ -966,10 +1064,16 @@ bool use_f16(Shape shape, Codec c) {
 }
 
 // The grouped products' tile: row tiles counted as if the pairs spread evenly over the experts (each expert's last
-// tile partial), the expected case of a router.
-Shape pick_grouped(int64_t pairs, int num_experts, int64_t n, bool gate_up) {
+// tile partial), the expected case of a router. For the f16 kernel each expert counts its mean plus one standard
+// deviation of rows (per + sqrt(per), as a Poisson count spreads), so a bucket just past a tile's rows counts two
+// tiles: on the H200 at 128 rows an expert (2,048 x top-8 of 128) the 64 x 64 tiles ran at 94.35 TFLOP/s and the
+// 128 x 128 ones at 88.53 (docs/results/2026-11-30-cuda-gemm-f16.md); the TF32 kernel keeps the mean (there 128 x
+// 128 was faster, 52.20 against 49.58: docs/results/2026-11-30-cuda-gemm-mma.md).
+Shape pick_grouped(int64_t pairs, int num_experts, int64_t n, bool gate_up, Codec c) {
   const int64_t per = (pairs + num_experts - 1) / num_experts;
-  return pick_shape([&](int bm) { return int64_t(num_experts) * ((per + bm - 1) / bm); }, n, gate_up);
+  const bool f16 = chosen_kernel() != GemmKernel::MmaTf32 && is_affine(Id(uint8_t(c)));
+  const int64_t spread = f16 ? int64_t(std::ceil(std::sqrt(double(per)))) : 0;
+  return pick_shape([&](int bm) { return int64_t(num_experts) * ((per + spread + bm - 1) / bm); }, n, gate_up);
 }
 
 }  // namespace
@@ -985,40 +1089,78 @@ struct PlainProduct {
   Shape shape;
   dim3 grid;
 };
-PlainProduct plain_product(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate) {
+PlainProduct plain_product(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate,
+                           int splits = 1) {
   PlainProduct p;
   p.a = product(x, w.rows, w.cols, y);
   p.a.m = m;
   p.a.accumulate = accumulate;
   p.a.w = static_cast<const uint8_t*>(w.data);
-  p.shape = pick_shape([&](int bm) { return int64_t(tiles_for(m, bm)); }, w.rows, false);
-  p.grid = dim3(tiles_for(m, tile_rows_of(p.shape)), tiles_for(w.rows, tile_cols_of(p.shape)));
+  p.shape = pick_shape([&](int bm) { return int64_t(tiles_for(m, bm)) * splits; }, w.rows, false);
+  p.grid = dim3(tiles_for(m, tile_rows_of(p.shape)), tiles_for(w.rows, tile_cols_of(p.shape)), unsigned(splits));
   return p;
+}
+
+// matmul_tc_split's parts of k when split: a fixed k each (so a row's bits never depend on m), a multiple of the
+// tiles' k-slice.
+constexpr int64_t kSplitK = 256;
+static_assert(kSplitK % kBK == 0, "whole k-slices a split");
+int64_t splits_of(int64_t cols) {
+  return (cols + kSplitK - 1) / kSplitK;
 }
 }  // namespace
 
 void matmul_tc(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream,
-               float* row_scale) {
-  if (m == 0 || w.rows == 0) return;
-  check_seed_blob(w.codec, w.data);
-  PlainProduct p = plain_product(x, m, w, y, accumulate);
-  if (row_scale != nullptr && use_f16(p.shape, w.codec)) {
-    row_scales(x, m, w.cols, row_scale, stream);
-    p.a.xscale = row_scale;
+               void* scratch) {
+  matmul_tc_stacked(x, m, &w, &y, 1, accumulate, stream, scratch);
+}
+
+void matmul_tc_stacked(const float* x, int64_t m, const DeviceMatrix* ws, float* const* ys, int count, bool accumulate,
+                       cudaStream_t stream, void* scratch) {
+  check(count >= 1 && count <= 3 ? cudaSuccess : cudaErrorInvalidValue,
+        "matmul_tc_stacked: 1 to 3 matrices (got another count)");
+  DeviceMatrix w = ws[0];
+  for (int i = 0; i < count; ++i) {
+    check(ws[i].codec == ws[0].codec && ws[i].cols == ws[0].cols ? cudaSuccess : cudaErrorInvalidValue,
+          "matmul_tc_stacked: the matrices differ in codec or in columns (one product reads one codec and one k)");
+    check_seed_blob(ws[i].codec, ws[i].data);
+    if (i > 0) w.rows += ws[i].rows;
   }
+  if (m == 0 || w.rows == 0) return;
+  PlainProduct p = plain_product(x, m, w, ys[0], accumulate);
+  if (count > 1) {
+    p.a.parts = count;
+    int64_t end = 0;
+    for (int i = 0; i < count; ++i) {
+      p.a.w_part[i] = static_cast<const uint8_t*>(ws[i].data);
+      p.a.y_part[i] = ys[i];
+      p.a.part_end[i] = end += ws[i].rows;
+    }
+  }
+  if (scratch != nullptr && use_f16(p.shape, w.codec)) to_f16(x, m, w.cols, scratch, p.a, stream);
   dispatch_codec<true>(w.codec,
                        [&]<CodecId C>() { launch<C, Mode::Plain>(p.shape, p.grid, p.a, stream, "matmul_tc"); });
 }
 
-void matmul_tc_split(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream) {
+size_t matmul_tc_split_scratch_bytes(int64_t m, const DeviceMatrix& w) {
+  return size_t(splits_of(w.cols) * m * w.rows) * sizeof(float);
+}
+
+void matmul_tc_split(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream,
+                     void* scratch) {
   const Id c = Id(uint8_t(w.codec));
   check(c == Id::BF16 || c == Id::F16 ? cudaSuccess : cudaErrorInvalidValue,
         "matmul_tc_split: weights other than bf16 or f16 (only those widen exactly to TF32)");
   if (m == 0 || w.rows == 0) return;
-  PlainProduct p = plain_product(x, m, w, y, accumulate);
+  const int splits = scratch != nullptr ? int(splits_of(w.cols)) : 1;
+  PlainProduct p = plain_product(x, m, w, splits > 1 ? static_cast<float*>(scratch) : y, accumulate, splits);
+  if (splits > 1) {
+    p.a.k_split = kSplitK;
+    p.a.accumulate = false;
+  }
   if (p.shape == Shape::Wmma) {  // SEEDLING_GEMM=wmma: the WMMA kernel has no split; the mma tiles give one result
     p.shape = Shape::L;
-    p.grid = dim3(tiles_for(m, tile_rows_of(p.shape)), tiles_for(w.rows, tile_cols_of(p.shape)));
+    p.grid = dim3(tiles_for(m, tile_rows_of(p.shape)), tiles_for(w.rows, tile_cols_of(p.shape)), unsigned(splits));
   }
   auto go = [&]<CodecId C>() {
     if (p.shape == Shape::L) {
@@ -1033,27 +1175,34 @@ void matmul_tc_split(const float* x, int64_t m, const DeviceMatrix& w, float* y,
   } else {
     go.template operator()<Id::F16>();
   }
+  if (splits > 1) {
+    const int64_t count = m * w.rows;
+    split_sum_kernel<<<unsigned((count + 255) / 256), 256, 0, stream>>>(static_cast<const float*>(scratch), splits,
+                                                                        count, y, accumulate);
+    check(cudaGetLastError(), "matmul_tc_split (the sum of its splits)");
+  }
 }
 
-size_t expert_gemm_scratch_bytes(int64_t m, int k, int num_experts) {
+size_t expert_gemm_scratch_bytes(int64_t m, int k, int num_experts, const ExpertLayout& l) {
   const int64_t pairs = m * k;
   return size_t(2 * num_experts + 1 + 3 * max_tiles(pairs, num_experts, kMinBM) + pairs) * sizeof(int) +
-         size_t(pairs) * sizeof(float);  // the f16 kernel's row scales
+         std::max(f16_operand_bytes(m, l.hidden), f16_operand_bytes(pairs, l.intermediate));
+}
+
+size_t matmul_tc_scratch_bytes(int64_t m, int64_t cols) {
+  return f16_operand_bytes(m, cols);
 }
 
 void expert_gate_up_tc(const float* x, int64_t m, int k, const int* ids, const uint8_t* const* table, int num_experts,
                        const ExpertLayout& l, float* act, void* scratch, cudaStream_t stream) {
   const int64_t pairs = m * k;
   if (pairs == 0 || l.intermediate == 0) return;
-  const Shape sh = pick_grouped(pairs, num_experts, l.intermediate, true);
+  const Shape sh = pick_grouped(pairs, num_experts, l.intermediate, true, l.gate_up);
   const int bm = tile_rows_of(sh);
   GemmArgs a = product(x, l.intermediate, l.hidden, act);
   const Buckets b = bucket_pairs(ids, pairs, table, num_experts, bm, scratch, stream);
   bucketed(a, b, table);
-  if (use_f16(sh, l.gate_up)) {
-    row_scales(x, m, l.hidden, b.scale, stream);
-    a.xscale = b.scale;
-  }
+  if (use_f16(sh, l.gate_up)) to_f16(x, m, l.hidden, b.f16, a, stream);
   a.k = k;
   a.off_b = l.up_offset;
   const dim3 grid(unsigned(max_tiles(pairs, num_experts, bm)), tiles_for(l.intermediate, tile_cols_of(sh) / 2));
@@ -1064,15 +1213,12 @@ void expert_gate_up_tc(const float* x, int64_t m, int k, const int* ids, const u
 void expert_down_tc(const float* act, int64_t pairs, const int* ids, const uint8_t* const* table, int num_experts,
                     const ExpertLayout& l, float* out, void* scratch, cudaStream_t stream) {
   if (pairs == 0 || l.hidden == 0) return;
-  const Shape sh = pick_grouped(pairs, num_experts, l.hidden, false);
+  const Shape sh = pick_grouped(pairs, num_experts, l.hidden, false, l.down);
   const int bm = tile_rows_of(sh);
   GemmArgs a = product(act, l.hidden, l.intermediate, out);
   const Buckets b = bucket_pairs(ids, pairs, table, num_experts, bm, scratch, stream);
   bucketed(a, b, table);
-  if (use_f16(sh, l.down)) {
-    row_scales(act, pairs, l.intermediate, b.scale, stream);
-    a.xscale = b.scale;
-  }
+  if (use_f16(sh, l.down)) to_f16(act, pairs, l.intermediate, b.f16, a, stream);
   a.off_a = l.down_offset;
   const dim3 grid(unsigned(max_tiles(pairs, num_experts, bm)), tiles_for(l.hidden, tile_cols_of(sh)));
   dispatch_codec<true>(l.down, [&]<CodecId C>() { launch<C, Mode::Down>(sh, grid, a, stream, "expert_down_tc"); });

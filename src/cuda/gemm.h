@@ -7,10 +7,11 @@
 // decode_seed_matrix's weights bit for bit), then both weights and activations are rounded to TF32 (10 stored
 // mantissa bits, unit roundoff 2^-11), so results differ from the float32 CUDA-core kernels by about 2^-10 of
 // sum |x_k w_k|; tests/unit/cuda/gemm_test.cpp bounds it. The affine codecs (q8_g32, q8_g64, q4_g32, q4_g64) run
-// an f16 kernel instead (m16n8k16 from ldmatrix; the grouped products always, matmul_tc given row_scale): the same
-// 10 mantissa bits for both operands, weights widened in one f16 fma (their d and m are f16 already), each x row
-// scaled by a power of 2 into f16's range first and the sums scaled back, exactly; its bound is the TF32 one plus
-// f16's subnormals (2^-25 absolute, for weights under 2^-14 and x under 2^-28 of its row's largest). Every output
+// an f16 kernel instead (m16n8k16 from ldmatrix; the grouped products always, matmul_tc given its scratch): the
+// same 10 mantissa bits for both operands, weights widened in one f16 fma (their d and m are f16 already), each x
+// row scaled by a power of 2 into f16's range and rounded to f16 once per product, the sums scaled back, exactly;
+// its bound is the TF32 one plus f16's subnormals (2^-25 absolute, for weights under 2^-14 and x under 2^-28 of its
+// row's largest). Every output
 // element sums its k-tiles in one fixed order that depends only on k, never on m, on the tile shape or on which rows
 // share a tile: a row (or expert pair) gives the same bits alone, in a batch, or in a pass over any subset of experts.
 #pragma once
@@ -26,16 +27,29 @@ namespace seedling::cuda {
 
 // y[i][n] = sum_k x[i][k] * W[n][k] for m rows (x: m x W.cols, y: m x W.rows); with `accumulate`, y += that sum.
 // Any m, n, k; every codec has_kernel accepts (a seed blob 4-byte aligned, as for matmul). x needs no alignment (rows
-// of a multiple of 4 floats starting 16-byte aligned are read as float4). row_scale: m floats of device scratch for
-// the f16 kernel's row scales; with it the affine codecs run the f16 kernel (see below), without it the TF32 one.
+// of a multiple of 4 floats starting 16-byte aligned are read as float4). scratch: matmul_tc_scratch_bytes(m,
+// W.cols) bytes of device memory (4-byte aligned) for the f16 kernel's operand; with it the affine codecs run the
+// f16 kernel (see above), without it the TF32 one.
 void matmul_tc(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream,
-               float* row_scale = nullptr);
+               void* scratch = nullptr);
+size_t matmul_tc_scratch_bytes(int64_t m, int64_t cols);
+// As matmul_tc for count (1 to 3) matrices of one codec and one k, stacked by rows into one product: ys[i] = x
+// ws[i]^T (or +=), in one launch with x converted once; each output has the bits matmul_tc gives it alone. For q,
+// k and v, whose k and v products alone leave most of the GPU idle. Matrices that differ in codec or k, or another
+// count, are a clear error.
+void matmul_tc_stacked(const float* x, int64_t m, const DeviceMatrix* ws, float* const* ys, int count, bool accumulate,
+                       cudaStream_t stream, void* scratch = nullptr);
 
 // As matmul_tc, for weights that widen exactly to TF32 (bf16, f16; anything else is a clear error), with x carried
 // to float32 accuracy: each x is split into two TF32 parts (x = hi + lo to 2^-22 |x|) and each MMA is two, so a
 // product is within (2^-22 + (2k + 8) 2^-23) of sum |x_k w_k| (gemm_test.cpp), about float32's error, at twice the
 // MMAs. For the router, whose top-k should not move with TF32 rounding of its input. The same bits alone or batched.
-void matmul_tc_split(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream);
+// With scratch (matmul_tc_split_scratch_bytes(m, w) bytes, 4-byte aligned), k is split into parts of 256 summed by
+// their own blocks, then added in order: m x 128 outputs (a router) fill a grid at a few hundred rows instead of
+// 16 blocks; a row's bits still do not depend on m (they differ from the unsplit product's).
+void matmul_tc_split(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream,
+                     void* scratch = nullptr);
+size_t matmul_tc_split_scratch_bytes(int64_t m, const DeviceMatrix& w);
 // The kernel behind the products: Mma (mma.sync, cp.async-staged, picking a 128 x 128 or a 64 x 64 tile per call;
 // m16n8k16 f16 for the affine codecs where the call allows it, m16n8k8 TF32 otherwise; the default), MmaLarge /
 // MmaSmall (the same, always 128 x 128 / 64 x 64: for the bench, to tune the pick), MmaTf32 (as Mma, TF32 for every
@@ -47,10 +61,11 @@ void matmul_tc_split(const float* x, int64_t m, const DeviceMatrix& w, float* y,
 enum class GemmKernel { Mma, MmaLarge, MmaSmall, Wmma, MmaTf32 };
 void use_gemm_kernel(GemmKernel k);
 
-// Bytes of device scratch the grouped expert GEMMs need for m rows of k experts each over num_experts experts:
-// per expert a count and an offset, the list of row tiles, and the m * k pairs sorted by expert (a few ints per
-// pair: 16384 pairs of 128 experts take under 72 KB). The scratch needs 4-byte alignment (cudaMalloc's is fine).
-size_t expert_gemm_scratch_bytes(int64_t m, int k, int num_experts);
+// Bytes of device scratch the grouped expert GEMMs need for m rows of k experts each over num_experts experts of
+// layout l: per expert a count and an offset, the list of row tiles, and the m * k pairs sorted by expert (a few
+// ints per pair), then the f16 kernel's operand (the larger of x, m x hidden, and the activations, m k x
+// intermediate, in f16, and a float per row). The scratch needs 4-byte alignment (cudaMalloc's is fine).
+size_t expert_gemm_scratch_bytes(int64_t m, int k, int num_experts, const ExpertLayout& l);
 
 // As expert_gate_up (kernels.h): for the pairs j of (row j / k, expert ids[j]) whose expert is present
 // (table[ids[j]] != null), act[j][n] = silu(gate . x[j / k]) * (up . x[j / k]); other pairs' act is left alone.

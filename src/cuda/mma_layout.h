@@ -78,7 +78,6 @@ template <int BM_, int BN_, int WM_, int WN_>
 struct Tile16 {
   static constexpr int BM = BM_, BN = BN_, WM = WM_, WN = WN_;
   static constexpr int kBK = 64, kLdh = kBK + 8;
-  static constexpr int kLd = kBK + 4;  // stride (floats) of x's float32 slice before it is rounded to f16
   static constexpr int kThreads = 32 * WM * WN;
   static constexpr int kWarpRows = BM / WM, kWarpCols = BN / WN;
   static constexpr int MT = kWarpRows / 16, NT = kWarpCols / 8;

@@ -35,6 +35,8 @@ class DeviceVec {
   ~DeviceVec() { cudaFree(p_); }
   DeviceVec(const DeviceVec&) = delete;
   DeviceVec& operator=(const DeviceVec&) = delete;
+  DeviceVec(DeviceVec&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr; }
+  DeviceVec& operator=(DeviceVec&&) = delete;
   void upload(const std::vector<T>& v) {
     cuda::check(cudaMemcpy(p_, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), "test upload");
   }

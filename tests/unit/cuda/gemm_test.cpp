@@ -144,7 +144,8 @@ struct ProductCase {
   std::vector<uint8_t> wbytes;
   std::vector<float> x, wf, want, got, alone;
   DeviceVec<uint8_t> dw;
-  DeviceVec<float> dx, dscale;  // dscale: matmul_tc's row-scale scratch
+  DeviceVec<float> dx;
+  DeviceVec<uint8_t> dscratch;  // matmul_tc's scratch for the f16 kernel
   cuda::DeviceMatrix dm;
   ProductCase(Codec codec, int64_t m_, int64_t n_, int64_t k_)
       : m(m_),
@@ -156,7 +157,7 @@ struct ProductCase {
         want(reference(x.data(), m, wf, n, k)),
         dw(wbytes),
         dx(x),
-        dscale(size_t(m)),
+        dscratch(cuda::matmul_tc_scratch_bytes(m_, k_)),
         dm{codec, dw.get(), n, k} {}
   // got and alone from product(x, rows, dm, y).
   template <typename Product>
@@ -202,7 +203,7 @@ TEST_P(GemmTcTest, MatmulMatchesReferenceWithinTf32Bound) {
   const UseKernel use(std::get<2>(GetParam()));
   ProductCase pc(codec, m, n, k);
   pc.run([&](const float* x, int64_t rows, const cuda::DeviceMatrix& w, float* y) {
-    cuda::matmul_tc(x, rows, w, y, false, nullptr, pc.dscale.get());
+    cuda::matmul_tc(x, rows, w, y, false, nullptr, pc.dscratch.get());
   });
   Worst worst;
   const bool f16 = runs_f16(std::get<2>(GetParam()), codec);
@@ -214,7 +215,7 @@ TEST_P(GemmTcTest, MatmulMatchesReferenceWithinTf32Bound) {
   // accumulate: y += x W^T, the sum added once to what was there.
   const std::vector<float> base = test::gaussian(size_t(m * n), 5);
   DeviceVec<float> dy(base);
-  cuda::matmul_tc(pc.dx.get(), m, pc.dm, dy.get(), true, nullptr, pc.dscale.get());
+  cuda::matmul_tc(pc.dx.get(), m, pc.dm, dy.get(), true, nullptr, pc.dscratch.get());
   const std::vector<float> acc = dy.download();
   for (size_t j = 0; j < acc.size(); ++j) ASSERT_EQ(acc[j], base[j] + pc.got[j]) << j;
   if (!f16) return;
@@ -242,7 +243,7 @@ TEST(GemmTcF16, RowScalesKeepEveryRowInRange) {
   pc.want = reference(pc.x.data(), m, pc.wf, n, k);
   pc.dx.upload(pc.x);
   pc.run([&](const float* x, int64_t rows, const cuda::DeviceMatrix& w, float* y) {
-    cuda::matmul_tc(x, rows, w, y, false, nullptr, pc.dscale.get());
+    cuda::matmul_tc(x, rows, w, y, false, nullptr, pc.dscratch.get());
   });
   for (int64_t o = 0; o < n; ++o) {
     const float v = pc.got[size_t(3 * n + o)];
@@ -299,29 +300,89 @@ TEST(GemmTcSeeds, WmmaKernelAndMisalignedBlobsAreClearErrors) {
   }
 }
 
-// The router's product (matmul_tc_split): bf16 and f16 weights within split_bound, the last row alone the same bits,
-// each tile shape the same bits, and any other codec a clear error.
+// matmul_tc_stacked (q, k and v in one product): each matrix's outputs have the bits matmul_tc gives it alone, under
+// every kernel, with tiles of columns that straddle two matrices (77 + 64 + 37 rows), with and without the f16
+// scratch.
+TEST(GemmTcStacked, EachOutputHasItsBitsAlone) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const int64_t m = 130, k = 100, rows[3] = {77, 64, 37};
+  const std::vector<float> x = test::gaussian(size_t(m * k), 21);
+  DeviceVec<float> dx(x);
+  DeviceVec<uint8_t> scratch(cuda::matmul_tc_scratch_bytes(m, k));
+  for (const cuda::GemmKernel kernel : kKernels) {
+    const UseKernel use(kernel);
+    for (const Codec c : {Codec::F32, Codec::BF16, Codec::Q8_G32, Codec::Q4_G64, Codec::P4}) {
+      if (!reads(kernel, c)) continue;
+      std::vector<std::vector<uint8_t>> bytes;
+      std::vector<DeviceVec<uint8_t>> dw;
+      cuda::DeviceMatrix ws[3];
+      for (int i = 0; i < 3; ++i) {
+        bytes.push_back(test::encoded(c, rows[i], k, uint32_t(30 + i)));
+        dw.emplace_back(bytes.back());
+        ws[i] = {c, dw.back().get(), rows[i], k};
+      }
+      for (void* sc : {static_cast<void*>(scratch.get()), static_cast<void*>(nullptr)}) {
+        std::vector<DeviceVec<float>> stacked, alone;
+        float* ys[3];
+        for (int i = 0; i < 3; ++i) {
+          stacked.emplace_back(test::poisoned(size_t(m * rows[i])));
+          alone.emplace_back(test::poisoned(size_t(m * rows[i])));
+          ys[i] = stacked.back().get();
+          cuda::matmul_tc(dx.get(), m, ws[i], alone.back().get(), false, nullptr, sc);
+        }
+        cuda::matmul_tc_stacked(dx.get(), m, ws, ys, 3, false, nullptr, sc);
+        for (int i = 0; i < 3; ++i) {
+          const std::vector<float> got = stacked[size_t(i)].download(), want = alone[size_t(i)].download();
+          for (const float v : got) ASSERT_NE(v, 1e30f) << codec_name(c) << " matrix " << i << " not written";
+          ASSERT_EQ(got, want) << kernel_name(kernel) << " " << codec_name(c) << " matrix " << i
+                               << (sc != nullptr ? " (f16 scratch)" : "");
+        }
+      }
+    }
+  }
+}
+
+// One codec and one k a stacked product, 1 to 3 matrices: anything else is one clear error, before any launch.
+TEST(GemmTcStacked, MismatchedMatricesAreClearErrors) {
+  const cuda::DeviceMatrix q4{Codec::Q4_G64, nullptr, 64, 128}, q8{Codec::Q8_G32, nullptr, 64, 128},
+      q4k{Codec::Q4_G64, nullptr, 64, 192};
+  float* ys[4] = {};
+  const cuda::DeviceMatrix codecs[2] = {q4, q8}, cols[2] = {q4, q4k}, four[4] = {q4, q4, q4, q4};
+  std::string e = test::error_of([&] { cuda::matmul_tc_stacked(nullptr, 64, codecs, ys, 2, false, nullptr); });
+  EXPECT_NE(e.find("differ in codec or in columns"), std::string::npos) << e;
+  e = test::error_of([&] { cuda::matmul_tc_stacked(nullptr, 64, cols, ys, 2, false, nullptr); });
+  EXPECT_NE(e.find("differ in codec or in columns"), std::string::npos) << e;
+  e = test::error_of([&] { cuda::matmul_tc_stacked(nullptr, 64, four, ys, 4, false, nullptr); });
+  EXPECT_NE(e.find("1 to 3 matrices"), std::string::npos) << e;
+}
+
+// The router's product (matmul_tc_split), unsplit and split over k (with its scratch): bf16 and f16 weights within
+// split_bound, the last row alone the same bits, each tile shape the same bits, and any other codec a clear error.
 TEST(GemmTcSplit, MatchesReferenceToFloat32Accuracy) {
   SKIP_WITHOUT_CUDA_DEVICE();
-  for (const Codec codec : {Codec::BF16, Codec::F16}) {
-    for (const Shape& s : {Shape{130, 128, 2048}, Shape{64, 77, 100}, Shape{2048, 128, 2048}}) {
-      const auto [m, n, k] = s;
-      ProductCase pc(codec, m, n, k);
-      auto split = [](const float* x, int64_t rows, const cuda::DeviceMatrix& w, float* y) {
-        cuda::matmul_tc_split(x, rows, w, y, false, nullptr);
-      };
-      pc.run(split);
-      Worst worst;
-      ASSERT_NO_FATAL_FAILURE(
-          pc.expect_within(split_bound, std::string(codec_name(codec)) + " m " + std::to_string(m), worst));
-      for (const cuda::GemmKernel kind : kKernels) {  // every tile (and the WMMA setting, which takes the mma one)
-        const UseKernel use(kind);
-        DeviceVec<float> dz(test::poisoned(size_t(m * n)));
-        split(pc.dx.get(), m, pc.dm, dz.get());
-        ASSERT_EQ(dz.download(), pc.got) << codec_name(codec) << " " << kernel_name(kind);
+  for (const bool split_k : {false, true}) {
+    for (const Codec codec : {Codec::BF16, Codec::F16}) {
+      for (const Shape& s : {Shape{130, 128, 2048}, Shape{64, 77, 100}, Shape{2048, 128, 2048}}) {
+        const auto [m, n, k] = s;
+        ProductCase pc(codec, m, n, k);
+        DeviceVec<uint8_t> scratch(cuda::matmul_tc_split_scratch_bytes(m, pc.dm));
+        auto split = [&](const float* x, int64_t rows, const cuda::DeviceMatrix& w, float* y) {
+          cuda::matmul_tc_split(x, rows, w, y, false, nullptr, split_k ? scratch.get() : nullptr);
+        };
+        pc.run(split);
+        Worst worst;
+        const std::string what = std::string(codec_name(codec)) + " m " + std::to_string(m) + (split_k ? " split" : "");
+        ASSERT_NO_FATAL_FAILURE(pc.expect_within(split_bound, what, worst));
+        for (const cuda::GemmKernel kind : kKernels) {  // every tile (and the WMMA setting, which takes the mma one)
+          const UseKernel use(kind);
+          DeviceVec<float> dz(test::poisoned(size_t(m * n)));
+          split(pc.dx.get(), m, pc.dm, dz.get());
+          ASSERT_EQ(dz.download(), pc.got) << what << " " << kernel_name(kind);
+        }
+        std::printf("[ gemm ] split %s%s m %lld n %lld k %lld: worst error %.3f of the bound\n",
+                    std::string(codec_name(codec)).c_str(), split_k ? " (k in parts)" : "", (long long)m, (long long)n,
+                    (long long)k, worst.ratio);
       }
-      std::printf("[ gemm ] split %s m %lld n %lld k %lld: worst error %.3f of the bound\n",
-                  std::string(codec_name(codec)).c_str(), (long long)m, (long long)n, (long long)k, worst.ratio);
     }
   }
   const std::string e = test::error_of([&] {
@@ -340,10 +401,11 @@ TEST(GemmTcTileShapes, GiveTheSameBits) {
     const std::vector<uint8_t> wbytes = test::encoded(codec, n, k, 12);
     const std::vector<float> x = test::gaussian(size_t(m * k), 13);
     DeviceVec<uint8_t> dw(wbytes);
-    DeviceVec<float> dx(x), dall(size_t(m * n)), dpart(size_t(rows * n)), dscale(static_cast<size_t>(m));
+    DeviceVec<float> dx(x), dall(size_t(m * n)), dpart(size_t(rows * n));
+    DeviceVec<uint8_t> dscratch(cuda::matmul_tc_scratch_bytes(m, k));
     const cuda::DeviceMatrix dm{codec, dw.get(), n, k};
-    cuda::matmul_tc(dx.get(), m, dm, dall.get(), false, nullptr, dscale.get());
-    cuda::matmul_tc(dx.get() + r0 * k, rows, dm, dpart.get(), false, nullptr, dscale.get());
+    cuda::matmul_tc(dx.get(), m, dm, dall.get(), false, nullptr, dscratch.get());
+    cuda::matmul_tc(dx.get() + r0 * k, rows, dm, dpart.get(), false, nullptr, dscratch.get());
     const std::vector<float> all = dall.download(), part = dpart.download();
     ASSERT_EQ(0, std::memcmp(all.data() + r0 * n, part.data(), part.size() * sizeof(float))) << codec_name(codec);
   }
@@ -418,7 +480,7 @@ TEST(GemmTcGrouped, ExpertsMatchReferenceWithinTf32Bound) {
       DeviceVec<const uint8_t*> dt(table_of(db.get(), blobs.l, E, [&](int e) { return e != absent; }));
       DeviceVec<int> di(ids);
       DeviceVec<float> dx(x), dact(test::poisoned(size_t(m * k * I))), dout(test::poisoned(size_t(m * k * H)));
-      DeviceVec<uint8_t> scratch(cuda::expert_gemm_scratch_bytes(m, k, E));
+      DeviceVec<uint8_t> scratch(cuda::expert_gemm_scratch_bytes(m, k, E, blobs.l));
       cuda::expert_gate_up_tc(dx.get(), m, k, di.get(), dt.get(), E, blobs.l, dact.get(), scratch.get(), nullptr);
       cuda::expert_down_tc(dact.get(), m * k, di.get(), dt.get(), E, blobs.l, dout.get(), scratch.get(), nullptr);
       const std::vector<float> act = dact.download(), out = dout.download();
@@ -489,7 +551,7 @@ TEST(GemmTcGrouped, PassesOverSubsetsOfExpertsGiveTheSameBits) {
       DeviceVec<uint8_t> db(blobs.bytes);
       DeviceVec<int> di(ids);
       DeviceVec<float> dx(x);
-      DeviceVec<uint8_t> scratch(cuda::expert_gemm_scratch_bytes(m, k, E));
+      DeviceVec<uint8_t> scratch(cuda::expert_gemm_scratch_bytes(m, k, E, blobs.l));
       const auto run = [&](const std::vector<std::vector<const uint8_t*>>& passes) {
         DeviceVec<float> dact(test::poisoned(size_t(m * k * I))), dout(test::poisoned(size_t(m * k * H)));
         for (const auto& table : passes) {
