@@ -614,7 +614,7 @@ __global__ void split_sum_kernel(const float* partial, int splits, int64_t count
 //   f16, and only elements under 2^-28 of the row's largest fall below f16's normal range), and rounded to f16, once
 //   per product before the kernel (to_f16); the sums are multiplied by 1 / xscale[r] in the epilogue: both scalings
 //   exact, a row's bits its own.
-using Tile16L = mma::Tile16<128, 128, 2, 4>;  // 256 threads; 72 KB of shared memory
+using Tile16L = mma::Tile16<128, 128, 2, 4>;  // 256 threads; 72 KB of shared memory (min_blocks16)
 using Tile16S = mma::Tile16<64, 64, 2, 2>;    // 128 threads; 36 KB
 static_assert(Tile16L::BM == TileL::BM && Tile16L::BN == TileL::BN && Tile16S::BM == TileS::BM &&
                   Tile16S::BN == TileS::BN,
@@ -708,15 +708,20 @@ __device__ __forceinline__ void stage_x16(const GemmArgs& a, const int64_t* src,
   }
 }
 
-template <class T>
+// Blocks an SM. q4_g64 (the codec of every figure in docs/results): 64 x 64 tiles at 4 (no spill) and 128 x 128 at 2
+// (128 registers, 32-36 bytes spilled): prefill 1.08x at 2,048 and 1.05x at 512 on the H200 over 3 and 1
+// (docs/results/2026-11-30-cuda-prefill-session8.md). The other affine codecs spill 20-44 bytes at 4 and more at 2:
+// 3 and 1, as the TF32 kernel.
+template <class T, CodecId C>
 constexpr int min_blocks16() {
+  if constexpr (C == Id::Q4_G64) return T::BM == 128 ? 2 : 4;
   return T::BM == 128 ? 1 : 3;
 }
 
 // The f16 kernel: mma_kernel's pipeline (x's next slice by cp.async into the other stage and the weights' into
 // registers while the warps multiply, widened into that stage after the MMAs; one barrier a slice).
 template <CodecId C, Mode M, class T>
-__global__ void __launch_bounds__(T::kThreads, min_blocks16<T>()) mma16_kernel(GemmArgs a) {
+__global__ void __launch_bounds__(T::kThreads, min_blocks16<T, C>()) mma16_kernel(GemmArgs a) {
   extern __shared__ __align__(128) float sm[];
   __shared__ int64_t src[T::BM];
   __shared__ int64_t dst[T::BM];
@@ -792,12 +797,25 @@ __global__ void to_f16_kernel(const float* x, int64_t rows, int64_t cols, int64_
   if (r >= rows) return;
   const int lane = int(threadIdx.x % 32);
   const float* xr = x + r * cols;
+  // vec: rows of a multiple of 4 floats, 16-byte aligned: float4 reads and 4 halves a write.
+  const bool vec = cols % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
   float mx = 0.0f;
   bool finite = true;
-  for (int64_t i = lane; i < cols; i += 32) {
-    const float v = fabsf(xr[i]);
+  const auto see = [&](float v) {
+    v = fabsf(v);
     finite = finite && v <= 3.402823466e38f;  // false for inf and NaN
     mx = fmaxf(mx, v);
+  };
+  if (vec) {
+    for (int64_t i = 4 * lane; i < cols; i += 128) {
+      const float4 v = *reinterpret_cast<const float4*>(xr + i);
+      see(v.x);
+      see(v.y);
+      see(v.z);
+      see(v.w);
+    }
+  } else {
+    for (int64_t i = lane; i < cols; i += 32) see(xr[i]);
   }
   for (int o = 16; o > 0; o /= 2) {
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
@@ -809,7 +827,16 @@ __global__ void to_f16_kernel(const float* x, int64_t rows, int64_t cols, int64_
     s = ldexpf(1.0f, sh < -126 ? -126 : sh > 126 ? 126 : sh);
   }
   __half* out = x16 + r * ld16;
-  for (int64_t i = lane; i < ld16; i += 32) out[i] = __float2half_rn(i < cols ? xr[i] * s : 0.0f);
+  if (vec) {  // ld16 % 8 == 0, so a run of 4 is all inside cols or all past it
+    for (int64_t i = 4 * lane; i < ld16; i += 128) {
+      const float4 v = i < cols ? *reinterpret_cast<const float4*>(xr + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      const __half2 lo = __floats2half2_rn(v.x * s, v.y * s), hi = __floats2half2_rn(v.z * s, v.w * s);
+      *reinterpret_cast<uint2*>(out + i) =
+          make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+    }
+  } else {
+    for (int64_t i = lane; i < ld16; i += 32) out[i] = __float2half_rn(i < cols ? xr[i] * s : 0.0f);
+  }
   if (lane == 0) scale[r] = s;
 }
 
