@@ -10,9 +10,10 @@
 // mma16_kernel: the affine codecs' twin of mma_kernel, with f16 operands (x rows scaled into f16's range by a power
 // of 2), mma.sync m16n8k16 and ldmatrix (see its comment).
 // wmma_kernel (the first one): 128 x 128 tiles, one stage, WMMA m16n16k8.
-// In both, the accumulators go through shared memory to one epilogue (bounds, accumulate, SiLU product), and an
-// output element is 0 plus its MMAs in k order, one per 8 of k: its sum never depends on m, on the tile shape or
-// on the other rows of its tile.
+// In all, the accumulators go through shared memory to one epilogue (bounds, accumulate, SiLU product), and an
+// output element is 0 plus its MMAs in k order, one per 8 of k (16 in the f16 kernel; matmul_tc_split with scratch:
+// per part of k, the parts then added in order): its sum never depends on m, on the tile shape or on the other rows
+// of its tile.
 #include <cuda_fp16.h>
 #include <mma.h>
 
@@ -56,12 +57,12 @@ struct GemmArgs {
   // part_end[0] is row n of w_part[0], into y_part[0] (rows of part_end[0] floats), then up to part_end[1] rows of
   // w_part[1] into y_part[1] (rows of part_end[1] - part_end[0] floats), ...
   int parts = 0;
-  // Plain, k_split > 0 (matmul_tc_split's split over k): block z sums k from z k_split up to (z + 1) k_split into
-  // y + z m n_out (a partial product), added up by split_sum_kernel.
-  int64_t k_split = 0;
   const uint8_t* w_part[3] = {};
   float* y_part[3] = {};
   int64_t part_end[3] = {};
+  // Plain, k_split > 0 (matmul_tc_split's split over k): block z sums k from z k_split up to (z + 1) k_split into
+  // y + z m n_out (a partial product), added up by split_sum_kernel.
+  int64_t k_split = 0;
   // Grouped: the bucketing's tiles (expert, first sorted pair, rows), their count and the sorted pairs.
   const int* tiles = nullptr;
   const int* n_tiles = nullptr;
@@ -710,8 +711,8 @@ __device__ __forceinline__ void stage_x16(const GemmArgs& a, const int64_t* src,
 
 // Blocks an SM. q4_g64 (the codec of every figure in docs/results): 64 x 64 tiles at 4 (no spill) and 128 x 128 at 2
 // (128 registers, 32-36 bytes spilled): prefill 1.08x at 2,048 and 1.05x at 512 on the H200 over 3 and 1
-// (docs/results/2026-11-30-cuda-prefill-session8.md). The other affine codecs spill 20-44 bytes at 4 and more at 2:
-// 3 and 1, as the TF32 kernel.
+// (docs/results/2026-11-30-cuda-prefill-session8-occupancy.md). The other affine codecs spill 20-44 bytes at 4 and more
+// at 2: 3 and 1, as the TF32 kernel.
 template <class T, CodecId C>
 constexpr int min_blocks16() {
   if constexpr (C == Id::Q4_G64) return T::BM == 128 ? 2 : 4;
