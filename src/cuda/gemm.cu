@@ -1059,12 +1059,14 @@ GemmKernel chosen_kernel() {
   return GemmKernel(k);
 }
 
-// The mma tile for a product of `row_tiles(bm)` row tiles by n outputs: the one whose busiest SM has the least
-// to do, ceil(blocks / SMs) x BM x BN over the tile's speed when the GPU is full (TileS runs at 0.8 of TileL's
-// TFLOP/s there: 60.8 / 75.3, 61.0 / 77.6, 60.7 / 75.2, 65.5 / 80.3 on an H200,
-// docs/results/2026-11-30-cuda-gemm-mma.md); TileL on a tie. Either gives the same bits, so this picks speed only.
+// The mma tile for a product of `row_tiles(bm)` row tiles by n outputs of codec c: the one whose busiest SM has the
+// least to do, ceil(blocks / SMs) x BM x BN over the tile's speed when the GPU is full; TileL on a tie. TileS runs
+// at 0.8 of TileL's TFLOP/s there (60.8 / 75.3, 61.0 / 77.6, 60.7 / 75.2, 65.5 / 80.3 on an H200,
+// docs/results/2026-11-30-cuda-gemm-mma.md), and at about 0.72 on the f16 kernel's q4_g64 tiles, which run 2
+// blocks of 128 x 128 an SM (137.92 / 191.60, 133.68 / 185.29: docs/results/2026-11-30-cuda-prefill-session8-
+// occupancy.md). Either tile gives the same bits, so this picks speed only.
 template <typename RowTiles>
-Shape pick_shape(RowTiles row_tiles, int64_t n, bool gate_up) {
+Shape pick_shape(RowTiles row_tiles, int64_t n, bool gate_up, Codec c) {
   switch (chosen_kernel()) {
     case GemmKernel::Wmma:
       return Shape::Wmma;
@@ -1077,10 +1079,12 @@ Shape pick_shape(RowTiles row_tiles, int64_t n, bool gate_up) {
       break;
   }
   const int64_t sms = sm_count();
-  const auto cost = [&](Shape s) {  // in units of TileS's area at its full-GPU speed, x 4
+  const bool q4_f16 = chosen_kernel() != GemmKernel::MmaTf32 && Id(uint8_t(c)) == Id::Q4_G64;
+  const int64_t s_cost = q4_f16 ? 7 : 5, l_cost = q4_f16 ? 5 : 4;  // a tile's time over its area, relative
+  const auto cost = [&](Shape s) {
     const int bm = tile_rows_of(s), bn = tile_cols_of(s);
     const int64_t blocks = row_tiles(bm) * int64_t(tiles_for(n, gate_up ? bn / 2 : bn));
-    return (blocks + sms - 1) / sms * bm * bn * (s == Shape::S ? 5 : 4);
+    return (blocks + sms - 1) / sms * bm * bn * (s == Shape::S ? s_cost : l_cost);
   };
   return cost(Shape::S) < cost(Shape::L) ? Shape::S : Shape::L;
 }
@@ -1096,12 +1100,13 @@ bool use_f16(Shape shape, Codec c) {
 // deviation of rows (per + sqrt(per), as a Poisson count spreads), so a bucket just past a tile's rows counts two
 // tiles: on the H200 at 128 rows an expert (2,048 x top-8 of 128) the 64 x 64 tiles ran at 94.35 TFLOP/s and the
 // 128 x 128 ones at 88.53 (docs/results/2026-11-30-cuda-gemm-f16.md); the TF32 kernel keeps the mean (there 128 x
-// 128 was faster, 52.20 against 49.58: docs/results/2026-11-30-cuda-gemm-mma.md).
+// 128 was faster, 52.20 against 49.58: docs/results/2026-11-30-cuda-gemm-mma.md). With q4_g64's 2-block 128 x 128
+// tiles and their factor (pick_shape), 2,048 x top-8 takes 128 x 128 again (122.50 against 107.05 TFLOP/s).
 Shape pick_grouped(int64_t pairs, int num_experts, int64_t n, bool gate_up, Codec c) {
   const int64_t per = (pairs + num_experts - 1) / num_experts;
   const bool f16 = chosen_kernel() != GemmKernel::MmaTf32 && is_affine(Id(uint8_t(c)));
   const int64_t spread = f16 ? int64_t(std::ceil(std::sqrt(double(per)))) : 0;
-  return pick_shape([&](int bm) { return int64_t(num_experts) * ((per + spread + bm - 1) / bm); }, n, gate_up);
+  return pick_shape([&](int bm) { return int64_t(num_experts) * ((per + spread + bm - 1) / bm); }, n, gate_up, c);
 }
 
 }  // namespace
@@ -1124,7 +1129,7 @@ PlainProduct plain_product(const float* x, int64_t m, const DeviceMatrix& w, flo
   p.a.m = m;
   p.a.accumulate = accumulate;
   p.a.w = static_cast<const uint8_t*>(w.data);
-  p.shape = pick_shape([&](int bm) { return int64_t(tiles_for(m, bm)) * splits; }, w.rows, false);
+  p.shape = pick_shape([&](int bm) { return int64_t(tiles_for(m, bm)) * splits; }, w.rows, false, w.codec);
   p.grid = dim3(tiles_for(m, tile_rows_of(p.shape)), tiles_for(w.rows, tile_cols_of(p.shape)), unsigned(splits));
   return p;
 }
