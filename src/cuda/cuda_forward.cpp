@@ -106,42 +106,11 @@ void products(const float* x, int64_t m, const DeviceMatrix* ws, float* const* y
   }
 }
 
-// SEEDLING_DECODE_SKIP, a measuring tool (its outputs are wrong): a comma-separated list of the batch-1 decode
-// launches to leave out of every step (qkv, attention, o, router, gate_up, down, head), so that `seedling bench`
-// shows what each costs inside the graph. The buffers they would write keep finite old values. An unknown name is
-// an error.
-enum DecodeSkip : unsigned {
-  kSkipQkv = 1,
-  kSkipAttention = 2,
-  kSkipO = 4,
-  kSkipRouter = 8,
-  kSkipGateUp = 16,
-  kSkipDown = 32,
-  kSkipHead = 64
-};
+// SEEDLING_DECODE_SKIP (parse_decode_skips, cuda_forward.h), read once.
 unsigned decode_skips() {
   static const unsigned skips = [] {
     const char* env = std::getenv("SEEDLING_DECODE_SKIP");
-    unsigned out = 0;
-    const std::string list = env != nullptr ? env : "";
-    size_t at = 0;
-    while (at < list.size()) {
-      const size_t end = std::min(list.find(',', at), list.size());
-      const std::string name = list.substr(at, end - at);
-      static const std::pair<const char*, unsigned> kNames[] = {
-          {"qkv", kSkipQkv},        {"attention", kSkipAttention}, {"o", kSkipO},      {"router", kSkipRouter},
-          {"gate_up", kSkipGateUp}, {"down", kSkipDown},           {"head", kSkipHead}};
-      unsigned bit = 0;
-      for (const auto& [n, b] : kNames) bit = name == n ? b : bit;
-      if (bit == 0) {
-        fail(
-            "SEEDLING_DECODE_SKIP: '{}' is not a decode launch (known: qkv, attention, o, router, gate_up, down, head)",
-            name);
-      }
-      out |= bit;
-      at = end + 1;
-    }
-    return out;
+    return parse_decode_skips(env != nullptr ? env : "");
   }();
   return skips;
 }
@@ -666,6 +635,27 @@ int64_t cuda_graph_replays(const DeviceForward& forward) {
   const auto* f = dynamic_cast<const CudaForward*>(&forward);
   SEEDLING_CHECK(f != nullptr, "cuda_graph_replays: the forward is not the CUDA one");
   return f->graph_replays();
+}
+
+unsigned parse_decode_skips(std::string_view list) {
+  static const std::pair<const char*, unsigned> kNames[] = {
+      {"qkv", kSkipQkv},        {"attention", kSkipAttention}, {"o", kSkipO},      {"router", kSkipRouter},
+      {"gate_up", kSkipGateUp}, {"down", kSkipDown},           {"head", kSkipHead}};
+  unsigned out = 0;
+  size_t at = 0;
+  while (at < list.size()) {
+    const size_t end = std::min(list.find(',', at), list.size());
+    const std::string_view name = list.substr(at, end - at);
+    unsigned bit = 0;
+    for (const auto& [n, b] : kNames) bit = name == n ? b : bit;
+    if (bit == 0) {
+      fail("SEEDLING_DECODE_SKIP: '{}' is not a decode launch (known: qkv, attention, o, router, gate_up, down, head)",
+           name);
+    }
+    out |= bit;
+    at = end + 1;
+  }
+  return out;
 }
 
 }  // namespace seedling
