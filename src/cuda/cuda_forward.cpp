@@ -78,7 +78,7 @@ class PinnedScratch {
 
 // Rows from which a forward's products run on tensor cores (cuda/gemm.h: TF32 or f16 inputs, float32 sums): below it
 // the CUDA-core kernels are faster (docs/results/2026-11-30-cuda-prefill-gemm.md: 0.81x at 32 rows, 1.43x at 64).
-// The router's product stays on CUDA cores at every size, so expert choices never see TF32 rounding.
+// The router's product is the exception (router_product): x carried to about float32's accuracy.
 constexpr int64_t kTensorCoreRows = 64;
 
 // y = x W^T (or y +=) for m rows, on tensor cores from kTensorCoreRows rows (every codec, the seed codecs too; the
