@@ -11,7 +11,7 @@
 // once more in float32: (k + 8) 2^-23 of sum |x_k w_k|. So |got - exact| <= (2^-10 + 2^-22 + (k + 8) 2^-23) * sum
 // |x_k w_k|, and the reference itself (double, rounded once to float) adds 2^-24 |exact|.
 //
-// The f16 kernel (affine codecs under Mma, MmaLarge, MmaSmall; matmul_tc with its row-scale scratch) keeps both
+// The f16 kernel (affine codecs under Mma, MmaLarge, MmaSmall; matmul_tc with its f16 scratch) keeps both
 // operands to the same 10 mantissa bits, plus (f16_extra): a weight is q d + m rounded once to f16 from its exact
 // value, which is within 2^-24 |w| of the CPU's float one (so 2^-11 + 2^-23 of |w| in all), or within 2^-25 where f16
 // is subnormal (|w| < 2^-14); an x, scaled by 2^(14 - e) for its row's largest |x| in [2^e, 2^(e+1)), is within
@@ -57,7 +57,7 @@ double f16_extra(const float* x, const float* w, int64_t k) {
   return std::ldexp(abs_xw, -23) + std::ldexp(abs_x, -25) + std::ldexp(max_x * abs_w, -39);
 }
 
-// Whether kernel kind k runs codec c on the f16 kernel (given the row-scale scratch, for matmul_tc).
+// Whether kernel kind k runs codec c on the f16 kernel (given its scratch, for matmul_tc).
 bool runs_f16(cuda::GemmKernel k, Codec c) {
   return k != cuda::GemmKernel::Wmma && k != cuda::GemmKernel::MmaTf32 && codec_group(c) > 1 && !codec_is_seed(c);
 }
