@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
 
 #include "core/error.h"
 #include "cuda/vram_experts.h"
@@ -151,10 +152,10 @@ TEST_P(CudaForwardTest, DecodeGraphBitIdenticalToOpByOpLaunches) {
 namespace {
 
 // A 150-token prompt (the reference ids over and over): from 64 rows the products run on tensor cores (TF32
-// inputs, cuda/gemm.h) and the experts as grouped GEMMs over rows bucketed by expert. TF32 rounds each input to
-// 2^-11 relative; over 150 positions of these random tiny models that gave 0.0014 to 0.019 on the H200, inside the
-// 2e-2 the issue allows but with little margin on mixtral_a. The router stays in float32, so the routes and the
-// greedy tokens agree.
+// inputs, or f16 for the affine codecs: cuda/gemm.h) and the experts as grouped GEMMs over rows bucketed by expert.
+// TF32 rounds each input to 2^-11 relative; over 150 positions of these random tiny models that gave 0.0014 to 0.019 on
+// the H200, inside the 2e-2 the issue allows but with little margin on mixtral_a. The router stays in float32, so the
+// routes and the greedy tokens agree.
 std::vector<int32_t> long_ids(const std::string& name) {
   const std::vector<int32_t> ids = ids_of(name);
   std::vector<int32_t> out;
@@ -194,7 +195,9 @@ void expect_long_prompt_on_tensor_cores(const std::string& dir, const std::vecto
 }  // namespace
 
 // The checkpoint, then packs of it with seed experts (p4, s3: the tensor-core GEMMs decode their blocks in
-// registers; a search over 16 seeds, since only CPU against CUDA on one pack is compared).
+// registers; a search over 16 seeds, since only CPU against CUDA on one pack is compared), then packs whose experts
+// and dense matrices are affine (q4, q8: the f16 GEMM kernel, with x rows scaled into f16's range; the CPU reads
+// the same quantized weights, so only the kernels' rounding differs).
 TEST_P(CudaForwardTest, LongPromptOnTensorCoresWithin2e2OfCpuAndBitIdenticalAcrossBudgets) {
   SKIP_WITHOUT_CUDA_DEVICE();
   const std::string hf = test::data_path("models/" + GetParam() + "/hf");
@@ -204,6 +207,12 @@ TEST_P(CudaForwardTest, LongPromptOnTensorCoresWithin2e2OfCpuAndBitIdenticalAcro
   for (const std::string tier : {"p4", "s3"}) {
     test::pack_checkpoint(hf, tmp / tier, "--experts " + tier + " --seed-search-seeds 16");
     expect_long_prompt_on_tensor_cores(tmp / tier, ids, GetParam() + " --experts " + tier);
+  }
+  const std::pair<const char*, const char*> affine[] = {{"q4", "--experts q4_g64 --dense q4_g64"},
+                                                        {"q8", "--experts q8_g32 --dense q4_g32"}};
+  for (const auto& [name, codecs] : affine) {
+    test::pack_checkpoint(hf, tmp / name, codecs);
+    expect_long_prompt_on_tensor_cores(tmp / name, ids, GetParam() + " " + codecs);
   }
 }
 
