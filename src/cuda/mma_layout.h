@@ -32,19 +32,33 @@ SEEDLING_HD constexpr RowCol frag_c(int lane, int i) {
   return {lane / 4 + (i >> 1) * 8, 2 * (lane % 4) + (i & 1)};
 }
 
-// A block tile: BM rows x BN outputs x 64 of k, WM x WN warps, each (BM / WM) x (BN / WN) of the tile as MT x NT
-// MMA tiles of 16 x 8. x and weight rows sit in shared memory row-major with a stride of kLd floats: with kLd % 32
-// == 4, the 32 lanes of a fragment load (rows g, columns t) hit 32 different banks.
+// What the TF32 and f16 tiles share: a block tile of BM rows x BN outputs x 64 of k over WM x WN warps, each
+// (BM / WM) x (BN / WN) of the tile as MT x NT accumulators of 16 x 8, and the accumulator tile of the epilogue.
 template <int BM_, int BN_, int WM_, int WN_>
-struct Tile {
+struct WarpGrid {
   static constexpr int BM = BM_, BN = BN_, WM = WM_, WN = WN_;
-  static constexpr int kBK = 64, kLd = kBK + 4;
+  static constexpr int kBK = 64;
   static constexpr int kThreads = 32 * WM * WN;
   static constexpr int kWarpRows = BM / WM, kWarpCols = BN / WN;
   static constexpr int MT = kWarpRows / 16, NT = kWarpCols / 8;
   static_assert(kWarpRows % 16 == 0 && kWarpCols % 8 == 0, "warp tiles of whole 16 x 8 MMA tiles");
-  static constexpr int kLdc = BN + 4;  // stride of the accumulator tile in the epilogue
-  static constexpr int kStageFloats = (BM + BN) * kLd;
+  static constexpr int kLdc = BN + 4;  // stride (floats) of the accumulator tile in the epilogue
+
+  // Index in the accumulator tile (BM x kLdc) of register i of accumulator (mt, nt).
+  static SEEDLING_HD constexpr int c_index(int warp, int lane, int mt, int nt, int i) {
+    const RowCol f = frag_c(lane, i);
+    return ((warp / WN) * kWarpRows + mt * 16 + f.row) * kLdc + (warp % WN) * kWarpCols + nt * 8 + f.col;
+  }
+};
+
+// The TF32 kernel's tile: x and weight rows sit in shared memory row-major with a stride of kLd floats: with kLd %
+// 32 == 4, the 32 lanes of a fragment load (rows g, columns t) hit 32 different banks.
+template <int BM_, int BN_, int WM_, int WN_>
+struct Tile : WarpGrid<BM_, BN_, WM_, WN_> {
+  using G = WarpGrid<BM_, BN_, WM_, WN_>;
+  using G::kWarpCols, G::kWarpRows, G::WN;
+  static constexpr int kLd = G::kBK + 4;
+  static constexpr int kStageFloats = (G::BM + G::BN) * kLd;
 
   // Shared index (in the x tile) of register i of the A fragment of MMA row-tile mt at k-step kk (0, 8, .. 56).
   static SEEDLING_HD constexpr int a_index(int warp, int lane, int mt, int kk, int i) {
@@ -55,11 +69,6 @@ struct Tile {
   static SEEDLING_HD constexpr int b_index(int warp, int lane, int nt, int kk, int i) {
     const RowCol f = frag_b(lane, i);
     return ((warp % WN) * kWarpCols + nt * 8 + f.col) * kLd + kk + f.row;
-  }
-  // Index in the accumulator tile (BM x kLdc) of register i of accumulator (mt, nt).
-  static SEEDLING_HD constexpr int c_index(int warp, int lane, int mt, int nt, int i) {
-    const RowCol f = frag_c(lane, i);
-    return ((warp / WN) * kWarpRows + mt * 16 + f.row) * kLdc + (warp % WN) * kWarpCols + nt * 8 + f.col;
   }
 };
 
@@ -75,14 +84,11 @@ struct Tile {
 // the second's. Rows are kLdh = 72 halves (144 bytes) apart, so the 8 rows of a matrix fall in 8 different 16-byte
 // bank groups.
 template <int BM_, int BN_, int WM_, int WN_>
-struct Tile16 {
-  static constexpr int BM = BM_, BN = BN_, WM = WM_, WN = WN_;
-  static constexpr int kBK = 64, kLdh = kBK + 8;
-  static constexpr int kThreads = 32 * WM * WN;
-  static constexpr int kWarpRows = BM / WM, kWarpCols = BN / WN;
-  static constexpr int MT = kWarpRows / 16, NT = kWarpCols / 8;
-  static_assert(kWarpRows % 16 == 0 && kWarpCols % 16 == 0, "warp tiles of whole 16 x 16 A and B pairs");
-  static constexpr int kLdc = BN + 4;  // stride of the accumulator tile (floats) in the epilogue
+struct Tile16 : WarpGrid<BM_, BN_, WM_, WN_> {
+  using G = WarpGrid<BM_, BN_, WM_, WN_>;
+  using G::kWarpCols, G::kWarpRows, G::WN;
+  static constexpr int kLdh = G::kBK + 8;
+  static_assert(kWarpCols % 16 == 0, "warp tiles of whole 16 x 16 A and B pairs");
 
   // Half index (in the x tile) of the row address `lane` gives ldmatrix.x4 for MMA row-tile mt at k-step kk (0, 16,
   // 32, 48).
@@ -92,11 +98,6 @@ struct Tile16 {
   // Half index (in the weight tile) of the row address `lane` gives ldmatrix.x4 for column tiles 2 np and 2 np + 1.
   static SEEDLING_HD constexpr int b_ldm(int warp, int lane, int np, int kk) {
     return ((warp % WN) * kWarpCols + np * 16 + (lane / 16) * 8 + lane % 8) * kLdh + kk + ((lane / 8) % 2) * 8;
-  }
-  // Index in the accumulator tile (BM x kLdc) of register i of accumulator (mt, nt): as Tile's.
-  static SEEDLING_HD constexpr int c_index(int warp, int lane, int mt, int nt, int i) {
-    const RowCol f = frag_c(lane, i);
-    return ((warp / WN) * kWarpRows + mt * 16 + f.row) * kLdc + (warp % WN) * kWarpCols + nt * 8 + f.col;
   }
 };
 
