@@ -695,7 +695,8 @@ __device__ __forceinline__ void store_pieces16(const uint32_t (&raw)[kPiecesOf<T
 }
 
 // The f16 x's k-slice at k0 into xh (BM x kLdh halves): cp.async, 8 halves a copy, zeros past the tile's rows and
-// past k (to_f16 zeroed each row's halves from cols to ld16, so a copy is all inside k or all past it).
+// past k (a copy that starts inside k and runs past it reads the zeros to_f16 wrote from cols to ld16, a multiple of
+// 8, so no copy leaves its row).
 template <class T>
 __device__ __forceinline__ void stage_x16(const GemmArgs& a, const int64_t* src, int rows, int64_t k0, __half* xh) {
   constexpr int kCopies = T::BM * (kBK / 8) / T::kThreads;

@@ -190,9 +190,10 @@ struct ProductCase {
 }  // namespace
 
 // (codec, m, n, k): every m in {1, 17, 130}, n in {77, 2048}, k in {64, 100, 2048} appears, with partial tiles of
-// rows, outputs and k (100: a partial k-slice and, for the g64 codecs, a partial block). The seed codecs add k 1003
-// (not a multiple of 4: x read without float4s): every k but 64 leaves p3/p4 a partial 8-weight block, every k s3 a
-// partial 12-weight one (64 = 5 x 12 + 4, 2048 = 170 x 12 + 8), and pieces cross s3 blocks.
+// rows, outputs and k (100: a partial k-slice and, for the g64 codecs, a partial block). Every codec adds k 1003 (not
+// a multiple of 4: x read without float4s, and the f16 kernel's x converted without them, its last 8-half copy
+// running into the row's zero padding): every k but 64 leaves p3/p4 a partial 8-weight block, every k s3 a partial
+// 12-weight one (64 = 5 x 12 + 4, 2048 = 170 x 12 + 8), and pieces cross s3 blocks.
 class GemmTcTest
     : public ::testing::TestWithParam<std::tuple<Codec, std::tuple<int64_t, int64_t, int64_t>, cuda::GemmKernel>> {};
 
@@ -269,7 +270,8 @@ INSTANTIATE_TEST_SUITE_P(Codecs, GemmTcTest,
                          ::testing::Combine(::testing::ValuesIn(test::kCudaCodecs),
                                             ::testing::Values(Shape{1, 77, 64}, Shape{17, 77, 100},
                                                               Shape{130, 77, 2048}, Shape{1, 2048, 100},
-                                                              Shape{17, 2048, 2048}, Shape{130, 2048, 64}),
+                                                              Shape{17, 2048, 2048}, Shape{130, 2048, 64},
+                                                              Shape{70, 77, 1003}),
                                             ::testing::ValuesIn(kKernels)),
                          shape_name);
 INSTANTIATE_TEST_SUITE_P(Seeds, GemmTcTest,
