@@ -78,7 +78,7 @@ class PinnedScratch {
 
 // Rows from which a forward's products run on tensor cores (cuda/gemm.h: TF32 or f16 inputs, float32 sums): below it
 // the CUDA-core kernels are faster (docs/results/2026-11-30-cuda-prefill-gemm.md: 0.81x at 32 rows, 1.43x at 64).
-// The router's product is the exception (router_product): x carried to about float32's accuracy.
+// The router's and the head's products are the exceptions (router_product, head_product): about float32's accuracy.
 constexpr int64_t kTensorCoreRows = 64;
 
 // y = x W^T (or y +=) for m rows, on tensor cores from kTensorCoreRows rows (every codec, the seed codecs too; the
@@ -103,6 +103,19 @@ void products(const float* x, int64_t m, const DeviceMatrix* ws, float* const* y
     cuda::matmul_tc_stacked(x, m, ws, ys, count, false, stream, scratch);
   } else {
     for (int i = 0; i < count; ++i) product(x, m, ws[i], ys[i], false, stream, f16_scratch);
+  }
+}
+
+// The head's product for several rows (logits of many positions: `seedling logits`, a prompt's logprobs). Its sums
+// are the logits themselves, so they keep float32's accuracy: bf16 and f16 heads on tensor cores with x split in two
+// (matmul_tc_split), the other codecs on CUDA cores. TF32 or f16 inputs would put their 2^-11 rounding straight onto
+// the logits: 0.010-0.014 of the tiny checkpoints' 150-token prompts, whose largest |logit| is 25-37
+// (docs/results/2026-11-30-cuda-prompt-logit-error.md). A step that wants one row's logits is the matvec's.
+void head_product(const float* x, int64_t m, const DeviceMatrix& w, float* y, cudaStream_t stream) {
+  if (m >= kTensorCoreRows && (w.codec == Codec::BF16 || w.codec == Codec::F16)) {
+    cuda::matmul_tc_split(x, m, w, y, false, stream);
+  } else {
+    cuda::matmul(x, m, w, y, false, stream);
   }
 }
 
@@ -495,7 +508,7 @@ void CudaForward::enqueue(int64_t W) {
     } else {
       cuda::gather_rows(x, d_wanted_, W, H, xn, stream_);
       cuda::rms_norm(xn, xn, W, H, final_norm_, c_.rms_norm_eps, stream_);
-      product(xn, W, head_, out, false, stream_, s_f16_);
+      head_product(xn, W, head_, out, stream_);
     }
   }
 }
