@@ -608,8 +608,7 @@ void CudaForward::moe(int layer, float* x, float* xn) {
   auto run = [&](const uint8_t* const* table, bool only_pass) {
     if (tc) {
       if (eout == nullptr) eout = s_eout_.get<float>(size_t(M * K * H));
-      cuda::expert_gate_up_tc(xn, M, K, ids, table, E, el, act, bucket, stream_);  // (M * K, I)
-      cuda::expert_down_tc(act, M * K, ids, table, E, el, eout, bucket, stream_);  // (M * K, H)
+      cuda::expert_gemms_tc(xn, M, K, ids, table, E, el, act, eout, bucket, stream_);  // (M * K, I), (M * K, H)
       return;
     }
     if (!skipped(M, kSkipGateUp)) cuda::expert_gate_up(xn, M, K, ids, table, E, el, act, stream_);  // (M * K, I)

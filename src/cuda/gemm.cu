@@ -1227,35 +1227,62 @@ size_t matmul_tc_scratch_bytes(int64_t m, int64_t cols) {
   return f16_operand_bytes(m, cols);
 }
 
+namespace {
+// The grouped products on buckets already made for their tile rows (tile_rows_of(sh)).
+void gate_up_on(const Buckets& b, Shape sh, const float* x, int64_t m, int k, const uint8_t* const* table,
+                int num_experts, const ExpertLayout& l, float* act, cudaStream_t stream) {
+  GemmArgs a = product(x, l.intermediate, l.hidden, act);
+  bucketed(a, b, table);
+  if (use_f16(sh, l.gate_up)) to_f16(x, m, l.hidden, b.f16, a, stream);
+  a.k = k;
+  a.off_b = l.up_offset;
+  const dim3 grid(unsigned(max_tiles(m * k, num_experts, tile_rows_of(sh))),
+                  tiles_for(l.intermediate, tile_cols_of(sh) / 2));
+  dispatch_codec<true>(l.gate_up,
+                       [&]<CodecId C>() { launch<C, Mode::GateUp>(sh, grid, a, stream, "expert_gate_up_tc"); });
+}
+void down_on(const Buckets& b, Shape sh, const float* act, int64_t pairs, const uint8_t* const* table, int num_experts,
+             const ExpertLayout& l, float* out, cudaStream_t stream) {
+  GemmArgs a = product(act, l.hidden, l.intermediate, out);
+  bucketed(a, b, table);
+  if (use_f16(sh, l.down)) to_f16(act, pairs, l.intermediate, b.f16, a, stream);
+  a.off_a = l.down_offset;
+  const dim3 grid(unsigned(max_tiles(pairs, num_experts, tile_rows_of(sh))), tiles_for(l.hidden, tile_cols_of(sh)));
+  dispatch_codec<true>(l.down, [&]<CodecId C>() { launch<C, Mode::Down>(sh, grid, a, stream, "expert_down_tc"); });
+}
+}  // namespace
+
 void expert_gate_up_tc(const float* x, int64_t m, int k, const int* ids, const uint8_t* const* table, int num_experts,
                        const ExpertLayout& l, float* act, void* scratch, cudaStream_t stream) {
   const int64_t pairs = m * k;
   if (pairs == 0 || l.intermediate == 0) return;
   const Shape sh = pick_grouped(pairs, num_experts, l.intermediate, true, l.gate_up);
-  const int bm = tile_rows_of(sh);
-  GemmArgs a = product(x, l.intermediate, l.hidden, act);
-  const Buckets b = bucket_pairs(ids, pairs, table, num_experts, bm, scratch, stream);
-  bucketed(a, b, table);
-  if (use_f16(sh, l.gate_up)) to_f16(x, m, l.hidden, b.f16, a, stream);
-  a.k = k;
-  a.off_b = l.up_offset;
-  const dim3 grid(unsigned(max_tiles(pairs, num_experts, bm)), tiles_for(l.intermediate, tile_cols_of(sh) / 2));
-  dispatch_codec<true>(l.gate_up,
-                       [&]<CodecId C>() { launch<C, Mode::GateUp>(sh, grid, a, stream, "expert_gate_up_tc"); });
+  const Buckets b = bucket_pairs(ids, pairs, table, num_experts, tile_rows_of(sh), scratch, stream);
+  gate_up_on(b, sh, x, m, k, table, num_experts, l, act, stream);
 }
 
 void expert_down_tc(const float* act, int64_t pairs, const int* ids, const uint8_t* const* table, int num_experts,
                     const ExpertLayout& l, float* out, void* scratch, cudaStream_t stream) {
   if (pairs == 0 || l.hidden == 0) return;
   const Shape sh = pick_grouped(pairs, num_experts, l.hidden, false, l.down);
-  const int bm = tile_rows_of(sh);
-  GemmArgs a = product(act, l.hidden, l.intermediate, out);
-  const Buckets b = bucket_pairs(ids, pairs, table, num_experts, bm, scratch, stream);
-  bucketed(a, b, table);
-  if (use_f16(sh, l.down)) to_f16(act, pairs, l.intermediate, b.f16, a, stream);
-  a.off_a = l.down_offset;
-  const dim3 grid(unsigned(max_tiles(pairs, num_experts, bm)), tiles_for(l.hidden, tile_cols_of(sh)));
-  dispatch_codec<true>(l.down, [&]<CodecId C>() { launch<C, Mode::Down>(sh, grid, a, stream, "expert_down_tc"); });
+  const Buckets b = bucket_pairs(ids, pairs, table, num_experts, tile_rows_of(sh), scratch, stream);
+  down_on(b, sh, act, pairs, table, num_experts, l, out, stream);
+}
+
+void expert_gemms_tc(const float* x, int64_t m, int k, const int* ids, const uint8_t* const* table, int num_experts,
+                     const ExpertLayout& l, float* act, float* out, void* scratch, cudaStream_t stream) {
+  const int64_t pairs = m * k;
+  if (pairs == 0 || l.intermediate == 0 || l.hidden == 0) return;
+  const Shape gu = pick_grouped(pairs, num_experts, l.intermediate, true, l.gate_up);
+  const Shape dn = pick_grouped(pairs, num_experts, l.hidden, false, l.down);
+  const Buckets b = bucket_pairs(ids, pairs, table, num_experts, tile_rows_of(gu), scratch, stream);
+  gate_up_on(b, gu, x, m, k, table, num_experts, l, act, stream);
+  // Down's pairs are gate/up's (pair j: row j / k of x, row j of act): the same buckets when the tiles have as many
+  // rows. The f16 operand in the scratch is down's from here (gate/up's launch is before it on the stream).
+  const Buckets d = tile_rows_of(dn) == tile_rows_of(gu)
+                        ? b
+                        : bucket_pairs(ids, pairs, table, num_experts, tile_rows_of(dn), scratch, stream);
+  down_on(d, dn, act, pairs, table, num_experts, l, out, stream);
 }
 
 }  // namespace seedling::cuda

@@ -78,5 +78,9 @@ void expert_gate_up_tc(const float* x, int64_t m, int k, const int* ids, const u
 // expert_gemm_scratch_bytes(pairs, 1, num_experts) or more).
 void expert_down_tc(const float* act, int64_t pairs, const int* ids, const uint8_t* const* table, int num_experts,
                     const ExpertLayout& l, float* out, void* scratch, cudaStream_t stream);
+// expert_gate_up_tc then expert_down_tc on its activations (act: m k x intermediate, out: m k x hidden), with the
+// pairs bucketed once when both products take tiles of as many rows (the same bits as the two calls).
+void expert_gemms_tc(const float* x, int64_t m, int k, const int* ids, const uint8_t* const* table, int num_experts,
+                     const ExpertLayout& l, float* act, float* out, void* scratch, cudaStream_t stream);
 
 }  // namespace seedling::cuda

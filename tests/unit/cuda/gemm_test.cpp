@@ -530,6 +530,42 @@ TEST(GemmTcGrouped, ExpertsMatchReferenceWithinTf32Bound) {
   }
 }
 
+// expert_gemms_tc (gate/up then down, the pairs bucketed once when both take tiles of as many rows) gives the bits of
+// expert_gate_up_tc then expert_down_tc, at sizes where the two picks agree and where they may not.
+TEST(GemmTcGrouped, OneCallGivesTheTwoCallsBits) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  for (const Codec c : {Codec::BF16, Codec::Q4_G64, Codec::P4}) {
+    for (const int64_t m : {int64_t(100), int64_t(700)}) {
+      const int64_t H = 256, I = 96;
+      const int E = 16, k = 4;
+      const ExpertBlobs blobs(c, H, I, E);
+      std::mt19937 rng(4);
+      std::vector<int> ids(size_t(m * k));
+      for (int64_t i = 0; i < m; ++i) {
+        std::vector<int> all(static_cast<size_t>(E));
+        for (int e = 0; e < E; ++e) all[size_t(e)] = e;
+        std::shuffle(all.begin(), all.end(), rng);
+        for (int s = 0; s < k; ++s) ids[size_t(i * k + s)] = all[size_t(s)];
+      }
+      DeviceVec<uint8_t> db(blobs.bytes);
+      DeviceVec<const uint8_t*> dt(table_of(db.get(), blobs.l, E, [](int) { return true; }));
+      DeviceVec<int> di(ids);
+      DeviceVec<float> dx(test::gaussian(size_t(m * H), 10));
+      DeviceVec<uint8_t> scratch(cuda::expert_gemm_scratch_bytes(m, k, E, blobs.l));
+      DeviceVec<float> act2(test::poisoned(size_t(m * k * I))), out2(test::poisoned(size_t(m * k * H)));
+      DeviceVec<float> act1(test::poisoned(size_t(m * k * I))), out1(test::poisoned(size_t(m * k * H)));
+      cuda::expert_gate_up_tc(dx.get(), m, k, di.get(), dt.get(), E, blobs.l, act2.get(), scratch.get(), nullptr);
+      cuda::expert_down_tc(act2.get(), m * k, di.get(), dt.get(), E, blobs.l, out2.get(), scratch.get(), nullptr);
+      cuda::expert_gemms_tc(dx.get(), m, k, di.get(), dt.get(), E, blobs.l, act1.get(), out1.get(), scratch.get(),
+                            nullptr);
+      const std::vector<float> a1 = act1.download(), a2 = act2.download(), o1 = out1.download(), o2 = out2.download();
+      for (const float v : o1) ASSERT_NE(v, 1e30f) << codec_name(c) << " m " << m << ": a pair was not computed";
+      ASSERT_EQ(a1, a2) << codec_name(c) << " m " << m;
+      ASSERT_EQ(o1, o2) << codec_name(c) << " m " << m;
+    }
+  }
+}
+
 // The VRAM cache runs a layer's experts in passes over subsets of them: the even experts then the odd ones must give
 // the very bits of one pass over all (and tiles there hold other rows than here).
 TEST(GemmTcGrouped, PassesOverSubsetsOfExpertsGiveTheSameBits) {
