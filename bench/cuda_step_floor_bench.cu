@@ -4,7 +4,8 @@
 // whole vector the previous step wrote and writes its slice of the next), the same plus W MiB of weights streamed
 // before the dependency wait, each with and without programmatic dependent launch (PDL); and one persistent kernel
 // doing the same steps between grid-wide barriers. Prints us per step (median, min, max over the replays) and the
-// ceiling tok/s it implies for 288 steps a token; first the device, its clock and its device-to-device copy rate.
+// ceiling tok/s it implies for 288 steps a token; then a chain shaped as a decode token (48 layers of six steps, each
+// streaming its launch's bytes, and the head); first the device, its clock and its device-to-device copy rate.
 // Usage: build/bench/cuda_step_floor_bench [--steps S] [--repeats R] [--blocks B]
 //        (defaults S = 288, R = 20 after 3 warm-up replays, B = 2 x SM count blocks of 256 threads; needs a GPU)
 #include <cuda_runtime.h>
@@ -358,7 +359,52 @@ int run(const Options& opt) {
   std::printf("  (weights: a distinct W MiB region a step, cycling through %zu MiB; GB/s = W MiB / step time)\n",
               kWeightPool / kMiB);
 
-  // Arm 6: one persistent kernel, the steps between grid barriers; every block must be resident.
+  // Arm 6: a decode token's shape. Per layer the six launches of batch-1 decode, each streaming the bytes its
+  // launch reads on the 48-layer Qwen3-30B-A3B shape in q4_g64 (36 bytes a 64 weights; norms and router bf16) at a
+  // 512-token context, then the head once: the same bytes in the same chain of dependent steps, each step only the
+  // exchange and the stream. Its tok/s is the ceiling of this launch structure on this GPU.
+  {
+    constexpr double kQ4 = 36.0 / 64.0;
+    const size_t step_bytes[6] = {
+        size_t((4096 + 512 + 512) * 2048 * kQ4),  // q, k, v
+        size_t(513) * 512 * 2 * sizeof(float),    // attention: 513 keys and values of 4 heads x 128, float32
+        size_t(2048 * 4096 * kQ4),                // o
+        size_t(128) * 2048 * 2,                   // router (bf16)
+        size_t(8 * 2 * 768 * 2048 * kQ4),         // gate and up of 8 experts
+        size_t(8 * 2048 * 768 * kQ4)};            // down of 8 experts
+    const size_t head_bytes = size_t(151936 * 2048 * kQ4);
+    size_t total = head_bytes, at = 0;
+    for (const size_t b : step_bytes) total += 48 * b;
+    const auto region = [&](size_t bytes) {  // the next distinct region of the pool, wrapping
+      const size_t n = bytes / sizeof(uint4);
+      if (at + n > kWeightPool / sizeof(uint4)) at = 0;
+      const uint4* w = weights + at;
+      at += n;
+      return w;
+    };
+    cudaGraphExec_t g = capture(s, [&] {
+      int k = 0;
+      for (int layer = 0; layer < 48; ++layer) {
+        for (const size_t b : step_bytes) {
+          launch(true, blocks, s, vector_step<true>, buf[k % 2], buf[(k + 1) % 2], kHidden, region(b),
+                 b / sizeof(uint4));
+          ++k;
+        }
+      }
+      launch(true, blocks, s, vector_step<true>, buf[k % 2], buf[(k + 1) % 2], kHidden, region(head_bytes),
+             head_bytes / sizeof(uint4));
+    });
+    const auto replay = [&] { cuda::check(cudaGraphLaunch(g, s), "graph launch"); };
+    std::vector<double> t = sorted(time_runs(replay, s, opt.repeats));
+    const double med = t[t.size() / 2];
+    std::printf(
+        "  decode-shaped chain (48 x 6 steps + head, %.1f MB a token, PDL): %.1f us a token (min %.1f, max %.1f) = "
+        "%.0f tok/s, %.0f GB/s\n",
+        double(total) / 1e6, med * 1e6, t.front() * 1e6, t.back() * 1e6, 1.0 / med, double(total) / med / 1e9);
+    cuda::check(cudaGraphExecDestroy(g), "graph destroy");
+  }
+
+  // Arm 7: one persistent kernel, the steps between grid barriers; every block must be resident.
   int per_sm = 0;
   cuda::check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, barrier_steps, kThreads, 0), "occupancy");
   if (per_sm * sms < blocks) {
