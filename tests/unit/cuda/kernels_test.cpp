@@ -529,7 +529,8 @@ TEST_P(CudaPromptAttentionTest, MatchesCpuRowByRow) {
 // (heads, kv heads, head_dim, sliding window, first position, rows): GQA groups of 1, 2, 4 and 8; head_dim 8 and 16
 // (tiny checkpoints', padded to 64 inside), 32 to 128, 96 (not a power of 2) and 256; a window shorter than the
 // prompt (mixtral_b's kind), also one shorter than a key tile and one spanning several query tiles; a prompt that
-// continues a cached prefix; one row; 300 rows (5 query tiles of 64, the last partial) at issue 8's head shape.
+// continues a cached prefix; one row; 300 rows (5 query tiles of 64, the last partial) at issue 8's head shape; 200
+// rows under a 150-key window after 10 cached.
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaPromptAttentionTest,
                          ::testing::Values(std::make_tuple(4, 2, 32, 0, 0, 37), std::make_tuple(4, 4, 64, 0, 5, 37),
                                            std::make_tuple(8, 2, 128, 0, 0, 37), std::make_tuple(4, 2, 32, 8, 0, 37),
@@ -538,7 +539,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaPromptAttentionTest,
                                            std::make_tuple(4, 2, 256, 40, 3, 100), std::make_tuple(8, 2, 128, 0, 11, 1),
                                            std::make_tuple(32, 4, 128, 0, 0, 300),
                                            std::make_tuple(32, 4, 128, 0, 77, 300),
-                                           std::make_tuple(32, 4, 128, 64, 0, 300)));
+                                           std::make_tuple(32, 4, 128, 64, 0, 300),
+                                           std::make_tuple(4, 1, 64, 150, 10, 200)));
 
 // A shape the kernel does not take is one Error naming it, thrown before anything reaches a device (no GPU needed).
 TEST(CudaKernels, PromptAttentionRejectsShapesItCannotRun) {
