@@ -106,10 +106,11 @@ void products(const float* x, int64_t m, const DeviceMatrix* ws, float* const* y
   }
 }
 
-// The head's product for several rows (logits of many positions: `seedling logits`, a prompt's logprobs). Its sums
-// are the logits themselves, so they keep float32's accuracy: bf16 and f16 heads on tensor cores with x split in two
-// (matmul_tc_split), the other codecs on CUDA cores. TF32 or f16 inputs would put their 2^-11 rounding straight onto
-// the logits: 0.010-0.014 of the tiny checkpoints' 150-token prompts, whose largest |logit| is 25-37
+// The head's product for several rows (logits of many positions: `seedling logits`, `perplexity`). Its sums are the
+// logits themselves, so they keep float32's accuracy: bf16 and f16 heads on tensor cores with x split in two
+// (matmul_tc_split), the other codecs on CUDA cores (about 0.3 s more for 2,048 rows of a 151,936-word q4 head on the
+// H200). TF32 or f16 inputs would put their 2^-11 rounding straight onto the logits: on its own, up to 0.011 on the
+// tiny checkpoints' 150-token prompts, whose largest |logit| is 25-37
 // (docs/results/2026-11-30-cuda-prompt-logit-error.md). A step that wants one row's logits is the matvec's.
 void head_product(const float* x, int64_t m, const DeviceMatrix& w, float* y, cudaStream_t stream) {
   if (m >= kTensorCoreRows && (w.codec == Codec::BF16 || w.codec == Codec::F16)) {
