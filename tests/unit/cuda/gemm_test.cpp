@@ -530,6 +530,21 @@ TEST(GemmTcGrouped, ExpertsMatchReferenceWithinTf32Bound) {
   }
 }
 
+namespace {
+// m rows of k distinct experts of E each, shuffled by an mt19937 seeded with `seed`.
+std::vector<int> distinct_routes(int64_t m, int k, int E, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int> ids(size_t(m * k));
+  for (int64_t i = 0; i < m; ++i) {
+    std::vector<int> all(static_cast<size_t>(E));
+    for (int e = 0; e < E; ++e) all[size_t(e)] = e;
+    std::shuffle(all.begin(), all.end(), rng);
+    for (int s = 0; s < k; ++s) ids[size_t(i * k + s)] = all[size_t(s)];
+  }
+  return ids;
+}
+}  // namespace
+
 // expert_gemms_tc (gate/up then down, the pairs bucketed once when both take tiles of as many rows) gives the bits of
 // expert_gate_up_tc then expert_down_tc, at sizes where the two picks agree and where they may not.
 TEST(GemmTcGrouped, OneCallGivesTheTwoCallsBits) {
@@ -539,14 +554,7 @@ TEST(GemmTcGrouped, OneCallGivesTheTwoCallsBits) {
       const int64_t H = 256, I = 96;
       const int E = 16, k = 4;
       const ExpertBlobs blobs(c, H, I, E);
-      std::mt19937 rng(4);
-      std::vector<int> ids(size_t(m * k));
-      for (int64_t i = 0; i < m; ++i) {
-        std::vector<int> all(static_cast<size_t>(E));
-        for (int e = 0; e < E; ++e) all[size_t(e)] = e;
-        std::shuffle(all.begin(), all.end(), rng);
-        for (int s = 0; s < k; ++s) ids[size_t(i * k + s)] = all[size_t(s)];
-      }
+      const std::vector<int> ids = distinct_routes(m, k, E, 4);
       DeviceVec<uint8_t> db(blobs.bytes);
       DeviceVec<const uint8_t*> dt(table_of(db.get(), blobs.l, E, [](int) { return true; }));
       DeviceVec<int> di(ids);
@@ -577,14 +585,7 @@ TEST(GemmTcGrouped, PassesOverSubsetsOfExpertsGiveTheSameBits) {
       const int64_t H = 256, I = 96, m = 300;
       const int E = 16, k = 4;
       const ExpertBlobs blobs(c, H, I, E);
-      std::mt19937 rng(3);
-      std::vector<int> ids(size_t(m * k));
-      for (int64_t i = 0; i < m; ++i) {
-        std::vector<int> all(static_cast<size_t>(E));
-        for (int e = 0; e < E; ++e) all[size_t(e)] = e;
-        std::shuffle(all.begin(), all.end(), rng);
-        for (int s = 0; s < k; ++s) ids[size_t(i * k + s)] = all[size_t(s)];
-      }
+      const std::vector<int> ids = distinct_routes(m, k, E, 3);
       const std::vector<float> x = test::gaussian(size_t(m * H), 9);
       DeviceVec<uint8_t> db(blobs.bytes);
       DeviceVec<int> di(ids);
