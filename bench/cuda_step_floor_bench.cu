@@ -5,7 +5,8 @@
 // before the dependency wait, each with and without programmatic dependent launch (PDL); and one persistent kernel
 // doing the same steps between grid-wide barriers. Prints us per step (median, min, max over the replays) and the
 // ceiling tok/s it implies for 288 steps a token; then a chain shaped as a decode token (48 layers of six steps, each
-// streaming its launch's bytes, and the head); first the device, its clock and its device-to-device copy rate.
+// streaming its launch's bytes, and the head), and the same bytes in 4, 3, 2 and 1 steps a layer; first the device,
+// its clock and its device-to-device copy rate.
 // Usage: build/bench/cuda_step_floor_bench [--steps S] [--repeats R] [--blocks B]
 //        (defaults S = 288, R = 20 after 3 warm-up replays, B = 2 x SM count blocks of 256 threads; needs a GPU)
 #include <cuda_runtime.h>
@@ -362,7 +363,9 @@ int run(const Options& opt) {
   // Arm 6: a decode token's shape. Per layer the six launches of batch-1 decode, each streaming the bytes its
   // launch reads on the 48-layer Qwen3-30B-A3B shape in q4_g64 (36 bytes a 64 weights; norms and router bf16) at a
   // 512-token context, then the head once: the same bytes in the same chain of dependent steps, each step only the
-  // exchange and the stream. Its tok/s is the ceiling of this launch structure on this GPU.
+  // exchange and the stream. Its tok/s is the ceiling of this launch structure on this GPU. Then the same bytes in
+  // fewer steps a layer, consecutive launches merged (4: q/k/v + attention, o + router, gate/up, down; 3: q/k/v +
+  // attention + o, router + gate/up, down; 2; 1): the ceiling of a structure with fewer dependent steps.
   {
     constexpr double kQ4 = 36.0 / 64.0;
     const size_t step_bytes[6] = {
@@ -382,26 +385,39 @@ int run(const Options& opt) {
       at += n;
       return w;
     };
-    cudaGraphExec_t g = capture(s, [&] {
-      int k = 0;
-      for (int layer = 0; layer < 48; ++layer) {
-        for (const size_t b : step_bytes) {
+    // merged[i]: how many of the six launches, in order, step i of a layer streams.
+    const auto chain_arm = [&](const std::vector<int>& merged) {
+      cudaGraphExec_t g = capture(s, [&] {
+        int k = 0;
+        const auto step = [&](size_t b) {
           launch(true, blocks, s, vector_step<true>, buf[k % 2], buf[(k + 1) % 2], kHidden, region(b),
                  b / sizeof(uint4));
           ++k;
+        };
+        for (int layer = 0; layer < 48; ++layer) {
+          size_t next = 0;
+          for (const int count : merged) {
+            size_t b = 0;
+            for (int c = 0; c < count; ++c) b += step_bytes[next++];
+            step(b);
+          }
         }
-      }
-      launch(true, blocks, s, vector_step<true>, buf[k % 2], buf[(k + 1) % 2], kHidden, region(head_bytes),
-             head_bytes / sizeof(uint4));
-    });
-    const auto replay = [&] { cuda::check(cudaGraphLaunch(g, s), "graph launch"); };
-    std::vector<double> t = sorted(time_runs(replay, s, opt.repeats));
-    const double med = t[t.size() / 2];
-    std::printf(
-        "  decode-shaped chain (48 x 6 steps + head, %.1f MB a token, PDL): %.1f us a token (min %.1f, max %.1f) = "
-        "%.0f tok/s, %.0f GB/s\n",
-        double(total) / 1e6, med * 1e6, t.front() * 1e6, t.back() * 1e6, 1.0 / med, double(total) / med / 1e9);
-    cuda::check(cudaGraphExecDestroy(g), "graph destroy");
+        step(head_bytes);
+      });
+      const auto replay = [&] { cuda::check(cudaGraphLaunch(g, s), "graph launch"); };
+      std::vector<double> t = sorted(time_runs(replay, s, opt.repeats));
+      const double med = t[t.size() / 2];
+      std::printf(
+          "  decode-shaped chain (48 x %zu steps + head, %.1f MB a token, PDL): %.1f us a token (min %.1f, max %.1f) "
+          "= %.0f tok/s, %.0f GB/s\n",
+          merged.size(), double(total) / 1e6, med * 1e6, t.front() * 1e6, t.back() * 1e6, 1.0 / med,
+          double(total) / med / 1e9);
+      cuda::check(cudaGraphExecDestroy(g), "graph destroy");
+    };
+    for (const std::vector<int>& merged : {std::vector<int>{1, 1, 1, 1, 1, 1}, std::vector<int>{2, 2, 1, 1},
+                                           std::vector<int>{3, 2, 1}, std::vector<int>{4, 2}, std::vector<int>{6}}) {
+      chain_arm(merged);
+    }
   }
 
   // Arm 7: one persistent kernel, the steps between grid barriers; every block must be resident.
