@@ -184,7 +184,9 @@ std::vector<double> sorted(std::vector<double> v) {  // median: v[size / 2] (the
   return v;
 }
 
-// Seconds of each of `repeats` runs of `launch` on s, by events, after kWarmups untimed runs.
+// Seconds of each of `repeats` runs of `launch` on s, by events, after kWarmups untimed runs. (cuda_bench_util.h's
+// timed() does the same for the .cpp benches; this file is CUDA, and nvcc cannot compile the fmt that header's codec
+// includes bring.)
 std::vector<double> time_runs(const std::function<void()>& launch, cudaStream_t s, int repeats) {
   for (int w = 0; w < kWarmups; ++w) launch();
   cuda::check(cudaStreamSynchronize(s), "warm-up");
