@@ -5,8 +5,9 @@
 // before the dependency wait, each with and without programmatic dependent launch (PDL); and one persistent kernel
 // doing the same steps between grid-wide barriers. Prints us per step (median, min, max over the replays) and the
 // ceiling tok/s it implies for 288 steps a token; then a chain shaped as a decode token (48 layers of six steps, each
-// streaming its launch's bytes, and the head), and the same bytes in 4, 3, 2 and 1 steps a layer; first the device,
-// its clock and its device-to-device copy rate.
+// streaming its launch's bytes, and the head), and the same bytes in 4, 3, 2 and 1 steps a layer; then the vector
+// step with a last-block tail (the fused epilogues' pattern); first the device, its clock and its device-to-device
+// copy rate.
 // Usage: build/bench/cuda_step_floor_bench [--steps S] [--repeats R] [--blocks B]
 //        (defaults S = 288, R = 20 after 3 warm-up replays, B = 2 x SM count blocks of 256 threads; needs a GPU)
 #include <cuda_runtime.h>
@@ -99,6 +100,63 @@ __global__ void __launch_bounds__(kThreads) vector_step(const float* in, float* 
   float extra = 0.0f;
   if constexpr (kWeights) extra = block_sum(float(acc), red);
   norm_step(in, out, h, extra, red);
+}
+
+// The vector step, then the last-block pattern of the fused decode epilogues (router top-k, RoPE, the router folded
+// into o's launch): every block writes a row of kTailCols partials, fences and counts itself in; the last block to
+// arrive (kTail 1) reads one float4 a thread of them, or (kTail 2) adds up all gridDim.x rows as the fold's tail
+// did: thread (sub, c) adds float4 c of rows sub, sub + subsets, ..., then one sum a column. kTail 0: no tail.
+constexpr int kTailCols = 132;  // 128 experts' logits and sum x^2, in whole float4s
+template <int kTail>
+__global__ void __launch_bounds__(kThreads)
+    tail_step(const float* in, float* out, int h, float* partials, int* counter, float* result) {
+  __shared__ float red[kThreads / 32];
+  __shared__ float sums[1024];
+  __shared__ int last;
+  pdl_wait();
+  pdl_launch_dependents();
+  norm_step(in, out, h, 0.0f, red);
+  for (int q = int(threadIdx.x); q < kTailCols; q += kThreads) {
+    partials[size_t(blockIdx.x) * kTailCols + q] = __ldcg(in + q) * float(blockIdx.x);
+  }
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atomicAdd(counter, 1) == int(gridDim.x) - 1;
+    if (last) *counter = 0;
+  }
+  __syncthreads();
+  if (!last || kTail == 0) return;
+  __threadfence();
+  if (kTail == 1) {
+    const float4 v = __ldcg(reinterpret_cast<const float4*>(partials) + threadIdx.x % (kTailCols / 4));
+    result[threadIdx.x] = v.x + v.y + v.z + v.w;
+    return;
+  }
+  const int chunks = kTailCols / 4, subsets = kThreads / chunks;
+  const int c = int(threadIdx.x) % chunks, sub = int(threadIdx.x) / chunks;
+  if (sub < subsets) {
+    float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 8
+    for (int b = sub; b < int(gridDim.x); b += subsets) {
+      const float4 v = __ldcg(reinterpret_cast<const float4*>(partials + size_t(b) * kTailCols) + c);
+      a.x += v.x;
+      a.y += v.y;
+      a.z += v.z;
+      a.w += v.w;
+    }
+    float* o = sums + sub * kTailCols + 4 * c;
+    o[0] = a.x;
+    o[1] = a.y;
+    o[2] = a.z;
+    o[3] = a.w;
+  }
+  __syncthreads();
+  if (threadIdx.x < kTailCols) {
+    float t = 0.0f;
+    for (int u = 0; u < subsets; ++u) t += sums[u * kTailCols + threadIdx.x];
+    result[threadIdx.x] = t;
+  }
 }
 
 // A grid-wide barrier: bar[0] counts arrivals, bar[1] is the generation the last arrival advances (the others spin on
@@ -422,7 +480,40 @@ int run(const Options& opt) {
     }
   }
 
-  // Arm 7: one persistent kernel, the steps between grid barriers; every block must be resident.
+  // Arm 7: the vector step with the last-block pattern (tail_step), to price a one-block tail apart from any other
+  // work: the fold's tail cost 16-18 us a layer inside decode (docs/results/2026-12-01-cuda-session10-decode.md).
+  {
+    float *partials = nullptr, *result = nullptr;
+    int* counter = nullptr;
+    cuda::check(cudaMalloc(reinterpret_cast<void**>(&partials), size_t(blocks) * kTailCols * sizeof(float)), "alloc");
+    cuda::check(cudaMalloc(reinterpret_cast<void**>(&result), kThreads * sizeof(float)), "alloc");
+    cuda::check(cudaMalloc(reinterpret_cast<void**>(&counter), sizeof(int)), "alloc");
+    cuda::check(cudaMemsetAsync(counter, 0, sizeof(int), s), "counter memset");
+    const auto tail_arm = [&](const char* arm, auto kernel) {
+      cudaGraphExec_t g = capture(s, [&] {
+        for (int k = 0; k < steps; ++k) {
+          launch(true, blocks, s, kernel, buf[k % 2], buf[(k + 1) % 2], kHidden, partials, counter, result);
+        }
+      });
+      const auto replay = [&] { cuda::check(cudaGraphLaunch(g, s), "graph launch"); };
+      report(arm, time_runs(replay, s, opt.repeats), steps, 0);
+      upload();
+      replay();
+      cuda::check(cudaStreamSynchronize(s), "check run");
+      ok = check_vector(arm, buf[steps % 2], want) && ok;
+      cuda::check(cudaGraphExecDestroy(g), "graph destroy");
+    };
+    tail_arm("vector + count, no tail", tail_step<0>);
+    tail_arm("+ tail: one float4 a thread", tail_step<1>);
+    tail_arm("+ tail: add all rows", tail_step<2>);
+    std::printf("  (count: every block writes %d partials, fences and counts itself; tail: the last block's work)\n",
+                kTailCols);
+    for (void* p : {static_cast<void*>(partials), static_cast<void*>(result), static_cast<void*>(counter)}) {
+      cuda::check(cudaFree(p), "free");
+    }
+  }
+
+  // Arm 8: one persistent kernel, the steps between grid barriers; every block must be resident.
   int per_sm = 0;
   cuda::check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, barrier_steps, kThreads, 0), "occupancy");
   if (per_sm * sms < blocks) {
