@@ -107,6 +107,7 @@ __global__ void __launch_bounds__(kThreads) vector_step(const float* in, float* 
 // arrive (kTail 1) reads one float4 a thread of them, or (kTail 2) adds up all gridDim.x rows as the fold's tail
 // did: thread (sub, c) adds float4 c of rows sub, sub + subsets, ..., then one sum a column. kTail 0: no tail.
 constexpr int kTailCols = 132;  // 128 experts' logits and sum x^2, in whole float4s
+static_assert(kThreads / (kTailCols / 4) * kTailCols <= 1024, "tail_step's sums hold every subset's row");
 template <int kTail>
 __global__ void __launch_bounds__(kThreads)
     tail_step(const float* in, float* out, int h, float* partials, int* counter, float* result) {
