@@ -386,28 +386,37 @@ int run(const Options& opt) {
   cuda::check(cudaMemsetAsync(weights, 0, kWeightPool, s), "weight memset");
   bool ok = true;
 
-  // Arms 1-5: a graph of `steps` launches each, replayed. Work: 0 empty, 1 vector, 2 vector + weight_mib of weights.
-  const auto graph_arm = [&](const char* arm, bool pdl, int work, size_t weight_mib) {
-    const size_t region = weight_mib * kMiB / sizeof(uint4),
-                 regions = kWeightPool / std::max<size_t>(weight_mib * kMiB, 1);
+  // One arm: a graph of `steps` launches (step(k) enqueues launch k), replayed and reported; with `check`, run once
+  // more from x0 and its final vector held to the CPU's.
+  const auto step_arm = [&](const char* arm, const std::function<void(int)>& step, double weight_bytes, bool check) {
     cudaGraphExec_t g = capture(s, [&] {
-      for (int k = 0; k < steps; ++k) {
-        float *in = buf[k % 2], *out = buf[(k + 1) % 2];
-        if (work == 0) launch(pdl, blocks, s, empty_step, 0);
-        if (work == 1) launch(pdl, blocks, s, vector_step<false>, in, out, kHidden, weights, size_t(0));
-        if (work == 2)
-          launch(pdl, blocks, s, vector_step<true>, in, out, kHidden, weights + size_t(k) % regions * region, region);
-      }
+      for (int k = 0; k < steps; ++k) step(k);
     });
     const auto replay = [&] { cuda::check(cudaGraphLaunch(g, s), "graph launch"); };
-    report(arm, time_runs(replay, s, opt.repeats), steps, double(weight_mib * kMiB));
-    if (work == 1) {
+    report(arm, time_runs(replay, s, opt.repeats), steps, weight_bytes);
+    if (check) {
       upload();
       replay();
       cuda::check(cudaStreamSynchronize(s), "check run");
       ok = check_vector(arm, buf[steps % 2], want) && ok;
     }
     cuda::check(cudaGraphExecDestroy(g), "graph destroy");
+  };
+
+  // Arms 1-5: work 0 empty, 1 vector, 2 vector + weight_mib of weights.
+  const auto graph_arm = [&](const char* arm, bool pdl, int work, size_t weight_mib) {
+    const size_t region = weight_mib * kMiB / sizeof(uint4),
+                 regions = kWeightPool / std::max<size_t>(weight_mib * kMiB, 1);
+    step_arm(
+        arm,
+        [&](int k) {
+          float *in = buf[k % 2], *out = buf[(k + 1) % 2];
+          if (work == 0) launch(pdl, blocks, s, empty_step, 0);
+          if (work == 1) launch(pdl, blocks, s, vector_step<false>, in, out, kHidden, weights, size_t(0));
+          if (work == 2)
+            launch(pdl, blocks, s, vector_step<true>, in, out, kHidden, weights + size_t(k) % regions * region, region);
+        },
+        double(weight_mib * kMiB), work == 1);
   };
   graph_arm("empty, PDL", true, 0, 0);
   graph_arm("empty, no PDL", false, 0, 0);
@@ -491,18 +500,12 @@ int run(const Options& opt) {
     cuda::check(cudaMalloc(reinterpret_cast<void**>(&counter), sizeof(int)), "alloc");
     cuda::check(cudaMemsetAsync(counter, 0, sizeof(int), s), "counter memset");
     const auto tail_arm = [&](const char* arm, auto kernel) {
-      cudaGraphExec_t g = capture(s, [&] {
-        for (int k = 0; k < steps; ++k) {
-          launch(true, blocks, s, kernel, buf[k % 2], buf[(k + 1) % 2], kHidden, partials, counter, result);
-        }
-      });
-      const auto replay = [&] { cuda::check(cudaGraphLaunch(g, s), "graph launch"); };
-      report(arm, time_runs(replay, s, opt.repeats), steps, 0);
-      upload();
-      replay();
-      cuda::check(cudaStreamSynchronize(s), "check run");
-      ok = check_vector(arm, buf[steps % 2], want) && ok;
-      cuda::check(cudaGraphExecDestroy(g), "graph destroy");
+      step_arm(
+          arm,
+          [&](int k) {
+            launch(true, blocks, s, kernel, buf[k % 2], buf[(k + 1) % 2], kHidden, partials, counter, result);
+          },
+          0, true);
     };
     tail_arm("vector + count, no tail", tail_step<0>);
     tail_arm("+ tail: one float4 a thread", tail_step<1>);
