@@ -5,9 +5,10 @@
 // before the dependency wait, each with and without programmatic dependent launch (PDL); and one persistent kernel
 // doing the same steps between grid-wide barriers. Prints us per step (median, min, max over the replays) and the
 // ceiling tok/s it implies for 288 steps a token; then a chain shaped as a decode token (48 layers of six steps, each
-// streaming its launch's bytes, and the head), and the same bytes in 4, 3, 2 and 1 steps a layer; then the vector
-// step with a last-block tail (the fused epilogues' pattern); first the device, its clock and its device-to-device
-// copy rate.
+// streaming its launch's bytes, and the head), and the same bytes in 4, 3, 2 and 1 steps a layer, and the six steps
+// staged into shared memory with the expert bytes fetched only after the wait (without arithmetic, with the q4 float32
+// arithmetic, with int8 inputs and dp4a); then the vector step with a last-block tail (the fused epilogues' pattern);
+// first the device, its clock and its device-to-device copy rate.
 // Usage: build/bench/cuda_step_floor_bench [--steps S] [--repeats R] [--blocks B]
 //        (defaults S = 288, R = 20 after 3 warm-up replays, B = 2 x SM count blocks of 256 threads; needs a GPU)
 #include <cuda_runtime.h>
@@ -160,6 +161,144 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// A decode step as a kernel could best do it, for the staged arms of the decode-shaped chain: the block's contiguous
+// share of the step's bytes (per_block 16-byte words, taken as q4 codes: 32 4-bit codes a word) all in flight at once
+// by cp.async into shared memory, then each word used. kMode 0: the copies issued before the wait (a dense step: its
+// weights do not depend on the step before); 1: after it, at an address read from the step before's vector (an
+// expert step: ids, then weights); 2: no staging, each thread streams its share after the wait, kUnroll words in
+// flight (the head, whose 175 MB do not fit in shared memory). kArith 0: the words only xor-ed; 1: each code widened as
+// the decode kernels widen them (code_float_byte: a byte permute and a subtraction) and multiplied into float32 sums;
+// 2: the input vector first rounded to int8 (one scale: a block max), then four codes a dp4a instruction (what
+// llama.cpp's MMVQ kernels do). Code e of word i meets input e * 64 + i % 64; a thread's words all have the same
+// i % 64 (256 threads), so its 32 inputs sit in registers, read once after the wait (through shared memory), as a
+// matrix-vector kernel keeps its slice of x across rows; kUnroll words at a time, each into its own sum. The result is
+// folded into the output x 1e-30; with zero weights it is 0, so the chain's final vector is the vector arm's.
+constexpr int kCodeStride = 64;  // inputs between a word's consecutive codes
+constexpr int kUnroll = 4;       // words a thread works on at once
+static_assert(32 * kCodeStride == kHidden, "a word's 32 codes span the vector");
+static_assert(kThreads % kCodeStride == 0, "a thread's words share their inputs");
+
+__device__ __forceinline__ float q4_word_dot_f32(uint4 q, const float (&x)[32]) {
+  const uint32_t c[4] = {q.x, q.y, q.z, q.w};
+  float a = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const uint32_t lo = c[k] & 0x0f0f0f0fu, hi = (c[k] >> 4) & 0x0f0f0f0fu;
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      const float ql = __fsub_rn(__uint_as_float(__byte_perm(lo, 0x4B000000u, 0x7650u | unsigned(b))), 8388608.0f);
+      const float qh = __fsub_rn(__uint_as_float(__byte_perm(hi, 0x4B000000u, 0x7650u | unsigned(b))), 8388608.0f);
+      a = fmaf(ql, x[8 * k + b], a);
+      a = fmaf(qh, x[8 * k + 4 + b], a);
+    }
+  }
+  return a;
+}
+
+// xq[2k + h]: the four int8 inputs that meet sub-word k's low (h 0) or high (h 1) nibbles.
+__device__ __forceinline__ int q4_word_dot_dp4a(uint4 q, const int (&xq)[8]) {
+  const uint32_t c[4] = {q.x, q.y, q.z, q.w};
+  int a = 0;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    a = __dp4a(int(c[k] & 0x0f0f0f0fu), xq[2 * k], a);
+    a = __dp4a(int((c[k] >> 4) & 0x0f0f0f0fu), xq[2 * k + 1], a);
+  }
+  return a;
+}
+
+template <int kMode, int kArith>
+__global__ void __launch_bounds__(kThreads)
+    q4_step(const float* in, float* out, int h, const uint4* w, size_t per_block, unsigned chase) {
+  extern __shared__ __align__(16) uint4 stage[];
+  __shared__ float red[kThreads / 32];
+  const uint4* mine = w + size_t(blockIdx.x) * per_block;
+  const auto stage_all = [&] {
+    for (size_t i = threadIdx.x; i < per_block; i += kThreads) {
+      const unsigned dst = unsigned(__cvta_generic_to_shared(stage + i));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(mine + i) : "memory");
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  };
+  if constexpr (kMode == 0) stage_all();
+  pdl_wait();
+  pdl_launch_dependents();
+  if constexpr (kMode == 1) {
+    mine += __float_as_uint(__ldcg(in)) & chase;  // chase is 0: the address waits for the load all the same
+    stage_all();
+  }
+  float x[32] = {}, scale = 0.0f;
+  int xq[8] = {};
+  if constexpr (kArith != 0) {  // the vector into shared memory once (16-byte loads), then a thread's 32 from there
+    __shared__ __align__(16) float xs[kHidden];
+    for (int i = int(threadIdx.x); i < kHidden / 4; i += kThreads) {
+      reinterpret_cast<float4*>(xs)[i] = __ldcg(reinterpret_cast<const float4*>(in) + i);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int e = 0; e < 32; ++e) x[e] = xs[e * kCodeStride + threadIdx.x % kCodeStride];
+  }
+  if constexpr (kArith == 2) {  // int8 inputs, one scale for the vector (each block finds the same max)
+    float m = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 32; ++e) m = fmaxf(m, fabsf(x[e]));
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = m;
+    __syncthreads();
+    m = 0.0f;
+    for (int j = 0; j < kThreads / 32; ++j) m = fmaxf(m, red[j]);
+    __syncthreads();  // red is free again
+    scale = m > 0.0f ? m / 127.0f : 1.0f;
+    const float inv = 1.0f / scale;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        int packed = 0;
+#pragma unroll
+        for (int b = 0; b < 4; ++b) packed |= (__float2int_rn(x[8 * k + 4 * hh + b] * inv) & 0xff) << (8 * b);
+        xq[2 * k + hh] = packed;
+      }
+    }
+  }
+  float acc[kUnroll] = {};
+  int iacc[kUnroll] = {};
+  unsigned bits = 0;
+  const auto use = [&](const uint4(&q)[kUnroll]) {  // a zero word (past the share) adds nothing
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if constexpr (kArith == 1) {
+        acc[u] += q4_word_dot_f32(q[u], x);
+      } else if constexpr (kArith == 2) {
+        iacc[u] = q4_word_dot_dp4a(q[u], xq) + iacc[u];
+      } else {
+        bits ^= q[u].x ^ q[u].y ^ q[u].z ^ q[u].w;
+      }
+    }
+  };
+  const auto run = [&](auto load) {
+    size_t i = threadIdx.x;
+    for (; i < per_block; i += kUnroll * kThreads) {
+      uint4 q[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) q[u] = i + u * kThreads < per_block ? load(i + u * kThreads) : uint4{};
+      use(q);
+    }
+  };
+  if constexpr (kMode == 2) {
+    run([&](size_t i) { return __ldcs(mine + i); });
+  } else {
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncthreads();
+    run([&](size_t i) { return stage[i]; });
+  }
+  float total = float(bits);
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) total += acc[u] + float(iacc[u]) * scale;
+  const float extra = block_sum(total, red);
+  norm_step(in, out, h, extra, red);
+}
+
 // A grid-wide barrier: bar[0] counts arrivals, bar[1] is the generation the last arrival advances (the others spin on
 // it). Every block of the grid must be resident.
 __device__ void grid_sync(unsigned* bar, unsigned blocks) {
@@ -267,19 +406,26 @@ std::vector<double> time_runs(const std::function<void()>& launch, cudaStream_t 
   return t;
 }
 
-// Launches kernel on s (blocks x kThreads), with the programmatic-stream-serialization attribute when pdl.
+// Launches kernel on s (blocks x kThreads, smem bytes of dynamic shared memory), with the
+// programmatic-stream-serialization attribute when pdl.
 template <typename... P, typename... A>
-void launch(bool pdl, int blocks, cudaStream_t s, void (*kernel)(P...), A... args) {
+void launch_smem(bool pdl, int blocks, size_t smem, cudaStream_t s, void (*kernel)(P...), A... args) {
   cudaLaunchAttribute attr{};
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr.val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(unsigned(blocks));
   cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
   cfg.attrs = pdl ? &attr : nullptr;
   cfg.numAttrs = pdl ? 1 : 0;
   cuda::check(cudaLaunchKernelEx(&cfg, kernel, args...), "step launch");
+}
+
+template <typename... P, typename... A>
+void launch(bool pdl, int blocks, cudaStream_t s, void (*kernel)(P...), A... args) {
+  launch_smem(pdl, blocks, 0, s, kernel, args...);
 }
 
 // What `enqueue` puts on s, captured into a graph and instantiated.
@@ -487,6 +633,56 @@ int run(const Options& opt) {
     for (const std::vector<int>& merged : {std::vector<int>{1, 1, 1, 1, 1, 1}, std::vector<int>{2, 2, 1, 1},
                                            std::vector<int>{3, 2, 1}, std::vector<int>{4, 2}, std::vector<int>{6}}) {
       chain_arm(merged);
+    }
+
+    // The six-step chain again, each step as q4_step does it: a block's share staged into shared memory all at
+    // once, the dense steps' copies issued before the wait and the expert steps' (gate/up, down) after it, at an
+    // address read from the vector; the head streamed after the wait. Then the same with the q4 arithmetic. Each
+    // arm's final vector is held to the CPU's (the weights are zero, so the steps are the vector arm's).
+    size_t max_share = 0;
+    for (const size_t b : step_bytes) max_share = std::max(max_share, (b / sizeof(uint4) + blocks - 1) / blocks);
+    int smem_optin = 0;
+    cuda::check(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), "shared memory");
+    const size_t smem = max_share * sizeof(uint4);
+    if (smem + kHidden * sizeof(float) + 1024 > size_t(smem_optin)) {
+      std::fprintf(stderr, "%s: staged chain skipped: a block's share of a step (%zu bytes) does not fit\n", kName,
+                   smem);
+    } else {
+      const auto staged_arm = [&]<int kArith>(const char* arm) {
+        for (auto* k : {q4_step<0, kArith>, q4_step<1, kArith>}) {
+          cuda::check(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), "smem");
+        }
+        int k = 0;
+        const auto step = [&](int mode, size_t bytes) {
+          const size_t per_block = (bytes / sizeof(uint4) + blocks - 1) / blocks;
+          const uint4* w = region(per_block * size_t(blocks) * sizeof(uint4));
+          float *in = buf[k % 2], *out = buf[(k + 1) % 2];
+          if (mode == 0) launch_smem(true, blocks, smem, s, q4_step<0, kArith>, in, out, kHidden, w, per_block, 0u);
+          if (mode == 1) launch_smem(true, blocks, smem, s, q4_step<1, kArith>, in, out, kHidden, w, per_block, 0u);
+          if (mode == 2) launch(true, blocks, s, q4_step<2, kArith>, in, out, kHidden, w, per_block, 0u);
+          ++k;
+        };
+        cudaGraphExec_t g = capture(s, [&] {
+          for (int layer = 0; layer < 48; ++layer) {
+            for (int i = 0; i < 6; ++i) step(i < 4 ? 0 : 1, step_bytes[i]);
+          }
+          step(2, head_bytes);
+        });
+        const auto replay = [&] { cuda::check(cudaGraphLaunch(g, s), "graph launch"); };
+        std::vector<double> t = sorted(time_runs(replay, s, opt.repeats));
+        const double med = t[t.size() / 2];
+        std::printf("  %s: %.1f us a token (min %.1f, max %.1f) = %.0f tok/s, %.0f GB/s\n", arm, med * 1e6,
+                    t.front() * 1e6, t.back() * 1e6, 1.0 / med, double(total) / med / 1e9);
+        upload();
+        replay();
+        cuda::check(cudaStreamSynchronize(s), "check run");
+        std::vector<float> want_chain = cpu_steps(x0, k);
+        ok = check_vector(arm, buf[k % 2], want_chain) && ok;
+        cuda::check(cudaGraphExecDestroy(g), "graph destroy");
+      };
+      staged_arm.template operator()<0>("6 steps staged, experts after the wait");
+      staged_arm.template operator()<1>("6 steps staged, experts after the wait, q4 float32 arithmetic");
+      staged_arm.template operator()<2>("6 steps staged, experts after the wait, q4 x int8 dp4a arithmetic");
     }
   }
 
