@@ -301,16 +301,28 @@ __device__ __forceinline__ void lane_inputs(const float* x, int t, float* xv) {
 // widens each weight), the error is bounded by the sum of (|d q| + |m|) |x| instead of |w x| (tests/unit/cuda).
 // SameX: every weight row reads the same x (xs[v] == xs[0]): each block's inputs and their sum are read and added
 // once for all NW rows, in the same order, so the same bits.
-template <CodecId C, int R, int NW, bool SameX = false>
-__device__ __forceinline__ void affine_group_dot(const uint8_t* const (&wrows)[NW], int64_t cols,
-                                                 const float* const (&xs)[NW], int64_t ldx, int rows,
-                                                 float (&acc)[NW][R]) {
+//
+// kWhole: the caller knows every block is full and x 16-byte aligned, so the loop leaves out the partial block's
+// and the unaligned loads' code, the operations and their order unchanged. (ncu counted 8.5 instructions a weight in
+// the head's product, against 3.3 for its float operations: docs/results/2026-12-01-cuda-session11-decode-ceiling.md.)
+template <CodecId C, int R, int NW, bool SameX, bool kWhole>
+__device__ __forceinline__ void affine_group_dot_shaped(const uint8_t* const (&wrows)[NW], int64_t cols,
+                                                        const float* const (&xs)[NW], int64_t ldx, int rows,
+                                                        bool aligned, float (&acc)[NW][R]) {
   constexpr int G = Unit<C>::G, kPer = G / 8, kBatch = NW == 1 ? 8 : 4;
   const int lane = threadIdx.x % kWarp, grp = lane / 8, t = lane % 8;
   const int64_t units = (cols + G - 1) / G;
-  bool aligned = ldx % 4 == 0;
+  // The lane's inputs of block k0 of row xr: 16-byte loads, element loads, or (a partial block) zeros past cols.
+  const auto inputs = [&](const float* xr, int64_t k0, const int(&idx)[kPer], float(&xv)[kPer]) {
+    if (kWhole || (k0 + G <= cols && aligned)) {
+      lane_inputs<C, true>(xr, t, xv);
+    } else if (k0 + G <= cols) {
+      lane_inputs<C, false>(xr, t, xv);
+    } else {
 #pragma unroll
-  for (int v = 0; v < NW; ++v) aligned = aligned && reinterpret_cast<uintptr_t>(xs[v]) % 16 == 0;
+      for (int j = 0; j < kPer; ++j) xv[j] = k0 + idx[j] < cols ? xr[idx[j]] : 0.0f;
+    }
+  };
   for (int64_t u0 = grp; u0 < units; u0 += 4 * kBatch) {
     uint32_t dm[NW][kBatch], c0[NW][kBatch], c1[NW][kBatch];
 #pragma unroll
@@ -326,7 +338,6 @@ __device__ __forceinline__ void affine_group_dot(const uint8_t* const (&wrows)[N
       const int64_t u = u0 + 4 * i;
       if (u >= units) break;
       const int64_t k0 = u * G;
-      const bool full = k0 + G <= cols;
       if constexpr (SameX) {
         float xv[R][kPer], sx[R];
         int idx[kPer];
@@ -337,15 +348,7 @@ __device__ __forceinline__ void affine_group_dot(const uint8_t* const (&wrows)[N
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           if (r >= rows) break;
-          const float* xr = xs[0] + r * ldx + k0;
-          if (full && aligned) {
-            lane_inputs<C, true>(xr, t, xv[r]);
-          } else if (full) {
-            lane_inputs<C, false>(xr, t, xv[r]);
-          } else {
-#pragma unroll
-            for (int j = 0; j < kPer; ++j) xv[r][j] = k0 + idx[j] < cols ? xr[idx[j]] : 0.0f;
-          }
+          inputs(xs[0] + r * ldx + k0, k0, idx, xv[r]);
           sx[r] = 0.0f;
 #pragma unroll
           for (int j = 0; j < kPer; ++j) sx[r] = __fadd_rn(sx[r], xv[r][j]);
@@ -374,16 +377,8 @@ __device__ __forceinline__ void affine_group_dot(const uint8_t* const (&wrows)[N
 #pragma unroll
           for (int r = 0; r < R; ++r) {
             if (r >= rows) break;
-            const float* xr = xs[v] + r * ldx + k0;
             float xv[kPer];
-            if (full && aligned) {
-              lane_inputs<C, true>(xr, t, xv);
-            } else if (full) {
-              lane_inputs<C, false>(xr, t, xv);
-            } else {
-#pragma unroll
-              for (int j = 0; j < kPer; ++j) xv[j] = k0 + idx[j] < cols ? xr[idx[j]] : 0.0f;
-            }
+            inputs(xs[v] + r * ldx + k0, k0, idx, xv);
             float sq = 0.0f, sx = 0.0f;
 #pragma unroll
             for (int j = 0; j < kPer; ++j) {
@@ -395,6 +390,21 @@ __device__ __forceinline__ void affine_group_dot(const uint8_t* const (&wrows)[N
         }
       }
     }
+  }
+}
+
+// affine_group_dot_shaped, kWhole when the shape allows it.
+template <CodecId C, int R, int NW, bool SameX = false>
+__device__ __forceinline__ void affine_group_dot(const uint8_t* const (&wrows)[NW], int64_t cols,
+                                                 const float* const (&xs)[NW], int64_t ldx, int rows,
+                                                 float (&acc)[NW][R]) {
+  bool aligned = ldx % 4 == 0;
+#pragma unroll
+  for (int v = 0; v < NW; ++v) aligned = aligned && reinterpret_cast<uintptr_t>(xs[v]) % 16 == 0;
+  if (aligned && cols % Unit<C>::G == 0) {
+    affine_group_dot_shaped<C, R, NW, SameX, true>(wrows, cols, xs, ldx, rows, aligned, acc);
+  } else {
+    affine_group_dot_shaped<C, R, NW, SameX, false>(wrows, cols, xs, ldx, rows, aligned, acc);
   }
 }
 
