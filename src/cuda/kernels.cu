@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "cuda/codec_device.cuh"
 #include "cuda/kernels.h"
@@ -29,7 +30,9 @@ namespace {
 
 constexpr int kWarp = 32;
 constexpr int kWarpsPerBlock = 8;
-constexpr size_t kStageSharedBytes = 48 * 1024;  // shared memory a launch may take without raising its limit
+// Dynamic shared memory a launch may stage into: what a launch gets without raising its limit. With the kernel's
+// static shared memory that can pass the default limit (48 KB in all); launch_pdl raises the limit then.
+constexpr size_t kStageSharedBytes = 48 * 1024;
 // Resident blocks per SM the decode products are compiled for (registers capped to fit: 64 for the products, 85 for
 // gate/up, 64 for down + combine): a Qwen3-30B-A3B q/k/v product at two rows a warp is 320 blocks, one wave on an
 // H200's 132 SMs at 4 an SM. At 5 an SM (48 registers, 8 bytes spilled in the staged q4 product) device-only decode
@@ -1428,11 +1431,43 @@ bool pdl_enabled() {
   return m >= 9;
 }
 
+// A launch of `kernel` with `dynamic` bytes of dynamic shared memory is refused (invalid argument) when they and the
+// kernel's static shared memory pass the default 48 KB: a matvec staging exactly kStageSharedBytes (q4_g32 rows of
+// 2,048) did. So such a kernel's limit is raised first. Each host thread keeps the (device, kernel, size)s it has
+// seen in a small table, so a launch that needs nothing new costs a scan of it (raising a limit again is harmless);
+// launches of at most kSmemUnchecked bytes skip even that, since no kernel here has 16 KB of static shared memory.
+constexpr size_t kSmemUnchecked = 32 * 1024;
+
+void allow_dynamic_smem(const void* kernel, size_t dynamic) {
+  struct Seen {
+    int dev = -1;
+    const void* kernel = nullptr;
+    size_t bytes = 0;
+  };
+  constexpr int kSeen = 32;
+  thread_local Seen seen[kSeen];
+  thread_local int next = 0;
+  int dev = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  for (const Seen& e : seen) {
+    if (e.kernel == kernel && e.dev == dev && dynamic <= e.bytes) return;
+  }
+  cudaFuncAttributes a{};
+  check(cudaFuncGetAttributes(&a, kernel), "reading a kernel's shared memory");
+  if (a.sharedSizeBytes + dynamic > kStageSharedBytes) {
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(dynamic)),
+          "raising a kernel's shared memory limit");
+  }
+  seen[next] = {dev, kernel, dynamic};
+  next = (next + 1) % kSeen;
+}
+
 // kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent launch where pdl_enabled(): the kernel
 // must call pdl_wait before reading what earlier launches wrote (see pdl_trigger).
 template <typename... P, typename... A>
 void launch_pdl(const char* what, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                 A&&... args) {
+  if (smem > kSmemUnchecked) allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);
   cudaLaunchAttribute attr[1] = {};
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;

@@ -149,8 +149,10 @@ TEST(CudaKernels, MatvecWithFusedNormEqualsNormThenMatmulBitForBit) {
     }
     // A matrix with more rows than one wave holds at two rows a warp (the head's case: the launch loops, staging
     // each warp's next rows while it multiplies these), and an odd row count (a row a warp): still matmul's bits.
-    for (const int64_t rows : {int64_t(12290), int64_t(12289)}) {
-      const int64_t cols = 256;
+    // At 2,048 columns a q4_g32 head stages exactly the 48 KB a launch gets without raising its limit, and the
+    // kernel's own shared memory takes it past that: the launch was refused (invalid argument) until launch_pdl
+    // raised the limit.
+    for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{12290, 256}, {12289, 256}, {12290, 2048}}) {
       const std::vector<uint8_t> wh = encoded(c, rows, cols, 6);
       const std::vector<float> x = random_floats(size_t(cols), 7, 2.0f), nw = random_floats(size_t(cols), 8);
       DeviceVec<uint8_t> dh(wh);
