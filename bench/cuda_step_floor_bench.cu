@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <exception>
 #include <functional>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -601,34 +602,50 @@ int run(const Options& opt) {
       at += n;
       return w;
     };
-    // merged[i]: how many of the six launches, in order, step i of a layer streams.
-    const auto chain_arm = [&](const std::vector<int>& merged) {
-      cudaGraphExec_t g = capture(s, [&] {
-        int k = 0;
-        const auto step = [&](size_t b) {
-          launch(true, blocks, s, vector_step<true>, buf[k % 2], buf[(k + 1) % 2], kHidden, region(b),
-                 b / sizeof(uint4));
-          ++k;
-        };
-        for (int layer = 0; layer < 48; ++layer) {
-          size_t next = 0;
-          for (const int count : merged) {
-            size_t b = 0;
-            for (int c = 0; c < count; ++c) b += step_bytes[next++];
-            step(b);
-          }
-        }
-        step(head_bytes);
-      });
+    // One token-shaped arm: the graph of the launches enqueue() puts on s (it returns how many), replayed and
+    // reported a token at a time; with check, run once more from x0 and its final vector held to the CPU's.
+    const auto token_arm = [&](const std::string& arm, const std::function<int()>& enqueue, bool check) {
+      int launches = 0;
+      cudaGraphExec_t g = capture(s, [&] { launches = enqueue(); });
       const auto replay = [&] { cuda::check(cudaGraphLaunch(g, s), "graph launch"); };
       std::vector<double> t = sorted(time_runs(replay, s, opt.repeats));
       const double med = t[t.size() / 2];
-      std::printf(
-          "  decode-shaped chain (48 x %zu steps + head, %.1f MB a token, PDL): %.1f us a token (min %.1f, max %.1f) "
-          "= %.0f tok/s, %.0f GB/s\n",
-          merged.size(), double(total) / 1e6, med * 1e6, t.front() * 1e6, t.back() * 1e6, 1.0 / med,
-          double(total) / med / 1e9);
+      std::printf("  %s: %.1f us a token (min %.1f, max %.1f) = %.0f tok/s, %.0f GB/s\n", arm.c_str(), med * 1e6,
+                  t.front() * 1e6, t.back() * 1e6, 1.0 / med, double(total) / med / 1e9);
+      if (check) {
+        upload();
+        replay();
+        cuda::check(cudaStreamSynchronize(s), "check run");
+        ok = check_vector(arm.c_str(), buf[launches % 2], cpu_steps(x0, launches)) && ok;
+      }
       cuda::check(cudaGraphExecDestroy(g), "graph destroy");
+    };
+    // merged[i]: how many of the six launches, in order, step i of a layer streams.
+    const auto chain_arm = [&](const std::vector<int>& merged) {
+      char arm[96];
+      std::snprintf(arm, sizeof arm, "decode-shaped chain (48 x %zu steps + head, %.1f MB a token, PDL)", merged.size(),
+                    double(total) / 1e6);
+      token_arm(
+          arm,
+          [&] {
+            int k = 0;
+            const auto step = [&](size_t b) {
+              launch(true, blocks, s, vector_step<true>, buf[k % 2], buf[(k + 1) % 2], kHidden, region(b),
+                     b / sizeof(uint4));
+              ++k;
+            };
+            for (int layer = 0; layer < 48; ++layer) {
+              size_t next = 0;
+              for (const int count : merged) {
+                size_t b = 0;
+                for (int c = 0; c < count; ++c) b += step_bytes[next++];
+                step(b);
+              }
+            }
+            step(head_bytes);
+            return k;
+          },
+          false);
     };
     for (const std::vector<int>& merged : {std::vector<int>{1, 1, 1, 1, 1, 1}, std::vector<int>{2, 2, 1, 1},
                                            std::vector<int>{3, 2, 1}, std::vector<int>{4, 2}, std::vector<int>{6}}) {
@@ -652,33 +669,28 @@ int run(const Options& opt) {
         for (auto* k : {q4_step<0, kArith>, q4_step<1, kArith>}) {
           cuda::check(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), "smem");
         }
-        int k = 0;
-        const auto step = [&](int mode, size_t bytes) {
-          const size_t per_block = (bytes / sizeof(uint4) + blocks - 1) / blocks;
-          const uint4* w = region(per_block * size_t(blocks) * sizeof(uint4));
-          float *in = buf[k % 2], *out = buf[(k + 1) % 2];
-          if (mode == 0) launch_smem(true, blocks, smem, s, q4_step<0, kArith>, in, out, kHidden, w, per_block, 0u);
-          if (mode == 1) launch_smem(true, blocks, smem, s, q4_step<1, kArith>, in, out, kHidden, w, per_block, 0u);
-          if (mode == 2) launch(true, blocks, s, q4_step<2, kArith>, in, out, kHidden, w, per_block, 0u);
-          ++k;
-        };
-        cudaGraphExec_t g = capture(s, [&] {
-          for (int layer = 0; layer < 48; ++layer) {
-            for (int i = 0; i < 6; ++i) step(i < 4 ? 0 : 1, step_bytes[i]);
-          }
-          step(2, head_bytes);
-        });
-        const auto replay = [&] { cuda::check(cudaGraphLaunch(g, s), "graph launch"); };
-        std::vector<double> t = sorted(time_runs(replay, s, opt.repeats));
-        const double med = t[t.size() / 2];
-        std::printf("  %s: %.1f us a token (min %.1f, max %.1f) = %.0f tok/s, %.0f GB/s\n", arm, med * 1e6,
-                    t.front() * 1e6, t.back() * 1e6, 1.0 / med, double(total) / med / 1e9);
-        upload();
-        replay();
-        cuda::check(cudaStreamSynchronize(s), "check run");
-        std::vector<float> want_chain = cpu_steps(x0, k);
-        ok = check_vector(arm, buf[k % 2], want_chain) && ok;
-        cuda::check(cudaGraphExecDestroy(g), "graph destroy");
+        token_arm(
+            arm,
+            [&] {
+              int k = 0;
+              const auto step = [&](int mode, size_t bytes) {
+                const size_t per_block = (bytes / sizeof(uint4) + blocks - 1) / blocks;
+                const uint4* w = region(per_block * size_t(blocks) * sizeof(uint4));
+                float *in = buf[k % 2], *out = buf[(k + 1) % 2];
+                if (mode == 0)
+                  launch_smem(true, blocks, smem, s, q4_step<0, kArith>, in, out, kHidden, w, per_block, 0u);
+                if (mode == 1)
+                  launch_smem(true, blocks, smem, s, q4_step<1, kArith>, in, out, kHidden, w, per_block, 0u);
+                if (mode == 2) launch(true, blocks, s, q4_step<2, kArith>, in, out, kHidden, w, per_block, 0u);
+                ++k;
+              };
+              for (int layer = 0; layer < 48; ++layer) {
+                for (int i = 0; i < 6; ++i) step(i < 4 ? 0 : 1, step_bytes[i]);
+              }
+              step(2, head_bytes);
+              return k;
+            },
+            true);
       };
       staged_arm.template operator()<0>("6 steps staged, experts after the wait");
       staged_arm.template operator()<1>("6 steps staged, experts after the wait, q4 float32 arithmetic");
