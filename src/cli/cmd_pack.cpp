@@ -23,6 +23,7 @@
 #include "cuda/seed_search.h"
 #endif
 #include "io/packed_writer.h"
+#include "model/expert_parts.h"
 #include "model/imatrix.h"
 
 namespace seedling::cli {
@@ -110,25 +111,40 @@ std::optional<Codec> codec_flag(const std::string& value, const char* flag) {
   return c;
 }
 
-// Encodes rows in parallel (each row is independent), into `out`.
-void encode_parallel(Codec c, const TensorInfo& t, int64_t rows, int64_t cols, uint8_t* out) {
-  const std::optional<Codec> same = codec_of_dtype(t.dtype);
-  if (same && *same == c) {
-    std::memcpy(out, t.data, t.nbytes);
+// A checkpoint tensor as a (rows, cols) matrix in its stored codec (a float one), for encoding.
+ops::Matrix matrix_of(const TensorInfo& t, int64_t rows, int64_t cols) {
+  return {stored_float_codec(t), t.data, rows, cols};
+}
+
+// Encodes a stored matrix into codec `c` at `out`, rows in parallel (each row is independent): the bytes as they are
+// when the codec is the same, else from its float values (a float source directly, another codec decoded first).
+void encode_parallel(Codec c, const ops::Matrix& src, uint8_t* out) {
+  if (src.codec == c) {
+    std::memcpy(out, src.data, src.nbytes());
     return;
   }
-  const size_t src_row = size_t(cols) * dtype_size(t.dtype), dst_row = codec_row_bytes(c, cols);
-  ThreadPool::global().parallel_for(size_t(rows), 16, [&](size_t b, size_t e) {
-    encode_matrix(c, t.dtype, t.data + b * src_row, int64_t(e - b), cols, out + b * dst_row);
+  const size_t dst_row = codec_row_bytes(c, src.cols);
+  ThreadPool::global().parallel_for(size_t(src.rows), 16, [&](size_t b, size_t e) {
+    std::vector<float> row(static_cast<size_t>(src.cols));
+    for (size_t r = b; r < e; ++r) {
+      if (codec_is_seed(src.codec)) {
+        for (int64_t k = 0; k < src.cols; ++k) row[size_t(k)] = src.at(int64_t(r), k);
+      } else {
+        const uint8_t* in = static_cast<const uint8_t*>(src.data) + r * src.row_bytes();
+        for (int64_t k = 0; k < src.cols; ++k) row[size_t(k)] = codec_value(src.codec, in, k);
+      }
+      encode_row(c, row.data(), src.cols, out + r * dst_row);
+    }
   });
 }
 
 // Searches one expert part into a seed slice blob of codec_matrix_bytes(c, rows, cols) bytes at `out`.
 // On the GPU (cuda) or on every thread: the same blocks bit for bit (tests/unit/cuda/seed_search_test.cpp).
-void encode_seed_part(Codec c, const TensorInfo& t, int64_t rows, int64_t cols, const float* h, uint32_t n_seeds,
-                      bool on_cuda, SearchProgress& progress, uint8_t* out) {
+void encode_seed_part(Codec c, const ops::Matrix& t, const float* h, uint32_t n_seeds, bool on_cuda,
+                      SearchProgress& progress, uint8_t* out) {
+  const int64_t rows = t.rows, cols = t.cols;
   std::vector<float> w(size_t(rows * cols));
-  encode_matrix(Codec::F32, t.dtype, t.data, rows, cols, reinterpret_cast<uint8_t*>(w.data()));
+  encode_parallel(Codec::F32, t, reinterpret_cast<uint8_t*>(w.data()));
   seed::SeedSearchOptions opt;
   opt.n_seeds = n_seeds;
   opt.progress = [&](const seed::SeedSearchProgress& p) { progress.report(p.blocks_done); };
@@ -213,20 +229,31 @@ int run(const PackFlags& f) {
   };
   std::vector<Item> resident;
   uint64_t total = 0;
-  auto plan = [&](const std::string& name, std::vector<int64_t> shape, bool dense) {
-    const TensorInfo& t = get(name, shape);
-    const Codec codec = dense ? codec_for(t, dense_codec) : *codec_of_dtype(t.dtype);
-    resident.push_back({name, &t, codec});
-    total += shape.size() == 1 ? codec_matrix_bytes(codec, 1, shape[0]) : codec_matrix_bytes(codec, shape[0], shape[1]);
+  // Every routed expert of a layer has the same parts and codecs: expert 0's tell the blob size.
+  std::vector<std::vector<uint8_t>> scratch;
+  auto expert_part = [&](int l, int e, int p) {
+    const int64_t I = c.plan(l).ffn.width;
+    const ExpertPart part = fam.expert_parts(c, l, e)[size_t(p)];
+    return read_expert_part(ck, part, c.num_experts, p == 2 ? H : I, p == 2 ? I : H, &scratch);
   };
-  for_each_resident(
+  auto expert_codec_of = [&](int l) {
+    scratch.clear();
+    const ops::Matrix m = expert_part(l, 0, 0);
+    return expert_codec ? *expert_codec : m.codec;
+  };
+  for_each_tensor(
       c, fam, !c.tie_word_embeddings || ck.has(fam.lm_head),
-      [&](const std::string& name, std::vector<int64_t> shape, bool dense) { plan(name, std::move(shape), dense); },
+      [&](const TensorSpec& spec) {
+        const TensorInfo& t = get(spec.name, spec.shape);
+        const Codec codec = spec.dense ? codec_for(t, dense_codec) : *codec_of_dtype(t.dtype);
+        resident.push_back({spec.name, &t, codec});
+        total += spec.shape.size() == 2 ? codec_matrix_bytes(codec, spec.shape[0], spec.shape[1])
+                                        : codec_matrix_bytes(codec, 1, t.numel());
+      },
       [&](int l) {
-        const ExpertTensorNames en = fam.expert_names(l, 0);
-        const Codec ec = codec_for(get(en.gate, {c.moe_intermediate_size, H}), expert_codec);
-        const uint64_t blob = 2 * ((codec_matrix_bytes(ec, c.moe_intermediate_size, H) + 63) / 64 * 64) +
-                              codec_matrix_bytes(ec, H, c.moe_intermediate_size);
+        const int64_t I = c.plan(l).ffn.width;
+        const Codec ec = expert_codec_of(l);
+        const uint64_t blob = 2 * ((codec_matrix_bytes(ec, I, H) + 63) / 64 * 64) + codec_matrix_bytes(ec, H, I);
         total += (blob + 4095) / 4096 * 4096 * uint64_t(c.num_experts);
       });
 
@@ -239,9 +266,9 @@ int run(const PackFlags& f) {
     source["seed_search_seeds"] = f.seed_search_seeds;
     if (!f.imatrix.empty()) source["imatrix"] = fs::absolute(f.imatrix).string();
     const seed::SeedTier t = codec_seed_tier(*expert_codec);
-    const int64_t I = c.moe_intermediate_size;
     for (int l = 0; l < c.num_layers; ++l) {
       if (!c.layer_has_experts[size_t(l)]) continue;
+      const int64_t I = c.plan(l).ffn.width;
       seed_blocks += int64_t(c.num_experts) *
                      (2 * seed::seed_slice_layout(t, I, H).n_blocks + seed::seed_slice_layout(t, H, I).n_blocks);
     }
@@ -251,23 +278,23 @@ int run(const PackFlags& f) {
   SearchProgress search_progress(seed_blocks);
   for (const Item& it : resident) {
     const std::vector<int64_t>& s = it.t->shape;
-    const int64_t rows = s.size() == 1 ? 1 : s[0], cols = s.back();
-    w.add_resident(it.name, it.codec, s, [&](uint8_t* out) { encode_parallel(it.codec, *it.t, rows, cols, out); });
+    const int64_t rows = s.size() == 1 ? 1 : s[0], cols = it.t->numel() / rows;
+    w.add_resident(it.name, it.codec, s,
+                   [&](uint8_t* out) { encode_parallel(it.codec, matrix_of(*it.t, rows, cols), out); });
   }
   for (int l = 0; l < c.num_layers; ++l) {
     if (!c.layer_has_experts[size_t(l)]) continue;
-    const int64_t I = c.moe_intermediate_size;
-    const Codec ec = codec_for(get(fam.expert_names(l, 0).gate, {I, H}), expert_codec);
+    const int64_t I = c.plan(l).ffn.width;
+    const Codec ec = expert_codec_of(l);
     const PackedWriter::Part parts[3] = {{ec, I, H}, {ec, I, H}, {ec, H, I}};
     w.add_expert_layer(l, c.num_experts, parts, [&](int e, int p, uint8_t* out) {
-      const ExpertTensorNames en = fam.expert_names(l, e);
-      const std::string& name = p == 0 ? en.gate : p == 1 ? en.up : en.down;
-      const TensorInfo& t = get(name, {parts[p].rows, parts[p].cols});
+      scratch.clear();
+      const ops::Matrix t = expert_part(l, e, p);
       if (codec_is_seed(ec)) {
-        encode_seed_part(ec, t, parts[p].rows, parts[p].cols, energies.get(l, e, p, parts[p].cols), f.seed_search_seeds,
-                         search_on_cuda, search_progress, out);
+        encode_seed_part(ec, t, energies.get(l, e, p, parts[p].cols), f.seed_search_seeds, search_on_cuda,
+                         search_progress, out);
       } else {
-        encode_parallel(ec, t, parts[p].rows, parts[p].cols, out);
+        encode_parallel(ec, t, out);
       }
     });
   }
@@ -287,41 +314,6 @@ int run(const PackFlags& f) {
 }
 
 }  // namespace
-
-void for_each_resident(const ModelConfig& c, const Family& fam, bool with_head,
-                       const std::function<void(const std::string&, std::vector<int64_t>, bool dense)>& tensor,
-                       const std::function<void(int layer)>& experts) {
-  const int64_t H = c.hidden_size, V = c.vocab_size;
-  tensor(fam.embed, {V, H}, true);
-  tensor(fam.final_norm, {H}, false);
-  if (with_head) tensor(fam.lm_head, {V, H}, true);
-  for (int l = 0; l < c.num_layers; ++l) {
-    const LayerTensorNames n = fam.layer_names(c, l);
-    tensor(n.attn_norm, {H}, false);
-    tensor(n.ffn_norm, {H}, false);
-    tensor(n.q, {c.q_dim(), H}, true);
-    tensor(n.k, {c.kv_dim(), H}, true);
-    tensor(n.v, {c.kv_dim(), H}, true);
-    tensor(n.o, {H, c.q_dim()}, true);
-    if (!n.q_bias.empty()) {
-      tensor(n.q_bias, {c.q_dim()}, false);
-      tensor(n.k_bias, {c.kv_dim()}, false);
-      tensor(n.v_bias, {c.kv_dim()}, false);
-    }
-    if (c.qk_norm) {
-      tensor(n.q_norm, {c.head_dim}, false);
-      tensor(n.k_norm, {c.head_dim}, false);
-    }
-    if (c.layer_has_experts[size_t(l)]) {
-      tensor(n.router, {c.num_experts, H}, false);
-      experts(l);
-    } else {
-      tensor(n.mlp_gate, {c.intermediate_size, H}, true);
-      tensor(n.mlp_up, {c.intermediate_size, H}, true);
-      tensor(n.mlp_down, {H, c.intermediate_size}, true);
-    }
-  }
-}
 
 void add_pack(CLI::App& app, int* status) {
   auto f = std::make_shared<PackFlags>();

@@ -243,12 +243,17 @@ int run_weights(const QuantReportFlags& f) {
       if (!c.layer_has_experts[size_t(l)]) continue;
       ++moe_layers;
       for (int e = 0; e < c.num_experts; ++e) {
-        const ExpertTensorNames n = fam->expert_names(l, e);
-        for (const std::string* name : {&n.gate, &n.up, &n.down}) {
-          const TensorInfo& t = ck.get(*name);
-          const MatrixInput input = name == &n.down ? MatrixInput::ExpertDown : MatrixInput::ExpertGateUp;
+        const ExpertParts parts = fam->expert_parts(c, l, e);
+        for (int p = 0; p < 3; ++p) {
+          const std::string& name = parts[size_t(p)].name;
+          if (parts[size_t(p)].stacked >= 0) {
+            fail("quant-report: {} stores its experts stacked ('{}'); name one matrix with --tensor", c.model_type,
+                 name);
+          }
+          const TensorInfo& t = ck.get(name);
+          const MatrixInput input = p == 2 ? MatrixInput::ExpertDown : MatrixInput::ExpertGateUp;
           if (t.shape.size() != 2 || !codec_of_dtype(t.dtype))
-            fail("{}: tensor '{}' has shape {} and dtype {}, expected a BF16, F16 or F32 matrix", t.file, *name,
+            fail("{}: tensor '{}' has shape {} and dtype {}, expected a BF16, F16 or F32 matrix", t.file, name,
                  t.shape_string(), dtype_name(t.dtype));
           tensors.push_back({&t, l, e, input});
         }

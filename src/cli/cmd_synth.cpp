@@ -5,7 +5,7 @@
 // renames it to OUT when complete, so an interrupted run never leaves a folder that looks valid. With --packed it
 // writes a packed folder instead; seed tiers (p3, p4, s3) get RANDOM seed blobs (random seeds, coefficients and
 // exponent codes at the scale of the other weights), not searched ones: fit for speed, never for quality. Which
-// tensors are dense (--dense CODEC) and which stay bf16 is pack's rule (for_each_resident), not a copy of it.
+// tensors are dense (--dense CODEC) and which stay bf16 is the family schema's (TensorSpec::dense), as for pack.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -154,7 +154,7 @@ int run_packed(const SynthFlags& f, const ordered_json& cfg) {
   const ModelConfig c = read_model_config(cfg_dir.string());
   fs::remove_all(cfg_dir);
   const Family& fam = family_for(c.model_type, "synth");
-  const int64_t H = c.hidden_size, I = c.moe_intermediate_size;
+  const int64_t H = c.hidden_size;
   uint64_t tensor_seed = f.seed * 0x100000001b3ull;
   PackedWriter w(f.out, cfg,
                  {{"created_by", "seedling synth"}, {"preset", f.preset}, {"experts", f.packed}, {"dense", f.dense}});
@@ -164,10 +164,10 @@ int run_packed(const SynthFlags& f, const ordered_json& cfg) {
   };
   uint64_t total = 0;
   const bool head = !c.tie_word_embeddings;
-  for_each_resident(
-      c, fam, head,
-      [&](const std::string&, std::vector<int64_t> shape, bool d) { total += shape_bytes(codec_of(d), shape); },
-      [&](int) {
+  for_each_tensor(
+      c, fam, head, [&](const TensorSpec& t) { total += shape_bytes(codec_of(t.dense), t.shape); },
+      [&](int l) {
+        const int64_t I = c.plan(l).ffn.width;
         const uint64_t blob =
             2 * ((codec_matrix_bytes(*codec, I, H) + 63) / 64 * 64) + codec_matrix_bytes(*codec, H, I);
         total += (blob + 4095) / 4096 * 4096 * uint64_t(c.num_experts);
@@ -175,16 +175,19 @@ int run_packed(const SynthFlags& f, const ordered_json& cfg) {
   w.set_total_bytes(total);
   // Matrices: random bf16 of standard deviation 1/sqrt(cols), encoded row by row to the dense codec when dense;
   // vectors (norms, biases): ones.
-  auto resident = [&](const std::string& name, std::vector<int64_t> shape, bool d) {
-    const Codec k = codec_of(d);
-    if (shape.size() == 1) {
-      const auto fill = random_bf16(0, 0.0f, 1.0f);
-      w.add_resident(name, Codec::BF16, shape, [&](uint8_t* out) { fill(out, 0, size_t(shape[0]) * 2); });
+  auto resident = [&](const TensorSpec& t) {
+    const Codec k = codec_of(t.dense);
+    const std::vector<int64_t>& shape = t.shape;
+    if (shape.size() == 1 || !t.dense) {
+      const size_t n = size_t(shape[0] * (shape.size() == 1 ? 1 : shape[1]));
+      const auto fill = shape.size() == 1 ? random_bf16(0, 0.0f, 1.0f)
+                                          : random_bf16(mix(++tensor_seed), 1.0f / std::sqrt(float(shape[1])), 0);
+      w.add_resident(t.name, Codec::BF16, shape, [&](uint8_t* out) { fill(out, 0, n * 2); });
       return;
     }
     const int64_t rows = shape[0], cols = shape[1];
     const auto fill = random_bf16(mix(++tensor_seed), 1.0f / std::sqrt(float(cols)), 0);
-    w.add_resident(name, k, shape, [&](uint8_t* out) {
+    w.add_resident(t.name, k, shape, [&](uint8_t* out) {
       if (k == Codec::BF16) return fill(out, 0, size_t(rows * cols) * 2);
       std::vector<uint16_t> bf16(size_t(rows * cols));
       fill(reinterpret_cast<uint8_t*>(bf16.data()), 0, bf16.size() * 2);
@@ -195,6 +198,7 @@ int run_packed(const SynthFlags& f, const ordered_json& cfg) {
     });
   };
   auto experts = [&](int l) {
+    const int64_t I = c.plan(l).ffn.width;
     const PackedWriter::Part parts[3] = {{*codec, I, H}, {*codec, I, H}, {*codec, H, I}};
     const uint64_t layer_seed = mix(++tensor_seed);
     std::vector<uint16_t> bf16;
@@ -213,7 +217,7 @@ int run_packed(const SynthFlags& f, const ordered_json& cfg) {
       });
     });
   };
-  for_each_resident(c, fam, head, resident, experts);
+  for_each_tensor(c, fam, head, resident, experts);
   const uint64_t bytes = w.finish();
   std::printf("wrote %s: %.2f GB packed, %s with %d layers, experts %s, dense %s\n", f.out.c_str(), double(bytes) / 1e9,
               f.preset.c_str(), c.num_layers, f.packed.c_str(), f.dense.c_str());
@@ -236,68 +240,41 @@ int run(const SynthFlags& f) {
   { std::ofstream(tmp / "config.json") << cfg.dump(2) << "\n"; }
   const ModelConfig c = read_model_config(tmp.string());
   const Family& fam = family_for(c.model_type, "synth");
-  const int64_t H = c.hidden_size, V = c.vocab_size;
+  const int64_t H = c.hidden_size;
   uint64_t tensor_seed = f.seed * 0x100000001b3ull;
-  auto mat = [&](SafetensorsWriter& w, const std::string& name, int64_t rows, int64_t cols) {
-    w.add(name, DType::BF16, {rows, cols}, random_bf16(mix(++tensor_seed), 1.0f / std::sqrt(float(cols)), 0));
-  };
-  auto ones = [&](SafetensorsWriter& w, const std::string& name, int64_t n) {
-    w.add(name, DType::BF16, {n}, random_bf16(0, 0.0f, 1.0f));
-  };
-  nlohmann::ordered_json weight_map;
-  size_t total = 0;
-  auto write_shard = [&](SafetensorsWriter& w, const std::string& file) {
-    const double t0 = now_seconds();
-    w.write((tmp / file).string());
-    total += w.data_bytes();
-    std::fprintf(stderr, "synth: %s %.2f GB in %.1f s\n", file.c_str(), double(w.data_bytes()) / 1e9,
-                 now_seconds() - t0);
-  };
+  // One shard for the embedding, final norm and head, then one per layer with its routed experts.
   const int n_files = c.num_layers + 1;
+  std::vector<SafetensorsWriter> shards(static_cast<size_t>(n_files));
+  nlohmann::ordered_json weight_map;
   auto file_name = [&](int i) { return fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, n_files); };
-  {
-    SafetensorsWriter w;
-    mat(w, fam.embed, V, H);
-    ones(w, fam.final_norm, H);
-    if (!c.tie_word_embeddings) mat(w, fam.lm_head, V, H);
-    for (const char* n : {fam.embed, fam.final_norm}) weight_map[n] = file_name(0);
-    if (!c.tie_word_embeddings) weight_map[fam.lm_head] = file_name(0);
-    write_shard(w, file_name(0));
-  }
-  for (int l = 0; l < c.num_layers; ++l) {
-    SafetensorsWriter w;
-    const LayerTensorNames n = fam.layer_names(c, l);
-    std::vector<std::string> names;
-    ones(w, n.attn_norm, H);
-    ones(w, n.ffn_norm, H);
-    mat(w, n.q, c.q_dim(), H);
-    mat(w, n.k, c.kv_dim(), H);
-    mat(w, n.v, c.kv_dim(), H);
-    mat(w, n.o, H, c.q_dim());
-    names = {n.attn_norm, n.ffn_norm, n.q, n.k, n.v, n.o};
-    if (c.qk_norm) {
-      ones(w, n.q_norm, c.head_dim);
-      ones(w, n.k_norm, c.head_dim);
-      names.insert(names.end(), {n.q_norm, n.k_norm});
-    }
-    if (c.layer_has_experts[size_t(l)]) {
-      mat(w, n.router, c.num_experts, H);
-      names.push_back(n.router);
-      for (int e = 0; e < c.num_experts; ++e) {
-        const ExpertTensorNames en = fam.expert_names(l, e);
-        mat(w, en.gate, c.moe_intermediate_size, H);
-        mat(w, en.up, c.moe_intermediate_size, H);
-        mat(w, en.down, H, c.moe_intermediate_size);
-        names.insert(names.end(), {en.gate, en.up, en.down});
-      }
-    } else {
-      mat(w, n.mlp_gate, c.intermediate_size, H);
-      mat(w, n.mlp_up, c.intermediate_size, H);
-      mat(w, n.mlp_down, H, c.intermediate_size);
-      names.insert(names.end(), {n.mlp_gate, n.mlp_up, n.mlp_down});
-    }
-    for (const auto& name : names) weight_map[name] = file_name(l + 1);
-    write_shard(w, file_name(l + 1));
+  // Matrices: random bf16 of standard deviation 1/sqrt(cols); vectors (norms, biases): ones.
+  auto add = [&](int shard, const std::string& name, const std::vector<int64_t>& shape) {
+    const float stddev = shape.size() == 1 ? 0.0f : 1.0f / std::sqrt(float(shape.back()));
+    shards[size_t(shard)].add(name, DType::BF16, shape, random_bf16(stddev > 0 ? mix(++tensor_seed) : 0, stddev, 1.0f));
+    weight_map[name] = file_name(shard);
+  };
+  for_each_tensor(
+      c, fam, !c.tie_word_embeddings, [&](const TensorSpec& t) { add(t.layer + 1, t.name, t.shape); },
+      [&](int l) {
+        const int64_t I = c.plan(l).ffn.width;
+        for (int e = 0; e < c.num_experts; ++e) {
+          const ExpertParts parts = fam.expert_parts(c, l, e);
+          for (int p = 0; p < 3; ++p) {
+            if (parts[size_t(p)].stacked >= 0) {
+              fail("synth: {} stores its experts stacked ('{}'), which synth does not write: use --packed",
+                   c.model_type, parts[size_t(p)].name);
+            }
+            add(l + 1, parts[size_t(p)].name, p == 2 ? std::vector<int64_t>{H, I} : std::vector<int64_t>{I, H});
+          }
+        }
+      });
+  size_t total = 0;
+  for (int i = 0; i < n_files; ++i) {
+    const double t0 = now_seconds();
+    shards[size_t(i)].write((tmp / file_name(i)).string());
+    total += shards[size_t(i)].data_bytes();
+    std::fprintf(stderr, "synth: %s %.2f GB in %.1f s\n", file_name(i).c_str(),
+                 double(shards[size_t(i)].data_bytes()) / 1e9, now_seconds() - t0);
   }
   std::ofstream(tmp / "model.safetensors.index.json")
       << ordered_json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(2) << "\n";

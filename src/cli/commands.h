@@ -64,12 +64,6 @@ void add_detokenize(CLI::App& app, int* status);
 void add_perplexity(CLI::App& app, int* status);
 void add_pack(CLI::App& app, int* status);
 
-// Every tensor a packed folder keeps resident, in the order `pack` and `synth` write them: `tensor` gets the name,
-// the shape and whether it is a dense matrix (attention projections, dense MLPs, embeddings, head: in --dense CODEC)
-// or kept as stored (norms, biases, routers); `experts(l)` marks where MoE layer l's routed experts go.
-void for_each_resident(const ModelConfig& c, const Family& fam, bool with_head,
-                       const std::function<void(const std::string&, std::vector<int64_t>, bool dense)>& tensor,
-                       const std::function<void(int layer)>& experts);
 void add_quant_report(CLI::App& app, int* status);
 void add_cache_sim(CLI::App& app, int* status);
 void add_imatrix(CLI::App& app, int* status);

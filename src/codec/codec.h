@@ -15,6 +15,14 @@
 // bias) and arrays over all its blocks, so a seed matrix has no fixed row size: only codec_matrix_bytes applies to
 // it, and nothing may cut it by rows. Bits per weight: p3 4.0, p4 4.5, s3 3.0 (plus 32 bits per slice).
 //
+// MXFP4 (OCP microscaling, as gpt-oss releases its experts): blocks of 32 elements, one e8m0 scale byte (2^(e - 127))
+// then 16 bytes of FP4 e2m1 codes, element 2i in the low nibble of byte i and 2i + 1 in its high nibble:
+//
+//   value[j] = kFp4Values[code[j]] * 2^(e - 127)      (exact in float32 for every e < 255; e = 255 is refused)
+//
+// 4.25 bits per weight. A checkpoint stores the scales and codes as two tensors (`*_scales`, `*_blocks`); the loader
+// puts each row's scale before its codes (model/expert_parts.cpp), a byte rearrangement, never a requantization.
+//
 // Everything here is inline: io/ (the packed format, a lower layer) sizes tensors with it without linking codec/.
 #pragma once
 
@@ -31,7 +39,7 @@
 
 namespace seedling {
 
-enum class Codec : uint8_t { F32, F16, BF16, Q8_G32, Q8_G64, Q4_G32, Q4_G64, P3, P4, S3 };
+enum class Codec : uint8_t { F32, F16, BF16, Q8_G32, Q8_G64, Q4_G32, Q4_G64, P3, P4, S3, MXFP4 };
 
 struct BlockQ8G32 {
   uint16_t d;  // scale, float16
@@ -50,13 +58,22 @@ struct BlockQ4G64 {
   uint16_t d, m;
   uint8_t q[32];  // low nibble: element i, high nibble: element i + 32
 };
+struct BlockMxfp4 {
+  uint8_t e;      // e8m0 scale: 2^(e - 127)
+  uint8_t q[16];  // low nibble: element 2i, high nibble: element 2i + 1
+};
+// The FP4 e2m1 values of codes 0..15 (sign in bit 3).
+inline constexpr float kFp4Values[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                         -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+static_assert(sizeof(BlockMxfp4) == 17, "mxfp4 block is 17 bytes");
 static_assert(sizeof(BlockQ8G32) == 4 + 32, "q8_g32 block is 36 bytes");
 static_assert(sizeof(BlockQ8G64) == 4 + 64, "q8_g64 block is 68 bytes");
 static_assert(sizeof(BlockQ4G32) == 4 + 16, "q4_g32 block is 20 bytes");
 static_assert(sizeof(BlockQ4G64) == 4 + 32, "q4_g64 block is 36 bytes");
 
-inline constexpr Codec kAllCodecs[] = {Codec::F32,    Codec::F16,    Codec::BF16, Codec::Q8_G32, Codec::Q8_G64,
-                                       Codec::Q4_G32, Codec::Q4_G64, Codec::P3,   Codec::P4,     Codec::S3};
+inline constexpr Codec kAllCodecs[] = {Codec::F32,    Codec::F16,    Codec::BF16,   Codec::Q8_G32,
+                                       Codec::Q8_G64, Codec::Q4_G32, Codec::Q4_G64, Codec::P3,
+                                       Codec::P4,     Codec::S3,     Codec::MXFP4};
 
 inline std::string_view codec_name(Codec c) {
   switch (c) {
@@ -80,6 +97,8 @@ inline std::string_view codec_name(Codec c) {
       return "p4";
     case Codec::S3:
       return "s3";
+    case Codec::MXFP4:
+      return "mxfp4";
   }
   return "?";
 }
@@ -121,13 +140,14 @@ inline Codec seed_tier_codec(seed::SeedTier t) {
   return t == seed::SeedTier::P3 ? Codec::P3 : t == seed::SeedTier::P4 ? Codec::P4 : Codec::S3;
 }
 inline int codec_bits(Codec c) {
-  return c == Codec::Q4_G32 || c == Codec::Q4_G64 ? 4 : 8;
+  return c == Codec::Q4_G32 || c == Codec::Q4_G64 || c == Codec::MXFP4 ? 4 : 8;
 }
 // Group size of an affine codec; 1 for float codecs.
 inline int64_t codec_group(Codec c) {
   switch (c) {
     case Codec::Q8_G32:
     case Codec::Q4_G32:
+    case Codec::MXFP4:
       return 32;
     case Codec::Q8_G64:
     case Codec::Q4_G64:
@@ -154,6 +174,8 @@ inline size_t codec_block_bytes(Codec c) {
       return sizeof(BlockQ4G32);
     case Codec::Q4_G64:
       return sizeof(BlockQ4G64);
+    case Codec::MXFP4:
+      return sizeof(BlockMxfp4);
     case Codec::P3:
     case Codec::P4:
     case Codec::S3:
@@ -186,6 +208,14 @@ inline std::optional<Codec> codec_of_dtype(DType t) {
   }
 }
 
+// The scale 2^(e - 127) of an MXFP4 block, exact (e = 255, NaN in the OCP format, is refused where blocks are read).
+inline float mxfp4_scale(uint8_t e) {
+  uint32_t bits = e == 0 ? 0x00400000u : uint32_t(e) << 23;  // 2^-127 is a float32 subnormal
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
 // Element k of a stored row, as float; the scalar definition every kernel must match bit for bit. Float and affine
 // codecs only: a seed matrix's elements come from seed::decode_seed_matrix (ops::Matrix::at handles both).
 inline float codec_value(Codec c, const uint8_t* row, int64_t k) {
@@ -202,6 +232,10 @@ inline float codec_value(Codec c, const uint8_t* row, int64_t k) {
   const int64_t g = codec_group(c);
   const uint8_t* block = row + size_t(k / g) * codec_block_bytes(c);
   const int64_t j = k % g;
+  if (c == Codec::MXFP4) {
+    const uint8_t byte = block[1 + j / 2];
+    return kFp4Values[j % 2 == 0 ? byte & 0x0F : byte >> 4] * mxfp4_scale(block[0]);
+  }
   uint16_t dh, mh;
   std::memcpy(&dh, block, 2);
   std::memcpy(&mh, block + 2, 2);

@@ -48,6 +48,30 @@ void encode_group(Codec c, const float* x, int64_t n, uint8_t* block) {
   }
 }
 
+// MXFP4 as gpt-oss's release rounds (tools/make_model_goldens.py does the same): the scale 2^e with
+// e = ceil(log2(max|x| / 6)), each x / 2^e to the nearest e2m1 magnitude (ties to the smaller), its sign kept.
+void encode_mxfp4_group(const float* x, int64_t n, uint8_t* block) {
+  double amax = 1e-30;
+  for (int64_t j = 0; j < n; ++j) {
+    if (!std::isfinite(x[j])) fail("quantize: value {} is not finite", x[j]);
+    amax = std::max(amax, std::fabs(double(x[j])));
+  }
+  const int e = int(std::clamp(std::ceil(std::log2(amax / 6.0)), -127.0, 127.0));
+  block[0] = uint8_t(e + 127);
+  uint8_t* q = block + 1;
+  std::memset(q, 0, 16);
+  for (int64_t j = 0; j < n; ++j) {
+    const double v = std::ldexp(double(x[j]), -e);
+    int code = 0;
+    for (int c = 1; c < 8; ++c) {
+      if (std::fabs(std::fabs(v) - double(kFp4Values[c])) < std::fabs(std::fabs(v) - double(kFp4Values[code])))
+        code = c;
+    }
+    if (v < 0 && code > 0) code += 8;
+    q[j / 2] = uint8_t(q[j / 2] | (j % 2 == 0 ? code : code << 4));
+  }
+}
+
 }  // namespace
 
 void encode_row(Codec c, const float* x, int64_t cols, uint8_t* out) {
@@ -67,7 +91,12 @@ void encode_row(Codec c, const float* x, int64_t cols, uint8_t* out) {
   }
   const int64_t g = codec_group(c);
   for (int64_t k0 = 0, b = 0; k0 < cols; k0 += g, ++b) {
-    encode_group(c, x + k0, std::min(g, cols - k0), out + size_t(b) * codec_block_bytes(c));
+    uint8_t* block = out + size_t(b) * codec_block_bytes(c);
+    if (c == Codec::MXFP4) {
+      encode_mxfp4_group(x + k0, std::min(g, cols - k0), block);
+    } else {
+      encode_group(c, x + k0, std::min(g, cols - k0), block);
+    }
   }
 }
 

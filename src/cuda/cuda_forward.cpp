@@ -234,7 +234,38 @@ class CudaForward final : public DeviceForward {
   int64_t graph_replays() const { return graph_replays_; }
 };
 
+namespace {
+// The parts of a layer plan (model/config.h) the CUDA forward runs so far; anything else is refused up front,
+// naming the layer and the part, rather than computed as if it were absent.
+void check_plan_runs_on_cuda(const ModelConfig& c) {
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerPlan& p = c.plan(l);
+    const char* what = nullptr;
+    if (p.attn.qk_norm == QkNorm::Whole) what = "q/k RMSNorm over the whole projection";
+    if (p.attn.clip_qkv > 0) what = "clip_qkv";
+    if (p.attn.o_bias) what = "a bias on the attention output";
+    if (p.attn.sinks) what = "attention sinks";
+    if (p.attn.window != c.sliding_window) what = "a sliding window on some layers only";
+    if (p.ffn.kind == FfnKind::Moe) {
+      const RouterPlan& r = p.ffn.router;
+      if (r.gating == Gating::TopKSoftmax) what = "a softmax over the top-k router logits";
+      if (r.gating == Gating::SigmoidGroupTopK) what = "sigmoid group-limited routing";
+      if (r.bias) what = "a router bias";
+      if (r.scale != 1.0f) what = "routed_scaling_factor";
+      if (p.ffn.act == Activation::ClampedSwiGLU) what = "the clamped SwiGLU";
+      if (p.ffn.expert_bias) what = "expert biases";
+      if (p.ffn.shared_width > 0) what = "a shared expert";
+    }
+    if (what != nullptr) {
+      fail("--device cuda: {} layer {} uses {}, which the CUDA forward does not run yet (use --device cpu)",
+           c.model_type, l, what);
+    }
+  }
+}
+}  // namespace
+
 CudaForward::CudaForward(Model& model, const CudaForwardOptions& o) : c_(model.config()), graphs_(o.graphs) {
+  check_plan_runs_on_cuda(c_);
   check(cudaSetDevice(o.device), "selecting the CUDA device");
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating the compute stream");
   for (cudaEvent_t& e : span_) check(cudaEventCreate(&e), "creating a timing event");

@@ -1,5 +1,8 @@
 #include "model/config.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "core/error.h"
 
 namespace seedling {
@@ -107,18 +110,46 @@ RopeConfig read_rope(const ConfigReader& r) {
         break;
       }
     }
-    if (type == "linear") {
-      if (!scaling->contains("factor") || !(*scaling)["factor"].is_number()) {
-        r.bad(where + ".factor", "linear rope scaling needs a numeric factor");
+    auto number = [&](const char* key, double fallback, bool required) {
+      if (!scaling->contains(key) || (*scaling)[key].is_null()) {
+        if (required) r.bad(where + "." + key, type + " rope scaling needs a number");
+        return fallback;
       }
-      rope.factor = (*scaling)["factor"].get<double>();
+      if (!(*scaling)[key].is_number()) r.bad(where + "." + key, "expected a number");
+      return (*scaling)[key].get<double>();
+    };
+    if (scaling->contains("partial_rotary_factor")) {
+      rope.partial_rotary_factor = number("partial_rotary_factor", 1.0, true);
+    }
+    if (type == "linear") {
+      rope.factor = number("factor", 1.0, true);
       if (!(rope.factor > 0)) r.bad(where + ".factor", "must be positive");
+    } else if (type == "yarn") {
+      rope.factor = number("factor", 1.0, true);
+      if (!(rope.factor >= 1)) r.bad(where + ".factor", "must be at least 1");
+      rope.beta_fast = number("beta_fast", 32.0, false);
+      rope.beta_slow = number("beta_slow", 1.0, false);
+      rope.attention_factor = number("attention_factor", 0.0, false);
+      rope.mscale = number("mscale", 0.0, false);
+      rope.mscale_all_dim = number("mscale_all_dim", 0.0, false);
+      const double orig = number("original_max_position_embeddings", 0.0, true);
+      if (!(orig >= 1) || orig != double(int(orig)))
+        r.bad(where + ".original_max_position_embeddings", "must be a positive integer");
+      rope.original_max_position_embeddings = int(orig);
+      if (scaling->contains("truncate")) {
+        if (!(*scaling)["truncate"].is_boolean()) r.bad(where + ".truncate", "expected true or false");
+        rope.truncate = (*scaling)["truncate"].get<bool>();
+      }
     } else if (type != "default") {
-      r.bad(where + ".rope_type", "'" + type + "' is not supported (supported: default, linear)");
+      r.bad(where + ".rope_type", "'" + type + "' is not supported (supported: default, linear, yarn)");
     }
     rope.type = type;
   }
+  if (r.has("partial_rotary_factor")) rope.partial_rotary_factor = r.get_double("partial_rotary_factor");
   if (!(rope.theta > 0)) r.bad("rope_theta", "must be positive");
+  if (!(rope.partial_rotary_factor > 0 && rope.partial_rotary_factor <= 1)) {
+    r.bad("partial_rotary_factor", fmt::format("{} must be in (0, 1]", rope.partial_rotary_factor));
+  }
   return rope;
 }
 
@@ -134,12 +165,21 @@ void read_common_config(const ConfigReader& r, ModelConfig* c) {
   c->intermediate_size = r.get_int_or("intermediate_size", 0);
   c->rms_norm_eps = float(r.get_double_or("rms_norm_eps", 1e-6));
   c->tie_word_embeddings = r.get_bool_or("tie_word_embeddings", false);
-  c->attention_bias = r.get_bool_or("attention_bias", false);
   c->max_position_embeddings = r.get_int_or("max_position_embeddings", 4096);
   c->rope = read_rope(r);
   const std::string act = r.get_string_or("hidden_act", "silu");
   if (act != "silu") r.bad("hidden_act", "'" + act + "' is not supported (supported: silu)");
   c->dtype = r.get_string_or("dtype", r.get_string_or("torch_dtype", ""));
+  if (r.has("quantization_config")) {
+    // MXFP4 is read as released (model/expert_parts.h); any other scheme's tensors would be misread: refuse it.
+    const json& q = r.root()["quantization_config"];
+    const std::string method = q.is_object() && q.contains("quant_method") && q["quant_method"].is_string()
+                                   ? q["quant_method"].get<std::string>()
+                                   : q.dump().substr(0, 80);
+    if (method != "mxfp4") {
+      r.bad("quantization_config.quant_method", "'" + method + "' is not supported (supported: mxfp4)");
+    }
+  }
   c->bos_token_id = r.get_int_or("bos_token_id", -1);
   c->eos_token_ids = r.get_int_list_or("eos_token_id", {});
   if (r.get_double_or("attention_dropout", 0.0) != 0.0) {
@@ -147,7 +187,74 @@ void read_common_config(const ConfigReader& r, ModelConfig* c) {
   }
 }
 
-void validate_config(const ModelConfig& c, const std::string& path) {
+void uniform_layer_plan(ModelConfig* c, const std::vector<uint8_t>& moe, const AttentionPlan& attn,
+                        const FfnPlan& ffn) {
+  c->layers.assign(size_t(c->num_layers), LayerPlan{});
+  for (int l = 0; l < c->num_layers; ++l) {
+    LayerPlan& p = c->layers[size_t(l)];
+    p.attn = attn;
+    if (moe[size_t(l)]) {
+      p.ffn = ffn;
+      p.ffn.kind = FfnKind::Moe;
+      p.ffn.width = c->moe_intermediate_size;
+    } else {
+      p.ffn.kind = FfnKind::Dense;
+      p.ffn.width = c->intermediate_size;
+    }
+  }
+}
+
+std::vector<uint8_t> read_sparse_layers(const ConfigReader& r, const ModelConfig& c) {
+  const int step = r.get_int_or("decoder_sparse_step", 1);
+  if (step < 1) r.bad("decoder_sparse_step", "must be at least 1");
+  const std::vector<int> dense = r.get_int_list_or("mlp_only_layers", {});
+  for (int l : dense) {
+    if (l < 0 || l >= c.num_layers) r.bad("mlp_only_layers", "layer " + std::to_string(l) + " does not exist");
+  }
+  std::vector<uint8_t> moe(size_t(c.num_layers), 0);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const bool listed = std::find(dense.begin(), dense.end(), l) != dense.end();
+    moe[size_t(l)] = !listed && c.num_experts > 0 && (l + 1) % step == 0;
+  }
+  return moe;
+}
+
+void read_layer_types(const ConfigReader& r, ModelConfig* c, int window) {
+  if (!r.has("layer_types")) return;
+  const json& v = r.root()["layer_types"];
+  if (!v.is_array() || int(v.size()) != c->num_layers) {
+    r.bad("layer_types",
+          fmt::format("expected a list of {} strings (one per layer), got {}", c->num_layers, v.dump().substr(0, 200)));
+  }
+  for (int l = 0; l < c->num_layers; ++l) {
+    const json& t = v[size_t(l)];
+    const std::string type = t.is_string() ? t.get<std::string>() : t.dump();
+    if (type == "full_attention") {
+      c->layers[size_t(l)].attn.window = 0;
+    } else if (type == "sliding_attention") {
+      if (window <= 0)
+        r.bad("layer_types", fmt::format("layer {} is sliding_attention but sliding_window is not set", l));
+      c->layers[size_t(l)].attn.window = window;
+    } else {
+      r.bad("layer_types",
+            fmt::format("entry {} '{}' is not supported (supported: full_attention, sliding_attention)", l, type));
+    }
+  }
+}
+
+void finish_layer_plan(ModelConfig* c) {
+  c->layer_has_experts.assign(c->layers.size(), 0);
+  c->qk_norm = !c->layers.empty();
+  c->sliding_window = c->layers.empty() ? 0 : c->layers[0].attn.window;
+  for (size_t l = 0; l < c->layers.size(); ++l) {
+    const LayerPlan& p = c->layers[l];
+    c->layer_has_experts[l] = p.ffn.kind == FfnKind::Moe;
+    if (p.ffn.kind == FfnKind::Moe) c->norm_topk_prob = p.ffn.router.renormalize;
+    c->qk_norm = c->qk_norm && p.attn.qk_norm == QkNorm::PerHead;
+  }
+}
+
+void validate_config(ModelConfig& c, const std::string& path) {
   auto need = [&](bool ok, const char* key, const std::string& what) {
     if (!ok) fail("{}: key '{}': {}", path, key, what);
   };
@@ -162,13 +269,39 @@ void validate_config(const ModelConfig& c, const std::string& path) {
   need(c.experts_per_token > 0 && c.experts_per_token <= c.num_experts, "num_experts_per_tok",
        fmt::format("{} must be between 1 and the number of experts {}", c.experts_per_token, c.num_experts));
   need(c.moe_intermediate_size > 0, "moe_intermediate_size", "must be positive");
-  need(c.sliding_window >= 0, "sliding_window", "must not be negative");
-  need(int(c.layer_has_experts.size()) == c.num_layers, "num_hidden_layers", "layer plan does not match");
+  need(int(c.layers.size()) == c.num_layers, "num_hidden_layers", "layer plan does not match");
+  const int rot = c.rotary_dim();
+  need(rot >= 2 && rot % 2 == 0 && rot <= c.head_dim, "partial_rotary_factor",
+       fmt::format("gives {} rotary dimensions of head_dim {}: expected an even number from 2 to head_dim", rot,
+                   c.head_dim));
   for (int l = 0; l < c.num_layers; ++l) {
-    if (!c.layer_has_experts[size_t(l)]) {
+    const LayerPlan& p = c.layers[size_t(l)];
+    need(p.attn.window >= 0, "sliding_window", "must not be negative");
+    need(p.attn.clip_qkv >= 0, "clip_qkv", "must not be negative");
+    if (p.ffn.kind == FfnKind::Dense) {
       need(c.intermediate_size > 0, "intermediate_size", "must be positive when some layers are dense");
+      continue;
+    }
+    const RouterPlan& r = p.ffn.router;
+    need(r.n_group >= 1 && c.num_experts % r.n_group == 0, "n_group",
+         fmt::format("{} must be positive and divide the {} experts", r.n_group, c.num_experts));
+    need(r.topk_group >= 1 && r.topk_group <= r.n_group, "topk_group",
+         fmt::format("{} must be between 1 and n_group {}", r.topk_group, r.n_group));
+    if (r.gating == Gating::SigmoidGroupTopK) {
+      need(c.num_experts / r.n_group >= 2, "n_group",
+           fmt::format("{} groups of {} experts: a group's score is its two best experts", r.n_group,
+                       c.num_experts / r.n_group));
+      need(c.experts_per_token <= r.topk_group * (c.num_experts / r.n_group), "num_experts_per_tok",
+           fmt::format("{} is more than the {} experts of topk_group {} groups", c.experts_per_token,
+                       r.topk_group * (c.num_experts / r.n_group), r.topk_group));
+    }
+    need(std::isfinite(r.scale) && r.scale > 0, "routed_scaling_factor", "must be a positive number");
+    need(p.ffn.shared_width >= 0, "shared_expert_intermediate_size", "must not be negative");
+    if (p.ffn.act == Activation::ClampedSwiGLU) {
+      need(std::isfinite(p.ffn.swiglu_limit) && p.ffn.swiglu_limit > 0, "swiglu_limit", "must be positive");
     }
   }
+  finish_layer_plan(&c);
 }
 
 }  // namespace seedling

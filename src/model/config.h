@@ -14,9 +14,67 @@
 namespace seedling {
 
 struct RopeConfig {
-  std::string type = "default";  // default | linear
+  std::string type = "default";  // default | linear | yarn
   double theta = 10000.0;
-  double factor = 1.0;  // linear: positions divided by factor
+  double factor = 1.0;                 // linear: positions divided by factor; yarn: the context extension
+  double partial_rotary_factor = 1.0;  // rotary dimensions = head_dim * this (the rest pass unrotated)
+  // yarn only (transformers' _compute_yarn_parameters): the ramp between beta_fast and beta_slow rotations over
+  // original_max_position_embeddings; attention_factor scales cos and sin (0: 0.1 ln(factor) + 1, or mscale's).
+  double beta_fast = 32.0, beta_slow = 1.0;
+  int original_max_position_embeddings = 0;
+  double attention_factor = 0.0;
+  double mscale = 0.0, mscale_all_dim = 0.0;
+  bool truncate = true;
+};
+
+// The layer plan (model/plan.h builds the forward from it): what each layer's mixer, FFN and router are. Each
+// family's read_config fills one LayerPlan per layer from its own keys; every block reads only these.
+enum class QkNorm : uint8_t {
+  None,
+  PerHead,  // RMSNorm over each head of q and k, weights (head_dim) (qwen3_moe)
+  Whole,    // RMSNorm over the whole q (q_dim) and k (kv_dim) projections before the heads split (olmoe)
+};
+struct AttentionPlan {
+  QkNorm qk_norm = QkNorm::None;
+  bool qkv_bias = false;  // biases on q, k and v
+  bool o_bias = false;
+  bool sinks = false;     // one learned logit per head in the softmax's denominator (gpt_oss)
+  float clip_qkv = 0.0f;  // > 0: q, k and v clamped to [-clip_qkv, clip_qkv] after their norms (olmoe)
+  int window = 0;         // 0: full causal attention; else each query sees the last `window` positions
+};
+enum class Gating : uint8_t {
+  SoftmaxTopK,       // softmax over all experts, then the top k (qwen3_moe, mixtral, olmoe, qwen2_moe)
+  TopKSoftmax,       // the top k of the logits, then a softmax over those k (gpt_oss)
+  SigmoidGroupTopK,  // sigmoid scores; selection over score + correction bias within the best groups (glm4_moe)
+};
+struct RouterPlan {
+  Gating gating = Gating::SoftmaxTopK;
+  bool renormalize = true;       // the k weights divided by their sum
+  bool bias = false;             // a bias on the router's logits (gpt_oss)
+  bool correction_bias = false;  // e_score_correction_bias, added for the selection only
+  int n_group = 1, topk_group = 1;
+  float scale = 1.0f;  // routed_scaling_factor, times the final weights
+};
+enum class FfnKind : uint8_t { Dense, Moe };
+enum class Activation : uint8_t {
+  SwiGLU,         // silu(gate) * up
+  ClampedSwiGLU,  // (clamp(up, -limit, limit) + 1) * g * sigmoid(alpha g), g = min(gate, limit) (gpt_oss)
+};
+struct FfnPlan {
+  FfnKind kind = FfnKind::Moe;
+  int width = 0;  // the dense MLP's width (Dense) or one routed expert's (Moe)
+  Activation act = Activation::SwiGLU;
+  float swiglu_alpha = 1.702f, swiglu_limit = 7.0f;  // ClampedSwiGLU
+  bool expert_bias = false;                          // biases on the routed experts' projections (gpt_oss)
+  int shared_width = 0;      // > 0: an always-on shared expert of this width beside the routed ones
+  bool shared_gate = false;  // the shared expert's output times sigmoid(shared_expert_gate . x) (qwen2_moe)
+  RouterPlan router;
+};
+enum class Mixer : uint8_t { Attention };
+struct LayerPlan {
+  Mixer mixer = Mixer::Attention;
+  AttentionPlan attn;
+  FfnPlan ffn;
 };
 
 struct ModelConfig {
@@ -30,15 +88,17 @@ struct ModelConfig {
   int intermediate_size = 0;  // width of the dense MLP of layers without experts
   int num_experts = 0;
   int experts_per_token = 0;
-  int moe_intermediate_size = 0;           // width of one routed expert
-  bool norm_topk_prob = true;              // renormalise the top-k routing weights to sum to 1
+  int moe_intermediate_size = 0;  // width of one routed expert
+  std::vector<LayerPlan> layers;  // [num_layers]: the plan every block follows
+  // Derived from `layers` by finish_layer_plan, for the parts that predate the plan (the CUDA forward, the packed
+  // manifest): whether each layer routes experts, and the one router/attention setting every layer shares.
   std::vector<uint8_t> layer_has_experts;  // [num_layers]
-  bool qk_norm = false;                    // RMSNorm over each head of q and k (Qwen3)
-  bool attention_bias = false;
+  bool norm_topk_prob = true;
+  bool qk_norm = false;  // every layer PerHead
+  int sliding_window = 0;
   bool tie_word_embeddings = false;
   float rms_norm_eps = 1e-6f;
   RopeConfig rope;
-  int sliding_window = 0;  // 0: full causal attention; else each query sees the last `sliding_window` positions
   int max_position_embeddings = 0;
   std::string dtype;  // as stated by config.json (informational)
   int bos_token_id = -1;
@@ -46,6 +106,9 @@ struct ModelConfig {
 
   int q_dim() const { return num_heads * head_dim; }
   int kv_dim() const { return num_kv_heads * head_dim; }
+  int rotary_dim() const { return int(double(head_dim) * rope.partial_rotary_factor); }
+  const LayerPlan& plan(int layer) const { return layers[size_t(layer)]; }
+  bool has_experts(int layer) const { return layers[size_t(layer)].ffn.kind == FfnKind::Moe; }
 };
 
 // Reads typed values from a config.json object; every failure names the file and the key.
@@ -76,7 +139,19 @@ class ConfigReader {
 
 // Fields every llama-style family shares: sizes, heads, norms, rope (both dialects), activation, dtype, ids.
 void read_common_config(const ConfigReader& r, ModelConfig* c);
-// Checks sizes are positive and consistent (heads divide, top-k <= experts, ...).
-void validate_config(const ModelConfig& c, const std::string& path);
+// One plan per layer from what a family read: `moe[l]` says whether layer l routes experts (of
+// moe_intermediate_size, else a dense MLP of intermediate_size); every layer gets `attn` and the MoE layers `ffn`
+// (its kind and width are set here). Families adjust single layers afterwards (windows, dense layers).
+void uniform_layer_plan(ModelConfig* c, const std::vector<uint8_t>& moe, const AttentionPlan& attn, const FfnPlan& ffn);
+// The layers with routed experts in the Qwen dialect: not in mlp_only_layers and on the decoder_sparse_step grid.
+std::vector<uint8_t> read_sparse_layers(const ConfigReader& r, const ModelConfig& c);
+// The layer_types list (transformers 5.x: "full_attention" | "sliding_attention" per layer): sets each layer's
+// window to `window` or 0; an unknown entry or a wrong length is an Error naming the key.
+void read_layer_types(const ConfigReader& r, ModelConfig* c, int window);
+// Fills the derived fields (layer_has_experts, ...) from `layers`; validate_config calls it.
+void finish_layer_plan(ModelConfig* c);
+// Checks sizes are positive and consistent (heads divide, top-k <= experts, groups divide experts, ...) and fills
+// the plan's derived fields.
+void validate_config(ModelConfig& c, const std::string& path);
 
 }  // namespace seedling

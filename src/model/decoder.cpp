@@ -1,5 +1,7 @@
-// model/decoder.cpp - the forward pass of the Llama-MoE shape, composed from ops/. Families switch its parts
-// through ModelConfig (qk_norm, attention_bias, sliding_window, norm_topk_prob, dense layers).
+// model/decoder.cpp - the forward pass, composed from ops/: each layer runs the blocks its LayerPlan names
+// (config.h): GQA attention with its options (biases, q/k norm per head or whole, clip, partial rotary, sinks, a
+// window), then a dense SwiGLU MLP or routed experts (softmax, top-k-softmax or sigmoid-group router; SwiGLU or
+// clamped SwiGLU, with biases) beside an optional shared expert.
 #include <algorithm>
 #include <cmath>
 
@@ -58,6 +60,7 @@ void Model::forward(std::span<const BatchRow> rows, float* logits) {
 void Model::attention(int layer, std::span<const BatchRow> rows, const float* xn, float* out) {
   const ModelConfig& c = config_;
   const LayerWeights& lw = w_.layers[size_t(layer)];
+  const AttentionPlan& plan = c.plan(layer).attn;
   const int64_t M = int64_t(rows.size());
   const int Q = c.q_dim(), KV = c.kv_dim(), hd = c.head_dim;
   std::vector<float> q(size_t(M * Q)), k(size_t(M * KV)), v(size_t(M * KV)), att(size_t(M * Q));
@@ -70,14 +73,22 @@ void Model::attention(int layer, std::span<const BatchRow> rows, const float* xn
     float* qi = q.data() + i * Q;
     float* ki = k.data() + i * KV;
     float* vi = v.data() + i * KV;
-    if (!lw.q_bias.empty()) {
-      for (int j = 0; j < Q; ++j) qi[j] = qi[j] + lw.q_bias[size_t(j)];
-      for (int j = 0; j < KV; ++j) ki[j] = ki[j] + lw.k_bias[size_t(j)];
-      for (int j = 0; j < KV; ++j) vi[j] = vi[j] + lw.v_bias[size_t(j)];
+    if (plan.qkv_bias) {
+      ops::add_to(qi, lw.q_bias.data(), Q);
+      ops::add_to(ki, lw.k_bias.data(), KV);
+      ops::add_to(vi, lw.v_bias.data(), KV);
     }
-    if (c.qk_norm) {
+    if (plan.qk_norm == QkNorm::PerHead) {
       ops::rms_norm(qi, c.num_heads, hd, lw.q_norm.data(), c.rms_norm_eps);
       ops::rms_norm(ki, c.num_kv_heads, hd, lw.k_norm.data(), c.rms_norm_eps);
+    } else if (plan.qk_norm == QkNorm::Whole) {
+      ops::rms_norm(qi, 1, Q, lw.q_norm.data(), c.rms_norm_eps);
+      ops::rms_norm(ki, 1, KV, lw.k_norm.data(), c.rms_norm_eps);
+    }
+    if (plan.clip_qkv > 0) {
+      ops::clamp(qi, Q, -plan.clip_qkv, plan.clip_qkv);
+      ops::clamp(ki, KV, -plan.clip_qkv, plan.clip_qkv);
+      ops::clamp(vi, KV, -plan.clip_qkv, plan.clip_qkv);
     }
     const BatchRow& r = rows[size_t(i)];
     ops::apply_rope(qi, c.num_heads, hd, r.pos, rope_);
@@ -86,7 +97,8 @@ void Model::attention(int layer, std::span<const BatchRow> rows, const float* xn
     std::copy_n(ki, KV, r.kv->keys(layer) + int64_t(r.pos) * KV);
     std::copy_n(vi, KV, r.kv->values(layer) + int64_t(r.pos) * KV);
   }
-  const ops::AttentionShape shape{c.num_heads, c.num_kv_heads, hd, 1.0f / std::sqrt(float(hd))};
+  ops::AttentionShape shape{c.num_heads, c.num_kv_heads, hd, 1.0f / std::sqrt(float(hd))};
+  shape.sinks = plan.sinks ? lw.sinks.data() : nullptr;
   // One work item per (row, head); each reads only its own sequence's cache.
   const int64_t items = M * c.num_heads;
   ThreadPool::global().parallel_for(size_t(items), 1, [&](size_t b, size_t e) {
@@ -95,7 +107,7 @@ void Model::attention(int layer, std::span<const BatchRow> rows, const float* xn
       const int64_t i = int64_t(it) / c.num_heads;
       const int h = int(int64_t(it) % c.num_heads);
       const BatchRow& r = rows[size_t(i)];
-      const int first = c.sliding_window > 0 ? std::max(0, r.pos - c.sliding_window + 1) : 0;
+      const int first = plan.window > 0 ? std::max(0, r.pos - plan.window + 1) : 0;
       scratch.resize(size_t(r.pos - first + 1));
       ops::attention_row(q.data() + i * Q, r.kv->keys(layer), r.kv->values(layer), first, r.pos, shape, h, h + 1,
                          att.data() + i * Q, scratch.data());
@@ -103,35 +115,66 @@ void Model::attention(int layer, std::span<const BatchRow> rows, const float* xn
   });
   if (activation_observer_ != nullptr) activation_observer_->on_input(layer, MatrixInput::AttnO, -1, att.data(), M, Q);
   ops::matmul(att.data(), M, lw.o, out);  // (M, H)
+  if (plan.o_bias) {
+    for (int64_t i = 0; i < M; ++i) ops::add_to(out + i * c.hidden_size, lw.o_bias.data(), c.hidden_size);
+  }
+}
+
+void Model::route(int layer, int64_t M, const float* xn, int* chosen, float* weight) {
+  const ModelConfig& c = config_;
+  const LayerWeights& lw = w_.layers[size_t(layer)];
+  const RouterPlan& plan = c.plan(layer).ffn.router;
+  const int E = c.num_experts, K = c.experts_per_token;
+  // Router: (M, E) logits -> the plan's gating -> top-k ids and weights per row.
+  std::vector<float> logits(size_t(M * E)), scratch;
+  ops::matmul(xn, M, lw.router, logits.data());
+  for (int64_t i = 0; i < M; ++i) {
+    float* p = logits.data() + i * E;
+    int* ids = chosen + i * K;
+    float* w = weight + i * K;
+    if (plan.bias) ops::add_to(p, lw.router_bias.data(), E);
+    switch (plan.gating) {
+      case Gating::SoftmaxTopK:
+        ops::softmax(p, E);
+        ops::top_k(p, E, K, ids);
+        for (int s = 0; s < K; ++s) w[s] = p[ids[s]];
+        break;
+      case Gating::TopKSoftmax:
+        ops::top_k(p, E, K, ids);
+        for (int s = 0; s < K; ++s) w[s] = p[ids[s]];
+        ops::softmax(w, K);
+        break;
+      case Gating::SigmoidGroupTopK:
+        for (int e = 0; e < E; ++e) p[e] = ops::sigmoid(p[e]);
+        ops::group_top_k(p, plan.correction_bias ? lw.router_correction.data() : nullptr, E, plan.n_group,
+                         plan.topk_group, K, ids, &scratch);
+        for (int s = 0; s < K; ++s) w[s] = p[ids[s]];
+        break;
+    }
+    if (plan.renormalize && plan.gating != Gating::TopKSoftmax) {
+      float sum = 0.0f;
+      for (int s = 0; s < K; ++s) sum = sum + w[s];
+      // transformers adds 1e-20 to the sum for sigmoid scores (they need not sum to 1), nothing for softmax ones.
+      if (plan.gating == Gating::SigmoidGroupTopK) sum = sum + 1e-20f;
+      for (int s = 0; s < K; ++s) w[s] = w[s] / sum;
+    }
+    if (plan.scale != 1.0f) {
+      for (int s = 0; s < K; ++s) w[s] = w[s] * plan.scale;
+    }
+    if (route_source_ != nullptr) route_source_->route(layer, int(i), {ids, size_t(K)}, {w, size_t(K)});
+    if (observer_ != nullptr) observer_->on_route(layer, int(i), {ids, size_t(K)}, {w, size_t(K)});
+  }
 }
 
 void Model::moe(int layer, int64_t M, const float* xn, float* out) {
   const ModelConfig& c = config_;
   const LayerWeights& lw = w_.layers[size_t(layer)];
+  const FfnPlan& plan = c.plan(layer).ffn;
   const int E = c.num_experts, K = c.experts_per_token;
-  const int64_t H = c.hidden_size, I = c.moe_intermediate_size;
-  // Router: (M, E) logits -> softmax -> top-k ids and weights per row.
-  std::vector<float> probs(size_t(M * E));
-  ops::matmul(xn, M, lw.router, probs.data());
+  const int64_t H = c.hidden_size, I = plan.width;
   std::vector<int> chosen(size_t(M * K));
   std::vector<float> weight(size_t(M * K));
-  for (int64_t i = 0; i < M; ++i) {
-    float* p = probs.data() + i * E;
-    ops::softmax(p, E);
-    int* ids = chosen.data() + i * K;
-    float* w = weight.data() + i * K;
-    ops::top_k(p, E, K, ids);
-    float sum = 0.0f;
-    for (int s = 0; s < K; ++s) {
-      w[s] = p[ids[s]];
-      sum = sum + w[s];
-    }
-    if (c.norm_topk_prob) {
-      for (int s = 0; s < K; ++s) w[s] = w[s] / sum;
-    }
-    if (route_source_ != nullptr) route_source_->route(layer, int(i), {ids, size_t(K)}, {w, size_t(K)});
-    if (observer_ != nullptr) observer_->on_route(layer, int(i), {ids, size_t(K)}, {w, size_t(K)});
-  }
+  route(layer, M, xn, chosen.data(), weight.data());
   // Rows grouped by expert, so each chosen expert is fetched once per batch and runs as one matrix product.
   std::vector<std::vector<int64_t>> slots_of(static_cast<size_t>(E));  // expert -> indices into chosen (i * K + s)
   for (int64_t j = 0; j < M * K; ++j) slots_of[size_t(chosen[size_t(j)])].push_back(j);
@@ -159,11 +202,24 @@ void Model::moe(int layer, int64_t M, const float* xn, float* out) {
     d.resize(size_t(n * H));
     ops::matmul(xe.data(), n, ew.gate, g.data());  // (n, I)
     ops::matmul(xe.data(), n, ew.up, u.data());    // (n, I)
-    ops::silu_mul(g.data(), u.data(), a.data(), n * I);
+    if (plan.expert_bias) {
+      for (int64_t r = 0; r < n; ++r) {
+        ops::add_to(g.data() + r * I, lw.expert_gate_bias.data() + e * I, I);
+        ops::add_to(u.data() + r * I, lw.expert_up_bias.data() + e * I, I);
+      }
+    }
+    if (plan.act == Activation::ClampedSwiGLU) {
+      ops::clamped_swiglu(g.data(), u.data(), a.data(), n * I, plan.swiglu_alpha, plan.swiglu_limit);
+    } else {
+      ops::silu_mul(g.data(), u.data(), a.data(), n * I);
+    }
     if (activation_observer_ != nullptr)
       activation_observer_->on_input(layer, MatrixInput::ExpertDown, e, a.data(), n, I);
     ops::matmul(a.data(), n, ew.down, d.data());  // (n, H)
     experts_->release(layer, e);
+    if (plan.expert_bias) {
+      for (int64_t r = 0; r < n; ++r) ops::add_to(d.data() + r * H, lw.expert_down_bias.data() + e * H, H);
+    }
     for (int64_t r = 0; r < n; ++r) std::copy_n(d.data() + r * H, H, expert_out.data() + slots[size_t(r)] * H);
   }
   // Combine in each row's own slot order, so a row's sum never depends on the other rows of the batch.
@@ -176,19 +232,33 @@ void Model::moe(int layer, int64_t M, const float* xn, float* out) {
       for (int64_t h = 0; h < H; ++h) o[h] = o[h] + w * src[h];
     }
   }
+  if (plan.shared_width == 0) return;
+  // The shared expert, always on, added to the routed sum (times sigmoid(shared_expert_gate . x) where gated).
+  std::vector<float> shared(static_cast<size_t>(M * H)), gate(static_cast<size_t>(M));
+  ops::swiglu_mlp(xn, M, lw.shared_gate, lw.shared_up, lw.shared_down, shared.data());
+  if (plan.shared_gate) ops::matmul(xn, M, lw.shared_expert_gate, gate.data());
+  for (int64_t i = 0; i < M; ++i) {
+    const float sg = plan.shared_gate ? ops::sigmoid(gate[size_t(i)]) : 1.0f;
+    float* o = out + i * H;
+    const float* sh = shared.data() + i * H;
+    if (plan.shared_gate) {
+      for (int64_t h = 0; h < H; ++h) o[h] = o[h] + sg * sh[h];
+    } else {
+      for (int64_t h = 0; h < H; ++h) o[h] = o[h] + sh[h];
+    }
+  }
 }
 
 void Model::dense_mlp(int layer, int64_t M, const float* xn, float* out) {
   const LayerWeights& lw = w_.layers[size_t(layer)];
   const int64_t I = lw.mlp_gate.rows;
-  std::vector<float> g(size_t(M * I)), u(size_t(M * I));
   if (activation_observer_ != nullptr)
     activation_observer_->on_input(layer, MatrixInput::MlpGateUp, -1, xn, M, config_.hidden_size);
-  ops::matmul(xn, M, lw.mlp_gate, g.data());
-  ops::matmul(xn, M, lw.mlp_up, u.data());
-  ops::silu_mul(g.data(), u.data(), g.data(), M * I);
-  if (activation_observer_ != nullptr) activation_observer_->on_input(layer, MatrixInput::MlpDown, -1, g.data(), M, I);
-  ops::matmul(g.data(), M, lw.mlp_down, out);
+  ops::MlpObserver seen;
+  if (activation_observer_ != nullptr) {
+    seen = [&](const float* a) { activation_observer_->on_input(layer, MatrixInput::MlpDown, -1, a, M, I); };
+  }
+  ops::swiglu_mlp(xn, M, lw.mlp_gate, lw.mlp_up, lw.mlp_down, out, seen);
 }
 
 }  // namespace seedling

@@ -6,25 +6,174 @@ namespace seedling {
 
 extern const Family kQwen3MoeFamily;
 extern const Family kMixtralFamily;
+extern const Family kOlmoeFamily;
+extern const Family kQwen2MoeFamily;
+extern const Family kGlm4MoeFamily;
+extern const Family kGptOssFamily;
 
 namespace {
-const Family* const kFamilies[] = {&kQwen3MoeFamily, &kMixtralFamily};
+const Family* const kFamilies[] = {&kQwen3MoeFamily, &kMixtralFamily, &kOlmoeFamily,
+                                   &kQwen2MoeFamily, &kGlm4MoeFamily, &kGptOssFamily};
 }
 
-LayerTensorNames llama_attention_names(const ModelConfig& c, const std::string& p) {
-  LayerTensorNames n;
+const char* role_name(Role r) {
+  switch (r) {
+    case Role::AttnNorm:
+      return "attn_norm";
+    case Role::FfnNorm:
+      return "ffn_norm";
+    case Role::Q:
+      return "q";
+    case Role::K:
+      return "k";
+    case Role::V:
+      return "v";
+    case Role::O:
+      return "o";
+    case Role::QBias:
+      return "q_bias";
+    case Role::KBias:
+      return "k_bias";
+    case Role::VBias:
+      return "v_bias";
+    case Role::OBias:
+      return "o_bias";
+    case Role::QNorm:
+      return "q_norm";
+    case Role::KNorm:
+      return "k_norm";
+    case Role::Sinks:
+      return "sinks";
+    case Role::Router:
+      return "router";
+    case Role::RouterBias:
+      return "router_bias";
+    case Role::RouterCorrection:
+      return "router_correction";
+    case Role::MlpGate:
+      return "mlp_gate";
+    case Role::MlpUp:
+      return "mlp_up";
+    case Role::MlpDown:
+      return "mlp_down";
+    case Role::SharedGate:
+      return "shared_gate";
+    case Role::SharedUp:
+      return "shared_up";
+    case Role::SharedDown:
+      return "shared_down";
+    case Role::SharedExpertGate:
+      return "shared_expert_gate";
+    case Role::ExpertGateUpBias:
+      return "expert_gate_up_bias";
+    case Role::ExpertDownBias:
+      return "expert_down_bias";
+    case Role::Embed:
+      return "embed";
+    case Role::FinalNorm:
+      return "final_norm";
+    case Role::Head:
+      return "head";
+  }
+  return "?";
+}
+
+LayerNames llama_attention_names(const std::string& p) {
+  LayerNames n;
   n.attn_norm = p + "input_layernorm.weight";
   n.ffn_norm = p + "post_attention_layernorm.weight";
-  n.q = p + "self_attn.q_proj.weight";
-  n.k = p + "self_attn.k_proj.weight";
-  n.v = p + "self_attn.v_proj.weight";
-  n.o = p + "self_attn.o_proj.weight";
-  if (c.attention_bias) {
-    n.q_bias = p + "self_attn.q_proj.bias";
-    n.k_bias = p + "self_attn.k_proj.bias";
-    n.v_bias = p + "self_attn.v_proj.bias";
+  for (auto [proj, w, b] : {std::tuple{"q", &n.q, &n.q_bias}, std::tuple{"k", &n.k, &n.k_bias},
+                            std::tuple{"v", &n.v, &n.v_bias}, std::tuple{"o", &n.o, &n.o_bias}}) {
+    *w = p + "self_attn." + proj + "_proj.weight";
+    *b = p + "self_attn." + proj + "_proj.bias";
   }
+  n.q_norm = p + "self_attn.q_norm.weight";
+  n.k_norm = p + "self_attn.k_norm.weight";
   return n;
+}
+
+void swiglu_names(const std::string& prefix, std::string* gate, std::string* up, std::string* down) {
+  *gate = prefix + "gate_proj.weight";
+  *up = prefix + "up_proj.weight";
+  *down = prefix + "down_proj.weight";
+}
+
+ExpertParts per_expert_parts(const std::string& prefix, const char* gate, const char* up, const char* down) {
+  ExpertParts p;
+  p[0].name = prefix + gate + ".weight";
+  p[1].name = prefix + up + ".weight";
+  p[2].name = prefix + down + ".weight";
+  return p;
+}
+
+ExpertParts mlp_expert_parts(const ModelConfig&, int layer, int expert) {
+  return per_expert_parts("model.layers." + std::to_string(layer) + ".mlp.experts." + std::to_string(expert) + ".",
+                          "gate_proj", "up_proj", "down_proj");
+}
+
+std::vector<TensorSpec> layer_tensors(const ModelConfig& c, const Family& f, int layer) {
+  const LayerPlan& plan = c.plan(layer);
+  const LayerNames n = f.layer_names(c, layer);
+  const int64_t H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim(), E = c.num_experts;
+  std::vector<TensorSpec> out;
+  auto add = [&](Role role, const std::string& name, std::vector<int64_t> shape, bool dense) {
+    SEEDLING_CHECK(!name.empty(), "family {} names no tensor for role {} of layer {}", f.model_type, role_name(role),
+                   layer);
+    out.push_back({role, name, std::move(shape), dense, layer});
+  };
+  const AttentionPlan& a = plan.attn;
+  add(Role::AttnNorm, n.attn_norm, {H}, false);
+  add(Role::FfnNorm, n.ffn_norm, {H}, false);
+  add(Role::Q, n.q, {Q, H}, true);
+  add(Role::K, n.k, {KV, H}, true);
+  add(Role::V, n.v, {KV, H}, true);
+  add(Role::O, n.o, {H, Q}, true);
+  if (a.qkv_bias) {
+    add(Role::QBias, n.q_bias, {Q}, false);
+    add(Role::KBias, n.k_bias, {KV}, false);
+    add(Role::VBias, n.v_bias, {KV}, false);
+  }
+  if (a.qk_norm != QkNorm::None) {
+    const bool whole = a.qk_norm == QkNorm::Whole;
+    add(Role::QNorm, n.q_norm, {whole ? Q : c.head_dim}, false);
+    add(Role::KNorm, n.k_norm, {whole ? KV : c.head_dim}, false);
+  }
+  if (a.o_bias) add(Role::OBias, n.o_bias, {H}, false);
+  if (a.sinks) add(Role::Sinks, n.sinks, {c.num_heads}, false);
+  const FfnPlan& ffn = plan.ffn;
+  if (ffn.kind == FfnKind::Dense) {
+    add(Role::MlpGate, n.mlp_gate, {ffn.width, H}, true);
+    add(Role::MlpUp, n.mlp_up, {ffn.width, H}, true);
+    add(Role::MlpDown, n.mlp_down, {H, ffn.width}, true);
+    return out;
+  }
+  add(Role::Router, n.router, {E, H}, false);
+  if (ffn.router.bias) add(Role::RouterBias, n.router_bias, {E}, false);
+  if (ffn.router.correction_bias) add(Role::RouterCorrection, n.router_correction, {E}, false);
+  if (ffn.shared_width > 0) {
+    add(Role::SharedGate, n.shared_gate, {ffn.shared_width, H}, true);
+    add(Role::SharedUp, n.shared_up, {ffn.shared_width, H}, true);
+    add(Role::SharedDown, n.shared_down, {H, ffn.shared_width}, true);
+    if (ffn.shared_gate) add(Role::SharedExpertGate, n.shared_expert_gate, {1, H}, false);
+  }
+  if (ffn.expert_bias) {
+    add(Role::ExpertGateUpBias, n.expert_gate_up_bias, {E, 2 * int64_t(ffn.width)}, false);
+    add(Role::ExpertDownBias, n.expert_down_bias, {E, H}, false);
+  }
+  return out;
+}
+
+void for_each_tensor(const ModelConfig& c, const Family& f, bool with_head,
+                     const std::function<void(const TensorSpec&)>& tensor,
+                     const std::function<void(int layer)>& experts) {
+  const int64_t H = c.hidden_size, V = c.vocab_size;
+  tensor({Role::Embed, f.embed, {V, H}, true});
+  tensor({Role::FinalNorm, f.final_norm, {H}, false});
+  if (with_head) tensor({Role::Head, f.lm_head, {V, H}, true});
+  for (int l = 0; l < c.num_layers; ++l) {
+    for (const TensorSpec& t : layer_tensors(c, f, l)) tensor(t);
+    if (c.has_experts(l)) experts(l);
+  }
 }
 
 const Family& family_for(const std::string& model_type, const std::string& config_path) {

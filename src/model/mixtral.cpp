@@ -1,6 +1,7 @@
-// model/mixtral.cpp - Mixtral (Mixtral-8x7B, 8x22B): every layer routes top-k of num_local_experts SwiGLU experts
-// (w1 gate, w3 up, w2 down) with the top-k softmax weights renormalised; GQA or MQA attention without q/k norm;
-// an optional sliding window.
+// model/mixtral.cpp - Mixtral (Mixtral-8x7B, 8x22B).
+//
+// Plan: every layer routes top-k of num_local_experts SwiGLU experts (w1 gate, w3 up, w2 down) with the top-k
+// softmax weights renormalised; GQA or MQA attention without q/k norm; an optional sliding window.
 #include <string>
 
 #include "model/family.h"
@@ -14,22 +15,23 @@ void read_config(const ConfigReader& r, ModelConfig* c) {
   c->num_experts = r.get_int_any({"num_local_experts", "num_experts"});
   c->experts_per_token = r.get_int("num_experts_per_tok");
   c->moe_intermediate_size = r.get_int("intermediate_size");
-  c->norm_topk_prob = true;
-  c->sliding_window = r.get_int_or("sliding_window", 0);
-  c->layer_has_experts.assign(size_t(c->num_layers), 1);
+  AttentionPlan attn;
+  attn.qkv_bias = attn.o_bias = r.get_bool_or("attention_bias", false);
+  attn.window = r.get_int_or("sliding_window", 0);
+  uniform_layer_plan(c, std::vector<uint8_t>(size_t(c->num_layers), 1), attn, FfnPlan{});
 }
 
-LayerTensorNames layer_names(const ModelConfig& c, int layer) {
+LayerNames layer_names(const ModelConfig&, int layer) {
   const std::string p = "model.layers." + std::to_string(layer) + ".";
-  LayerTensorNames n = llama_attention_names(c, p);
+  LayerNames n = llama_attention_names(p);
   n.router = p + "block_sparse_moe.gate.weight";
   return n;
 }
 
-ExpertTensorNames expert_names(int layer, int expert) {
-  const std::string p =
-      "model.layers." + std::to_string(layer) + ".block_sparse_moe.experts." + std::to_string(expert) + ".";
-  return {p + "w1.weight", p + "w3.weight", p + "w2.weight"};
+ExpertParts expert_parts(const ModelConfig&, int layer, int expert) {
+  return per_expert_parts(
+      "model.layers." + std::to_string(layer) + ".block_sparse_moe.experts." + std::to_string(expert) + ".", "w1", "w3",
+      "w2");
 }
 
 }  // namespace
@@ -37,6 +39,6 @@ ExpertTensorNames expert_names(int layer, int expert) {
 extern const Family kMixtralFamily;
 const Family kMixtralFamily = {"mixtral",           read_config,      "model.embed_tokens.weight",
                                "model.norm.weight", "lm_head.weight", layer_names,
-                               expert_names};
+                               expert_parts};
 
 }  // namespace seedling

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "experts/resident_experts.h"
+#include "model/expert_parts.h"
 
 namespace seedling {
 
@@ -42,24 +43,25 @@ class WeightSource {
   virtual ~WeightSource() = default;
   virtual bool has(const std::string& name) const = 0;
   virtual WeightView get(const std::string& name) const = 0;
-  // gate, up, down of one routed expert (names as the family gives them).
-  virtual std::array<WeightView, 3> expert(int layer, int expert, const ExpertTensorNames& n) const = 0;
+  // gate, up, down of one routed expert, as (rows, cols) matrices; `parts` says where the checkpoint keeps them.
+  virtual ExpertWeights expert(int layer, int expert, const ExpertParts& parts, int64_t I, int64_t H) const = 0;
   // The default provider over the experts table built from expert() views.
   virtual std::unique_ptr<ExpertProvider> resident_experts(std::vector<std::vector<ExpertWeights>> table) = 0;
 };
 
 class CheckpointSource final : public WeightSource {
  public:
-  explicit CheckpointSource(const Checkpoint& ck) : ck_(ck) {}
+  CheckpointSource(const Checkpoint& ck, int num_experts, std::vector<std::vector<uint8_t>>* owned)
+      : ck_(ck), num_experts_(num_experts), owned_(owned) {}
   bool has(const std::string& name) const override { return ck_.has(name); }
   WeightView get(const std::string& name) const override {
     const TensorInfo& t = ck_.get(name);
-    const std::optional<Codec> c = codec_of_dtype(t.dtype);
-    if (!c) fail("{}: tensor '{}' has dtype {}, expected BF16, F16 or F32", t.file, name, dtype_name(t.dtype));
-    return {*c, t.data, t.shape, t.file};
+    return {stored_float_codec(t), t.data, t.shape, t.file};
   }
-  std::array<WeightView, 3> expert(int, int, const ExpertTensorNames& n) const override {
-    return {get(n.gate), get(n.up), get(n.down)};
+  ExpertWeights expert(int, int, const ExpertParts& p, int64_t I, int64_t H) const override {
+    return {read_expert_part(ck_, p[0], num_experts_, I, H, owned_),
+            read_expert_part(ck_, p[1], num_experts_, I, H, owned_),
+            read_expert_part(ck_, p[2], num_experts_, H, I, owned_)};
   }
   std::unique_ptr<ExpertProvider> resident_experts(std::vector<std::vector<ExpertWeights>> table) override {
     return std::make_unique<ResidentExperts>(std::move(table));
@@ -67,6 +69,8 @@ class CheckpointSource final : public WeightSource {
 
  private:
   const Checkpoint& ck_;
+  int num_experts_;
+  std::vector<std::vector<uint8_t>>* owned_;
 };
 
 class PackedSource final : public WeightSource {
@@ -78,14 +82,22 @@ class PackedSource final : public WeightSource {
     const PackedTensor& t = pm_->tensor(name);
     return {t.codec, t.data, t.shape, pm_->dir() + "/resident.bin"};
   }
-  std::array<WeightView, 3> expert(int layer, int e, const ExpertTensorNames& n) const override {
+  ExpertWeights expert(int layer, int e, const ExpertParts&, int64_t I, int64_t H) const override {
     if (!pm_->layer_has_experts(layer) || e >= pm_->num_experts(layer)) {
       fail("{}/manifest.json: layer {} has no expert {} (config.json asks for it)", pm_->dir(), layer, e);
     }
     const ExpertWeights& w = experts_->table()[size_t(layer)][size_t(e)];
     const std::string& file = pm_->expert_blob(layer, e).file;
-    auto view = [&](const ops::Matrix& m) { return WeightView{m.codec, m.data, {m.rows, m.cols}, file}; };
-    return {view(w.gate), view(w.up), view(w.down)};
+    const char* part_names[3] = {"gate", "up", "down"};
+    const ops::Matrix* parts[3] = {&w.gate, &w.up, &w.down};
+    const int64_t shapes[3][2] = {{I, H}, {I, H}, {H, I}};
+    for (int p = 0; p < 3; ++p) {
+      if (parts[p]->rows != shapes[p][0] || parts[p]->cols != shapes[p][1]) {
+        fail("{}: layer {} expert {} part {} is {} x {}, expected {} x {} from config.json", file, layer, e,
+             part_names[p], parts[p]->rows, parts[p]->cols, shapes[p][0], shapes[p][1]);
+      }
+    }
+    return w;
   }
   std::unique_ptr<ExpertProvider> resident_experts(std::vector<std::vector<ExpertWeights>>) override {
     return std::move(experts_);  // the same views, with checksums on first use
@@ -119,13 +131,15 @@ ops::Matrix matrix(const WeightSource& src, const std::string& name, int64_t row
   return matrix(src.get(name), name, rows, cols);
 }
 
-// Norms and biases: exact floats only (a quantized norm would be a packing bug).
-std::vector<float> vector_f32(const WeightSource& src, const std::string& name, int64_t n,
+// Norms and biases: exact floats only (a quantized norm would be a packing bug), read whole (any shape) in order.
+std::vector<float> vector_f32(const WeightSource& src, const std::string& name, const std::vector<int64_t>& shape,
                               int64_t* elem_bytes = nullptr) {
   const WeightView t = src.get(name);
-  checked(t, name, {n});
+  checked(t, name, shape);
   if (!codec_is_float(t.codec))
     fail("{}: tensor '{}' is stored as {}, expected f32, f16 or bf16", t.file, name, codec_name(t.codec));
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
   const ops::Matrix m{t.codec, t.data, 1, n};
   std::vector<float> out(size_t(n), 0.0f);
   for (int64_t i = 0; i < n; ++i) out[size_t(i)] = m.at(0, i);
@@ -134,16 +148,59 @@ std::vector<float> vector_f32(const WeightSource& src, const std::string& name, 
 }
 
 ops::Rope make_rope(const ModelConfig& c) {
-  // As transformers computes it, in float32: inv_freq[i] = 1 / theta^(2i / d).
+  // As transformers computes it, in float32: inv_freq[i] = 1 / theta^(2i / d) over the d rotary dimensions.
+  const RopeConfig& rc = c.rope;
   ops::Rope rope;
-  rope.rotary_dim = c.head_dim;
-  for (int i = 0; i < c.head_dim / 2; ++i) {
-    const float e = float(2 * i) / float(c.head_dim);
-    float f = 1.0f / std::pow(float(c.rope.theta), e);
-    if (c.rope.type == "linear") f = f / float(c.rope.factor);
+  const int d = c.rotary_dim();
+  rope.rotary_dim = d;
+  for (int i = 0; i < d / 2; ++i) {
+    const float e = float(2 * i) / float(d);
+    float f = 1.0f / std::pow(float(rc.theta), e);
+    if (rc.type == "linear") f = f / float(rc.factor);
     rope.inv_freq.push_back(f);
   }
+  if (rc.type != "yarn") return rope;
+  // YaRN (transformers' _compute_yarn_parameters): frequencies past beta_slow rotations over the original context
+  // are interpolated (divided by factor), those under beta_fast kept, a linear ramp between; cos and sin scaled.
+  const double pi = 3.14159265358979323846;
+  auto correction_dim = [&](double rotations) {
+    return (double(d) * std::log(double(rc.original_max_position_embeddings) / (rotations * 2 * pi))) /
+           (2 * std::log(rc.theta));
+  };
+  double low = correction_dim(rc.beta_fast), high = correction_dim(rc.beta_slow);
+  if (rc.truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, double(d - 1));
+  if (low == high) high += 0.001;
+  for (int i = 0; i < d / 2; ++i) {
+    const float pos_freq = std::pow(float(rc.theta), float(2 * i) / float(d));
+    const float extrapolation = 1.0f / pos_freq, interpolation = 1.0f / (float(rc.factor) * pos_freq);
+    const float ramp = std::clamp((float(i) - float(low)) / (float(high) - float(low)), 0.0f, 1.0f);
+    const float keep = 1.0f - ramp;  // weight of the unscaled frequency
+    rope.inv_freq[size_t(i)] = interpolation * (1.0f - keep) + extrapolation * keep;
+  }
+  auto mscale = [](double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; };
+  double factor = rc.attention_factor;
+  if (factor == 0.0) {
+    factor = rc.mscale != 0.0 && rc.mscale_all_dim != 0.0
+                 ? mscale(rc.factor, rc.mscale) / mscale(rc.factor, rc.mscale_all_dim)
+                 : mscale(rc.factor, 1.0);
+  }
+  rope.attention_scaling = float(factor);
   return rope;
+}
+
+// A resident tensor into the member of LayerWeights its role names.
+void load_tensor(const WeightSource& src, const TensorSpec& t, LayerWeights* lw) {
+  const LayerWeights::Slot slot = lw->slot(t.role);
+  if (slot.matrix != nullptr) {
+    *slot.matrix = matrix(src, t.name, t.shape[0], t.shape[1]);
+  } else {
+    *slot.vector = vector_f32(src, t.name, t.shape);
+  }
 }
 
 }  // namespace
@@ -186,7 +243,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
     source = std::make_unique<PackedSource>(m->packed_);
   } else {
     m->checkpoint_ = std::make_unique<Checkpoint>(dir);
-    source = std::make_unique<CheckpointSource>(*m->checkpoint_);
+    source = std::make_unique<CheckpointSource>(*m->checkpoint_, m->config_.num_experts, &m->rearranged_);
   }
   const WeightSource& src = *source;
   const ModelConfig& c = m->config_;
@@ -194,7 +251,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
   const int64_t H = c.hidden_size, V = c.vocab_size;
 
   m->w_.embed = matrix(src, f.embed, V, H);
-  m->w_.final_norm = vector_f32(src, f.final_norm, H, &m->norm_elem_bytes_);
+  m->w_.final_norm = vector_f32(src, f.final_norm, {H}, &m->norm_elem_bytes_);
   if (c.tie_word_embeddings && !src.has(f.lm_head)) {
     m->w_.lm_head = m->w_.embed;
   } else {
@@ -202,39 +259,21 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
   }
   std::vector<std::vector<ExpertWeights>> experts(size_t(c.num_layers));
   for (int l = 0; l < c.num_layers; ++l) {
-    const LayerTensorNames n = f.layer_names(c, l);
     LayerWeights& lw = m->w_.layers.emplace_back();
-    lw.attn_norm = vector_f32(src, n.attn_norm, H);
-    lw.ffn_norm = vector_f32(src, n.ffn_norm, H);
-    lw.q = matrix(src, n.q, c.q_dim(), H);
-    lw.k = matrix(src, n.k, c.kv_dim(), H);
-    lw.v = matrix(src, n.v, c.kv_dim(), H);
-    lw.o = matrix(src, n.o, H, c.q_dim());
-    if (!n.q_bias.empty()) {
-      lw.q_bias = vector_f32(src, n.q_bias, c.q_dim());
-      lw.k_bias = vector_f32(src, n.k_bias, c.kv_dim());
-      lw.v_bias = vector_f32(src, n.v_bias, c.kv_dim());
+    for (const TensorSpec& t : layer_tensors(c, f, l)) load_tensor(src, t, &lw);
+    lw.has_experts = c.has_experts(l);
+    if (!lw.has_experts) continue;
+    const int64_t I = c.plan(l).ffn.width;
+    for (int e = 0; e < c.num_experts; ++e) {
+      const ExpertWeights w = source->expert(l, e, f.expert_parts(c, l, e), I, H);
+      m->expert_bytes_ = int64_t(w.gate.nbytes() + w.up.nbytes() + w.down.nbytes());
+      experts[size_t(l)].push_back(w);
     }
-    if (c.qk_norm) {
-      lw.q_norm = vector_f32(src, n.q_norm, c.head_dim);
-      lw.k_norm = vector_f32(src, n.k_norm, c.head_dim);
-    }
-    lw.has_experts = c.layer_has_experts[size_t(l)] != 0;
-    if (lw.has_experts) {
-      lw.router = matrix(src, n.router, c.num_experts, H);
-      const int64_t I = c.moe_intermediate_size;
-      for (int e = 0; e < c.num_experts; ++e) {
-        const ExpertTensorNames en = f.expert_names(l, e);
-        const std::array<WeightView, 3> v = source->expert(l, e, en);
-        ExpertWeights w{matrix(v[0], en.gate, I, H), matrix(v[1], en.up, I, H), matrix(v[2], en.down, H, I)};
-        m->expert_bytes_ = int64_t(w.gate.nbytes() + w.up.nbytes() + w.down.nbytes());
-        experts[size_t(l)].push_back(w);
-      }
-    } else {
-      const int64_t I = c.intermediate_size;
-      lw.mlp_gate = matrix(src, n.mlp_gate, I, H);
-      lw.mlp_up = matrix(src, n.mlp_up, I, H);
-      lw.mlp_down = matrix(src, n.mlp_down, H, I);
+    if (c.plan(l).ffn.expert_bias) {  // (E, 2I) as stored -> gate and up rows as the parts lay them out
+      const ExpertParts parts = f.expert_parts(c, l, 0);
+      const std::vector<float> gate_up = std::move(lw.expert_gate_bias);
+      lw.expert_gate_bias = expert_part_rows(gate_up, parts[0], c.num_experts, I);
+      lw.expert_up_bias = expert_part_rows(gate_up, parts[1], c.num_experts, I);
     }
   }
   if (m->packed_ != nullptr) {
@@ -261,18 +300,11 @@ const Checkpoint& Model::checkpoint() const {
 Model::Sizes Model::sizes() const {
   const ModelConfig& c = config_;
   Sizes s;
-  auto count = [&](const ops::Matrix& x, bool active) {
-    const int64_t n = x.rows * x.cols;
+  // Every resident tensor is read by every token, except the routed experts' stacked biases (k rows of E).
+  auto count = [&](int64_t n, int64_t bytes, double active_share) {
     s.total_params += n;
-    if (active) {
-      s.active_params += n;
-      s.bytes_per_token += int64_t(x.nbytes());
-    }
-  };
-  auto count_vec = [&](const std::vector<float>& v, int64_t bytes_each) {
-    s.total_params += int64_t(v.size());
-    s.active_params += int64_t(v.size());
-    s.bytes_per_token += int64_t(v.size()) * bytes_each;
+    s.active_params += int64_t(double(n) * active_share);
+    s.bytes_per_token += int64_t(double(bytes) * active_share);
   };
   const int64_t elem = norm_elem_bytes_;
   // Embedding: all of it exists, one row is read per token.
@@ -280,29 +312,92 @@ Model::Sizes Model::sizes() const {
   s.active_params += w_.embed.cols;
   s.bytes_per_token += int64_t(w_.embed.row_bytes());
   if (w_.lm_head.data != w_.embed.data) {
-    count(w_.lm_head, true);
+    count(w_.lm_head.rows * w_.lm_head.cols, int64_t(w_.lm_head.nbytes()), 1.0);
   } else {
     s.bytes_per_token += int64_t(w_.lm_head.nbytes());  // tied: the head reads the whole matrix again
   }
-  count_vec(w_.final_norm, elem);
+  count(int64_t(w_.final_norm.size()), int64_t(w_.final_norm.size()) * elem, 1.0);
   for (int l = 0; l < c.num_layers; ++l) {
-    const LayerWeights& lw = w_.layers[size_t(l)];
-    for (const auto* v : {&lw.attn_norm, &lw.ffn_norm, &lw.q_bias, &lw.k_bias, &lw.v_bias, &lw.q_norm, &lw.k_norm}) {
-      count_vec(*v, elem);
+    for (const TensorSpec& t : layer_tensors(c, *family_, l)) {
+      int64_t n = 1;
+      for (int64_t d : t.shape) n *= d;
+      const bool stacked = t.role == Role::ExpertGateUpBias || t.role == Role::ExpertDownBias;
+      const double share = stacked ? double(c.experts_per_token) / double(c.num_experts) : 1.0;
+      if (const ops::Matrix* m = w_.layers[size_t(l)].matrix_of(t.role)) {
+        count(n, int64_t(m->nbytes()), share);
+      } else {
+        count(n, n * elem, share);
+      }
     }
-    for (const auto* x : {&lw.q, &lw.k, &lw.v, &lw.o}) count(*x, true);
-    if (lw.has_experts) {
-      count(lw.router, true);
-      const int64_t per_expert = 3 * int64_t(c.moe_intermediate_size) * c.hidden_size;
+    if (c.has_experts(l)) {
+      const int64_t per_expert = 3 * int64_t(c.plan(l).ffn.width) * c.hidden_size;
       s.total_params += per_expert * c.num_experts;
       s.expert_params += per_expert * c.num_experts;
       s.active_params += per_expert * c.experts_per_token;
       s.bytes_per_token += expert_bytes_ * c.experts_per_token;
-    } else {
-      for (const auto* x : {&lw.mlp_gate, &lw.mlp_up, &lw.mlp_down}) count(*x, true);
     }
   }
   return s;
+}
+
+LayerWeights::Slot LayerWeights::slot(Role role) {
+  switch (role) {
+    case Role::Q:
+      return {&q, nullptr};
+    case Role::K:
+      return {&k, nullptr};
+    case Role::V:
+      return {&v, nullptr};
+    case Role::O:
+      return {&o, nullptr};
+    case Role::Router:
+      return {&router, nullptr};
+    case Role::MlpGate:
+      return {&mlp_gate, nullptr};
+    case Role::MlpUp:
+      return {&mlp_up, nullptr};
+    case Role::MlpDown:
+      return {&mlp_down, nullptr};
+    case Role::SharedGate:
+      return {&shared_gate, nullptr};
+    case Role::SharedUp:
+      return {&shared_up, nullptr};
+    case Role::SharedDown:
+      return {&shared_down, nullptr};
+    case Role::SharedExpertGate:
+      return {&shared_expert_gate, nullptr};
+    case Role::AttnNorm:
+      return {nullptr, &attn_norm};
+    case Role::FfnNorm:
+      return {nullptr, &ffn_norm};
+    case Role::QBias:
+      return {nullptr, &q_bias};
+    case Role::KBias:
+      return {nullptr, &k_bias};
+    case Role::VBias:
+      return {nullptr, &v_bias};
+    case Role::OBias:
+      return {nullptr, &o_bias};
+    case Role::QNorm:
+      return {nullptr, &q_norm};
+    case Role::KNorm:
+      return {nullptr, &k_norm};
+    case Role::Sinks:
+      return {nullptr, &sinks};
+    case Role::RouterBias:
+      return {nullptr, &router_bias};
+    case Role::RouterCorrection:
+      return {nullptr, &router_correction};
+    case Role::ExpertGateUpBias:
+      return {nullptr, &expert_gate_bias};  // as stored (E, 2I); Model::load splits it into gate and up
+    case Role::ExpertDownBias:
+      return {nullptr, &expert_down_bias};
+    case Role::Embed:
+    case Role::FinalNorm:
+    case Role::Head:
+      break;
+  }
+  fail("role {} is not a layer's tensor", role_name(role));
 }
 
 }  // namespace seedling

@@ -22,14 +22,29 @@
 
 namespace seedling {
 
+// One layer's resident tensors, filled by role from the family's schema (model/family.h: layer_tensors); what a
+// layer's plan does not use stays empty.
 struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm;  // (H)
   ops::Matrix q, k, v, o;                  // (Q, H) (KV, H) (KV, H) (H, Q)
-  std::vector<float> q_bias, k_bias, v_bias;
-  std::vector<float> q_norm, k_norm;  // (head_dim), empty without qk_norm
+  std::vector<float> q_bias, k_bias, v_bias, o_bias;
+  std::vector<float> q_norm, k_norm;  // (head_dim) per head, or (Q) and (KV) over the whole projection
+  std::vector<float> sinks;           // (heads)
   bool has_experts = false;
-  ops::Matrix router;                      // (E, H)
-  ops::Matrix mlp_gate, mlp_up, mlp_down;  // dense layers: (intermediate, H) x2, (H, intermediate)
+  ops::Matrix router;  // (E, H)
+  std::vector<float> router_bias, router_correction;
+  ops::Matrix mlp_gate, mlp_up, mlp_down;           // dense layers: (intermediate, H) x2, (H, intermediate)
+  ops::Matrix shared_gate, shared_up, shared_down;  // the shared expert: (S, H) x2, (H, S)
+  ops::Matrix shared_expert_gate;                   // (1, H)
+  std::vector<float> expert_gate_bias, expert_up_bias, expert_down_bias;  // (E, I) (E, I) (E, H)
+
+  // The member a role of layer_tensors loads into: a matrix or a vector of floats (the other is null).
+  struct Slot {
+    ops::Matrix* matrix;
+    std::vector<float>* vector;
+  };
+  Slot slot(Role role);
+  const ops::Matrix* matrix_of(Role role) const { return const_cast<LayerWeights*>(this)->slot(role).matrix; }
 };
 
 struct ModelWeights {
@@ -107,6 +122,7 @@ class Model {
  private:
   void attention(int layer, std::span<const BatchRow> rows, const float* xn, float* out);
   void moe(int layer, int64_t m, const float* xn, float* out);
+  void route(int layer, int64_t m, const float* xn, int* chosen, float* weight);
   void dense_mlp(int layer, int64_t m, const float* xn, float* out);
 
   std::string dir_;
@@ -124,6 +140,9 @@ class Model {
   std::unique_ptr<DeviceForward> device_;
   int64_t expert_bytes_ = 0;     // stored bytes of one routed expert (gate + up + down)
   int64_t norm_elem_bytes_ = 2;  // stored bytes of one norm weight
+  // Expert parts a checkpoint stores in a layout the kernels cannot read as they are (stacked and transposed or
+  // interleaved), rearranged once at load (model/expert_parts.h).
+  std::vector<std::vector<uint8_t>> rearranged_;
 };
 
 // Reads and validates config.json of a folder: family, typed config, and generation_config.json's eos ids.

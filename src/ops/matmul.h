@@ -14,6 +14,8 @@
 namespace seedling::ops {
 
 void matmul(const float* x, int64_t m, const Matrix& w, float* y);
+// The MXFP4 kernel matmul hands those weights to (ops/matmul_mxfp4.cpp).
+void mxfp4_matmul(const float* x, int64_t m, const Matrix& w, float* y);
 
 // sum_k a[k] * b[k] in the fast kernels' order; for attention scores.
 float dot(const float* a, const float* b, int64_t n);

@@ -143,7 +143,8 @@ void MatmulRange(const float* x, int64_t m, const Matrix& w, float* y, int64_t n
     case Codec::P3:
     case Codec::P4:
     case Codec::S3:
-      break;  // matmul() hands seed matrices to seed::seed_matmul before any range is cut
+    case Codec::MXFP4:
+      break;  // matmul() hands seed and MXFP4 matrices to their own kernels before any range is cut
   }
   fail("matmul: unsupported weight codec {}", int(w.codec));
 }
@@ -202,6 +203,7 @@ void matmul(const float* x, int64_t m, const Matrix& w, float* y) {
   if (m <= 0 || w.rows <= 0) return;
   // Seed slices: computed on seeds (codec/seed_matmul.h), its own threads over the rows of W.
   if (codec_is_seed(w.codec)) return seed::seed_matmul(x, m, w.seed_matrix(), y);
+  if (w.codec == Codec::MXFP4) return mxfp4_matmul(x, m, w, y);
   // Split output columns across threads in multiples of 4 (whole tiles); at least 16 columns per chunk.
   const int64_t groups = (w.rows + 3) / 4;
   ThreadPool::global().parallel_for(size_t(groups), 4, [&](size_t g0, size_t g1) {

@@ -45,15 +45,55 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
-void softmax(float* x, int64_t n) {
-  const float mx = *std::max_element(x, x + n);
+void clamped_swiglu(const float* gate, const float* up, float* out, int64_t n, float alpha, float limit) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = std::min(gate[i], limit);
+    const float u = std::min(std::max(up[i], -limit), limit);
+    const float glu = g * sigmoid(g * alpha);
+    out[i] = (u + 1.0f) * glu;
+  }
+}
+
+float sigmoid(float x) {
+  return 1.0f / (1.0f + std::exp(-x));
+}
+
+void add_to(float* x, const float* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = x[i] + b[i];
+}
+
+void clamp(float* x, int64_t n, float lo, float hi) {
+  for (int64_t i = 0; i < n; ++i) x[i] = std::min(std::max(x[i], lo), hi);
+}
+
+void swiglu_mlp(const float* x, int64_t m, const Matrix& gate, const Matrix& up, const Matrix& down, float* out,
+                const MlpObserver& seen) {
+  const int64_t I = gate.rows;
+  std::vector<float> g(size_t(m * I)), u(size_t(m * I));
+  matmul(x, m, gate, g.data());
+  matmul(x, m, up, u.data());
+  silu_mul(g.data(), u.data(), g.data(), m * I);
+  if (seen) seen(g.data());
+  matmul(g.data(), m, down, out);
+}
+
+namespace {
+// softmax over x[0..n) and one more logit `extra` (-inf: none), written back without it.
+void softmax_with(float* x, int64_t n, float extra) {
+  const float mx = std::max(*std::max_element(x, x + n), extra);
   double sum = 0.0;
   for (int64_t i = 0; i < n; ++i) {
     x[i] = std::exp(x[i] - mx);
     sum += x[i];
   }
+  if (extra != -INFINITY) sum += std::exp(extra - mx);
   const float inv = float(1.0 / sum);
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+}  // namespace
+
+void softmax(float* x, int64_t n) {
+  softmax_with(x, n, -INFINITY);
 }
 
 void top_k(const float* x, int n, int k, int* idx) {
@@ -62,6 +102,28 @@ void top_k(const float* x, int n, int k, int* idx) {
   std::partial_sort(order.begin(), order.begin() + k, order.end(),
                     [&](int a, int b) { return x[a] > x[b] || (x[a] == x[b] && a < b); });
   std::copy(order.begin(), order.begin() + k, idx);
+}
+
+void group_top_k(const float* scores, const float* bias, int n, int n_group, int topk_group, int k, int* idx,
+                 std::vector<float>* scratch) {
+  const int per = n / n_group;
+  scratch->assign(size_t(n + 2 * n_group), 0.0f);
+  float* choice = scratch->data();
+  float* group = choice + n;
+  for (int e = 0; e < n; ++e) choice[e] = bias != nullptr ? scores[e] + bias[e] : scores[e];
+  for (int gi = 0; gi < n_group; ++gi) {
+    int best[2];
+    top_k(choice + gi * per, per, 2, best);
+    group[gi] = choice[gi * per + best[0]] + choice[gi * per + best[1]];
+  }
+  std::vector<int> kept(static_cast<size_t>(topk_group));
+  top_k(group, n_group, topk_group, kept.data());
+  float* keep = group + n_group;  // 1 for a kept group
+  for (int gi : kept) keep[gi] = 1.0f;
+  for (int e = 0; e < n; ++e) {
+    if (keep[e / per] == 0.0f) choice[e] = 0.0f;
+  }
+  top_k(choice, n, k, idx);
 }
 
 void attention_row(const float* q, const float* k_cache, const float* v_cache, int first, int last,
@@ -75,7 +137,7 @@ void attention_row(const float* q, const float* k_cache, const float* v_cache, i
     for (int j = 0; j < n; ++j) {
       scratch[j] = dot(qh, k_cache + int64_t(first + j) * kv_stride + kvh * s.head_dim, s.head_dim) * s.scale;
     }
-    softmax(scratch, n);
+    softmax_with(scratch, n, s.sinks != nullptr ? s.sinks[h] : -INFINITY);
     float* o = out + h * s.head_dim;
     std::fill(o, o + s.head_dim, 0.0f);
     for (int j = 0; j < n; ++j)

@@ -5,7 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
+
+#include "ops/matrix.h"
 
 namespace seedling::ops {
 
@@ -25,12 +28,31 @@ void apply_rope(float* heads, int n_heads, int head_dim, int pos, const Rope& ro
 
 // out[i] = silu(gate[i]) * up[i]
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
+// gpt_oss's activation: g = min(gate[i], limit), out[i] = (clamp(up[i], -limit, limit) + 1) * g * sigmoid(alpha g).
+void clamped_swiglu(const float* gate, const float* up, float* out, int64_t n, float alpha, float limit);
+// 1 / (1 + exp(-x)), in float.
+float sigmoid(float x);
+// x[i] = x[i] + b[i]
+void add_to(float* x, const float* b, int64_t n);
+// x[i] = min(max(x[i], lo), hi)
+void clamp(float* x, int64_t n, float lo, float hi);
+
+// A SwiGLU MLP over m rows: out = down(silu(gate x) * up x). `seen`, when set, sees the activation entering down
+// (m x width floats) before it is multiplied.
+using MlpObserver = std::function<void(const float* activation)>;
+void swiglu_mlp(const float* x, int64_t m, const Matrix& gate, const Matrix& up, const Matrix& down, float* out,
+                const MlpObserver& seen = {});
 
 // In-place softmax over n values, in float with the max subtracted.
 void softmax(float* x, int64_t n);
 
 // Indices of the k largest values, largest first; equal values keep the lower index first.
 void top_k(const float* x, int n, int k, int* idx);
+// Group-limited top-k (DeepSeek-V3, GLM-4.5): over choice[e] = scores[e] + bias[e] (bias may be null), each of the
+// n_group equal groups scores the sum of its two largest choices; the topk_group best groups stay, the others' choices
+// become 0, and the k largest choices that remain are the experts, largest first (ties: lower index).
+void group_top_k(const float* scores, const float* bias, int n, int n_group, int topk_group, int k, int* idx,
+                 std::vector<float>* scratch);
 
 // Causal attention of one query row over keys [first, last] of a cache laid out [pos][kv_heads][head_dim].
 // q: [n_heads][head_dim]; out: [n_heads][head_dim]. Query head h reads KV head h / (n_heads / n_kv_heads).
@@ -39,6 +61,8 @@ struct AttentionShape {
   int n_kv_heads = 0;
   int head_dim = 0;
   float scale = 1.0f;
+  // [n_heads] or null: head h's softmax also counts one logit sinks[h] in its denominator (attends to nothing).
+  const float* sinks = nullptr;
 };
 // Computes query heads [h_begin, h_end) only.
 void attention_row(const float* q, const float* k_cache, const float* v_cache, int first, int last,

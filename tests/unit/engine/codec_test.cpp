@@ -129,6 +129,40 @@ TEST_P(QuantMatmulTest, FastEqualsReferenceWithinFloatRoundingAndRowsAreBatchInd
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(Mxfp4Shapes, QuantMatmulTest,
+                         ::testing::Combine(::testing::Values(Codec::MXFP4), ::testing::Values(1, 5, 33),
+                                            ::testing::Values(1, 7, 64), ::testing::Values(32, 40, 200, 256)),
+                         [](const auto& info) {
+                           return std::string("mxfp4_m") + std::to_string(std::get<1>(info.param)) + "_r" +
+                                  std::to_string(std::get<2>(info.param)) + "_c" +
+                                  std::to_string(std::get<3>(info.param));
+                         });
+
+// The layout gpt-oss releases: element 2i in the low nibble of byte i, one e8m0 scale; rounding to the nearest e2m1
+// magnitude with the scale 2^ceil(log2(max / 6)), ties to the smaller magnitude.
+TEST(Codec, Mxfp4LayoutScaleAndRoundingAreTheReleasedOnes) {
+  std::vector<float> x(32, 0.0f);
+  x[0] = 6.0f;    // max 6: scale 2^0
+  x[1] = -1.5f;   // code 8 + 3
+  x[2] = 5.0f;    // halfway 4 | 6: the smaller, 4 (code 6)
+  x[3] = -0.2f;   // nearest 0: code 0, never -0 (8)
+  x[31] = 2.75f;  // nearest 3 (code 5)
+  const auto b = encode(Codec::MXFP4, x, 1, 32);
+  ASSERT_EQ(b.size(), 17u);
+  EXPECT_EQ(b[0], 127);
+  EXPECT_EQ(b[1], (11 << 4) | 7);
+  EXPECT_EQ(b[2], (0 << 4) | 6);
+  EXPECT_EQ(b[16], (5 << 4) | 0);
+  EXPECT_EQ(codec_value(Codec::MXFP4, b.data(), 1), -1.5f);
+  EXPECT_EQ(codec_value(Codec::MXFP4, b.data(), 2), 4.0f);
+  for (float& v : x) v *= 0x1.0p-20f;  // the scale follows: 2^-20, every code the same
+  const auto s = encode(Codec::MXFP4, x, 1, 32);
+  EXPECT_EQ(s[0], 127 - 20);
+  EXPECT_EQ(std::memcmp(s.data() + 1, b.data() + 1, 16), 0);
+  EXPECT_EQ(mxfp4_scale(0), 0x1.0p-127f);
+  EXPECT_EQ(mxfp4_scale(254), 0x1.0p127f);
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, QuantMatmulTest,
                          ::testing::Combine(::testing::ValuesIn(kAffine), ::testing::Values(1, 5, 33),
                                             ::testing::Values(1, 7, 64), ::testing::Values(32, 40, 200, 256)),

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "io/safetensors_writer.h"
 #include "model/model.h"
 #include "test_util.h"
 
@@ -120,10 +121,21 @@ TEST(Config, LinearRopeScalingIsReadInBothDialects) {
 
 TEST(Config, UnsupportedValuesNameKeyAndValue) {
   nlohmann::json j = real("qwen3-30b-a3b.json");
-  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  j["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 4.0}};
   std::string msg = error_of(j);
   EXPECT_NE(msg.find("rope_scaling.rope_type"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("'yarn'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'dynamic'"), std::string::npos) << msg;
+
+  j = real("qwen3-30b-a3b.json");
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};  // yarn needs its original context
+  msg = error_of(j);
+  EXPECT_NE(msg.find("rope_scaling.original_max_position_embeddings"), std::string::npos) << msg;
+
+  j = real("qwen3-30b-a3b.json");
+  j["quantization_config"] = {{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}};
+  msg = error_of(j);
+  EXPECT_NE(msg.find("quantization_config.quant_method"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'fp8'"), std::string::npos) << msg;
 
   j = real("qwen3-30b-a3b.json");
   j["hidden_act"] = "gelu";
@@ -150,6 +162,104 @@ TEST(Config, UnsupportedValuesNameKeyAndValue) {
   j.erase("num_experts");
   msg = error_of(j);
   EXPECT_NE(msg.find("num_experts or num_local_experts"), std::string::npos) << msg;
+}
+
+// The configs transformers 5.17 wrote for the tiny checkpoints (tests/data/models) parse to their layer plans.
+nlohmann::json tiny(const std::string& name) {
+  return test::read_json(test::data_path("models/" + name + "/hf/config.json"));
+}
+
+TEST(Config, GptOssPlanAlternatesWindowsWithSinksYarnAndTopKSoftmax) {
+  const ModelConfig c = parse(tiny("gpt_oss_a"));
+  ASSERT_EQ(c.num_layers, 2);
+  EXPECT_EQ(c.plan(0).attn.window, 6);  // layer_types: sliding, full
+  EXPECT_EQ(c.plan(1).attn.window, 0);
+  EXPECT_TRUE(c.plan(0).attn.sinks && c.plan(0).attn.qkv_bias && c.plan(0).attn.o_bias);
+  EXPECT_EQ(c.plan(0).ffn.router.gating, Gating::TopKSoftmax);
+  EXPECT_TRUE(c.plan(0).ffn.router.bias && c.plan(0).ffn.expert_bias);
+  EXPECT_EQ(c.plan(0).ffn.act, Activation::ClampedSwiGLU);
+  EXPECT_EQ(c.plan(0).ffn.swiglu_limit, 7.0f);
+  EXPECT_EQ(c.rope.type, "yarn");
+  EXPECT_EQ(c.rope.factor, 8.0);
+  EXPECT_EQ(c.rope.original_max_position_embeddings, 64);
+  EXPECT_FALSE(c.rope.truncate);
+}
+
+TEST(Config, Glm4MoePlanHasADenseFirstLayerGroupRoutingAndPartialRotary) {
+  const ModelConfig c = parse(tiny("glm4_moe_a"));
+  EXPECT_EQ(c.plan(0).ffn.kind, FfnKind::Dense);
+  EXPECT_EQ(c.plan(0).ffn.width, 96);
+  const FfnPlan& f = c.plan(1).ffn;
+  EXPECT_EQ(f.kind, FfnKind::Moe);
+  EXPECT_EQ(f.router.gating, Gating::SigmoidGroupTopK);
+  EXPECT_TRUE(f.router.correction_bias && f.router.renormalize);
+  EXPECT_EQ(f.router.n_group, 2);
+  EXPECT_EQ(f.router.topk_group, 1);
+  EXPECT_EQ(f.router.scale, 2.5f);
+  EXPECT_EQ(f.shared_width, 32);
+  EXPECT_EQ(c.rotary_dim(), 16);  // head_dim 32, partial_rotary_factor 0.5
+}
+
+TEST(Config, OlmoeAndQwen2MoePlans) {
+  const ModelConfig o = parse(tiny("olmoe_a"));
+  EXPECT_EQ(o.plan(0).attn.qk_norm, QkNorm::Whole);
+  EXPECT_EQ(o.plan(0).attn.clip_qkv, 2.5f);
+  EXPECT_FALSE(o.plan(0).ffn.router.renormalize);
+  const ModelConfig q = parse(tiny("qwen2_moe_a"));
+  EXPECT_TRUE(q.plan(0).attn.qkv_bias);
+  EXPECT_FALSE(q.plan(0).attn.o_bias);
+  EXPECT_EQ(q.plan(0).ffn.shared_width, 48);
+  EXPECT_TRUE(q.plan(0).ffn.shared_gate);
+  EXPECT_EQ(q.plan(2).ffn.kind, FfnKind::Dense);  // mlp_only_layers [2]
+}
+
+TEST(Config, PlanValuesAFamilyCannotRunNameTheKey) {
+  nlohmann::json j = tiny("gpt_oss_a");
+  j["layer_types"] = {"sliding_attention", "chunked_attention"};
+  std::string msg = error_of(j);
+  EXPECT_NE(msg.find("layer_types"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'chunked_attention'"), std::string::npos) << msg;
+  j["layer_types"] = {"full_attention"};
+  msg = error_of(j);
+  EXPECT_NE(msg.find("layer_types"), std::string::npos) << msg;
+
+  j = tiny("glm4_moe_a");
+  j["n_group"] = 3;  // 8 experts
+  msg = error_of(j);
+  EXPECT_NE(msg.find("'n_group'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("divide the 8 experts"), std::string::npos) << msg;
+  j = tiny("glm4_moe_a");
+  j["topk_group"] = 3;  // n_group 2
+  msg = error_of(j);
+  EXPECT_NE(msg.find("'topk_group'"), std::string::npos) << msg;
+  j = tiny("glm4_moe_a");
+  j["first_k_dense_replace"] = 9;
+  msg = error_of(j);
+  EXPECT_NE(msg.find("first_k_dense_replace"), std::string::npos) << msg;
+  j = tiny("glm4_moe_a");
+  j["partial_rotary_factor"] = 0.01;
+  j["rope_parameters"].erase("partial_rotary_factor");
+  msg = error_of(j);
+  EXPECT_NE(msg.find("partial_rotary_factor"), std::string::npos) << msg;
+}
+
+// A released-layout MXFP4 folder with one `*_scales` tensor left out: the error names the tensor that is missing.
+TEST(ModelLoad, MissingMxfp4ScalesNameTheTensor) {
+  test::ScratchDir dir("mxfp4");
+  const std::string src = test::data_path("models/gpt_oss_mxfp4/hub");
+  const Checkpoint ck(src);
+  SafetensorsWriter w;
+  const std::string dropped = "model.layers.1.mlp.experts.down_proj_scales";
+  for (const auto& [name, t] : ck.all()) {
+    if (name == dropped) continue;
+    w.add(name, t->dtype, t->shape,
+          [t = t](uint8_t* out, size_t offset, size_t bytes) { std::memcpy(out, t->data + offset, bytes); });
+  }
+  w.write(dir / "model.safetensors");
+  std::filesystem::copy_file(src + "/config.json", dir / "config.json");
+  const std::string msg = test::error_of([&] { Model::load(dir.str()); });
+  EXPECT_NE(msg.find(dropped), std::string::npos) << msg;
+  EXPECT_NE(msg.find("e8m0 scales"), std::string::npos) << msg;
 }
 
 TEST(ModelLoad, WrongTensorShapeNamesTheTensorAndBothShapes) {

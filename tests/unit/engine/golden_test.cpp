@@ -1,4 +1,5 @@
-// Every tiny checkpoint against transformers 5.x in float32 (tools/make_model_goldens.py made the references).
+// Every tiny checkpoint against transformers 5.x (tools/make_model_goldens.py made the references: float32 for the
+// four first ones, float64 for the others, whose error is then our float32 arithmetic alone).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,13 +12,19 @@
 namespace seedling {
 
 namespace {
-const std::vector<std::string> kModels = {"qwen3_moe_a", "qwen3_moe_b", "mixtral_a", "mixtral_b"};
+const std::vector<std::string> kModels = {"qwen3_moe_a", "qwen3_moe_b", "mixtral_a", "mixtral_b",    "olmoe_a",
+                                          "qwen2_moe_a", "glm4_moe_a",  "gpt_oss_a", "gpt_oss_mxfp4"};
+// Against a float64 reference our float32 forward is off by float32 rounding: about 1e-5 of logits of size 30-40.
+// Against the float32 references of the first four both sides round, so they keep the bound they were made with.
+double tolerance(const nlohmann::json& ref) {
+  return ref.value("reference_dtype", "float32") == "float64" ? 1e-4 : 1e-3;
+}
 const std::vector<std::string> kLayouts = {"hf", "hub"};
 }  // namespace
 
 class GoldenTest : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
-TEST_P(GoldenTest, LogitsWithin1e3AndGreedyEqualsTransformers) {
+TEST_P(GoldenTest, LogitsWithinToleranceAndGreedyEqualsTransformers) {
   const auto [name, layout] = GetParam();
   const std::string dir = test::data_path("models/" + name);
   const auto ref = test::read_json(dir + "/reference.json");
@@ -34,7 +41,7 @@ TEST_P(GoldenTest, LogitsWithin1e3AndGreedyEqualsTransformers) {
   ASSERT_EQ(got.size(), want.size());
   double worst = 0;
   for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(double(got[i]) - double(want[i])));
-  EXPECT_LE(worst, 1e-3) << name << "/" << layout;
+  EXPECT_LE(worst, tolerance(ref)) << name << "/" << layout;
   RecordProperty("max_abs_logit_error", std::to_string(worst));
 
   GenerateOptions go;

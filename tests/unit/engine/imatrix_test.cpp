@@ -243,9 +243,9 @@ TEST(ImatrixTest, WeightedSeedSearchLowersTheEnergyWeightedError) {
   double err_plain = 0, err_weighted = 0;
   int parts = 0;
   for (int e = 0; e < c.num_experts; ++e) {
-    const ExpertTensorNames n = model->family().expert_names(0, e);
-    for (const std::string* name : {&n.gate, &n.down}) {
-      const MatrixInput input = name == &n.down ? MatrixInput::ExpertDown : MatrixInput::ExpertGateUp;
+    const ExpertParts n = model->family().expert_parts(c, 0, e);
+    for (const std::string* name : {&n[0].name, &n[2].name}) {
+      const MatrixInput input = name == &n[2].name ? MatrixInput::ExpertDown : MatrixInput::ExpertGateUp;
       const std::vector<float> h = im.expert_search_weights(0, e, input);
       if (h.empty()) continue;  // no row reached this expert: nothing to weight by
       const TensorInfo& t = model->checkpoint().get(*name);
@@ -286,10 +286,10 @@ TEST(ImatrixTest, PackWithImatrixLowersTheEnergyWeightedError) {
     for (int l = 0; l < c.num_layers; ++l) {
       if (!c.layer_has_experts[size_t(l)]) continue;
       for (int e = 0; e < c.num_experts; ++e) {
-        const ExpertTensorNames n = model->family().expert_names(l, e);
+        const ExpertParts n = model->family().expert_parts(c, l, e);
         const ExpertWeights ew = packed->experts().acquire(l, e);
         const ops::Matrix* got[3] = {&ew.gate, &ew.up, &ew.down};
-        const std::string* names[3] = {&n.gate, &n.up, &n.down};
+        const std::string* names[3] = {&n[0].name, &n[1].name, &n[2].name};
         for (int p = 0; p < 3; ++p) {
           const std::vector<float> h =
               im.expert_search_weights(l, e, p == 2 ? MatrixInput::ExpertDown : MatrixInput::ExpertGateUp);

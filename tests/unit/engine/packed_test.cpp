@@ -74,10 +74,10 @@ void write_dequantized_checkpoint(const std::string& packed_dir, const std::stri
     if (!pm.layer_has_experts(l)) continue;
     for (int e = 0; e < c.num_experts; ++e) {
       const ExpertWeights x = model->experts().acquire(l, e);
-      const ExpertTensorNames n = fam.expert_names(l, e);
-      add(n.gate, x.gate, {x.gate.rows, x.gate.cols});
-      add(n.up, x.up, {x.up.rows, x.up.cols});
-      add(n.down, x.down, {x.down.rows, x.down.cols});
+      const ExpertParts n = fam.expert_parts(c, l, e);
+      add(n[0].name, x.gate, {x.gate.rows, x.gate.cols});
+      add(n[1].name, x.up, {x.up.rows, x.up.cols});
+      add(n[2].name, x.down, {x.down.rows, x.down.cols});
     }
   }
   w.write(out + "/model.safetensors");

@@ -1,0 +1,48 @@
+// model/qwen2_moe.cpp - Qwen2-MoE and Qwen1.5-MoE (Qwen2-57B-A14B, Qwen1.5-MoE-A2.7B).
+//
+// Plan: GQA attention with q/k/v biases (qkv_bias) and no o bias; a softmax router over num_experts SwiGLU experts
+// (renormalised when norm_topk_prob) beside an always-on shared expert of shared_expert_intermediate_size, whose
+// output is scaled by sigmoid(shared_expert_gate . x); mlp_only_layers and decoder_sparse_step as qwen3_moe.
+#include <string>
+
+#include "model/family.h"
+
+namespace seedling {
+
+namespace {
+
+void read_config(const ConfigReader& r, ModelConfig* c) {
+  read_common_config(r, c);
+  c->num_experts = r.get_int_any({"num_experts", "num_local_experts"});
+  c->experts_per_token = r.get_int("num_experts_per_tok");
+  c->moe_intermediate_size = r.get_int("moe_intermediate_size");
+  if (r.get_bool_or("use_sliding_window", false)) {
+    r.bad("use_sliding_window", "true is not supported for qwen2_moe (published checkpoints set false)");
+  }
+  AttentionPlan attn;
+  attn.qkv_bias = r.get_bool_or("qkv_bias", true);
+  FfnPlan ffn;
+  ffn.router.renormalize = r.get_bool_or("norm_topk_prob", false);
+  ffn.shared_width = r.get_int("shared_expert_intermediate_size");
+  ffn.shared_gate = ffn.shared_width > 0;
+  uniform_layer_plan(c, read_sparse_layers(r, *c), attn, ffn);
+}
+
+LayerNames layer_names(const ModelConfig&, int layer) {
+  const std::string p = "model.layers." + std::to_string(layer) + ".";
+  LayerNames n = llama_attention_names(p);
+  n.router = p + "mlp.gate.weight";
+  swiglu_names(p + "mlp.", &n.mlp_gate, &n.mlp_up, &n.mlp_down);
+  swiglu_names(p + "mlp.shared_expert.", &n.shared_gate, &n.shared_up, &n.shared_down);
+  n.shared_expert_gate = p + "mlp.shared_expert_gate.weight";
+  return n;
+}
+
+}  // namespace
+
+extern const Family kQwen2MoeFamily;
+const Family kQwen2MoeFamily = {"qwen2_moe",         read_config,      "model.embed_tokens.weight",
+                                "model.norm.weight", "lm_head.weight", layer_names,
+                                mlp_expert_parts};
+
+}  // namespace seedling
