@@ -27,7 +27,7 @@
 #include "cuda/gemm.h"
 #include "cuda/mma_layout.h"
 
-// No fmt here (see kernels.cu): errors go through check() (runtime.cpp).
+// No fmt here (see products.cu): errors go through check() (runtime.cpp).
 namespace seedling::cuda {
 
 namespace {
@@ -166,7 +166,7 @@ __device__ __forceinline__ void epilogue(const GemmArgs& a, const float* cs, int
     }
     if constexpr (M == Mode::GateUp) {
       const float g = cs[r * ldc + c], u = cs[r * ldc + kOutCols + c];
-      *out = (g / (1.0f + expf(-g))) * u;  // kernels.cu's expert_gate_up_kernel, the same float operations
+      *out = (g / (1.0f + expf(-g))) * u;  // experts.cu's expert_gate_up_kernel, the same float operations
     } else {
       const float s = cs[r * ldc + c];
       *out = a.accumulate ? *out + s : s;
