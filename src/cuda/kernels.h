@@ -35,7 +35,7 @@ struct DeviceMatrix {
 
 // Whether these kernels read codec c: the float, affine and seed codecs (a seed matrix: one slice blob at data,
 // 4-byte aligned; its weights decoded exactly as decode_seed_matrix, in registers), and so do the tensor-core GEMMs
-// (gemm.h; not their WMMA kernel). embed reads no seed codec.
+// (gemm.h). embed reads no seed codec.
 bool has_kernel(Codec c);
 // The names of the codecs has_kernel accepts, comma-separated (for error messages; runtime.cpp).
 std::string kernel_codec_names();
