@@ -27,13 +27,13 @@
 
 #include "codec/codec.h"
 #include "codec/quantize.h"
-#include "codec/seed_matmul.h"
 #include "codec/seed_search.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "cuda/kernels.h"
 #include "cuda/seed_search.h"
 #include "cuda_bench_util.h"
+#include "ops/seed_matmul.h"
 
 using namespace seedling;
 using bench::gaussian;

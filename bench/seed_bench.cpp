@@ -29,11 +29,11 @@
 #include <vector>
 
 #include "codec/quantize.h"
-#include "codec/seed_matmul.h"
 #include "codec/seed_search.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "ops/matmul.h"
+#include "ops/seed_matmul.h"
 
 using namespace seedling;
 

@@ -20,23 +20,11 @@
 #include <cstdio>
 
 #include "cuda/kernels.h"
+#include "cuda/warp_primitives.cuh"
 
 namespace seedling::cuda {
 
 namespace {
-
-// Asynchronous 16-byte copies from global to shared memory (cp.async, sm_80 and later), in commit groups.
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-// Waits for this thread's copies of every group but the newest.
-__device__ __forceinline__ void cp_async_wait_prior() {
-  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-}
 
 constexpr int kQ = 64;         // query rows per block
 constexpr int kK = 32;         // keys per staged tile
@@ -145,8 +133,8 @@ __global__ void __launch_bounds__(kThreads)
       stage_kv<HD, A>(kn, kn + kK * QS, kh, vh, j0 + kK, pl, hd, kv_dim);
     }
     cp_async_commit();
-    cp_async_wait_prior();  // this thread's copies of this tile have landed
-    __syncthreads();        // everyone's have (and Q is staged)
+    cp_async_wait_group<1>();  // this thread's copies of this tile have landed (all groups but the newest)
+    __syncthreads();           // everyone's have (and Q is staged)
     float sc[4][4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {

@@ -1,12 +1,12 @@
 // cuda/codec_device.cuh - the device side of codec.h's widening, shared by every CUDA translation unit that reads
-// stored weights (kernels.cu, gemm.cu): a codec's unit, its row size, and the exact widening of a unit to float.
+// stored weights (lane_dot.cuh, gemm.cu): a codec's unit, its row size, and the exact widening of a unit to float.
 //
 // Invariant: load_unit gives the very floats codec_value (codec/codec.h) gives: affine values are d * q then + m in
 // float, unfused; f16/bf16 widen exactly. Kernels may round these floats further (gemm.cu rounds to TF32) but only
 // after this widening, so every kernel starts from the same weights as the CPU reference. The seed codecs (p3, p4,
 // s3) have no units or row size: a matrix is one slice blob, a row is found by row_at (a SeedRow: the blob and the
 // row's first block) and its blocks decode with seed_device.cuh, bit for bit decode_seed_matrix's weights; only the
-// kernels that dispatch with dispatch_codec<true> read them (kernels.cu's CUDA-core products, gemm.cu's mma kernel,
+// kernels that dispatch with dispatch_codec<true> read them (lane_dot.cuh's CUDA-core products, gemm.cu's mma kernel,
 // seeds.cu).
 #pragma once
 

@@ -1,4 +1,4 @@
-// cuda/codec_ids.h - codec/codec.h's codec numbers and block sizes as plain constants, for kernels.cu: nvcc cannot
+// cuda/codec_ids.h - codec/codec.h's codec numbers and block sizes as plain constants, for the .cu files: nvcc cannot
 // compile what codec.h includes (fmt's compile-time format checks). runtime.cpp static_asserts each value against
 // codec.h, so the two cannot drift apart.
 #pragma once

@@ -9,13 +9,12 @@
 // fragments whose indices mma_layout.h computes (tested on the CPU against the PTX ISA's layouts).
 // mma16_kernel: the affine codecs' twin of mma_kernel, with f16 operands (x rows scaled into f16's range by a power
 // of 2), mma.sync m16n8k16 and ldmatrix (see its comment).
-// wmma_kernel (the first one): 128 x 128 tiles, one stage, WMMA m16n16k8.
 // In all, the accumulators go through shared memory to one epilogue (bounds, accumulate, SiLU product), and an
 // output element is 0 plus its MMAs in k order, one per 8 of k (16 in the f16 kernel; matmul_tc_split with scratch:
 // per part of k, the parts then added in order): its sum never depends on m, on the tile shape or on the other rows
 // of its tile.
 #include <cuda_fp16.h>
-#include <mma.h>
+#include <mma.h>  // nvcuda::wmma::__float_to_tf32
 
 #include <algorithm>
 #include <atomic>
@@ -27,20 +26,12 @@
 #include "cuda/gemm.h"
 #include "cuda/mma_layout.h"
 
-// No fmt here (see kernels.cu): errors go through check() (runtime.cpp).
+// No fmt here (see products.cu): errors go through check() (runtime.cpp).
 namespace seedling::cuda {
 
 namespace {
 
-namespace wmma = nvcuda::wmma;
-
-constexpr int kBM = 128, kBN = 128, kBK = 64;  // tile: rows x output columns x k
-constexpr int kThreads = 256;                  // 8 warps: 2 (rows) x 4 (columns), each 64 x 32
-constexpr int kLd = kBK + 4;                   // shared row stride of the x and weight tiles (floats)
-constexpr int kLdc = kBN + 4;                  // shared row stride of the accumulator tile
-constexpr int kSmemFloats = 2 * kBM * kLd > kBM* kLdc ? 2 * kBM* kLd : kBM* kLdc;
-constexpr size_t kSmemBytes = size_t(kSmemFloats) * sizeof(float);
-static_assert(kBM == kBN, "the x and weight tiles share one layout");
+constexpr int kBK = 64;  // k of a slice, every tile
 
 enum class Mode { Plain, GateUp, Down };
 
@@ -78,7 +69,7 @@ struct GemmArgs {
 };
 
 __device__ __forceinline__ float tf32(float v) {
-  return wmma::__float_to_tf32(v);
+  return nvcuda::wmma::__float_to_tf32(v);
 }
 
 __device__ __forceinline__ void store4(float* dst, float a, float b, float c, float d) {
@@ -166,110 +157,12 @@ __device__ __forceinline__ void epilogue(const GemmArgs& a, const float* cs, int
     }
     if constexpr (M == Mode::GateUp) {
       const float g = cs[r * ldc + c], u = cs[r * ldc + kOutCols + c];
-      *out = (g / (1.0f + expf(-g))) * u;  // kernels.cu's expert_gate_up_kernel, the same float operations
+      *out = (g / (1.0f + expf(-g))) * u;  // experts.cu's expert_gate_up_kernel, the same float operations
     } else {
       const float s = cs[r * ldc + c];
       *out = a.accumulate ? *out + s : s;
     }
   }
-}
-
-// The first kernel (GemmKernel::Wmma): WMMA m16n16k8, one buffer, loads and widening between two barriers.
-template <CodecId C, Mode M>
-__global__ void __launch_bounds__(kThreads, 2) wmma_kernel(GemmArgs a) {
-  extern __shared__ __align__(128) float sm[];
-  float* xs = sm;               // kBM x kLd: x rows, TF32
-  float* ws = sm + kBM * kLd;   // kBN x kLd: weight rows, TF32
-  float* cs = sm;               // kBM x kLdc: the accumulators, after the last k-slice
-  __shared__ int64_t src[kBM];  // the x row of each tile row
-  __shared__ int64_t dst[kBM];  // the output row of each tile row
-  const int tid = threadIdx.x;
-
-  const uint8_t* wa = nullptr;  // Plain, Down: the matrix; GateUp: gate
-  const uint8_t* wb = nullptr;  // GateUp: up
-  const int rows = tile_rows<M, kBM, kThreads>(a, src, dst, wa, wb);
-  if (rows < 0) return;
-  constexpr int kOutCols = M == Mode::GateUp ? kBN / 2 : kBN;
-  const int64_t n0 = int64_t(blockIdx.y) * kOutCols;
-
-  const int warp = tid / 32, wm = warp / 4, wn = warp % 4;
-  wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[4][2];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-#pragma unroll
-    for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
-  }
-  __syncthreads();
-
-  constexpr int G = Unit<C>::G, kUnitsPerRow = kBK / G;
-  static_assert(kBK % G == 0 && G % 4 == 0, "a k-slice holds whole units of whole float4s");
-  for (int64_t k0 = 0; k0 < a.cols; k0 += kBK) {
-    // x: kBM x kBK, zeros past the tile's rows and past k.
-    for (int i = tid; i < kBM * (kBK / 4); i += kThreads) {
-      const int r = i / (kBK / 4), c = (i % (kBK / 4)) * 4;
-      const int64_t kk = k0 + c;
-      float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      if (r < rows) {
-        const float* xr = a.x + src[r] * a.cols + kk;
-        if (a.x_vec && kk + 4 <= a.cols) {
-          const float4 q = *reinterpret_cast<const float4*>(xr);
-          v[0] = q.x;
-          v[1] = q.y;
-          v[2] = q.z;
-          v[3] = q.w;
-        } else {
-#pragma unroll
-          for (int j = 0; j < 4; ++j) v[j] = kk + j < a.cols ? xr[j] : 0.0f;
-        }
-      }
-      store4(xs + r * kLd + c, v[0], v[1], v[2], v[3]);
-    }
-    // Weights: kBN rows of kBK, widened unit by unit; zeros past n_out and past k.
-    for (int i = tid; i < kBN * kUnitsPerRow; i += kThreads) {
-      const int nr = i / kUnitsPerRow, ui = i % kUnitsPerRow;
-      const uint8_t* row = weight_row<C, M, kBN>(a, wa, wb, n0, nr);
-      const int64_t u = k0 / G + ui;
-      const int64_t left = a.cols - u * G;
-      const int valid = int(left < G ? left : G);
-      float w[G];
-      if (row != nullptr && valid > 0) {
-        load_unit<C>(row, u, valid, w);
-#pragma unroll
-        for (int j = 0; j < G; ++j) w[j] = j < valid ? w[j] : 0.0f;  // an affine block's padding
-      } else {
-#pragma unroll
-        for (int j = 0; j < G; ++j) w[j] = 0.0f;
-      }
-#pragma unroll
-      for (int j = 0; j < G; j += 4) store4(ws + nr * kLd + ui * G + j, w[j], w[j + 1], w[j + 2], w[j + 3]);
-    }
-    __syncthreads();
-#pragma unroll
-    for (int kk = 0; kk < kBK; kk += 8) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fa[4];
-      wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major> fb[2];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) wmma::load_matrix_sync(fa[i], xs + (wm * 64 + i * 16) * kLd + kk, kLd);
-#pragma unroll
-      for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], ws + (wn * 32 + j * 16) * kLd + kk, kLd);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-#pragma unroll
-        for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
-      }
-    }
-    __syncthreads();
-  }
-
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      wmma::store_matrix_sync(cs + (wm * 64 + i * 16) * kLdc + wn * 32 + j * 16, acc[i][j], kLdc, wmma::mem_row_major);
-    }
-  }
-  __syncthreads();
-  epilogue<M, kBM, kBN, kThreads>(a, cs, kLdc, dst, rows, n0);
 }
 
 // ---- The mma.sync kernel (GemmKernel::Mma) ----
@@ -885,7 +778,7 @@ struct Buckets {
 };
 
 constexpr int kMinBM = TileS::BM;
-static_assert(kMinBM <= kBM && kMinBM <= TileL::BM, "the scratch is laid out for the smallest row tile");
+static_assert(kMinBM <= TileL::BM, "the scratch is laid out for the smallest row tile");
 
 int64_t max_tiles(int64_t pairs, int num_experts, int bm) {
   return (pairs + bm - 1) / bm + num_experts;  // each expert's last tile may be partial
@@ -966,14 +859,14 @@ Buckets bucket_pairs(const int* ids, int64_t pairs, const uint8_t* const* table,
   return b;
 }
 
-// Which kernel and tile a call runs: the WMMA kernel (128 x 128), or the mma.sync kernel with TileL or TileS.
-enum class Shape { Wmma, L, S };
+// Which tile a call runs: TileL or TileS.
+enum class Shape { L, S };
 
 int tile_rows_of(Shape s) {
-  return s == Shape::S ? TileS::BM : s == Shape::L ? TileL::BM : kBM;
+  return s == Shape::S ? TileS::BM : TileL::BM;
 }
 int tile_cols_of(Shape s) {
-  return s == Shape::S ? TileS::BN : s == Shape::L ? TileL::BN : kBN;
+  return s == Shape::S ? TileS::BN : TileL::BN;
 }
 
 // Starts kernel k (opting in, once, to its shared memory above 48 KB).
@@ -986,15 +879,7 @@ void start(dim3 grid, int threads, size_t smem, const GemmArgs& a, cudaStream_t 
 
 template <CodecId C, Mode M>
 void launch(Shape shape, dim3 grid, const GemmArgs& a, cudaStream_t stream, const char* what) {
-  if (shape == Shape::Wmma) {
-    if constexpr (is_seed(C)) {
-      check(cudaErrorInvalidValue,
-            "SEEDLING_GEMM=wmma with a seed matrix (p3, p4, s3): the WMMA kernel reads no seed codec; the default "
-            "mma kernel does");
-    } else {
-      start<wmma_kernel<C, M>>(grid, kThreads, kSmemBytes, a, stream);
-    }
-  } else if (a.x16 != nullptr) {  // f16 (use_f16)
+  if (a.x16 != nullptr) {  // f16 (use_f16)
     if constexpr (is_affine(C)) {
       if (shape == Shape::L) {
         start<mma16_kernel<C, M, Tile16L>>(grid, Tile16L::kThreads, smem16_bytes<Tile16L>(), a, stream);
@@ -1047,13 +932,10 @@ GemmKernel chosen_kernel() {
       k = int(GemmKernel::MmaLarge);
     } else if (v == "mma64") {
       k = int(GemmKernel::MmaSmall);
-    } else if (v == "wmma") {
-      k = int(GemmKernel::Wmma);
     } else if (v == "tf32") {
       k = int(GemmKernel::MmaTf32);
     } else {
-      check(cudaErrorInvalidValue,
-            "reading SEEDLING_GEMM (the tensor-core GEMM kernel: mma, mma128, mma64, tf32 or wmma)");
+      check(cudaErrorInvalidValue, "reading SEEDLING_GEMM (the tensor-core GEMM kernel: mma, mma128, mma64 or tf32)");
     }
     g_kernel.store(k, std::memory_order_relaxed);
   }
@@ -1069,8 +951,6 @@ GemmKernel chosen_kernel() {
 template <typename RowTiles>
 Shape pick_shape(RowTiles row_tiles, int64_t n, bool gate_up, Codec c) {
   switch (chosen_kernel()) {
-    case GemmKernel::Wmma:
-      return Shape::Wmma;
     case GemmKernel::MmaLarge:
       return Shape::L;
     case GemmKernel::MmaSmall:
@@ -1090,10 +970,10 @@ Shape pick_shape(RowTiles row_tiles, int64_t n, bool gate_up, Codec c) {
   return cost(Shape::S) < cost(Shape::L) ? Shape::S : Shape::L;
 }
 
-// Whether a product of codec c on tile `shape` runs the f16 kernel: the affine codecs on the mma tiles, unless
-// SEEDLING_GEMM=tf32 (GemmKernel::MmaTf32) asks for the TF32 kernel.
-bool use_f16(Shape shape, Codec c) {
-  return shape != Shape::Wmma && chosen_kernel() != GemmKernel::MmaTf32 && is_affine(Id(uint8_t(c)));
+// Whether a product of codec c runs the f16 kernel: the affine codecs, unless SEEDLING_GEMM=tf32
+// (GemmKernel::MmaTf32) asks for the TF32 kernel.
+bool use_f16(Codec c) {
+  return chosen_kernel() != GemmKernel::MmaTf32 && is_affine(Id(uint8_t(c)));
 }
 
 // The grouped products' tile: row tiles counted as if the pairs spread evenly over the experts (each expert's last
@@ -1105,7 +985,7 @@ bool use_f16(Shape shape, Codec c) {
 // tiles and their factor (pick_shape), 2,048 x top-8 takes 128 x 128 again (122.50 against 107.05 TFLOP/s).
 Shape pick_grouped(int64_t pairs, int num_experts, int64_t n, bool gate_up, Codec c) {
   const int64_t per = (pairs + num_experts - 1) / num_experts;
-  const bool f16 = chosen_kernel() != GemmKernel::MmaTf32 && is_affine(Id(uint8_t(c)));
+  const bool f16 = use_f16(c);
   const int64_t spread = f16 ? int64_t(std::ceil(std::sqrt(double(per)))) : 0;
   return pick_shape([&](int bm) { return int64_t(num_experts) * ((per + spread + bm - 1) / bm); }, n, gate_up, c);
 }
@@ -1171,7 +1051,7 @@ void matmul_tc_stacked(const float* x, int64_t m, const DeviceMatrix* ws, float*
       p.a.part_end[i] = end += ws[i].rows;
     }
   }
-  if (scratch != nullptr && use_f16(p.shape, w.codec)) to_f16(x, m, w.cols, scratch, p.a, stream);
+  if (scratch != nullptr && use_f16(w.codec)) to_f16(x, m, w.cols, scratch, p.a, stream);
   dispatch_codec<true>(w.codec,
                        [&]<CodecId C>() { launch<C, Mode::Plain>(p.shape, p.grid, p.a, stream, "matmul_tc"); });
 }
@@ -1191,10 +1071,6 @@ void matmul_tc_split(const float* x, int64_t m, const DeviceMatrix& w, float* y,
   if (splits > 1) {
     p.a.k_split = kSplitK;
     p.a.accumulate = false;
-  }
-  if (p.shape == Shape::Wmma) {  // SEEDLING_GEMM=wmma: the WMMA kernel has no split; the mma tiles give one result
-    p.shape = Shape::L;
-    p.grid = dim3(tiles_for(m, tile_rows_of(p.shape)), tiles_for(w.rows, tile_cols_of(p.shape)), unsigned(splits));
   }
   auto go = [&]<CodecId C>() {
     if (p.shape == Shape::L) {
@@ -1233,7 +1109,7 @@ void gate_up_on(const Buckets& b, Shape sh, const float* x, int64_t m, int k, co
                 int num_experts, const ExpertLayout& l, float* act, cudaStream_t stream) {
   GemmArgs a = product(x, l.intermediate, l.hidden, act);
   bucketed(a, b, table);
-  if (use_f16(sh, l.gate_up)) to_f16(x, m, l.hidden, b.f16, a, stream);
+  if (use_f16(l.gate_up)) to_f16(x, m, l.hidden, b.f16, a, stream);
   a.k = k;
   a.off_b = l.up_offset;
   const dim3 grid(unsigned(max_tiles(m * k, num_experts, tile_rows_of(sh))),
@@ -1245,7 +1121,7 @@ void down_on(const Buckets& b, Shape sh, const float* act, int64_t pairs, const 
              const ExpertLayout& l, float* out, cudaStream_t stream) {
   GemmArgs a = product(act, l.hidden, l.intermediate, out);
   bucketed(a, b, table);
-  if (use_f16(sh, l.down)) to_f16(act, pairs, l.intermediate, b.f16, a, stream);
+  if (use_f16(l.down)) to_f16(act, pairs, l.intermediate, b.f16, a, stream);
   a.off_a = l.down_offset;
   const dim3 grid(unsigned(max_tiles(pairs, num_experts, tile_rows_of(sh))), tiles_for(l.hidden, tile_cols_of(sh)));
   dispatch_codec<true>(l.down, [&]<CodecId C>() { launch<C, Mode::Down>(sh, grid, a, stream, "expert_down_tc"); });

@@ -1,19 +1,18 @@
 // cuda/gemm.h - tensor-core matrix products for prompt rows: a plain matmul and the grouped expert GEMMs.
 //
 // The twins of kernels.h's matmul and expert_gate_up / expert_down, with the same contracts, for many rows: tiles
-// of rows x outputs x 64 of k in shared memory, TF32 MMAs (m16n8k8 by mma.sync; the first kernel, WMMA m16n16k8, is
-// kept behind use_gemm_kernel) with float32 accumulation. Weights widen exactly as codec.h says (codec_device.cuh;
-// the seed codecs p3, p4, s3 decode in registers, 8 weights at a time, by seed_device.cuh's seed_piece_decode:
-// decode_seed_matrix's weights bit for bit), then both weights and activations are rounded to TF32 (10 stored
-// mantissa bits, unit roundoff 2^-11), so results differ from the float32 CUDA-core kernels by about 2^-10 of
-// sum |x_k w_k|; tests/unit/cuda/gemm_test.cpp bounds it. The affine codecs (q8_g32, q8_g64, q4_g32, q4_g64) run
-// an f16 kernel instead (m16n8k16 from ldmatrix; the grouped products always, matmul_tc given its scratch): the
-// same 10 mantissa bits for both operands, weights widened in one f16 fma (their d and m are f16 already), each x
-// row scaled by a power of 2 into f16's range and rounded to f16 once per product, the sums scaled back, exactly;
-// its bound is the TF32 one plus f16's subnormals (2^-25 absolute, for weights under 2^-14 and x under 2^-28 of its
-// row's largest). Every output
-// element sums its k-tiles in one fixed order that depends only on k, never on m, on the tile shape or on which rows
-// share a tile: a row (or expert pair) gives the same bits alone, in a batch, or in a pass over any subset of experts.
+// of rows x outputs x 64 of k in shared memory, TF32 MMAs (m16n8k8 by mma.sync) with float32 accumulation. Weights
+// widen exactly as codec.h says (codec_device.cuh; the seed codecs p3, p4, s3 decode in registers, 8 weights at a time,
+// by seed_device.cuh's seed_piece_decode: decode_seed_matrix's weights bit for bit), then both weights and activations
+// are rounded to TF32 (10 stored mantissa bits, unit roundoff 2^-11), so results differ from the float32 CUDA-core
+// kernels by about 2^-10 of sum |x_k w_k|; tests/unit/cuda/gemm_test.cpp bounds it. The affine codecs (q8_g32, q8_g64,
+// q4_g32, q4_g64) run an f16 kernel instead (m16n8k16 from ldmatrix; the grouped products always, matmul_tc given its
+// scratch): the same 10 mantissa bits for both operands, weights widened in one f16 fma (their d and m are f16
+// already), each x row scaled by a power of 2 into f16's range and rounded to f16 once per product, the sums scaled
+// back, exactly; its bound is the TF32 one plus f16's subnormals (2^-25 absolute, for weights under 2^-14 and x under
+// 2^-28 of its row's largest). Every output element sums its k-tiles in one fixed order that depends only on k, never
+// on m, on the tile shape or on which rows share a tile: a row (or expert pair) gives the same bits alone, in a batch,
+// or in a pass over any subset of experts.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -53,12 +52,10 @@ size_t matmul_tc_split_scratch_bytes(int64_t m, const DeviceMatrix& w);
 // The kernel behind the products: Mma (mma.sync, cp.async-staged, picking a 128 x 128 or a 64 x 64 tile per call;
 // m16n8k16 f16 for the affine codecs where the call allows it, m16n8k8 TF32 otherwise; the default), MmaLarge /
 // MmaSmall (the same, always 128 x 128 / 64 x 64: for the bench, to tune the pick), MmaTf32 (as Mma, TF32 for every
-// codec: the f16 kernel's baseline), or Wmma (the first kernel, WMMA m16n16k8 TF32, kept as the fall-back). The
-// environment's SEEDLING_GEMM (mma, mma128, mma64, tf32 or wmma; anything else is an error at the first product)
-// sets it at start; use_gemm_kernel overrides it for the products called after it. Mma, MmaLarge and MmaSmall give
-// the same bits; MmaTf32 and Wmma differ from them and from each other, each within gemm_test's bound. Wmma reads no
-// seed codec: a seed matrix under it is a clear error (the Mma kinds read them).
-enum class GemmKernel { Mma, MmaLarge, MmaSmall, Wmma, MmaTf32 };
+// codec: the f16 kernel's baseline). The environment's SEEDLING_GEMM (mma, mma128, mma64 or tf32; anything else is
+// an error at the first product) sets it at start; use_gemm_kernel overrides it for the products called after it.
+// Mma, MmaLarge and MmaSmall give the same bits; MmaTf32 differs from them within gemm_test's bound.
+enum class GemmKernel { Mma, MmaLarge, MmaSmall, MmaTf32 };
 void use_gemm_kernel(GemmKernel k);
 
 // Bytes of device scratch the grouped expert GEMMs need for m rows of k experts each over num_experts experts of

@@ -2,12 +2,17 @@
 //
 // Every function launches on `stream` and returns at once; pointers are device memory. Activations, the KV cache
 // and every accumulator are float32, and no bf16 rounding happens anywhere in these kernels. Float weights widen
-// exactly; an affine block's products are summed as d * sum(q x) + m * sum(x) (kernels.cu, affine_group_dot)
+// exactly; an affine block's products are summed as d * sum(q x) + m * sum(x) (lane_dot.cuh, affine_group_dot)
 // rather than widening each weight to d * q + m. Results differ from the CPU by float32 rounding only (and
 // expf/sinf/cosf's last bits), which the tests in tests/unit/cuda/ bound from the arithmetic. Each output element
 // has one fixed order of additions that does not depend on how many rows share the launch, so a row gives the same
 // bits alone or in a batch, and each fused decode launch (matvec, router_matvec_topk, expert_down_combine) gives
 // the bits of the launches it replaces.
+//
+// Where they are defined, by concern: products.cu (matmul and the fused decode products), experts.cu, row_ops.cu
+// (norms, RoPE, element-wise ops, embedding, top-k), attention_decode.cu and attention_prompt.cu, stage_clock.cu,
+// runtime.cpp (check, sm_count, kernel_codec_names); the device code they share is in lane_dot.cuh (the codec dots),
+// norm_rope_topk.cuh, warp_primitives.cuh and stage_clock.cuh, the host side of a launch in launch.cuh.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -30,7 +35,7 @@ struct DeviceMatrix {
 
 // Whether these kernels read codec c: the float, affine and seed codecs (a seed matrix: one slice blob at data,
 // 4-byte aligned; its weights decoded exactly as decode_seed_matrix, in registers), and so do the tensor-core GEMMs
-// (gemm.h; not their WMMA kernel). embed reads no seed codec.
+// (gemm.h). embed reads no seed codec.
 bool has_kernel(Codec c);
 // The names of the codecs has_kernel accepts, comma-separated (for error messages; runtime.cpp).
 std::string kernel_codec_names();

@@ -1,5 +1,5 @@
 // cuda/seed_device.cuh - the seed codecs' block decode (docs/formats/seed.md) as __host__ __device__ functions: the
-// kernels (kernels.cu, seeds.cu; gemm.cu by 8-weight pieces) run them on the device, and
+// kernels (lane_dot.cuh, seeds.cu; gemm.cu by 8-weight pieces) run them on the device, and
 // tests/unit/engine/seed_device_test.cpp runs the very same code on the CPU against codec/seed_codec.h's spec and
 // lfsr.h's stepping (so CI checks the index and bit logic without a GPU). The float arithmetic itself (scale, bf16
 // rounding) is codec/seed_arith.h's, shared with the CPU.

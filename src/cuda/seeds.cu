@@ -1,7 +1,7 @@
 // cuda/seeds.cu - the kernels of cuda/seeds.h.
 //
 // Invariant: every weight comes from seed_device.cuh's seed_decode_blob_block, the function the products of
-// kernels.cu decode with, so a test of this decode against the CPU checks the weights those products use.
+// lane_dot.cuh decode with, so a test of this decode against the CPU checks the weights those products use.
 #include "cuda/codec_device.cuh"
 #include "cuda/seeds.h"
 

@@ -14,6 +14,8 @@
 
 namespace seedling {
 
+class PackedModel;
+
 struct ExpertWeights {
   ops::Matrix gate;  // (moe_intermediate, hidden)
   ops::Matrix up;    // (moe_intermediate, hidden)
@@ -24,6 +26,11 @@ struct ExpertWeights {
 // seeds, padding, exponent range. Throws Error naming `file`, the layer, the expert and the part; float and affine
 // parts pass untouched. Providers call it on every blob before any kernel reads it (experts/expert_weights.cpp).
 void validate_expert_weights(const ExpertWeights& w, const std::string& file, int layer, int expert);
+
+// Views of gate, up and down INTO `blob` (the bytes of packed.expert_blob(layer, expert), starting at its offset;
+// no copy), laid out as the manifest's parts say (io/packed_model.h). The blob must stay alive while the views are
+// used. Throws Error naming the layer and expert when the folder has no such expert.
+ExpertWeights decode_expert_blob(const PackedModel& packed, const uint8_t* blob, int layer, int expert);
 
 // What a provider did over a run. Resident providers report zeros.
 struct ExpertStats {

@@ -22,7 +22,7 @@ std::unique_ptr<ResidentExperts> ResidentExperts::from_packed(std::shared_ptr<co
     const int n = packed->num_experts(l);
     verified[size_t(l)] = std::make_unique<std::atomic<bool>[]>(size_t(n));
     for (int e = 0; e < n; ++e) {
-      table[size_t(l)].push_back(packed->decode_expert_blob(map->data() + pl.blobs[size_t(e)].offset, l, e));
+      table[size_t(l)].push_back(decode_expert_blob(*packed, map->data() + pl.blobs[size_t(e)].offset, l, e));
     }
     maps.push_back(std::move(map));
   }

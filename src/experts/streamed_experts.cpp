@@ -448,7 +448,7 @@ std::unique_ptr<StreamedExperts> StreamedExperts::from_packed(std::shared_ptr<co
   std::shared_ptr<const PackedModel> p = packed;
   // Called after the checksum: seed parts are validated before the views are handed out.
   auto decode = [p](const uint8_t* blob, int layer, int expert) {
-    const ExpertWeights w = p->decode_expert_blob(blob, layer, expert);
+    const ExpertWeights w = decode_expert_blob(*p, blob, layer, expert);
     validate_expert_weights(w, p->expert_blob(layer, expert).file, layer, expert);
     return w;
   };

@@ -38,7 +38,7 @@ struct BlobLocation {
   uint64_t xxh64 = 0;
 };
 
-// Turns a verified blob into weight views into that blob (the packed format's decode_expert_blob).
+// Turns a verified blob into weight views into that blob (decode_expert_blob, for a packed folder).
 using DecodeExpertBlob = std::function<ExpertWeights(const uint8_t* blob, int layer, int expert)>;
 // Throws a seedling::Error when the blob's checksum does not match (the packed format's verify_blob).
 using VerifyExpertBlob = std::function<void(const uint8_t* blob, size_t bytes, const BlobLocation& where)>;

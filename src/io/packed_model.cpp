@@ -226,13 +226,6 @@ const ExpertBlobLocation& PackedModel::expert_blob(int layer, int expert) const 
   return pl.blobs[size_t(expert)];
 }
 
-ExpertWeights PackedModel::decode_expert_blob(const uint8_t* blob, int layer, int expert) const {
-  const PackedExpertLayer& pl = expert_layer(layer);
-  (void)expert_blob(layer, expert);  // range check
-  auto view = [&](const PackedExpertPart& p) { return ops::Matrix{p.codec, blob + p.offset, p.rows, p.cols}; };
-  return {view(pl.parts[0]), view(pl.parts[1]), view(pl.parts[2])};
-}
-
 void PackedModel::verify_blob(int layer, int expert, const uint8_t* blob) const {
   const ExpertBlobLocation& b = expert_blob(layer, expert);
   const uint64_t got = packed_checksum(blob, b.bytes);

@@ -17,8 +17,6 @@
 
 #include "codec/codec.h"
 #include "core/mapped_file.h"
-#include "experts/expert_provider.h"
-#include "ops/matrix.h"
 
 namespace seedling {
 
@@ -86,9 +84,6 @@ class PackedModel {
   int num_experts(int layer) const;
   const PackedExpertLayer& expert_layer(int layer) const;
   const ExpertBlobLocation& expert_blob(int layer, int expert) const;
-  // Views of gate, up and down INTO `blob` (the bytes of expert_blob(layer, expert), starting at its offset;
-  // no copy). The blob must stay alive while the views are used.
-  ExpertWeights decode_expert_blob(const uint8_t* blob, int layer, int expert) const;
   // Throws Error naming the file, layer, expert and offset when the blob's xxh64 differs from the manifest's.
   void verify_blob(int layer, int expert, const uint8_t* blob) const;
   uint64_t expert_bytes_total() const;

@@ -13,10 +13,10 @@
 #include <cstring>
 #include <vector>
 
-#include "codec/seed_matmul.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "ops/matmul.h"
+#include "ops/seed_matmul.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace seedling::ops::HWY_NAMESPACE {
@@ -201,7 +201,7 @@ HWY_EXPORT(StreamSum);
 
 void matmul(const float* x, int64_t m, const Matrix& w, float* y) {
   if (m <= 0 || w.rows <= 0) return;
-  // Seed slices: computed on seeds (codec/seed_matmul.h), its own threads over the rows of W.
+  // Seed slices: computed on seeds (ops/seed_matmul.h), its own threads over the rows of W.
   if (codec_is_seed(w.codec)) return seed::seed_matmul(x, m, w.seed_matrix(), y);
   if (w.codec == Codec::MXFP4) return mxfp4_matmul(x, m, w, y);
   // Split output columns across threads in multiples of 4 (whole tiles); at least 16 columns per chunk.

@@ -1,9 +1,9 @@
 // The plain reference of ops/matmul.h: one multiply-add at a time, accumulated in double, weights through
 // codec_value (codec/codec.h), the scalar definition of every float and affine codec; seed matrices go to
 // seed::ref::seed_matmul, which decodes them by the format's spec (decode_seed_matrix).
-#include "codec/seed_matmul.h"
 #include "core/error.h"
 #include "ops/matmul.h"
+#include "ops/seed_matmul.h"
 
 namespace seedling::ops {
 

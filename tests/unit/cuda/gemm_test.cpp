@@ -1,9 +1,9 @@
-// The tensor-core GEMMs (cuda/gemm.h), both kernels (GemmKernel::Mma and ::Wmma), against the CPU reference
+// The tensor-core GEMMs (cuda/gemm.h), every kernel kind (GemmKernel), against the CPU reference
 // (the weights as Matrix::at gives them, codec_value or the seed spec's decode_block, times x summed in double, as
 // ops::ref::matmul does), and their invariant: a row's (an expert pair's) bits do not depend on which other rows or
-// experts share the launch, nor on the tile shape the mma kernel picks for it. Both kernels round both operands to
-// TF32 and accumulate in float32 MMAs, so one bound holds for both. The seed codecs (p3, p4, s3) run on the mma
-// kernel only (the WMMA kernel refuses them), at shapes that leave partial blocks and k-slices.
+// experts share the launch, nor on the tile shape the mma kernel picks for it. Every kind rounds both operands to
+// TF32 and accumulates in float32 MMAs, so one bound holds for all. The seed codecs (p3, p4, s3) run at shapes that
+// leave partial blocks and k-slices.
 //
 // Tolerance, from the arithmetic: weights widen (seeds: decode) exactly and x is float32, then both are rounded to TF32
 // (round to nearest, unit roundoff u = 2^-11), so each product is off by at most (2u + u^2) |x_k w_k|; the tensor
@@ -59,7 +59,7 @@ double f16_extra(const float* x, const float* w, int64_t k) {
 
 // Whether kernel kind k runs codec c on the f16 kernel (given its scratch, for matmul_tc).
 bool runs_f16(cuda::GemmKernel k, Codec c) {
-  return k != cuda::GemmKernel::Wmma && k != cuda::GemmKernel::MmaTf32 && codec_group(c) > 1 && !codec_is_seed(c);
+  return k != cuda::GemmKernel::MmaTf32 && codec_group(c) > 1 && !codec_is_seed(c);
 }
 
 // matmul_tc_split's bound: x split into TF32 parts carries it to 2^-22 |x|, the 2k exact products (weights exact in
@@ -105,16 +105,12 @@ struct UseKernel {
   UseKernel& operator=(const UseKernel&) = delete;
 };
 // Every kind: the default pick (which takes 64 x 64 tiles at these tests' small shapes), each tile forced (so the
-// 128 x 128 one meets the bound too), the TF32 mma kernel for every codec, and the WMMA kernel.
+// 128 x 128 one meets the bound too), and the TF32 mma kernel for every codec.
 constexpr cuda::GemmKernel kKernels[] = {cuda::GemmKernel::Mma, cuda::GemmKernel::MmaLarge, cuda::GemmKernel::MmaSmall,
-                                         cuda::GemmKernel::MmaTf32, cuda::GemmKernel::Wmma};
+                                         cuda::GemmKernel::MmaTf32};
 constexpr cuda::GemmKernel kMmaKernels[] = {cuda::GemmKernel::Mma, cuda::GemmKernel::MmaLarge,
                                             cuda::GemmKernel::MmaSmall};
 constexpr Codec kSeedCodecs[] = {Codec::P3, Codec::P4, Codec::S3};
-// Whether kernel k reads codec c (the WMMA kernel reads no seed codec).
-bool reads(cuda::GemmKernel k, Codec c) {
-  return k != cuda::GemmKernel::Wmma || !codec_is_seed(c);
-}
 const char* kernel_name(cuda::GemmKernel k) {
   switch (k) {
     case cuda::GemmKernel::Mma:
@@ -124,11 +120,9 @@ const char* kernel_name(cuda::GemmKernel k) {
     case cuda::GemmKernel::MmaSmall:
       return "mma64";
     case cuda::GemmKernel::MmaTf32:
-      return "tf32";
-    case cuda::GemmKernel::Wmma:
       break;
   }
-  return "wmma";
+  return "tf32";
 }
 
 // Largest error seen, as a fraction of its bound (printed, so the margin is visible).
@@ -283,17 +277,9 @@ INSTANTIATE_TEST_SUITE_P(Seeds, GemmTcTest,
                                             ::testing::ValuesIn(kMmaKernels)),
                          shape_name);
 
-// The WMMA kernel reads no seed codec: a seed matrix under it is one clear error, raised before any launch (so this
-// runs without a GPU too), as is a seed blob that is not 4-byte aligned under any kernel.
-TEST(GemmTcSeeds, WmmaKernelAndMisalignedBlobsAreClearErrors) {
+// A seed blob that is not 4-byte aligned is one clear error, raised before any launch (so this runs without a GPU too).
+TEST(GemmTcSeeds, MisalignedBlobsAreClearErrors) {
   for (const Codec c : kSeedCodecs) {
-    {
-      const UseKernel use(cuda::GemmKernel::Wmma);
-      const std::string e = test::error_of([&] {
-        cuda::matmul_tc(nullptr, 64, {c, nullptr, 4, 24}, nullptr, false, nullptr);
-      });
-      EXPECT_NE(e.find("the WMMA kernel reads no seed codec"), std::string::npos) << e;
-    }
     const auto* misaligned = reinterpret_cast<const void*>(uintptr_t(4098));
     const std::string e = test::error_of([&] {
       cuda::matmul_tc(nullptr, 64, {c, misaligned, 4, 24}, nullptr, false, nullptr);
@@ -314,7 +300,6 @@ TEST(GemmTcStacked, EachOutputHasItsBitsAlone) {
   for (const cuda::GemmKernel kernel : kKernels) {
     const UseKernel use(kernel);
     for (const Codec c : {Codec::F32, Codec::BF16, Codec::Q8_G32, Codec::Q4_G64, Codec::P4}) {
-      if (!reads(kernel, c)) continue;
       std::vector<std::vector<uint8_t>> bytes;
       std::vector<DeviceVec<uint8_t>> dw;
       cuda::DeviceMatrix ws[3];
@@ -375,7 +360,7 @@ TEST(GemmTcSplit, MatchesReferenceToFloat32Accuracy) {
         Worst worst;
         const std::string what = std::string(codec_name(codec)) + " m " + std::to_string(m) + (split_k ? " split" : "");
         ASSERT_NO_FATAL_FAILURE(pc.expect_within(split_bound, what, worst));
-        for (const cuda::GemmKernel kind : kKernels) {  // every tile (and the WMMA setting, which takes the mma one)
+        for (const cuda::GemmKernel kind : kKernels) {  // every tile
           const UseKernel use(kind);
           DeviceVec<float> dz(test::poisoned(size_t(m * n)));
           split(pc.dx.get(), m, pc.dm, dz.get());
@@ -467,7 +452,6 @@ TEST(GemmTcGrouped, ExpertsMatchReferenceWithinTf32Bound) {
   for (const cuda::GemmKernel kernel : kKernels) {
     const UseKernel use(kernel);
     for (const auto& [c, H, I] : cases) {
-      if (!reads(kernel, c)) continue;
       const bool f16 = runs_f16(kernel, c);
       const int64_t m = 150;
       const int E = 6, k = 2, absent = 3;
@@ -581,7 +565,6 @@ TEST(GemmTcGrouped, PassesOverSubsetsOfExpertsGiveTheSameBits) {
   for (const cuda::GemmKernel kernel : kKernels) {
     const UseKernel use(kernel);
     for (const Codec c : {Codec::BF16, Codec::Q8_G32, Codec::Q4_G64, Codec::P3, Codec::P4, Codec::S3}) {
-      if (!reads(kernel, c)) continue;
       const int64_t H = 256, I = 96, m = 300;
       const int E = 16, k = 4;
       const ExpertBlobs blobs(c, H, I, E);

@@ -39,7 +39,7 @@ using test::encoded;
 
 // What the rounding of element k's term scales with: |w| for float and seed codecs (seed weights are decoded
 // exactly, then multiplied and added as floats are); for affine ones, whose kernels add d * sum(q x) + m * sum(x)
-// per block (kernels.cu, affine_group_dot), |d q| + |m|.
+// per block (lane_dot.cuh, affine_group_dot), |d q| + |m|.
 double abs_term(const ops::Matrix& w, int64_t n, int64_t k) {
   if (codec_is_float(w.codec) || codec_is_seed(w.codec)) return std::fabs(double(w.at(n, k)));
   const int64_t g = codec_group(w.codec);

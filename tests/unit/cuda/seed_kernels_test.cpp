@@ -13,10 +13,10 @@
 #include <string>
 
 #include "codec/seed_codec.h"
-#include "codec/seed_matmul.h"
 #include "core/error.h"
 #include "cuda/seeds.h"
 #include "cuda_test_util.h"
+#include "ops/seed_matmul.h"
 #include "test_util.h"
 
 namespace seedling {

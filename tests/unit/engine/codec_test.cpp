@@ -8,10 +8,10 @@
 #include <random>
 
 #include "codec/quantize.h"
-#include "codec/seed_matmul.h"
 #include "codec/seed_search.h"
 #include "core/error.h"
 #include "ops/matmul.h"
+#include "ops/seed_matmul.h"
 
 namespace seedling {
 

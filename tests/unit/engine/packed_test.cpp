@@ -375,7 +375,7 @@ TEST(PackedModel, BlobLocationsAreAlignedAndDecodeViewsIntoTheBlob) {
     EXPECT_EQ(b.offset % 4096, 0u);
     EXPECT_LE(b.offset + (b.bytes + 4095) / 4096 * 4096, map.size());
     const uint8_t* blob = map.data() + b.offset;
-    const ExpertWeights w = pm->decode_expert_blob(blob, 2, e);
+    const ExpertWeights w = decode_expert_blob(*pm, blob, 2, e);
     EXPECT_EQ(w.gate.codec, Codec::Q4_G32);
     EXPECT_EQ(w.gate.data, blob);
     EXPECT_GE(static_cast<const uint8_t*>(w.down.data) + w.down.nbytes(), blob);

@@ -1,8 +1,8 @@
-// Seed kernels (codec/seed_matmul.h) against the format's scalar spec: the SIMD row decode equals decode_seed_matrix
+// Seed kernels (ops/seed_matmul.h) against the format's scalar spec: the SIMD row decode equals decode_seed_matrix
 // bit for bit (every seed, every coefficient and code, partial last blocks), the matmul's dot products are within
 // the float32 rounding bound of the plain reference and of an exact (double) dot, and a row of x gives the same bits
 // alone, in a batch (fused m = 1 path against the chunked m > 1 path) and under any thread count.
-#include "codec/seed_matmul.h"
+#include "ops/seed_matmul.h"
 
 #include <gtest/gtest.h>
 #include <hwy/targets.h>

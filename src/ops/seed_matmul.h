@@ -1,7 +1,7 @@
-// codec/seed_matmul.h - y = x W^T with W stored as a seed slice, computed on seeds: no weight matrix is
+// ops/seed_matmul.h - y = x W^T with W stored as a seed slice, computed on seeds: no weight matrix is
 // materialised.
 //
-// seed_matmul decodes blocks of W with SIMD from the GF(2) pair tables (codec/seed_matmul.cpp) into bf16-exact
+// seed_matmul decodes blocks of W with SIMD from the GF(2) pair tables (ops/seed_matmul.cpp) into bf16-exact
 // floats equal to the spec's, fused into the dot at m = 1 and decoded once per chunk for all m rows of x at m > 1,
 // with one fixed order of additions per output, so a row's result does not depend on m or on the thread count: a
 // row alone equals the same row in a batch, bit for bit. Threads split the rows of W. ref::seed_matmul decodes by

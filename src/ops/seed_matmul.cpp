@@ -1,4 +1,4 @@
-// codec/seed_matmul.cpp - matvec and matmul on seed slices (codec/seed_matmul.h): Highway SIMD, runtime dispatch.
+// ops/seed_matmul.cpp - matvec and matmul on seed slices (ops/seed_matmul.h): Highway SIMD, runtime dispatch.
 //
 // Invariant: every decoded weight equals decode_seed_matrix's bit for bit, and each output y[i][r] is one fixed
 // sequence of float operations that depends only on row r of W and row i of x (never on m, the thread split or
@@ -19,8 +19,8 @@
 // m > 1 decodes a chunk of blocks once into a small buffer and runs every row of x over it with the same sequence.
 // The scalar target (no SIMD) decodes by the spec (decode_block) and dots with ops::dot.
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "codec/seed_matmul.cpp"
-#include "codec/seed_matmul.h"
+#define HWY_TARGET_INCLUDE "ops/seed_matmul.cpp"
+#include "ops/seed_matmul.h"
 
 #include <hwy/aligned_allocator.h>
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -34,8 +34,8 @@
 #include "core/thread_pool.h"
 #include "ops/matmul.h"
 
-#ifndef SEEDLING_CODEC_SEED_MATMUL_SHARED
-#define SEEDLING_CODEC_SEED_MATMUL_SHARED
+#ifndef SEEDLING_OPS_SEED_MATMUL_SHARED
+#define SEEDLING_OPS_SEED_MATMUL_SHARED
 namespace seedling::seed::detail {
 
 // Lanes of one block in the tables and in the copy of x: C rounded up to 8.
@@ -88,7 +88,7 @@ struct NibblePairs {
 inline constexpr NibblePairs kNibblePairs{};
 
 }  // namespace seedling::seed::detail
-#endif  // SEEDLING_CODEC_SEED_MATMUL_SHARED
+#endif  // SEEDLING_OPS_SEED_MATMUL_SHARED
 
 HWY_BEFORE_NAMESPACE();
 namespace seedling::seed::HWY_NAMESPACE {

@@ -1,0 +1,386 @@
+// cuda/lane_dot.cuh - the codec dots: one lane's share of a weight row times x, for every codec the CUDA-core
+// kernels read (lane_dot; products.cu, experts.cu).
+//
+// Matrix products give each output element to one warp: lane l takes the codec's units (4/8 floats, or for the
+// affine codecs G / 8 codes of a block shared by 8 lanes) in a fixed pattern, multiplies them into every row it
+// serves, and the 32 partial sums meet in a fixed shuffle tree. That order depends only on the matrix, never on the
+// row count or on whether the weights were first staged in shared memory. Seed matrices (p3, p4, s3) go through
+// the same kernels: lane l decodes blocks l, l + 32, ... of a row in registers (seed_group_dot) and adds each
+// decoded weight times x in element order; they are never staged (their rows are not contiguous bytes).
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/codec_device.cuh"
+#include "cuda/warp_primitives.cuh"
+
+namespace seedling::cuda {
+
+// The raw 32-bit words of one full unit. Lanes load the words of several units before widening any, so several
+// loads are in flight per lane (memory-level parallelism is what a matrix-vector product lives on).
+template <CodecId C>
+struct Raw {
+  uint32_t w[Unit<C>::bytes / 4];
+};
+
+// Float units are read as one 16-byte load when the caller knows every row starts 16-byte aligned (V).
+template <CodecId C, bool V>
+constexpr bool kRawLoads = !is_affine(C) && V;
+
+template <CodecId C, bool V>
+__device__ __forceinline__ void load_raw(const uint8_t* row, int64_t u, Raw<C>& r) {
+  const uint4 v = *reinterpret_cast<const uint4*>(row + u * Unit<C>::bytes);
+  r.w[0] = v.x;
+  r.w[1] = v.y;
+  r.w[2] = v.z;
+  r.w[3] = v.w;
+}
+
+// Widens a full float unit's words into w[G] (bf16/f16 halves in element order).
+template <CodecId C>
+__device__ __forceinline__ void widen(const Raw<C>& r, float* w) {
+  constexpr int G = Unit<C>::G;
+  if constexpr (C == Id::F32) {
+#pragma unroll
+    for (int j = 0; j < G; ++j) w[j] = __uint_as_float(r.w[j]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < G / 2; ++i) {
+      const uint16_t lo = uint16_t(r.w[i] & 0xffffu), hi = uint16_t(r.w[i] >> 16);
+      w[2 * i] = C == Id::BF16 ? bf16_bits(lo) : f16_bits(lo);
+      w[2 * i + 1] = C == Id::BF16 ? bf16_bits(hi) : f16_bits(hi);
+    }
+  }
+}
+
+// A code (below 2^23) as a float, exactly: 2^23 + q has q in its low mantissa bits, and subtracting 2^23 is exact.
+// One logic op and one add instead of an integer-to-float conversion, which runs at an eighth of the float rate.
+__device__ __forceinline__ float code_float(uint32_t q) {
+  return __fsub_rn(__uint_as_float(0x4B000000u | q), 8388608.0f);
+}
+
+// Byte b of w (below 2^8) as a float, exactly as code_float: the byte permute builds 0x4B0000'byte' in one step.
+__device__ __forceinline__ float code_float_byte(uint32_t w, int b) {
+  return __fsub_rn(__uint_as_float(__byte_perm(w, 0x4B000000u, 0x7650u | unsigned(b))), 8388608.0f);
+}
+
+// Affine codecs: 8 lanes share one block, each widening G / 8 of its codes, so a group's reads of x are contiguous
+// (a lane's elements sit 4 floats from its neighbours', not a whole block apart) and each lane holds few registers.
+// The warp's 4 groups take blocks grp, grp + 4, ...; which lane adds which element depends only on the matrix.
+//
+// Lane t of a group reads the block's scale/minimum word and its own codes: q4_g64 and q8_g32 one word, q8_g64 two,
+// q4_g32 half of one.
+template <CodecId C>
+__device__ __forceinline__ void load_affine(const uint8_t* blk, int t, uint32_t& dm, uint32_t& c0, uint32_t& c1) {
+  const uint32_t* words = reinterpret_cast<const uint32_t*>(blk);
+  dm = words[0];
+  c1 = 0;
+  if constexpr (C == Id::Q4_G64 || C == Id::Q8_G32) {
+    c0 = words[1 + t];
+  } else if constexpr (C == Id::Q4_G32) {
+    c0 = reinterpret_cast<const uint16_t*>(blk + 4)[t];
+  } else {  // q8_g64
+    c0 = words[1 + 2 * t];
+    c1 = words[2 + 2 * t];
+  }
+}
+
+// The G / 8 codes lane t holds of a block, as exact floats, and the element of the block each belongs to.
+template <CodecId C>
+__device__ __forceinline__ void affine_codes(uint32_t c0, uint32_t c1, int t, float* q, int* idx) {
+  if constexpr (C == Id::Q4_G64) {  // byte i: element i (low nibble), i + 32 (high)
+    // The 4 low and the 4 high nibbles each masked into bytes with one operation, then each byte placed under the
+    // exponent of 2^23 with one byte permute (code_float's bits, in fewer instructions).
+    const uint32_t lo = c0 & 0x0f0f0f0fu, hi = (c0 >> 4) & 0x0f0f0f0fu;
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      q[b] = code_float_byte(lo, b);
+      q[4 + b] = code_float_byte(hi, b);
+      idx[b] = 4 * t + b;
+      idx[4 + b] = 32 + 4 * t + b;
+    }
+  } else if constexpr (C == Id::Q4_G32) {  // byte i: element i (low nibble), i + 16 (high)
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      q[b] = code_float((c0 >> (8 * b)) & 0x0fu);
+      q[2 + b] = code_float((c0 >> (8 * b + 4)) & 0x0fu);
+      idx[b] = 2 * t + b;
+      idx[2 + b] = 16 + 2 * t + b;
+    }
+  } else if constexpr (C == Id::Q8_G32) {  // byte i is element i
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      q[b] = code_float((c0 >> (8 * b)) & 0xffu);
+      idx[b] = 4 * t + b;
+    }
+  } else {  // q8_g64
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      q[b] = code_float((c0 >> (8 * b)) & 0xffu);
+      q[4 + b] = code_float((c1 >> (8 * b)) & 0xffu);
+      idx[b] = 8 * t + b;
+      idx[4 + b] = 8 * t + 4 + b;
+    }
+  }
+}
+
+// The lane's G / 8 inputs of a full block (elements idx of x), with 16-byte loads where they are contiguous and the
+// caller says x is 16-byte aligned (A); q4_g32's pairs are read as two floats each way.
+template <CodecId C, bool A>
+__device__ __forceinline__ void lane_inputs(const float* x, int t, float* xv) {
+  constexpr int kPer = Unit<C>::G / 8;
+  if constexpr (A && C == Id::Q4_G64) {
+    const float4 lo = *reinterpret_cast<const float4*>(x + 4 * t),
+                 hi = *reinterpret_cast<const float4*>(x + 32 + 4 * t);
+    xv[0] = lo.x, xv[1] = lo.y, xv[2] = lo.z, xv[3] = lo.w, xv[4] = hi.x, xv[5] = hi.y, xv[6] = hi.z, xv[7] = hi.w;
+  } else if constexpr (A && C == Id::Q8_G64) {
+    const float4 lo = *reinterpret_cast<const float4*>(x + 8 * t), hi = *reinterpret_cast<const float4*>(x + 8 * t + 4);
+    xv[0] = lo.x, xv[1] = lo.y, xv[2] = lo.z, xv[3] = lo.w, xv[4] = hi.x, xv[5] = hi.y, xv[6] = hi.z, xv[7] = hi.w;
+  } else if constexpr (A && C == Id::Q8_G32) {
+    const float4 v = *reinterpret_cast<const float4*>(x + 4 * t);
+    xv[0] = v.x, xv[1] = v.y, xv[2] = v.z, xv[3] = v.w;
+  } else {
+    float q[kPer];
+    int idx[kPer];
+    affine_codes<C>(0, 0, t, q, idx);
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) xv[j] = x[idx[j]];
+  }
+}
+
+// NW weight rows, row v against R rows of its own x (row r at xs[v] + r * ldx), into acc[v][r]. Each group loads
+// the words of kBatch blocks of every weight row before widening any, so a lane has 2 * NW * kBatch loads in flight.
+//
+// The arithmetic is factored: a block's values are d * q + m, so the lane adds d * (sum of q * x) + m * (sum of x)
+// over its G / 8 elements (fmaf, in this order) instead of widening every weight: about half the instructions of
+// widening, and matrix-vector products here are bound by instructions, not bytes. Every kernel that reads an affine
+// matrix sums this way, in one order per output element that depends only on the matrix (not on NW, R, `rows` or
+// where the weights sit), so a row's result is the same alone, batched, staged or not. Against the CPU (which
+// widens each weight), the error is bounded by the sum of (|d q| + |m|) |x| instead of |w x| (tests/unit/cuda).
+// SameX: every weight row reads the same x (xs[v] == xs[0]): each block's inputs and their sum are read and added
+// once for all NW rows, in the same order, so the same bits.
+//
+// kWhole: the caller knows every block is full and x 16-byte aligned, so the loop leaves out the partial block's
+// and the unaligned loads' code, the operations and their order unchanged. (ncu counted 8.5 instructions a weight in
+// the head's product, against 3.3 for its float operations: docs/results/2026-12-01-cuda-session11-decode-ceiling.md.)
+template <CodecId C, int R, int NW, bool SameX, bool kWhole>
+__device__ __forceinline__ void affine_group_dot_shaped(const uint8_t* const (&wrows)[NW], int64_t cols,
+                                                        const float* const (&xs)[NW], int64_t ldx, int rows,
+                                                        bool aligned, float (&acc)[NW][R]) {
+  constexpr int G = Unit<C>::G, kPer = G / 8, kBatch = NW == 1 ? 8 : 4;
+  const int lane = threadIdx.x % kWarp, grp = lane / 8, t = lane % 8;
+  const int64_t units = (cols + G - 1) / G;
+  // The lane's inputs of block k0 of row xr: 16-byte loads, element loads, or (a partial block) zeros past cols.
+  const auto inputs = [&](const float* xr, int64_t k0, const int(&idx)[kPer], float(&xv)[kPer]) {
+    if (kWhole || (k0 + G <= cols && aligned)) {
+      lane_inputs<C, true>(xr, t, xv);
+    } else if (k0 + G <= cols) {
+      lane_inputs<C, false>(xr, t, xv);
+    } else {
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) xv[j] = k0 + idx[j] < cols ? xr[idx[j]] : 0.0f;
+    }
+  };
+  for (int64_t u0 = grp; u0 < units; u0 += 4 * kBatch) {
+    uint32_t dm[NW][kBatch], c0[NW][kBatch], c1[NW][kBatch];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int64_t u = u0 + 4 * i;
+#pragma unroll
+      for (int v = 0; v < NW; ++v) {
+        if (u < units) load_affine<C>(wrows[v] + u * Unit<C>::bytes, t, dm[v][i], c0[v][i], c1[v][i]);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int64_t u = u0 + 4 * i;
+      if (u >= units) break;
+      const int64_t k0 = u * G;
+      if constexpr (SameX) {
+        float xv[R][kPer], sx[R];
+        int idx[kPer];
+        {
+          float q0[kPer];
+          affine_codes<C>(0, 0, t, q0, idx);
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          if (r >= rows) break;
+          inputs(xs[0] + r * ldx + k0, k0, idx, xv[r]);
+          sx[r] = 0.0f;
+#pragma unroll
+          for (int j = 0; j < kPer; ++j) sx[r] = __fadd_rn(sx[r], xv[r][j]);
+        }
+#pragma unroll
+        for (int v = 0; v < NW; ++v) {
+          const float d = f16_bits(uint16_t(dm[v][i] & 0xffffu)), m = f16_bits(uint16_t(dm[v][i] >> 16));
+          float q[kPer];
+          affine_codes<C>(c0[v][i], c1[v][i], t, q, idx);
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            if (r >= rows) break;
+            float sq = 0.0f;
+#pragma unroll
+            for (int j = 0; j < kPer; ++j) sq = fmaf(q[j], xv[r][j], sq);
+            acc[v][r] = fmaf(m, sx[r], fmaf(d, sq, acc[v][r]));
+          }
+        }
+      } else {
+#pragma unroll
+        for (int v = 0; v < NW; ++v) {
+          const float d = f16_bits(uint16_t(dm[v][i] & 0xffffu)), m = f16_bits(uint16_t(dm[v][i] >> 16));
+          float q[kPer];
+          int idx[kPer];
+          affine_codes<C>(c0[v][i], c1[v][i], t, q, idx);
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            if (r >= rows) break;
+            float xv[kPer];
+            inputs(xs[v] + r * ldx + k0, k0, idx, xv);
+            float sq = 0.0f, sx = 0.0f;
+#pragma unroll
+            for (int j = 0; j < kPer; ++j) {
+              sq = fmaf(q[j], xv[j], sq);
+              sx = __fadd_rn(sx, xv[j]);
+            }
+            acc[v][r] = fmaf(m, sx, fmaf(d, sq, acc[v][r]));
+          }
+        }
+      }
+    }
+  }
+}
+
+// affine_group_dot_shaped, kWhole when the shape allows it.
+template <CodecId C, int R, int NW, bool SameX = false>
+__device__ __forceinline__ void affine_group_dot(const uint8_t* const (&wrows)[NW], int64_t cols,
+                                                 const float* const (&xs)[NW], int64_t ldx, int rows,
+                                                 float (&acc)[NW][R]) {
+  bool aligned = ldx % 4 == 0;
+#pragma unroll
+  for (int v = 0; v < NW; ++v) aligned = aligned && reinterpret_cast<uintptr_t>(xs[v]) % 16 == 0;
+  if (aligned && cols % Unit<C>::G == 0) {
+    affine_group_dot_shaped<C, R, NW, SameX, true>(wrows, cols, xs, ldx, rows, aligned, acc);
+  } else {
+    affine_group_dot_shaped<C, R, NW, SameX, false>(wrows, cols, xs, ldx, rows, aligned, acc);
+  }
+}
+
+// acc[r] += w . x[r][k0 .. k0 + valid) for the rows r < rows.
+template <int G, int R>
+__device__ __forceinline__ void fma_unit(const float* w, int valid, const float* x, int64_t ldx, int64_t k0, int rows,
+                                         float* acc) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (r >= rows) break;
+    const float* xr = x + r * ldx + k0;
+    float a = acc[r];
+    if (valid == G) {
+#pragma unroll
+      for (int j = 0; j < G; ++j) a = fmaf(w[j], xr[j], a);
+    } else {  // the row's last unit: registers indexed by constants only, so w stays out of local memory
+#pragma unroll
+      for (int j = 0; j < G; ++j) {
+        if (j < valid) a = fmaf(w[j], xr[j], a);
+      }
+    }
+    acc[r] = a;
+  }
+}
+
+// Seed codecs: lane l decodes blocks l, l + 32, ... of each of NW weight rows (seed_device.cuh, bit for bit the
+// CPU's weights) and adds w_c * x_c over the block's elements in order (fma_unit), for R rows of that weight row's x.
+// The fields of kBatch blocks a row are loaded before any is decoded, so several loads are in flight per lane. The
+// order of additions depends only on the matrix, as for the other codecs.
+template <CodecId C, int R, int NW>
+__device__ __forceinline__ void seed_group_dot(const SeedRow (&wrows)[NW], int64_t cols, const float* const (&xs)[NW],
+                                               int64_t ldx, int rows, float (&acc)[NW][R]) {
+  constexpr seeddev::Geom g = seed_geom(C);
+  constexpr int kBatch = NW == 1 ? 4 : 2;
+  const int lane = threadIdx.x % kWarp;
+  const int64_t per_row = (cols + g.C - 1) / g.C;
+  const uint64_t* lo = kDeviceStreamTables.lo;
+  const uint64_t* hi = kDeviceStreamTables.hi;
+  int32_t bias[NW];
+#pragma unroll
+  for (int v = 0; v < NW; ++v) bias[v] = seeddev::blob_bias(wrows[v].blob);
+  for (int64_t j0 = lane; j0 < per_row; j0 += kWarp * kBatch) {
+    seeddev::Fields f[NW][kBatch] = {};
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int64_t j = j0 + i * kWarp;
+#pragma unroll
+      for (int v = 0; v < NW; ++v) {
+        if (j < per_row) f[v][i] = seeddev::block_fields(g, wrows[v].blob, wrows[v].n_blocks, wrows[v].first + j);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int64_t j = j0 + i * kWarp;
+      if (j >= per_row) break;
+      const int64_t k0 = j * g.C;
+      const int valid = int(min_i64(g.C, cols - k0));
+#pragma unroll
+      for (int v = 0; v < NW; ++v) {
+        float w[g.C];
+        seeddev::seed_decode_block<g.C, g.P>(g, seeddev::stream_of(f[v][i].seed, lo, hi), f[v][i].word,
+                                             seed::seed_scale(bias[v] + f[v][i].code), w);
+        fma_unit<g.C, R>(w, valid, xs[v], ldx, k0, rows, acc[v]);
+      }
+    }
+  }
+}
+
+// Float codecs: lane l takes units l, l + 32, ... of each weight row (lane_dot's contract).
+template <CodecId C, int R, bool V, int NW>
+__device__ __forceinline__ void lane_dot_float(const uint8_t* const (&wrows)[NW], int64_t cols,
+                                               const float* const (&xs)[NW], int64_t ldx, int rows,
+                                               float (&acc)[NW][R]) {
+  constexpr int G = Unit<C>::G;
+  const int64_t units = (cols + G - 1) / G, full = cols / G;
+  const int lane = threadIdx.x % kWarp;
+#pragma unroll
+  for (int v = 0; v < NW; ++v) {
+    const uint8_t* wrow = wrows[v];
+    const float* x = xs[v];
+    float w[G];
+    int64_t u = lane;
+    if constexpr (kRawLoads<C, V>) {
+      constexpr int kInFlight = Unit<C>::bytes <= 16 ? 4 : 2;  // units loaded before the first is used
+      for (; u + (kInFlight - 1) * kWarp < full; u += kInFlight * kWarp) {
+        Raw<C> raw[kInFlight];
+#pragma unroll
+        for (int i = 0; i < kInFlight; ++i) load_raw<C, V>(wrow, u + i * kWarp, raw[i]);
+#pragma unroll
+        for (int i = 0; i < kInFlight; ++i) {
+          widen<C>(raw[i], w);
+          fma_unit<G, R>(w, G, x, ldx, (u + i * kWarp) * G, rows, acc[v]);
+        }
+      }
+    }
+    for (; u < units; u += kWarp) {
+      const int64_t k0 = u * G;
+      const int valid = int(min_i64(G, cols - k0));
+      load_unit<C>(wrow, u, valid, w);
+      fma_unit<G, R>(w, valid, x, ldx, k0, rows, acc[v]);
+    }
+  }
+}
+
+// Sum over this lane's share of each of NW weight rows (float codecs: units lane, lane + 32, ...; affine:
+// affine_group_dot; seed: seed_group_dot) of w . x for R rows of that weight row's x (row r at xs[v] + r * ldx)
+// into acc[v][r]. The units and their order depend only on the matrix, so a row's sum does not depend on NW, R or
+// `rows`. SameX (every xs[v] the same): affine codecs read and sum each block's inputs once for all NW rows.
+template <CodecId C, int R, bool V, int NW = 1, bool SameX = false>
+__device__ __forceinline__ void lane_dot(const WRow<C> (&wrows)[NW], int64_t cols, const float* const (&xs)[NW],
+                                         int64_t ldx, int rows, float (&acc)[NW][R]) {
+  if constexpr (is_seed(C)) {
+    seed_group_dot<C, R, NW>(wrows, cols, xs, ldx, rows, acc);
+  } else if constexpr (is_affine(C)) {
+    affine_group_dot<C, R, NW, SameX>(wrows, cols, xs, ldx, rows, acc);
+  } else {
+    lane_dot_float<C, R, V, NW>(wrows, cols, xs, ldx, rows, acc);
+  }
+}
+
+}  // namespace seedling::cuda

@@ -1,0 +1,127 @@
+// cuda/norm_rope_topk.cuh - the row arithmetic that a fused decode launch (products.cu's matvec_kernel) shares with
+// the plain launch it replaces (row_ops.cu): a block's RMS of a row, one head's qk-norm + RoPE, where a key row sits
+// in the cache, and the router's softmax + top-k. One copy of each, so the fused and the plain launch give the same
+// bits.
+#pragma once
+
+#include <cfloat>
+#include <cstdint>
+
+#include "cuda/kernels.h"
+#include "cuda/warp_primitives.cuh"
+
+namespace seedling::cuda {
+
+// x = w * x / sqrt(mean(x^2) + eps) over one row of n, by a whole block of kWarp * kWarpsPerBlock threads: the
+// sum of squares in one fixed order (strided per thread, then each warp, then the warps in turn), so every kernel
+// that normalises a row gets the same bits.
+// Loads go out kNormBatch at a time before any is used: one after another, each waiting for the last (8 loads a
+// thread at 2,048 wide, twice: here and in the normalising pass), the router launch took 14.3 us, batched 11.7 (ncu).
+constexpr int kNormBatch = 8;
+
+// 1 / rms from each thread's partial sum of squares (the fixed order above: each warp, then the warps in turn).
+__device__ __forceinline__ float block_rms_finish(float ss, int64_t n, float eps) {
+  __shared__ float part[kWarpsPerBlock];
+  ss = warp_sum(ss);
+  if (threadIdx.x % kWarp == 0) part[threadIdx.x / kWarp] = ss;
+  __syncthreads();
+  float total = 0.0f;
+  for (int w = 0; w < int(blockDim.x) / kWarp; ++w) total += part[w];
+  return 1.0f / sqrtf(total / float(n) + eps);
+}
+
+__device__ __forceinline__ float block_rms_inv(const float* xr, int64_t n, float eps) {
+  float ss = 0.0f;
+  for (int64_t i0 = threadIdx.x; i0 < n; i0 += kNormBatch * int64_t(blockDim.x)) {
+    float v[kNormBatch];
+#pragma unroll
+    for (int u = 0; u < kNormBatch; ++u) {
+      const int64_t i = i0 + u * int64_t(blockDim.x);
+      v[u] = i < n ? xr[i] : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kNormBatch; ++u) {
+      if (i0 + u * int64_t(blockDim.x) < n) ss = fmaf(v[u], v[u], ss);
+    }
+  }
+  return block_rms_finish(ss, n, eps);
+}
+
+// One head (a warp's vh[0 .. hd)): RMS-normed over hd with weights nw when given, then rotate-half RoPE of its
+// first 2 * half dims at position p. The one copy of this arithmetic: qk_rope_kv_kernel and the q/k/v product's
+// fused epilogue both call it, so they give the same bits.
+__device__ __forceinline__ void norm_rope_head(float* vh, const float* nw, float eps, int hd, int p,
+                                               const float* inv_freq, int half, float scaling) {
+  const int lane = threadIdx.x % kWarp;
+  if (nw != nullptr) {
+    float ss = 0.0f;
+    for (int i = lane; i < hd; i += kWarp) ss = fmaf(vh[i], vh[i], ss);
+    const float inv = 1.0f / sqrtf(warp_sum(ss) / float(hd) + eps);
+    for (int i = lane; i < hd; i += kWarp) vh[i] = nw[i] * (vh[i] * inv);
+    __syncwarp();
+  }
+  for (int i = lane; i < half; i += kWarp) {
+    const float angle = float(p) * inv_freq[i];
+    const float c = cosf(angle) * scaling, sn = sinf(angle) * scaling;
+    const float x0 = vh[i], x1 = vh[i + half];
+    vh[i] = x0 * c - x1 * sn;
+    vh[i + half] = x1 * c + x0 * sn;
+  }
+  __syncwarp();
+}
+
+// Where kv head `h`'s key (and value) row sits at the row's position in layer `layer` of its cache.
+__device__ __forceinline__ float* cache_key_row(const KvRow& r, int layer, int kv_dim, int h, int hd) {
+  return r.cache + (int64_t(layer) * 2) * r.cap * kv_dim + int64_t(r.pos) * kv_dim + int64_t(h) * hd;
+}
+
+// One warp: softmax over the e logits of x (probabilities in p, e floats of shared memory), then the k largest
+// (ties: lower index first) into ids / weights, divided by their sum with norm_topk.
+__device__ inline void topk_row(const float* x, int e, int k, bool norm_topk, int* ids, float* weights, float* p) {
+  const int lane = threadIdx.x % kWarp;
+  float mx = -FLT_MAX;
+  for (int i = lane; i < e; i += kWarp) mx = fmaxf(mx, x[i]);
+  mx = warp_max(mx);
+  float sum = 0.0f;
+  for (int i = lane; i < e; i += kWarp) {
+    p[i] = expf(x[i] - mx);
+    sum += p[i];
+  }
+  sum = warp_sum(sum);
+  const float inv = 1.0f / sum;
+  for (int i = lane; i < e; i += kWarp) p[i] = p[i] * inv;
+  __syncwarp();
+  float chosen_sum = 0.0f;
+  for (int s = 0; s < k; ++s) {
+    float best = -1.0f;
+    int best_i = e;
+    for (int i = lane; i < e; i += kWarp) {
+      if (p[i] > best) {  // lanes visit ascending i, so '>' keeps the lower index on a tie
+        best = p[i];
+        best_i = i;
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ob = __shfl_xor_sync(0xffffffffu, best, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, best_i, o);
+      if (ob > best || (ob == best && oi < best_i)) {
+        best = ob;
+        best_i = oi;
+      }
+    }
+    if (lane == 0) {
+      ids[s] = best_i;
+      weights[s] = best;
+    }
+    chosen_sum += best;
+    __syncwarp();
+    if (lane == 0) p[best_i] = -2.0f;  // taken
+    __syncwarp();
+  }
+  if (norm_topk && lane == 0) {
+    for (int s = 0; s < k; ++s) weights[s] = weights[s] / chosen_sum;
+  }
+}
+
+}  // namespace seedling::cuda

@@ -1,0 +1,135 @@
+// cuda/row_ops.cu - the small kernels of a layer (declared in cuda/kernels.h): RMS norm, qk-norm + RoPE + the cache
+// write, SiLU product, bias, embedding rows, row gathers and the router's softmax + top-k, each the twin of a CPU op.
+#include <cstdint>
+
+#include "cuda/codec_device.cuh"
+#include "cuda/kernels.h"
+#include "cuda/launch.cuh"
+#include "cuda/norm_rope_topk.cuh"
+#include "cuda/warp_primitives.cuh"
+
+namespace seedling::cuda {
+
+namespace {
+
+__global__ void rms_norm_kernel(const float* x, float* out, int64_t n, const float* weight, float eps) {
+  const float* xr = x + blockIdx.x * n;
+  float* o = out + blockIdx.x * n;
+  const float inv = block_rms_inv(xr, n, eps);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) o[i] = weight[i] * (xr[i] * inv);
+}
+
+// Block (row, group of 8 heads), a warp per head: q's heads then k's, each through norm_rope_head in place; the
+// warp of k head h then writes k head h and v head h at that position of the row's cache.
+__global__ void qk_rope_kv_kernel(float* q, float* k, const float* v, int n_heads, int n_kv, int hd,
+                                  const float* q_norm, const float* k_norm, float eps, const int* pos,
+                                  const float* inv_freq, int half, float scaling, const KvRow* rows, int layer) {
+  pdl_wait();
+  const int64_t row = blockIdx.x;
+  const int lane = threadIdx.x % kWarp;
+  const int h = int(blockIdx.y) * kWarpsPerBlock + int(threadIdx.x) / kWarp;
+  if (h >= n_heads + n_kv) return;
+  const int kv_dim = n_kv * hd;
+  const bool is_q = h < n_heads;
+  float* vh = is_q ? q + (row * n_heads + h) * hd : k + row * kv_dim + int64_t(h - n_heads) * hd;
+  norm_rope_head(vh, is_q ? q_norm : k_norm, eps, hd, pos[row], inv_freq, half, scaling);
+  if (is_q) return;
+  float* kc = cache_key_row(rows[row], layer, kv_dim, h - n_heads, hd);
+  float* vc = kc + int64_t(rows[row].cap) * kv_dim;
+  const float* vr = v + row * kv_dim + int64_t(h - n_heads) * hd;
+  for (int i = lane; i < hd; i += kWarp) {
+    kc[i] = vh[i];
+    vc[i] = vr[i];
+  }
+}
+
+__global__ void silu_mul_kernel(const float* g, const float* u, float* out, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = (g[i] / (1.0f + expf(-g[i]))) * u[i];
+}
+
+__global__ void add_bias_kernel(float* x, const float* b, int64_t total, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < total) x[i] = x[i] + b[i % n];
+}
+
+template <CodecId C>
+__global__ void embed_kernel(const int* tokens, const uint8_t* emb, int64_t cols, float* x) {
+  constexpr int G = Unit<C>::G;
+  const uint8_t* row = emb + size_t(tokens[blockIdx.x]) * row_bytes_of<C>(cols);
+  float* out = x + int64_t(blockIdx.x) * cols;
+  float w[G];
+  for (int64_t u = threadIdx.x; u * G < cols; u += blockDim.x) {
+    const int valid = int(min_i64(G, cols - u * G));
+    load_unit<C>(row, u, valid, w);
+#pragma unroll
+    for (int j = 0; j < G; ++j) {
+      if (j < valid) out[u * G + j] = w[j];
+    }
+  }
+}
+
+__global__ void gather_rows_kernel(const float* src, const int* idx, int64_t n, float* dst) {
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) dst[blockIdx.x * n + i] = src[idx[blockIdx.x] * n + i];
+}
+
+// One warp per row.
+__global__ void router_topk_kernel(const float* logits, int e, int k, bool norm_topk, int* ids, float* weights) {
+  extern __shared__ float p[];
+  const int64_t row = blockIdx.x;
+  topk_row(logits + row * e, e, k, norm_topk, ids + row * k, weights + row * k, p);
+}
+
+}  // namespace
+
+void rms_norm(const float* x, float* out, int64_t rows, int64_t n, const float* weight, float eps,
+              cudaStream_t stream) {
+  if (rows == 0) return;
+  rms_norm_kernel<<<unsigned(rows), kWarp * kWarpsPerBlock, 0, stream>>>(x, out, n, weight, eps);
+  launched("rms_norm");
+}
+
+void qk_rope_kv(float* q, float* k, const float* v, int64_t m, int n_heads, int n_kv_heads, int head_dim,
+                const float* q_norm, const float* k_norm, float eps, const int* pos, const float* inv_freq,
+                int rotary_dim, float scaling, const KvRow* rows, int layer, cudaStream_t stream) {
+  if (m == 0) return;
+  const dim3 grid{unsigned(m), unsigned(blocks_for(n_heads + n_kv_heads, kWarpsPerBlock))};
+  launch_pdl("qk_rope_kv", qk_rope_kv_kernel, grid, kWarp * kWarpsPerBlock, 0, stream, q, k, v, n_heads, n_kv_heads,
+             head_dim, q_norm, k_norm, eps, pos, inv_freq, rotary_dim / 2, scaling, rows, layer);
+  launched("qk_rope_kv");
+}
+
+void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  silu_mul_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(gate, up, out, n);
+  launched("silu_mul");
+}
+
+void add_bias(float* x, const float* b, int64_t rows, int64_t n, cudaStream_t stream) {
+  if (rows * n == 0) return;
+  add_bias_kernel<<<blocks_for(rows * n, 256), 256, 0, stream>>>(x, b, rows * n, n);
+  launched("add_bias");
+}
+
+void embed(const int* tokens, int64_t m, const DeviceMatrix& emb, float* x, cudaStream_t stream) {
+  if (m == 0) return;
+  dispatch_codec(emb.codec, [&]<CodecId C>() {
+    embed_kernel<C><<<unsigned(m), 128, 0, stream>>>(tokens, static_cast<const uint8_t*>(emb.data), emb.cols, x);
+  });
+  launched("embed");
+}
+
+void gather_rows(const float* src, const int* idx, int64_t m, int64_t n, float* dst, cudaStream_t stream) {
+  if (m == 0) return;
+  gather_rows_kernel<<<unsigned(m), 256, 0, stream>>>(src, idx, n, dst);
+  launched("gather_rows");
+}
+
+void router_topk(const float* logits, int64_t m, int e, int k, bool norm_topk, int* ids, float* weights,
+                 cudaStream_t stream) {
+  if (m == 0) return;
+  router_topk_kernel<<<unsigned(m), kWarp, size_t(e) * sizeof(float), stream>>>(logits, e, k, norm_topk, ids, weights);
+  launched("router_topk");
+}
+
+}  // namespace seedling::cuda
