@@ -72,6 +72,13 @@ void add_serve(CLI::App& app, int* status) {
   cmd->add_option("--alias", s.aliases, "another name a request's 'model' may give (repeatable; others are 404)")
       ->take_all()
       ->allow_extra_args(false);
+  cmd->add_option("--cors", s.cors, "an origin whose pages may call the API, e.g. http://app.example ('*': any)")
+      ->take_all()
+      ->allow_extra_args(false);
+  cmd->add_option("--allowed-host", s.allowed_hosts,
+                  "a Host name a keyless server answers besides IP literals and localhost (repeatable)")
+      ->take_all()
+      ->allow_extra_args(false);
   cmd->add_option("--max-seqs", s.max_seqs, "sequence slots: requests decoded together")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "serve/api.h"
 #include "serve/framing_server.h"
+#include "serve/origin_check.h"
 #include "serve/page.h"
 #include "serve/reply.h"
 #include "serve/scheduler.h"
@@ -177,6 +178,29 @@ struct Server::Impl {
     res.status = 499;
     res.set_content(ApiError(499, "the client closed the connection", "", "client_closed_request").body(),
                     "application/json");
+  }
+
+  // 403 for a Host a keyless server does not answer (DNS rebinding) and for a page of another origin than the
+  // server's own and the --cors ones; an allowed cross-origin caller gets Access-Control-Allow-Origin.
+  void check_host_and_origin(const httplib::Request& req, httplib::Response& res) const {
+    const std::string host = req.get_header_value("Host");
+    std::vector<std::string> names = opt.allowed_hosts;
+    names.push_back(opt.host);
+    if (opt.api_key.empty() && !host_allowed(host, names)) {
+      throw ApiError(
+          403, fmt::format("the Host '{}' is not one this server answers without an API key (--allowed-host)", host),
+          "", "host_not_allowed");
+    }
+    if (!req.has_header("Origin")) return;
+    const std::string origin = req.get_header_value("Origin");
+    if (!origin_allowed(origin, host, opt.cors)) {
+      throw ApiError(403, fmt::format("pages of origin '{}' may not call this server (--cors)", origin), "",
+                     "origin_not_allowed");
+    }
+    if (!opt.cors.empty()) {
+      res.set_header("Access-Control-Allow-Origin", origin);
+      res.set_header("Vary", "Origin");
+    }
   }
 
   void check_key(const httplib::Request& req) {
@@ -383,10 +407,11 @@ struct Server::Impl {
       send_error(res, ApiError(500, what, "", "internal_error"));
     });
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      const bool open = req.path == "/" || req.path == "/health" || req.path == "/index.html";
-      if (open) return httplib::Server::HandlerResponse::Unhandled;
       try {
-        check_key(req);
+        check_host_and_origin(req, res);
+        if (req.method == "OPTIONS") return httplib::Server::HandlerResponse::Unhandled;  // a CORS preflight
+        const bool open = req.path == "/" || req.path == "/health" || req.path == "/index.html";
+        if (!open) check_key(req);
       } catch (const ApiError& e) {
         send_error(res, e);
         return httplib::Server::HandlerResponse::Handled;
@@ -416,6 +441,12 @@ struct Server::Impl {
     http.Get("/", [](const httplib::Request&, httplib::Response& res) {
       const std::string_view page = chat_page();
       res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
+    });
+    http.Options(".*", [](const httplib::Request&, httplib::Response& res) {
+      res.status = 204;
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      res.set_header("Access-Control-Max-Age", "600");
     });
     http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
       res.set_content(R"({"status":"ok"})", "application/json");

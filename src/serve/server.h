@@ -17,10 +17,12 @@ namespace seedling::serve {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;                   // 0: any free port
-  std::string api_key;               // "": no key needed
-  std::string model_id;              // the id /v1/models lists
-  std::vector<std::string> aliases;  // other names a request's `model` may give (any other is a 404)
+  int port = 8080;                         // 0: any free port
+  std::string api_key;                     // "": no key needed
+  std::string model_id;                    // the id /v1/models lists
+  std::vector<std::string> aliases;        // other names a request's `model` may give (any other is a 404)
+  std::vector<std::string> cors;           // origins whose pages may call the API ("*": any); serve/origin_check.h
+  std::vector<std::string> allowed_hosts;  // Host names a keyless server answers besides IP literals and localhost
   int max_seqs = 8;
   int max_queue = 64;
   int prompt_chunk = 256;

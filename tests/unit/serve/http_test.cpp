@@ -464,7 +464,7 @@ TEST_F(Http, ToolsGoThroughAToolCapableTemplate) {
 TEST_F(Http, InvalidUtf8InThePathIsA404NotACrash) {
   Running s(*model_, options());
   RawConnection c(s.port());
-  ASSERT_TRUE(c.send("GET /%FF HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  ASSERT_TRUE(c.send("GET /%FF HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"));
   const std::string reply = c.read_all();
   EXPECT_EQ(status_of(reply), 404) << reply;
   const Json e = body_of(reply);
@@ -491,7 +491,7 @@ TEST_F(Http, AChunkedBodyOverTheLimitIs413AtOnce) {
   RawConnection c(s.port());
   const double rss_before = rss_bytes();
   const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_TRUE(c.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"));
+  ASSERT_TRUE(c.send("POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n"));
   const std::string chunk = "10000\r\n" + std::string(0x10000, 'x') + "\r\n";
   for (size_t sent = 0; sent < (size_t(40) << 20) && c.send(chunk); sent += 0x10000) {
     if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(5)) break;
@@ -513,7 +513,8 @@ TEST_F(Http, HalfSentRequestsDoNotLockOthersOut) {
   std::vector<std::unique_ptr<RawConnection>> slow;
   for (int i = 0; i < 200; ++i) {
     slow.push_back(std::make_unique<RawConnection>(s.port()));
-    ASSERT_TRUE(slow.back()->send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"pr"));
+    ASSERT_TRUE(
+        slow.back()->send("POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n{\"pr"));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   httplib::Client c("127.0.0.1", s.port());
@@ -534,7 +535,7 @@ TEST_F(Http, HalfSentRequestsDoNotLockOthersOut) {
 // a body ends); a negative Content-Length used to hang the connection, conflicting ones were accepted.
 TEST_F(Http, FramingRfc9112RejectsIs400) {
   Running s(*model_, options());
-  const std::string post = "POST /v1/completions HTTP/1.1\r\nHost: x\r\n";
+  const std::string post = "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n";
   const std::string body = R"({"prompt": "x", "max_tokens": 1})";
   for (const std::string& bad : {
            post + "Content-Length: 32\r\nContent-Length: 33\r\n\r\n" + body,
@@ -568,10 +569,10 @@ TEST_F(Http, PipelinedRequestsAreAnsweredInOrder) {
   RawConnection c(s.port());
   const std::string body = R"({"prompt": "x", "max_tokens": 1, "seed": 1})";
   ASSERT_TRUE(
-      c.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
-             "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" +
+      c.send("GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n"
+             "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n" +
              fmt::format("{:x}\r\n{}\r\n0\r\n\r\n", body.size(), body) +
-             "GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+             "GET /v1/models HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"));
   const std::string reply = c.read_all();
   EXPECT_EQ(responses_in(reply), 3) << reply;
   const size_t health = reply.find("{\"status\":\"ok\"}"), completion = reply.find("\"text_completion\"");
@@ -619,11 +620,12 @@ TEST_F(Http, DisconnectBeforeANonStreamedReplyCancelsIt) {
   Running s(*model_, options());
   RawConnection c(s.port());
   const std::string body = "{\"max_tokens\": 1900, \"ignore_eos\": true, " + kUser + "}";
-  ASSERT_TRUE(c.send(
-      fmt::format("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{}", body.size(), body)));
+  ASSERT_TRUE(c.send(fmt::format(
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n{}", body.size(), body)));
   for (int i = 0; i < 1000 && s.metric("seedling_slots_in_use") == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  ASSERT_EQ(s.metric("seedling_slots_in_use"), 1) << "the request never ran";
   c.close();
   expect_cancelled_after_hang_up(s);
 }
@@ -659,6 +661,39 @@ TEST_F(Http, ShutdownEndsAStreamWithAnErrorEvent) {
   const Json last = Json::parse(ev[ev.size() - 2], nullptr, false);
   EXPECT_TRUE(last.contains("error")) << ev[ev.size() - 2];
   EXPECT_EQ(body.find("\"finish_reason\":\"stop\""), std::string::npos) << body;
+}
+
+// A keyless server answers only Host headers that cannot be rebound (IP literals, localhost, --allowed-host) and only
+// pages of its own origin or a --cors one: a foreign page's request is a 403 before it runs; a --cors origin gets its
+// preflight and Access-Control-Allow-Origin.
+TEST_F(Http, KeylessServerRefusesForeignHostsAndOrigins) {
+  ServerOptions o = options();
+  o.cors = {"http://app.example"};
+  o.allowed_hosts = {"box.lan"};
+  Running s(*model_, o);
+  const std::string port = std::to_string(s.port());
+  auto get = [&](const httplib::Headers& h) { return s.client().Get("/v1/models", h); };
+  expect_error(get({{"Host", "evil.example:" + port}}), 403, "", "host_not_allowed");
+  for (const std::string& host : {"localhost:" + port, "127.0.0.1:" + port, "[::1]:" + port, "box.lan:" + port}) {
+    auto r = get({{"Host", host}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << host;
+  }
+  const std::string body = R"({"prompt": "x", "max_tokens": 1})";
+  expect_error(s.post("/v1/completions", body, {{"Origin", "http://evil.example"}}), 403, "", "origin_not_allowed");
+  auto own = s.post("/v1/completions", body, {{"Origin", "http://127.0.0.1:" + port}});
+  ASSERT_TRUE(own);
+  EXPECT_EQ(own->status, 200) << own->body;
+  auto preflight = s.client().Options("/v1/completions",
+                                      {{"Origin", "http://app.example"}, {"Access-Control-Request-Method", "POST"}});
+  ASSERT_TRUE(preflight);
+  EXPECT_EQ(preflight->status, 204);
+  EXPECT_EQ(preflight->get_header_value("Access-Control-Allow-Origin"), "http://app.example");
+  EXPECT_NE(preflight->get_header_value("Access-Control-Allow-Headers").find("Authorization"), std::string::npos);
+  auto cross = s.post("/v1/completions", body, {{"Origin", "http://app.example"}});
+  ASSERT_TRUE(cross);
+  EXPECT_EQ(cross->status, 200) << cross->body;
+  EXPECT_EQ(cross->get_header_value("Access-Control-Allow-Origin"), "http://app.example");
 }
 
 }  // namespace seedling::serve
