@@ -69,6 +69,16 @@ void add_serve(CLI::App& app, int* status) {
   cmd->add_option("--port", s.port, "port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
   cmd->add_option("--api-key", s.api_key, "require 'Authorization: Bearer KEY' on /v1/* and /metrics");
   cmd->add_option("--model-id", s.model_id, "model id in the API (default: the model folder's name)");
+  cmd->add_option("--alias", s.aliases, "another name a request's 'model' may give (repeatable; others are 404)")
+      ->take_all()
+      ->allow_extra_args(false);
+  cmd->add_option("--cors", s.cors, "an origin whose pages may call the API, e.g. http://app.example ('*': any)")
+      ->take_all()
+      ->allow_extra_args(false);
+  cmd->add_option("--allowed-host", s.allowed_hosts,
+                  "a Host name a keyless server answers besides IP literals and localhost (repeatable)")
+      ->take_all()
+      ->allow_extra_args(false);
   cmd->add_option("--max-seqs", s.max_seqs, "sequence slots: requests decoded together")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -79,9 +89,12 @@ void add_serve(CLI::App& app, int* status) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max-body", f->max_body, "largest request body, e.g. 8M (413 beyond)")->capture_default_str();
-  cmd->add_option("--timeout", s.timeout_s, "seconds a connection may take to send or receive")
+  cmd->add_option("--timeout", s.timeout_s, "seconds a request may take to arrive whole, and a reply's write")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-connections", s.max_connections, "connections open at once (503 beyond)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   cmd->callback([f, status] { *status = run(*f); });
 }
 

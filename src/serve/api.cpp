@@ -17,13 +17,17 @@ ApiError::ApiError(int status_, std::string message_, std::string param_, std::s
       param(std::move(param_)),
       code(std::move(code_)) {}
 
+std::string json_text(const Json& j) {
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
 std::string ApiError::body() const {
   Json e = Json::object();
   e["message"] = message;
   e["type"] = type;
   e["param"] = param.empty() ? Json(nullptr) : Json(param);
   e["code"] = code.empty() ? Json(nullptr) : Json(code);
-  return Json{{"error", e}}.dump();
+  return json_text(Json{{"error", e}});
 }
 
 namespace {
@@ -100,7 +104,10 @@ void check_known(const Json& body, const std::set<std::string>& own) {
                                                "stream_options",
                                                "frequency_penalty",
                                                "presence_penalty",
-                                               "ignore_eos"};
+                                               "ignore_eos",
+                                               "store",
+                                               "service_tier",
+                                               "logit_bias"};
   for (auto it = body.begin(); it != body.end(); ++it) {
     if (!shared.count(it.key()) && !own.count(it.key())) {
       throw ApiError(400, fmt::format("unrecognized request argument supplied: '{}'", it.key()), it.key(),
@@ -113,7 +120,10 @@ void check_known(const Json& body, const std::set<std::string>& own) {
 // a random one.
 GenerationParams parse_generation(const Json& b, bool chat) {
   GenerationParams g;
-  if (auto v = string(b, "model"); v && v->empty()) throw bad_value("model", "must not be empty");
+  if (auto v = string(b, "model")) {
+    if (v->empty()) throw bad_value("model", "must not be empty");
+    g.model = *v;
+  }
   std::optional<int64_t> max_tokens = integer(b, "max_tokens", 1, 1 << 30);
   if (chat) {
     if (auto m = integer(b, "max_completion_tokens", 1, 1 << 30)) max_tokens = m;
@@ -163,6 +173,12 @@ GenerationParams parse_generation(const Json& b, bool chat) {
   }
   if (auto u = string(b, "user")) (void)u;
   if (const Json* m = field(b, "metadata"); m && !m->is_object()) throw wrong_type("metadata", "an object", *m);
+  (void)boolean(b, "store");  // nothing is stored
+  (void)string(b, "service_tier");
+  if (const Json* lb = field(b, "logit_bias")) {
+    if (!lb->is_object()) throw wrong_type("logit_bias", "an object", *lb);
+    if (!lb->empty()) throw unsupported("logit_bias", "only an empty one (no biases)");
+  }
   return g;
 }
 
@@ -263,13 +279,14 @@ Json parse_body(const std::string& body) {
 
 ChatRequest parse_chat_request(const Json& b, bool template_has_tools) {
   check_known(b, {"messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls",
-                  "response_format", "chat_template_kwargs"});
+                  "response_format", "chat_template_kwargs", "reasoning_effort"});
   ChatRequest r;
   r.gen = parse_generation(b, true);
   r.messages = parse_messages(b);
   if (auto lp = boolean(b, "logprobs"); lp && *lp) throw unsupported("logprobs", "log probabilities are not returned");
   if (field(b, "top_logprobs")) throw unsupported("top_logprobs", "log probabilities are not returned");
   (void)boolean(b, "parallel_tool_calls");
+  (void)string(b, "reasoning_effort");  // the template's own switch is chat_template_kwargs.enable_thinking
   if (const Json* rf = field(b, "response_format")) {
     if (!rf->is_object()) throw wrong_type("response_format", "an object", *rf);
     if (string(*rf, "type").value_or("") != "text") {
@@ -292,7 +309,7 @@ ChatRequest parse_chat_request(const Json& b, bool template_has_tools) {
   }
   if (const Json* tools = field(b, "tools")) {
     if (!tools->is_array()) throw wrong_type("tools", "an array", *tools);
-    if (!tools->empty() && !template_has_tools) {
+    if (!tools->empty() && !template_has_tools && !tools_off) {
       throw unsupported("tools", "this model's chat template has no tool support");
     }
     for (size_t i = 0; i < tools->size(); ++i) {

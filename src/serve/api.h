@@ -1,8 +1,9 @@
 // serve/api.h - the OpenAI request bodies read into typed requests, and OpenAI-style errors.
 //
 // Every field is checked for its type and range; a field the server does not implement (n > 1, logprobs, penalties
-// other than 0, tools when the template has none, ...) or does not know is refused with a 400 naming it. Nothing
-// wrong is silently ignored or defaulted.
+// other than 0, a non-empty logit_bias, tools when the template has none, ...) or does not know is refused with a
+// 400 naming it. Fields that change nothing here are checked and ignored: store, metadata, service_tier,
+// reasoning_effort, user, parallel_tool_calls. Nothing wrong is silently ignored or defaulted.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +31,12 @@ struct ApiError : std::exception {
   std::string code;   // "" -> null
 };
 
+// JSON text of `j`, with any invalid UTF-8 (a path, a parser's message quoting the body) as U+FFFD: building a reply
+// never throws.
+std::string json_text(const nlohmann::ordered_json& j);
+
 struct GenerationParams {
+  std::string model;              // "" when the request names none
   std::optional<int> max_tokens;  // none: up to the context limit
   SamplerParams sampling;
   std::vector<std::string> stop;

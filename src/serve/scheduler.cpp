@@ -13,6 +13,11 @@ double seconds() {
 }
 }  // namespace
 
+bool Stream::ready_within(std::chrono::milliseconds timeout) {
+  std::unique_lock lk(mu_);
+  return cv_.wait_for(lk, timeout, [&] { return !tokens_.empty() || finish_ != Finish::kRunning; });
+}
+
 Stream::Update Stream::wait() {
   std::unique_lock lk(mu_);
   cv_.wait(lk, [&] { return !tokens_.empty() || finish_ != Finish::kRunning; });

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -44,6 +45,8 @@ class Stream {
   };
   // Blocks until there are new tokens or the request has ended.
   Update wait();
+  // Blocks until wait() would not block, or `timeout` passed; whether wait() would not block.
+  bool ready_within(std::chrono::milliseconds timeout);
   // Asks the scheduler to end the request and free its slot at its next step (client gone, stop string seen).
   void cancel() { cancelled_ = true; }
   bool cancelled() const { return cancelled_; }

@@ -4,17 +4,21 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <set>
 
 #include "chat/chat_session.h"
 #include "core/error.h"
 #include "serve/api.h"
+#include "serve/framing_server.h"
+#include "serve/origin_check.h"
 #include "serve/page.h"
 #include "serve/reply.h"
 #include "serve/scheduler.h"
@@ -34,7 +38,7 @@ void send_error(httplib::Response& res, const ApiError& e) {
 }
 
 std::string sse(const Json& j) {
-  return "data: " + j.dump() + "\n\n";
+  return "data: " + json_text(j) + "\n\n";
 }
 
 const char* finish_reason(Finish f) {
@@ -47,8 +51,9 @@ struct Generation {
   std::unique_ptr<Reply> reply;
   int prompt_tokens = 0;
   int completion_tokens = 0;
-  std::string finish;           // "" while running
-  std::string error;            // set when the engine failed
+  std::string finish;  // "" while running
+  std::string error;   // set when the engine failed or the server is stopping
+  int error_status = 500;
   std::deque<int32_t> pending;  // received, not yet in the reply
   Finish ended = Finish::kRunning;
 
@@ -73,6 +78,11 @@ struct Generation {
     } else if (ended == Finish::kError) {
       finish = "error";
       return d;
+    } else if (ended == Finish::kCancelled) {  // only the scheduler's stop ends a request its reader still reads
+      finish = "error";
+      error = "the server is shutting down; the request was ended before it finished";
+      error_status = 503;
+      return d;
     } else if (ended != Finish::kRunning) {
       finish = finish_reason(ended);
     } else {
@@ -84,6 +94,26 @@ struct Generation {
     for (auto& c : last.calls) d.calls.push_back(std::move(c));
     if (!reply->calls().empty() && finish == "stop") finish = "tool_calls";
     return d;
+  }
+
+  ApiError failure() const {
+    return ApiError(error_status, error, "", error_status == 503 ? "server_shutting_down" : "internal_error");
+  }
+
+  // Waits for the end, for a reply that is sent whole; a client that hangs up meanwhile cancels the request (and
+  // false is returned). The connection is looked at every 50 ms and at every token.
+  bool run_to_end() {
+    while (finish.empty()) {
+      if (FramingServer::client_gone()) {
+        stream->cancel();
+        return false;
+      }
+      if (pending.empty() && ended == Finish::kRunning && !stream->ready_within(std::chrono::milliseconds(50))) {
+        continue;
+      }
+      next();
+    }
+    return true;
   }
 
   Json usage() const {
@@ -104,7 +134,7 @@ struct Server::Impl {
   Engine engine;
   Metrics metrics;
   Scheduler scheduler;
-  httplib::Server http;
+  FramingServer http;
   std::mutex render_mu;
   std::atomic<uint64_t> next_id{1};
   int64_t created = std::time(nullptr);
@@ -116,7 +146,9 @@ struct Server::Impl {
         chat(m.dir(), tok),
         stop_ids(chat.stop_ids(m.config())),
         engine(m, EngineOptions{opt.max_context, 256, 512}),
-        scheduler(engine, {opt.max_seqs, opt.max_queue, opt.prompt_chunk}, &metrics) {
+        scheduler(engine, {opt.max_seqs, opt.max_queue, opt.prompt_chunk}, &metrics),
+        http(ConnectionLimits{opt.max_body, size_t(16) << 10, opt.timeout_s, 5, opt.timeout_s, opt.max_connections,
+                              opt.max_seqs + opt.max_queue + 8}) {
     if (opt.model_id.empty()) opt.model_id = "seedling";
     routes();
   }
@@ -130,6 +162,44 @@ struct Server::Impl {
       send_error(res, e);
     } catch (const std::exception& e) {
       send_error(res, ApiError(500, e.what(), "", "internal_error"));
+    }
+  }
+
+  // A request's `model`: absent, the served id or one of its aliases; any other is a 404.
+  void check_model(const std::string& model) const {
+    if (model.empty() || model == opt.model_id) return;
+    if (std::find(opt.aliases.begin(), opt.aliases.end(), model) != opt.aliases.end()) return;
+    throw ApiError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", model, opt.model_id),
+                   "model", "model_not_found");
+  }
+
+  // The client left before its reply: nothing can be sent; 499 (as nginx counts it) goes to the metrics.
+  static void client_gone(httplib::Response& res) {
+    res.status = 499;
+    res.set_content(ApiError(499, "the client closed the connection", "", "client_closed_request").body(),
+                    "application/json");
+  }
+
+  // 403 for a Host a keyless server does not answer (DNS rebinding) and for a page of another origin than the
+  // server's own and the --cors ones; an allowed cross-origin caller gets Access-Control-Allow-Origin.
+  void check_host_and_origin(const httplib::Request& req, httplib::Response& res) const {
+    const std::string host = req.get_header_value("Host");
+    std::vector<std::string> names = opt.allowed_hosts;
+    names.push_back(opt.host);
+    if (opt.api_key.empty() && !host_allowed(host, names)) {
+      throw ApiError(
+          403, fmt::format("the Host '{}' is not one this server answers without an API key (--allowed-host)", host),
+          "", "host_not_allowed");
+    }
+    if (!req.has_header("Origin")) return;
+    const std::string origin = req.get_header_value("Origin");
+    if (!origin_allowed(origin, host, opt.cors)) {
+      throw ApiError(403, fmt::format("pages of origin '{}' may not call this server (--cors)", origin), "",
+                     "origin_not_allowed");
+    }
+    if (!opt.cors.empty()) {
+      res.set_header("Access-Control-Allow-Origin", origin);
+      res.set_header("Vary", "Origin");
     }
   }
 
@@ -192,7 +262,7 @@ struct Server::Impl {
             if (!d.empty() && !send(chunk(&d, nullptr))) return gen->stream->cancel(), false;
           }
           if (gen->finish == "error") {
-            const std::string e = "data: " + ApiError(500, gen->error, "", "internal_error").body() + "\n\n";
+            const std::string e = "data: " + gen->failure().body() + "\n\n";
             sink.write(e.data(), e.size());
           } else {
             if (!send(chunk(nullptr, gen->finish.c_str()))) return false;
@@ -215,6 +285,7 @@ struct Server::Impl {
   void chat_completions(const httplib::Request& req, httplib::Response& res) {
     const Json body = parse_body(req.body);
     ChatRequest cr = parse_chat_request(body, chat.template_uses_tools());
+    check_model(cr.gen.model);
     std::string prompt;
     try {
       std::lock_guard lk(render_mu);
@@ -229,8 +300,8 @@ struct Server::Impl {
     const int64_t now = std::time(nullptr);
     const std::string model_id = opt.model_id;
     if (!cr.gen.stream) {
-      while (gen->finish.empty()) gen->next();
-      if (gen->finish == "error") throw ApiError(500, gen->error, "", "internal_error");
+      if (!gen->run_to_end()) return client_gone(res);
+      if (gen->finish == "error") throw gen->failure();
       const Json msg = chat_message(*gen->reply, id);
       Json out = {
           {"id", id},
@@ -240,7 +311,7 @@ struct Server::Impl {
           {"choices",
            Json::array({{{"index", 0}, {"message", msg}, {"logprobs", nullptr}, {"finish_reason", gen->finish}}})},
           {"usage", gen->usage()}};
-      res.set_content(out.dump(), "application/json");
+      res.set_content(json_text(out), "application/json");
       return;
     }
     auto tool_index = std::make_shared<int>(0);
@@ -268,6 +339,7 @@ struct Server::Impl {
   void completions(const httplib::Request& req, httplib::Response& res) {
     const Json body = parse_body(req.body);
     CompletionRequest cr = parse_completion_request(body);
+    check_model(cr.gen.model);
     std::vector<int32_t> ids = cr.prompt_ids;
     if (ids.empty()) ids = tok.encode(cr.prompt, false);
     if (ids.empty()) throw ApiError(400, "the prompt encodes to no tokens", "prompt", "invalid_value");
@@ -287,15 +359,15 @@ struct Server::Impl {
           {{{"text", text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish ? Json(finish) : Json()}}});
     };
     if (!cr.gen.stream) {
-      while (gen->finish.empty()) gen->next();
-      if (gen->finish == "error") throw ApiError(500, gen->error, "", "internal_error");
+      if (!gen->run_to_end()) return client_gone(res);
+      if (gen->finish == "error") throw gen->failure();
       Json out = {{"id", id},
                   {"object", "text_completion"},
                   {"created", now},
                   {"model", model_id},
                   {"choices", choice(gen->reply->content(), gen->finish.c_str())},
                   {"usage", gen->usage()}};
-      res.set_content(out.dump(), "application/json");
+      res.set_content(json_text(out), "application/json");
       return;
     }
     stream_events(
@@ -315,16 +387,31 @@ struct Server::Impl {
   }
 
   void routes() {
-    http.new_task_queue = [n = size_t(opt.max_seqs + opt.max_queue + 8)] { return new httplib::ThreadPool(n); };
-    http.set_payload_max_length(opt.max_body);
-    http.set_read_timeout(opt.timeout_s, 0);
-    http.set_write_timeout(opt.timeout_s, 0);
-    http.set_keep_alive_timeout(2);
-    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      const bool open = req.path == "/" || req.path == "/health" || req.path == "/index.html";
-      if (open) return httplib::Server::HandlerResponse::Unhandled;
+    http.error_body = [](int status, const std::string& message) {
+      static const std::map<int, const char*> codes = {
+          {400, "invalid_http"},         {408, "request_timeout"},           {413, "request_too_large"},
+          {417, "expectation_failed"},   {431, "headers_too_large"},         {501, "not_implemented"},
+          {503, "too_many_connections"}, {505, "http_version_not_supported"}};
+      auto it = codes.find(status);
+      return ApiError(status, message, "", it == codes.end() ? "" : it->second).body();
+    };
+    // Without it httplib answers an exception with "500" and its message in an EXCEPTION_WHAT header.
+    http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      std::string what = "unknown exception";
       try {
-        check_key(req);
+        std::rethrow_exception(ep);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      send_error(res, ApiError(500, what, "", "internal_error"));
+    });
+    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      try {
+        check_host_and_origin(req, res);
+        if (req.method == "OPTIONS") return httplib::Server::HandlerResponse::Unhandled;  // a CORS preflight
+        const bool open = req.path == "/" || req.path == "/health" || req.path == "/index.html";
+        if (!open) check_key(req);
       } catch (const ApiError& e) {
         send_error(res, e);
         return httplib::Server::HandlerResponse::Handled;
@@ -355,6 +442,12 @@ struct Server::Impl {
       const std::string_view page = chat_page();
       res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
     });
+    http.Options(".*", [](const httplib::Request&, httplib::Response& res) {
+      res.status = 204;
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      res.set_header("Access-Control-Max-Age", "600");
+    });
     http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
       res.set_content(R"({"status":"ok"})", "application/json");
     });
@@ -365,7 +458,8 @@ struct Server::Impl {
       res.set_content(Json{{"object", "list"}, {"data", Json::array({model_json()})}}.dump(), "application/json");
     });
     http.Get("/v1/models/(.+)", [this](const httplib::Request& req, httplib::Response& res) {
-      if (req.matches[1] != opt.model_id) {
+      const std::string asked = req.matches[1];
+      if (asked != opt.model_id && std::find(opt.aliases.begin(), opt.aliases.end(), asked) == opt.aliases.end()) {
         return send_error(res, ApiError(404, fmt::format("the model '{}' does not exist", std::string(req.matches[1])),
                                         "model", "model_not_found"));
       }
@@ -411,7 +505,7 @@ int Server::bind() {
 }
 
 void Server::run() {
-  impl_->http.listen_after_bind();
+  impl_->http.serve();
 }
 
 void Server::stop() {

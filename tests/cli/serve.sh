@@ -61,12 +61,29 @@ check "SIGTERM: exit 0" test $? -eq 0
 start
 curl -sN "$url/v1/completions" -d '{"prompt":"def f():","max_tokens":1900,"ignore_eos":true,"stream":true}' >"$tmp/stream" &
 curl_pid=$!
-sleep 0.5
+for _ in $(seq 200); do  # until the stream runs (at most 10 s)
+  grep -q '"text"' "$tmp/stream" 2>/dev/null && break
+  sleep 0.05
+done
 kill -INT "$pid"
 wait "$pid"
 check "SIGINT during a stream: exit 0" test $? -eq 0
 wait "$curl_pid" || true
 check "the stream got tokens" grep -q '"text"' "$tmp/stream"
+check "the stream ends with an error event, not finish_reason stop" grep -q '"code":"server_shutting_down"' "$tmp/stream"
+check "no finish_reason stop in the cut stream" test "$(grep -c '"finish_reason":"stop"' "$tmp/stream")" -eq 0
+
+# Model names: the served id and each --alias answer; any other is a 404 model_not_found. A path that is not UTF-8
+# is a 404, and the server lives on.
+start --alias gpt-x --alias gpt-y
+for m in seedling-demo-moe gpt-x gpt-y; do
+  check "model name $m: 200" test "$(curl -s -o /dev/null -w '%{http_code}' "$url/v1/completions" -d "{\"model\":\"$m\",\"prompt\":\"x\",\"max_tokens\":1}")" = 200
+done
+status_is "unknown model" 404 model "$url/v1/completions" -d '{"model":"gpt-z","prompt":"x","max_tokens":1}'
+status_is "invalid UTF-8 path" 404 - "$url/%FF"
+check "alive after /%FF" test "$(curl -s "$url/health")" = '{"status":"ok"}'
+kill -TERM "$pid"
+wait "$pid"
 
 # A port in use: one error line, exit 1.
 start

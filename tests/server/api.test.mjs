@@ -193,6 +193,29 @@ describe('errors through the client', () => {
   test('prompt + max_tokens beyond the context gets 400', async () => {
     await rejectsWith(fixture.openai.chat.completions.create(chatBody('hi', { max_tokens: CTX })), 400, OpenAI.BadRequestError);
   });
+  test('an unknown model name is a 404 model_not_found', async () => {
+    await rejectsWith(
+      fixture.openai.chat.completions.create(chatBody('hi', { model: 'gpt-4o' })),
+      404,
+      OpenAI.NotFoundError,
+      'model',
+    );
+  });
+  test('fields frameworks send that change nothing here are accepted', async () => {
+    const res = await fixture.openai.chat.completions.create(
+      chatBody('hi', {
+        max_tokens: 2,
+        store: false,
+        metadata: { run: 'test' },
+        service_tier: 'auto',
+        reasoning_effort: 'low',
+        logit_bias: {},
+        tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }],
+        tool_choice: 'none',
+      }),
+    );
+    assert.ok(res.usage.completion_tokens <= 2);
+  });
   test('the server still answers after the errors', async () => {
     const res = await fixture.openai.chat.completions.create(chatBody('hi', { max_tokens: 2 }));
     assert.ok(res.usage.completion_tokens <= 2);

@@ -1,11 +1,18 @@
 // The server over HTTP, in this process, with httplib's client: every error a status and an OpenAI-style body
 // naming the parameter; stop strings, usage and streaming = not streaming; tools through a tool-capable template;
 // a client that disconnects mid-stream frees its slot (seen in /metrics).
+#include <arpa/inet.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -64,6 +71,7 @@ class Running {
     return v;
   }
   Server& server() { return server_; }
+  int port() const { return port_; }
 
  private:
   double metric_or(const std::string& name, double absent) const {
@@ -78,6 +86,95 @@ class Running {
   int port_ = 0;
   std::thread thread_;
 };
+
+// After its client hung up, a request of 1900 tokens is cancelled: its slot is free within 10 s, and generation
+// stopped before its end.
+void expect_cancelled_after_hang_up(const Running& s) {
+  const auto hung_up = std::chrono::steady_clock::now();
+  while (s.metric("seedling_slots_in_use") > 0) {
+    ASSERT_LT(std::chrono::steady_clock::now() - hung_up, std::chrono::seconds(10)) << "the slot was never freed";
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const double generated = s.metric("seedling_generated_tokens_total");
+  EXPECT_LT(generated, 1900);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(s.metric("seedling_generated_tokens_total"), generated);  // nothing runs for it any more
+}
+
+// A raw TCP connection to the server, for what httplib's client never sends (bad framing, half-sent requests,
+// pipelining).
+class RawConnection {
+ public:
+  explicit RawConnection(int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(uint16_t(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  }
+  ~RawConnection() { close(); }
+  RawConnection(const RawConnection&) = delete;
+  RawConnection& operator=(const RawConnection&) = delete;
+  // False once the server has closed its side.
+  bool send(std::string_view bytes) {
+    while (!bytes.empty()) {
+      const ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      bytes.remove_prefix(size_t(n));
+    }
+    return true;
+  }
+  // What the server sends until it closes the connection or `timeout` passes.
+  std::string read_all(std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) {
+    std::string out;
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    char buf[4096];
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+      pollfd p{fd_, POLLIN, 0};
+      if (left.count() <= 0 || ::poll(&p, 1, int(left.count())) <= 0) break;
+      const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      out.append(buf, size_t(n));
+    }
+    return out;
+  }
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_;
+};
+
+// The status of the first HTTP response in `reply` (0: none).
+int status_of(const std::string& reply) {
+  return reply.rfind("HTTP/1.1 ", 0) == 0 ? std::atoi(reply.c_str() + 9) : 0;
+}
+
+// How many HTTP responses `reply` holds.
+int responses_in(const std::string& reply) {
+  int n = 0;
+  for (size_t at = reply.find("HTTP/1.1 "); at != std::string::npos; at = reply.find("HTTP/1.1 ", at + 1)) ++n;
+  return n;
+}
+
+// The JSON body of a one-response reply.
+Json body_of(const std::string& reply) {
+  const size_t at = reply.find("\r\n\r\n");
+  return Json::parse(at == std::string::npos ? "" : reply.substr(at + 4), nullptr, false);
+}
+
+// This process's resident set, in bytes.
+double rss_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) * 1024;
+  }
+  return 0;
+}
 
 ServerOptions options() {
   ServerOptions o;
@@ -300,15 +397,7 @@ TEST_F(Http, DisconnectMidStreamFreesTheSlot) {
   httplib::Response res;
   httplib::Error err = httplib::Error::Success;
   EXPECT_FALSE(c.send(req, res, err));  // the receiver cancelled
-  const auto hung_up = std::chrono::steady_clock::now();
-  while (s.metric("seedling_slots_in_use") > 0) {
-    ASSERT_LT(std::chrono::steady_clock::now() - hung_up, std::chrono::seconds(10)) << "the slot was never freed";
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  const double generated = s.metric("seedling_generated_tokens_total");
-  EXPECT_LT(generated, 1900);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  EXPECT_EQ(s.metric("seedling_generated_tokens_total"), generated);  // nothing runs for it any more
+  expect_cancelled_after_hang_up(s);
 }
 
 TEST_F(Http, MetricsCountRequestsTokensAndLatencies) {
@@ -368,6 +457,243 @@ TEST_F(Http, ToolsGoThroughAToolCapableTemplate) {
   ASSERT_TRUE(none);
   EXPECT_EQ(none->status, 200) << none->body;
   EXPECT_LT(Json::parse(none->body)["usage"]["prompt_tokens"], tok.encode(prompt, false).size());
+}
+
+// A path that is not UTF-8 once decoded used to abort the process (nlohmann's type_error.316, thrown while the 404
+// body was built from the path): it is a 404 in OpenAI's shape, and the server goes on.
+TEST_F(Http, InvalidUtf8InThePathIsA404NotACrash) {
+  Running s(*model_, options());
+  RawConnection c(s.port());
+  ASSERT_TRUE(c.send("GET /%FF HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"));
+  const std::string reply = c.read_all();
+  EXPECT_EQ(status_of(reply), 404) << reply;
+  const Json e = body_of(reply);
+  EXPECT_TRUE(e.is_object() && e["error"]["code"] == "not_found") << reply;
+  auto health = s.client().Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+}
+
+// Invalid UTF-8 in a body was a 500 "HTTP error 500" with httplib's EXCEPTION_WHAT header: it is malformed JSON.
+TEST_F(Http, InvalidUtf8InTheBodyIsA400InOpenAIsShape) {
+  Running s(*model_, options());
+  auto r = s.post("/v1/completions", "{\"prompt\": \"a\xff\xfe\"}");
+  expect_error(r, 400, "", "invalid_json");
+  EXPECT_FALSE(r->has_header("EXCEPTION_WHAT"));
+}
+
+// A 40 MB chunked body is refused at the chunk that passes --max-body (the default 8 MiB here): 413 within a
+// second, having held no more than the limit (the old server read it all: 1.29 GB of RSS, then a 400).
+TEST_F(Http, AChunkedBodyOverTheLimitIs413AtOnce) {
+  ServerOptions o = options();
+  o.max_body = size_t(8) << 20;
+  Running s(*model_, o);
+  RawConnection c(s.port());
+  const double rss_before = rss_bytes();
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(c.send("POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n"));
+  const std::string chunk = "10000\r\n" + std::string(0x10000, 'x') + "\r\n";
+  for (size_t sent = 0; sent < (size_t(40) << 20) && c.send(chunk); sent += 0x10000) {
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(5)) break;
+  }
+  const std::string reply = c.read_all(std::chrono::milliseconds(1000));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(status_of(reply), 413) << reply.substr(0, 200);
+  EXPECT_TRUE(body_of(reply).is_object() && body_of(reply)["error"]["code"] == "request_too_large") << reply;
+  EXPECT_LT(seconds, 1.0);
+  EXPECT_LT(rss_bytes() - rss_before, 100e6);
+}
+
+// 200 connections that sent half a request hold no thread: others are served at once; each half-sent request is
+// answered 408 once its whole-request deadline (--timeout, 1 s here) has passed.
+TEST_F(Http, HalfSentRequestsDoNotLockOthersOut) {
+  ServerOptions o = options();
+  o.timeout_s = 1;
+  Running s(*model_, o);
+  std::vector<std::unique_ptr<RawConnection>> slow;
+  for (int i = 0; i < 200; ++i) {
+    slow.push_back(std::make_unique<RawConnection>(s.port()));
+    ASSERT_TRUE(
+        slow.back()->send("POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n{\"pr"));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  httplib::Client c("127.0.0.1", s.port());
+  c.set_connection_timeout(1, 0);
+  c.set_read_timeout(1, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto health = c.Get("/health");
+  auto done = c.Post("/v1/completions", R"({"prompt": "x", "max_tokens": 1})", "application/json");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->status, 200) << done->body;
+  EXPECT_EQ(status_of(slow.front()->read_all(std::chrono::milliseconds(3000))), 408);
+}
+
+// Framing RFC 9112 rejects is a 400 and the connection closes (no request smuggling through a disagreement on where
+// a body ends); a negative Content-Length used to hang the connection, conflicting ones were accepted.
+TEST_F(Http, FramingRfc9112RejectsIs400) {
+  Running s(*model_, options());
+  const std::string post = "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n";
+  const std::string body = R"({"prompt": "x", "max_tokens": 1})";
+  for (const std::string& bad : {
+           post + "Content-Length: 32\r\nContent-Length: 33\r\n\r\n" + body,
+           post + "Content-Length: 32, 33\r\n\r\n" + body,
+           post + "Content-Length: -1\r\n\r\n" + body,
+           post + "Content-Length: +32\r\n\r\n" + body,
+           post + "Content-Length: 32\r\nTransfer-Encoding: chunked\r\n\r\n20\r\n" + body + "\r\n0\r\n\r\n",
+           post + "Transfer-Encoding: chunked, identity\r\n\r\n" + body,
+           post + "Transfer-Encoding: chunked\r\n\r\nzz\r\n" + body + "\r\n0\r\n\r\n",
+           post + "Content-Length: 32\r\n folded: line\r\n\r\n" + body,
+           post + "Content-Length : 32\r\n\r\n" + body,
+           std::string("POST /v1/completions HTTP/1.1\r\nContent-Length: 32\r\n\r\n") + body,
+           post + "Host: y\r\nContent-Length: 32\r\n\r\n" + body,
+       }) {
+    RawConnection c(s.port());
+    ASSERT_TRUE(c.send(bad));
+    const std::string reply = c.read_all(std::chrono::milliseconds(2000));
+    EXPECT_EQ(status_of(reply), 400) << bad << "\n->\n" << reply;
+    EXPECT_TRUE(body_of(reply).is_object() && body_of(reply).contains("error")) << reply;
+  }
+  // Equal values repeated are one value (RFC 9110 8.6).
+  RawConnection c(s.port());
+  ASSERT_TRUE(c.send(post + "Content-Length: 32\r\nContent-Length: 32\r\nConnection: close\r\n\r\n" + body));
+  EXPECT_EQ(status_of(c.read_all()), 200);
+}
+
+// Requests sent back to back on one connection, before any answer (pipelining), are all answered in order: chunked
+// and with Content-Length; the old server dropped all but the first.
+TEST_F(Http, PipelinedRequestsAreAnsweredInOrder) {
+  Running s(*model_, options());
+  RawConnection c(s.port());
+  const std::string body = R"({"prompt": "x", "max_tokens": 1, "seed": 1})";
+  ASSERT_TRUE(
+      c.send("GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n"
+             "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n" +
+             fmt::format("{:x}\r\n{}\r\n0\r\n\r\n", body.size(), body) +
+             "GET /v1/models HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"));
+  const std::string reply = c.read_all();
+  EXPECT_EQ(responses_in(reply), 3) << reply;
+  const size_t health = reply.find("{\"status\":\"ok\"}"), completion = reply.find("\"text_completion\"");
+  const size_t models = reply.find("\"object\":\"list\"");
+  EXPECT_TRUE(health < completion && completion < models) << reply;
+}
+
+// OpenAI's fields that change nothing here are accepted: store, metadata, service_tier, reasoning_effort, an empty
+// logit_bias, tools with tool_choice "none" on a template without tools (the demo model's).
+TEST_F(Http, HarmlessOpenAIFieldsAreAccepted) {
+  Running s(*model_, options());
+  auto r = s.post("/v1/chat/completions", R"({"store": false, "metadata": {"k": "v"}, "service_tier": "auto",
+      "reasoning_effort": "low", "logit_bias": {}, "tool_choice": "none", "max_tokens": 1,
+      "tools": [{"type": "function", "function": {"name": "f"}}], )" +
+                                              kUser + "}");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  expect_error(s.post("/v1/chat/completions", "{\"logit_bias\": {\"5\": 10}, " + kUser + "}"), 400, "logit_bias",
+               "unsupported_parameter");
+}
+
+// A model name the server does not serve is a 404 model_not_found (it was answered by the loaded model), unless it
+// is one of the --alias names.
+TEST_F(Http, AnUnknownModelIs404UnlessItIsAnAlias) {
+  ServerOptions o = options();
+  o.aliases = {"gpt-4o-mini"};
+  Running s(*model_, o);
+  const std::string rest = ", \"max_tokens\": 1, " + kUser + "}";
+  expect_error(s.post("/v1/chat/completions", "{\"model\": \"gpt-5\"" + rest), 404, "model", "model_not_found");
+  expect_error(s.post("/v1/completions", R"({"model": "gpt-5", "prompt": "x"})"), 404, "model", "model_not_found");
+  for (const char* name : {"demo", "gpt-4o-mini"}) {
+    auto r = s.post("/v1/chat/completions", fmt::format("{{\"model\": \"{}\"", name) + rest);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(Json::parse(r->body)["model"], "demo");
+  }
+  auto alias = s.client().Get("/v1/models/gpt-4o-mini");
+  ASSERT_TRUE(alias);
+  EXPECT_EQ(alias->status, 200);
+}
+
+// A client that hangs up while its non-streamed reply is generated cancels it: the slot is freed and generation
+// stops, long before max_tokens (it used to run to its end).
+TEST_F(Http, DisconnectBeforeANonStreamedReplyCancelsIt) {
+  Running s(*model_, options());
+  RawConnection c(s.port());
+  const std::string body = "{\"max_tokens\": 1900, \"ignore_eos\": true, " + kUser + "}";
+  ASSERT_TRUE(c.send(fmt::format(
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n{}", body.size(), body)));
+  for (int i = 0; i < 1000 && s.metric("seedling_slots_in_use") == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(s.metric("seedling_slots_in_use"), 1) << "the request never ran";
+  c.close();
+  expect_cancelled_after_hang_up(s);
+}
+
+// Stopping the server (SIGTERM) ends a running stream with an error event, never with finish_reason "stop" as if it
+// had finished.
+TEST_F(Http, ShutdownEndsAStreamWithAnErrorEvent) {
+  Running s(*model_, options());
+  std::string body;
+  std::thread client([&] {
+    httplib::Client c = s.client();
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.set_header("Content-Type", "application/json");
+    req.body = R"({"prompt": "def f():", "max_tokens": 1900, "ignore_eos": true, "stream": true})";
+    req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
+      body.append(d, n);
+      return true;
+    };
+    httplib::Response res;
+    httplib::Error err = httplib::Error::Success;
+    c.send(req, res, err);
+  });
+  for (int i = 0; i < 1000 && s.metric("seedling_generated_tokens_total") < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  s.server().stop();
+  client.join();
+  const std::vector<std::string> ev = events(body);
+  ASSERT_GE(ev.size(), 2u) << body;
+  EXPECT_EQ(ev.back(), "[DONE]");
+  const Json last = Json::parse(ev[ev.size() - 2], nullptr, false);
+  EXPECT_TRUE(last.contains("error")) << ev[ev.size() - 2];
+  EXPECT_EQ(body.find("\"finish_reason\":\"stop\""), std::string::npos) << body;
+}
+
+// A keyless server answers only Host headers that cannot be rebound (IP literals, localhost, --allowed-host) and only
+// pages of its own origin or a --cors one: a foreign page's request is a 403 before it runs; a --cors origin gets its
+// preflight and Access-Control-Allow-Origin.
+TEST_F(Http, KeylessServerRefusesForeignHostsAndOrigins) {
+  ServerOptions o = options();
+  o.cors = {"http://app.example"};
+  o.allowed_hosts = {"box.lan"};
+  Running s(*model_, o);
+  const std::string port = std::to_string(s.port());
+  auto get = [&](const httplib::Headers& h) { return s.client().Get("/v1/models", h); };
+  expect_error(get({{"Host", "evil.example:" + port}}), 403, "", "host_not_allowed");
+  for (const std::string& host : {"localhost:" + port, "127.0.0.1:" + port, "[::1]:" + port, "box.lan:" + port}) {
+    auto r = get({{"Host", host}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << host;
+  }
+  const std::string body = R"({"prompt": "x", "max_tokens": 1})";
+  expect_error(s.post("/v1/completions", body, {{"Origin", "http://evil.example"}}), 403, "", "origin_not_allowed");
+  auto own = s.post("/v1/completions", body, {{"Origin", "http://127.0.0.1:" + port}});
+  ASSERT_TRUE(own);
+  EXPECT_EQ(own->status, 200) << own->body;
+  auto preflight = s.client().Options("/v1/completions",
+                                      {{"Origin", "http://app.example"}, {"Access-Control-Request-Method", "POST"}});
+  ASSERT_TRUE(preflight);
+  EXPECT_EQ(preflight->status, 204);
+  EXPECT_EQ(preflight->get_header_value("Access-Control-Allow-Origin"), "http://app.example");
+  EXPECT_NE(preflight->get_header_value("Access-Control-Allow-Headers").find("Authorization"), std::string::npos);
+  auto cross = s.post("/v1/completions", body, {{"Origin", "http://app.example"}});
+  ASSERT_TRUE(cross);
+  EXPECT_EQ(cross->status, 200) << cross->body;
+  EXPECT_EQ(cross->get_header_value("Access-Control-Allow-Origin"), "http://app.example");
 }
 
 }  // namespace seedling::serve
