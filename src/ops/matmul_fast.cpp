@@ -202,6 +202,7 @@ void matmul(const float* x, int64_t m, const Matrix& w, float* y) {
   if (m <= 0 || w.rows <= 0) return;
   // Seed slices: computed on seeds (codec/seed_matmul.h), its own threads over the rows of W.
   if (codec_is_seed(w.codec)) return seed::seed_matmul(x, m, w.seed_matrix(), y);
+  if (codec_is_affine(w.codec) && cpu_dot() == CpuDot::Int8) return matmul_int8(x, m, w, y);
   // Split output columns across threads in multiples of 4 (whole tiles); at least 16 columns per chunk.
   const int64_t groups = (w.rows + 3) / 4;
   ThreadPool::global().parallel_for(size_t(groups), 4, [&](size_t g0, size_t g1) {
