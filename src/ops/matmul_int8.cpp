@@ -87,53 +87,42 @@ HWY_INLINE hn::Vec<D8> LoadCodes(D8 d8, const uint8_t* q, int64_t e) {
   }
 }
 
-// acc plus partial sums of codes[e..] * xq[e..] over Lanes(D8) elements (which lanes hold which sums varies).
-template <Codec T, class D8, class D32>
-HWY_INLINE hn::Vec<D32> DotPart(D8 d8, D32 d32, hn::Vec<D32> acc, const uint8_t* q, const int8_t* xq, int64_t e) {
+// acc plus partial sums of w * x over the lanes of D8 (w unsigned codes, x signed int8 in the same byte lanes;
+// which int32 lane holds which products varies by target). kSmall: every code is at most 15 (q4).
+template <bool kSmall, class D8, class D32>
+HWY_INLINE hn::Vec<D32> Dot(D8 d8, D32 d32, hn::Vec<D32> acc, hn::Vec<D8> w, hn::Vec<D8> x) {
 #if HWY_TARGET == HWY_AVX3_DL
   // vpdpbusd: unsigned bytes times signed bytes, four products to each int32 lane, no saturation. Written in asm
   // with the EVEX form named: Highway 1.0 compiles this target for AVX-VNNI, but its CPU test requires AVX512-VNNI.
-  const auto w = LoadCodes<T>(d8, q, e).raw;
-  const auto x = hn::LoadU(d8, reinterpret_cast<const uint8_t*>(xq) + e).raw;
   auto a = acc.raw;
-  asm("%{evex%} vpdpbusd %2, %1, %0" : "+v"(a) : "v"(w), "v"(x));
+  asm("%{evex%} vpdpbusd %2, %1, %0" : "+v"(a) : "v"(w.raw), "v"(x.raw));
   return hn::Vec<D32>{a};
-#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
-  if constexpr (kQ4<T>) {
+#else
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+  if constexpr (kSmall && hn::MaxLanes(D8()) >= 32) {
     // pmaddubsw: codes 0..15 times int8 gives pairs within +-3810, far from int16 saturation; pmaddwd widens.
-    const auto w = LoadCodes<T>(d8, q, e);
-    const auto x = hn::BitCast(hn::RebindToSigned<D8>(), hn::LoadU(d8, reinterpret_cast<const uint8_t*>(xq) + e));
     const hn::Repartition<int16_t, D8> d16;
     if constexpr (hn::MaxLanes(D8()) == 64) {
       return hn::Add(acc,
                      hn::Vec<D32>{_mm512_madd_epi16(_mm512_maddubs_epi16(w.raw, x.raw), hn::Set(d16, int16_t{1}).raw)});
-    } else if constexpr (hn::MaxLanes(D8()) == 32) {
+    } else {
       return hn::Add(acc,
                      hn::Vec<D32>{_mm256_madd_epi16(_mm256_maddubs_epi16(w.raw, x.raw), hn::Set(d16, int16_t{1}).raw)});
     }
   }
 #endif
-#if HWY_TARGET != HWY_AVX3_DL
   // Widening: each half of the bytes to int16, then int16 pairs multiplied and added into int32 lanes.
-  constexpr int64_t G = kGroup<T>;
   const hn::Repartition<int16_t, D8> d16;
-  const hn::Rebind<uint8_t, decltype(d16)> du8h;
-  const hn::Rebind<int8_t, decltype(d16)> di8h;
-  const int64_t H = int64_t(hn::Lanes(d16));
-  for (int64_t h = 0; h < 2; ++h) {
-    const int64_t ee = e + h * H;
-    hn::Vec<decltype(d16)> w16;
-    if constexpr (kQ4<T>) {
-      const auto bytes = hn::PromoteTo(d16, hn::LoadU(du8h, q + (ee < G / 2 ? ee : ee - G / 2)));
-      w16 = ee < G / 2 ? hn::And(bytes, hn::Set(d16, int16_t{0x0F})) : hn::ShiftRight<4>(bytes);
-    } else {
-      w16 = hn::PromoteTo(d16, hn::LoadU(du8h, q + ee));
-    }
-    auto odd = hn::Zero(d32);
-    acc = hn::ReorderWidenMulAccumulate(d32, w16, hn::PromoteTo(d16, hn::LoadU(di8h, xq + ee)), acc, odd);
-    acc = hn::Add(acc, odd);
-  }
-  return acc;
+  const hn::Half<D8> dh;
+  const hn::RebindToSigned<D8> ds;
+  const hn::Half<decltype(ds)> dsh;
+  const auto xs = hn::BitCast(ds, x);
+  auto odd = hn::Zero(d32);
+  acc = hn::ReorderWidenMulAccumulate(d32, hn::PromoteTo(d16, hn::LowerHalf(dh, w)),
+                                      hn::PromoteTo(d16, hn::LowerHalf(dsh, xs)), acc, odd);
+  acc = hn::ReorderWidenMulAccumulate(d32, hn::PromoteTo(d16, hn::UpperHalf(dh, w)),
+                                      hn::PromoteTo(d16, hn::UpperHalf(dsh, xs)), acc, odd);
+  return hn::Add(acc, odd);
 #endif
 }
 
@@ -176,19 +165,61 @@ HWY_INLINE hn::Vec<hn::Rebind<float, D32>> F16ToF32(D32 d32, hn::Vec<D32> h) {
   return hn::BitCast(df, hn::Or(sign, hn::IfThenElse(hn::Lt(mag, hn::Set(d32, 0x400)), subnormal, normal)));
 }
 
-// Outputs [n0, n1) of every row: tiles of TN outputs (TN = int32 lanes), a short last tile repeating its last row.
+// Rows [i0, i0 + TM) of one tile of TN outputs (TN = int32 lanes), whose weight rows are rows[0..TN) (a short
+// tile repeats its last row): each block's codes are loaded once for the TM rows, each row has its own sums.
+template <Codec T, size_t TM, class D8>
+HWY_INLINE void TileRows(D8 d8, const Int8Rows& xq, int64_t i0, const uint8_t* const* rows,
+                         hn::Vec<hn::Repartition<int32_t, D8>> offset, float* y, int64_t ldy, int64_t count) {
+  constexpr int64_t G = kGroup<T>;
+  const hn::Repartition<int32_t, D8> d32;
+  const hn::Rebind<float, decltype(d32)> df;
+  const hn::RebindToUnsigned<decltype(d32)> du32;
+  constexpr size_t TN = hn::MaxLanes(decltype(d32)()), B = hn::MaxLanes(D8()), S = size_t(G) / B;
+  hn::Vec<decltype(df)> acc[TM];
+  for (size_t i = 0; i < TM; ++i) acc[i] = hn::Zero(df);
+  for (int64_t b = 0; b < xq.blocks; ++b) {
+    const size_t at = size_t(b) * kBlockBytes<T>;
+    hn::Vec<decltype(d32)> reduced[TM][TN / 4];
+    for (size_t g = 0; g < TN / 4; ++g) {
+      hn::Vec<D8> codes[4][S];
+      for (size_t j = 0; j < 4; ++j)
+        for (size_t e = 0; e < S; ++e) codes[j][e] = LoadCodes<T>(d8, rows[4 * g + j] + at + 4, int64_t(e * B));
+      for (size_t i = 0; i < TM; ++i) {
+        const auto* x = reinterpret_cast<const uint8_t*>(xq.q.data() + ((i0 + int64_t(i)) * xq.blocks + b) * G);
+        hn::Vec<decltype(d32)> part[4];
+        for (size_t j = 0; j < 4; ++j) {
+          part[j] = hn::Zero(d32);
+          for (size_t e = 0; e < S; ++e) part[j] = Dot<kQ4<T>>(d8, d32, part[j], codes[j][e], hn::LoadU(d8, x + e * B));
+        }
+        reduced[i][g] = Reduce4(d32, part);
+      }
+    }
+    const auto dm = hn::GatherOffset(d32, reinterpret_cast<const int32_t*>(rows[0] + at), offset);
+    const auto d = F16ToF32(d32, dm);
+    const auto mn = F16ToF32(d32, hn::BitCast(d32, hn::ShiftRight<16>(hn::BitCast(du32, dm))));
+    for (size_t i = 0; i < TM; ++i) {
+      const size_t index = size_t((i0 + int64_t(i)) * xq.blocks + b);
+      const auto dot = ReduceBlocks(d32, reduced[i]);
+      const auto s = hn::Add(hn::Mul(d, hn::ConvertTo(df, dot)), hn::Mul(mn, hn::Set(df, xq.sum[index])));
+      acc[i] = hn::Add(acc[i], hn::Mul(hn::Set(df, xq.scale[index]), s));
+    }
+  }
+  HWY_ALIGN float out[TN];
+  for (size_t i = 0; i < TM; ++i) {
+    hn::Store(acc[i], df, out);
+    std::copy(out, out + count, y + (i0 + int64_t(i)) * ldy);
+  }
+}
+
+// Outputs [n0, n1) of every row, in tiles of TN outputs by 4 rows (1 row for the last few).
 template <Codec T>
 void Int8RangeT(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1) {
-  constexpr int64_t G = kGroup<T>;
-  const hn::CappedTag<uint8_t, size_t(G)> d8;
+  const hn::CappedTag<uint8_t, size_t(kGroup<T>)> d8;
   const hn::Repartition<int32_t, decltype(d8)> d32;
-  const hn::Rebind<float, decltype(d32)> df;
   constexpr size_t TN = hn::MaxLanes(decltype(d32)());
-  const int64_t B = int64_t(hn::Lanes(d8));
   const size_t row_bytes = codec_row_bytes(T, w.cols);
   const auto* base = static_cast<const uint8_t*>(w.data);
   HWY_ALIGN int32_t offsets[TN];
-  HWY_ALIGN float out[TN];
   for (int64_t n = n0; n < n1; n += int64_t(TN)) {
     const int64_t count = std::min(int64_t(TN), n1 - n);
     const uint8_t* rows[TN];
@@ -198,33 +229,9 @@ void Int8RangeT(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64
       offsets[j] = int32_t(size_t(r) * row_bytes);
     }
     const auto offset = hn::Load(d32, offsets);
-    for (int64_t i = 0; i < xq.rows; ++i) {
-      auto acc = hn::Zero(df);
-      for (int64_t b = 0; b < xq.blocks; ++b) {
-        const int64_t index = i * xq.blocks + b;
-        const int8_t* x = xq.q.data() + index * G;
-        const size_t at = size_t(b) * kBlockBytes<T>;
-        hn::Vec<decltype(d32)> part[4], reduced[TN / 4];
-        for (size_t g = 0; g < TN / 4; ++g) {
-          for (size_t j = 0; j < 4; ++j) {
-            const uint8_t* codes = rows[4 * g + j] + at + 4;
-            auto a = hn::Zero(d32);
-            for (int64_t e = 0; e < G; e += B) a = DotPart<T>(d8, d32, a, codes, x, e);
-            part[j] = a;
-          }
-          reduced[g] = Reduce4(d32, part);
-        }
-        const auto dot = ReduceBlocks(d32, reduced);
-        const auto dm = hn::GatherOffset(d32, reinterpret_cast<const int32_t*>(rows[0] + at), offset);
-        const auto d = F16ToF32(d32, dm);
-        const auto mn =
-            F16ToF32(d32, hn::BitCast(d32, hn::ShiftRight<16>(hn::BitCast(hn::RebindToUnsigned<decltype(d32)>(), dm))));
-        const auto s = hn::Add(hn::Mul(d, hn::ConvertTo(df, dot)), hn::Mul(mn, hn::Set(df, xq.sum[size_t(index)])));
-        acc = hn::Add(acc, hn::Mul(hn::Set(df, xq.scale[size_t(index)]), s));
-      }
-      hn::Store(acc, df, out);
-      std::copy(out, out + count, y + i * w.rows + n);
-    }
+    int64_t i = 0;
+    for (; i + 4 <= xq.rows; i += 4) TileRows<T, 4>(d8, xq, i, rows, offset, y + n, w.rows, count);
+    for (; i < xq.rows; ++i) TileRows<T, 1>(d8, xq, i, rows, offset, y + n, w.rows, count);
   }
 }
 
