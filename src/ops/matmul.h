@@ -54,6 +54,24 @@ void axpy(float s, const float* x, float* y, int64_t n);
 // speed is reported against (bench). Four accumulators per thread keep the loads, not the adds, the limit.
 float stream_read(const float* x, int64_t n);
 
+// One product of a batch: y (m x w.rows) = x (m x w.cols) W^T.
+struct MatmulJob {
+  const float* x = nullptr;
+  int64_t m = 0;
+  Matrix w;
+  float* y = nullptr;
+};
+// Every job's product in one parallel region (one fork and join for all, not one per matrix), cut into pieces of
+// at most 64 outputs of one job; with int8, each distinct x (same pointer, rows, cols and group) is quantized once.
+// Each y gets exactly matmul's bits. Seed matrices run one after another first, on their own threads.
+void matmul_batch(const std::vector<MatmulJob>& jobs);
+
+// The pieces matmul and matmul_batch are made of: outputs [n0, n1) of every row, on the calling thread.
+void matmul_range(const float* x, int64_t m, const Matrix& w, float* y, int64_t n0, int64_t n1);  // float path
+void matmul_int8_range(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1);
+// Outputs per int8 tile for codec c on this CPU (a piece of whole tiles runs fastest); 0: no SIMD kernel here.
+size_t int8_tile_outputs(Codec c);
+
 namespace ref {
 void matmul(const float* x, int64_t m, const Matrix& w, float* y);
 // The definitions above as plain scalar loops.

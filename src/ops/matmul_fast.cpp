@@ -198,6 +198,10 @@ HWY_EXPORT(Dot);
 HWY_EXPORT(Axpy);
 HWY_EXPORT(StreamSum);
 
+void matmul_range(const float* x, int64_t m, const Matrix& w, float* y, int64_t n0, int64_t n1) {
+  HWY_DYNAMIC_DISPATCH(MatmulRange)(x, m, w, y, n0, n1);
+}
+
 void matmul(const float* x, int64_t m, const Matrix& w, float* y) {
   if (m <= 0 || w.rows <= 0) return;
   // Seed slices: computed on seeds (codec/seed_matmul.h), its own threads over the rows of W.
@@ -207,7 +211,7 @@ void matmul(const float* x, int64_t m, const Matrix& w, float* y) {
   const int64_t groups = (w.rows + 3) / 4;
   ThreadPool::global().parallel_for(size_t(groups), 4, [&](size_t g0, size_t g1) {
     const int64_t n0 = int64_t(g0) * 4, n1 = std::min<int64_t>(int64_t(g1) * 4, w.rows);
-    HWY_DYNAMIC_DISPATCH(MatmulRange)(x, m, w, y, n0, n1);
+    matmul_range(x, m, w, y, n0, n1);
   });
 }
 

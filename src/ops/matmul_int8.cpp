@@ -258,9 +258,10 @@ size_t TileOutputs(Codec c) {
 void Int8Range(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1) {
   fail("matmul_int8: no SIMD kernel on this target");
 }
+// 0: run the reference.
 size_t TileOutputs(Codec) {
   return 0;
-}  // 0: run the reference
+}
 #endif
 
 }  // namespace seedling::ops::HWY_NAMESPACE
@@ -302,17 +303,24 @@ void quantize_int8_rows(const float* x, int64_t m, int64_t cols, int64_t group, 
   HWY_DYNAMIC_DISPATCH(QuantizeRows)(x, m, cols, group, out.q.data(), out.scale.data(), out.sum.data());
 }
 
+size_t int8_tile_outputs(Codec c) {
+  return HWY_DYNAMIC_DISPATCH(TileOutputs)(c);
+}
+void matmul_int8_range(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1) {
+  HWY_DYNAMIC_DISPATCH(Int8Range)(xq, w, y, n0, n1);
+}
+
 void matmul_int8(const float* x, int64_t m, const Matrix& w, float* y) {
   SEEDLING_CHECK(codec_is_affine(w.codec), "matmul_int8: {} is not an affine codec", codec_name(w.codec));
   if (m <= 0 || w.rows <= 0) return;
-  const size_t tile = HWY_DYNAMIC_DISPATCH(TileOutputs)(w.codec);
+  const size_t tile = int8_tile_outputs(w.codec);
   if (tile == 0) return ref::matmul_int8(x, m, w, y);
   thread_local Int8Rows mine;  // the caller's, reused; the workers read it by this reference while the caller waits
   Int8Rows& xq = mine;
   quantize_int8_rows(x, m, w.cols, codec_group(w.codec), xq);
   const size_t tiles = (size_t(w.rows) + tile - 1) / tile;
   ThreadPool::global().parallel_for(tiles, 1, [&](size_t t0, size_t t1) {
-    HWY_DYNAMIC_DISPATCH(Int8Range)(xq, w, y, int64_t(t0 * tile), std::min(int64_t(t1 * tile), w.rows));
+    matmul_int8_range(xq, w, y, int64_t(t0 * tile), std::min(int64_t(t1 * tile), w.rows));
   });
 }
 
