@@ -86,7 +86,9 @@ class Int8DotTest : public ::testing::TestWithParam<std::tuple<Codec, int, int, 
 // SIMD = scalar definition bit for bit for every target, thread count and batch row; and the definition within
 // the bound of x's rounding from the exact product of the stored weights.
 TEST_P(Int8DotTest, KernelEqualsTheScalarDefinitionBitForBitAndStaysWithinTheRoundingBound) {
-  const auto [c, m, rows, cols] = GetParam();
+  // Plain locals, not a structured binding: the lambda below captures them (clang before 16 refuses bindings).
+  const Codec c = std::get<0>(GetParam());
+  const int m = std::get<1>(GetParam()), rows = std::get<2>(GetParam()), cols = std::get<3>(GetParam());
   auto wf = test::gaussian(size_t(rows * cols), 11);
   auto x = test::gaussian(size_t(m * cols), 12);
   // Row 0 at the codes' extremes against x at +-127 (a q8 pair sums to 64,770: past int16, where pmaddubsw would
