@@ -56,6 +56,7 @@ TEST(MatmulBatch, EveryJobGetsMatmulsBitsOnBothPathsWithAnyThreadCount) {
       matmul_batch(jobs);
       for (size_t j = 0; j < plan.size(); ++j) {
         ASSERT_EQ(got[j].size(), want[j].size());
+        if (want[j].empty()) continue;  // the empty job: nothing to compare (memcmp of no bytes takes no null)
         EXPECT_EQ(std::memcmp(got[j].data(), want[j].data(), want[j].size() * 4), 0)
             << (mode == CpuDot::Int8 ? "int8" : "float") << " job " << j << " threads " << threads;
       }
