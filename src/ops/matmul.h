@@ -5,9 +5,13 @@
 // threads over output columns n) computes each y[i][n] with one fixed order of additions that does not depend on
 // m, on the thread count or on the other rows: a row gives the same bits alone or in a batch. ref::matmul is the
 // plain loop it is tested against.
+//
+// Affine weights (q4/q8) take one of two paths, chosen by cpu_dot(): float (each weight widened to d * q + m, one
+// float multiply-add per weight; what ref::matmul computes up to float rounding) or int8 (matmul_int8 below).
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "ops/matrix.h"
 
@@ -16,6 +20,32 @@ namespace seedling::ops {
 void matmul(const float* x, int64_t m, const Matrix& w, float* y);
 // The MXFP4 kernel matmul hands those weights to (ops/matmul_mxfp4.cpp).
 void mxfp4_matmul(const float* x, int64_t m, const Matrix& w, float* y);
+
+// How matmul multiplies affine weights on the CPU. Read once from SEEDLING_CPU_DOT (float or int8; any other value
+// fails, naming it); Float when unset. set_cpu_dot overrides it (tests, benches).
+enum class CpuDot : uint8_t { Float, Int8 };
+CpuDot cpu_dot();
+void set_cpu_dot(CpuDot mode);
+
+// Rows of x quantized for matmul_int8: row i cut into `blocks` blocks of `group` (the weight's G), block (i, b) =
+// index i * blocks + b holding
+//   q[index * group + k] = round-to-nearest-even(x[k] * (127 / amax)), in [-127, 127], 0 past the row's end,
+//   scale[index] = amax / 127  (amax = max |x[k]| over the block; scale 0 and all q 0 when amax is 0),
+//   sum[index] = the sum of the block's q (an integer, exact in float).
+struct Int8Rows {
+  int64_t rows = 0, cols = 0, group = 0, blocks = 0;
+  std::vector<int8_t> q;
+  std::vector<float> scale, sum;
+};
+void quantize_int8_rows(const float* x, int64_t m, int64_t cols, int64_t group, Int8Rows& out);
+
+// y = x W^T for an affine W with x quantized by quantize_int8_rows. Output y[i][n] is, for blocks b in order,
+//   acc = acc + scale[i,b] * (d[n,b] * float(sum_k q_w[n,b,k] * q_x[i,b,k]) + m[n,b] * float(sum[i,b]))
+// from acc = 0, every operation a float32 one rounded on its own (no fused multiply-add), the integer sum exact.
+// So a row gives the same bits alone or batched, with any thread count and on every SIMD target; ref::matmul_int8
+// is the plain loop of this definition. Against the float path the error is W's dot with x's rounding, at most
+// sum_b scale[b] / 2 * sum_k |w_k| a row and output (tests/unit/engine/int8_dot_test.cpp).
+void matmul_int8(const float* x, int64_t m, const Matrix& w, float* y);
 
 // sum_k a[k] * b[k] in the fast kernels' order; for attention scores.
 float dot(const float* a, const float* b, int64_t n);
@@ -26,8 +56,29 @@ void axpy(float s, const float* x, float* y, int64_t n);
 // speed is reported against (bench). Four accumulators per thread keep the loads, not the adds, the limit.
 float stream_read(const float* x, int64_t n);
 
+// One product of a batch: y (m x w.rows) = x (m x w.cols) W^T.
+struct MatmulJob {
+  const float* x = nullptr;
+  int64_t m = 0;
+  Matrix w;
+  float* y = nullptr;
+};
+// Every job's product in one parallel region (one fork and join for all, not one per matrix), cut into pieces of
+// at most 64 outputs of one job; with int8, each distinct x (same pointer, rows, cols and group) is quantized once.
+// Each y gets exactly matmul's bits. Seed matrices run one after another first, on their own threads.
+void matmul_batch(const std::vector<MatmulJob>& jobs);
+
+// The pieces matmul and matmul_batch are made of: outputs [n0, n1) of every row, on the calling thread.
+void matmul_range(const float* x, int64_t m, const Matrix& w, float* y, int64_t n0, int64_t n1);  // float path
+void matmul_int8_range(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1);
+// Outputs per int8 tile for codec c on this CPU (a piece of whole tiles runs fastest); 0: no SIMD kernel here.
+size_t int8_tile_outputs(Codec c);
+
 namespace ref {
 void matmul(const float* x, int64_t m, const Matrix& w, float* y);
+// The definitions above as plain scalar loops.
+void quantize_int8_rows(const float* x, int64_t m, int64_t cols, int64_t group, Int8Rows& out);
+void matmul_int8(const float* x, int64_t m, const Matrix& w, float* y);
 }  // namespace ref
 
 }  // namespace seedling::ops

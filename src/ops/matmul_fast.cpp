@@ -199,16 +199,21 @@ HWY_EXPORT(Dot);
 HWY_EXPORT(Axpy);
 HWY_EXPORT(StreamSum);
 
+void matmul_range(const float* x, int64_t m, const Matrix& w, float* y, int64_t n0, int64_t n1) {
+  HWY_DYNAMIC_DISPATCH(MatmulRange)(x, m, w, y, n0, n1);
+}
+
 void matmul(const float* x, int64_t m, const Matrix& w, float* y) {
   if (m <= 0 || w.rows <= 0) return;
   // Seed slices: computed on seeds (ops/seed_matmul.h), its own threads over the rows of W.
   if (codec_is_seed(w.codec)) return seed::seed_matmul(x, m, w.seed_matrix(), y);
   if (w.codec == Codec::MXFP4) return mxfp4_matmul(x, m, w, y);
+  if (codec_is_affine(w.codec) && cpu_dot() == CpuDot::Int8) return matmul_int8(x, m, w, y);
   // Split output columns across threads in multiples of 4 (whole tiles); at least 16 columns per chunk.
   const int64_t groups = (w.rows + 3) / 4;
   ThreadPool::global().parallel_for(size_t(groups), 4, [&](size_t g0, size_t g1) {
     const int64_t n0 = int64_t(g0) * 4, n1 = std::min<int64_t>(int64_t(g1) * 4, w.rows);
-    HWY_DYNAMIC_DISPATCH(MatmulRange)(x, m, w, y, n0, n1);
+    matmul_range(x, m, w, y, n0, n1);
   });
 }
 

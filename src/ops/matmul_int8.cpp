@@ -1,0 +1,328 @@
+// The int8-activation kernels of ops/matmul.h (quantize_int8_rows, matmul_int8): Highway SIMD with runtime
+// dispatch, integer dot products of a block's codes with its quantized activations (AVX-512 VNNI vpdpbusd where
+// the CPU has it; else pmaddubsw on x86 for q4, widening int16 multiply-adds elsewhere).
+//
+// The bits are matmul_int8's definition whatever the target: a block's integer sum is exact in any order, so lanes
+// may hold any of its partial sums; those of TN outputs are then reduced into one vector whose lane j is output j's
+// sum, and the float steps (scale, d, m, the sum over blocks in order) run lane by lane, one output a lane, as the
+// scalar definition does them. Targets without fixed 128-bit blocks (SVE, RVV, scalar) run ref::matmul_int8.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/matmul_int8.cpp"
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL  // Highway 1.0 compiles its VNNI target (AVX3_DL) only when asked
+#endif
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "ops/matmul.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace seedling::ops::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Blocks of at most 64 floats, vectors of at most 16 lanes (so a vector never straddles a block).
+void QuantizeRows(const float* x, int64_t m, int64_t cols, int64_t group, int8_t* q, float* scale, float* sum) {
+  const hn::CappedTag<float, 16> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::Rebind<int8_t, decltype(df)> d8;
+  const int64_t L = int64_t(hn::Lanes(df)), blocks = (cols + group - 1) / group;
+  HWY_ALIGN float pad[64];
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t n = std::min(group, cols - b * group), index = i * blocks + b;
+      const float* xb = x + i * cols + b * group;
+      if (n < group) {  // the row's last block, short: zeros past its end give q = 0 there
+        std::fill(pad, pad + group, 0.0f);
+        std::memcpy(pad, xb, size_t(n) * sizeof(float));
+        xb = pad;
+      }
+      auto vmax = hn::Zero(df);
+      for (int64_t k = 0; k < group; k += L) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(df, xb + k)));
+      const float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
+      const auto inv = hn::Set(df, amax > 0.0f ? 127.0f / amax : 0.0f);
+      auto vsum = hn::Zero(di);
+      for (int64_t k = 0; k < group; k += L) {
+        const auto v = hn::NearestInt(hn::Mul(hn::LoadU(df, xb + k), inv));
+        vsum = hn::Add(vsum, v);
+        hn::StoreU(hn::DemoteTo(d8, v), d8, q + index * group + k);
+      }
+      scale[index] = amax / 127.0f;
+      sum[index] = float(hn::GetLane(hn::SumOfLanes(di, vsum)));
+    }
+  }
+}
+
+#if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
+
+template <Codec T>
+constexpr int64_t kGroup = T == Codec::Q8_G32 || T == Codec::Q4_G32 ? 32 : 64;
+template <Codec T>
+constexpr bool kQ4 = T == Codec::Q4_G32 || T == Codec::Q4_G64;
+template <Codec T>
+constexpr size_t kBlockBytes = kQ4<T> ? 4 + kGroup<T> / 2 : 4 + kGroup<T>;
+
+// Codes of a block's elements [e, e + Lanes(d8)) as unsigned bytes; q points at the block's codes. A 4-bit block
+// stores element e in the low nibble of byte e and element e + G/2 in the high one, so a vector of G lanes is the
+// G/2 bytes' low nibbles then their high nibbles, and a shorter vector lies within one half.
+template <Codec T, class D8>
+HWY_INLINE hn::Vec<D8> LoadCodes(D8 d8, const uint8_t* q, int64_t e) {
+  constexpr int64_t G = kGroup<T>;
+  if constexpr (!kQ4<T>) {
+    return hn::LoadU(d8, q + e);
+  } else if constexpr (hn::MaxLanes(D8()) == size_t(G)) {
+    const hn::Half<D8> dh;
+    const auto v = hn::LoadU(dh, q);
+    return hn::Combine(d8, hn::ShiftRight<4>(v), hn::And(v, hn::Set(dh, uint8_t{0x0F})));
+  } else {
+    const auto v = hn::LoadU(d8, q + (e < G / 2 ? e : e - G / 2));
+    return e < G / 2 ? hn::And(v, hn::Set(d8, uint8_t{0x0F})) : hn::ShiftRight<4>(v);
+  }
+}
+
+// acc plus partial sums of w * x over the lanes of D8 (w unsigned codes, x signed int8 in the same byte lanes;
+// which int32 lane holds which products varies by target). kSmall: every code is at most 15 (q4).
+template <bool kSmall, class D8, class D32>
+HWY_INLINE hn::Vec<D32> Dot(D8 d8, D32 d32, hn::Vec<D32> acc, hn::Vec<D8> w, hn::Vec<D8> x) {
+#if HWY_TARGET == HWY_AVX3_DL
+  // vpdpbusd: unsigned bytes times signed bytes, four products to each int32 lane, no saturation. Written in asm
+  // with the EVEX form named: Highway 1.0 compiles this target for AVX-VNNI, but its CPU test requires AVX512-VNNI.
+  auto a = acc.raw;
+  asm("%{evex%} vpdpbusd %2, %1, %0" : "+v"(a) : "v"(w.raw), "v"(x.raw));
+  return hn::Vec<D32>{a};
+#else
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+  if constexpr (kSmall && hn::MaxLanes(D8()) >= 32) {
+    // pmaddubsw: codes 0..15 times int8 gives pairs within +-3810, far from int16 saturation; pmaddwd widens.
+    const hn::Repartition<int16_t, D8> d16;
+    if constexpr (hn::MaxLanes(D8()) == 64) {
+      return hn::Add(acc,
+                     hn::Vec<D32>{_mm512_madd_epi16(_mm512_maddubs_epi16(w.raw, x.raw), hn::Set(d16, int16_t{1}).raw)});
+    } else {
+      return hn::Add(acc,
+                     hn::Vec<D32>{_mm256_madd_epi16(_mm256_maddubs_epi16(w.raw, x.raw), hn::Set(d16, int16_t{1}).raw)});
+    }
+  }
+#endif
+  // Widening: each half of the bytes to int16, then int16 pairs multiplied and added into int32 lanes.
+  const hn::Repartition<int16_t, D8> d16;
+  const hn::Half<D8> dh;
+  const hn::RebindToSigned<D8> ds;
+  const hn::Half<decltype(ds)> dsh;
+  const auto xs = hn::BitCast(ds, x);
+  auto odd = hn::Zero(d32);
+  acc = hn::ReorderWidenMulAccumulate(d32, hn::PromoteTo(d16, hn::LowerHalf(dh, w)),
+                                      hn::PromoteTo(d16, hn::LowerHalf(dsh, xs)), acc, odd);
+  acc = hn::ReorderWidenMulAccumulate(d32, hn::PromoteTo(d16, hn::UpperHalf(dh, w)),
+                                      hn::PromoteTo(d16, hn::UpperHalf(dsh, xs)), acc, odd);
+  return hn::Add(acc, odd);
+#endif
+}
+
+// Per 128-bit block, lane j of the result = that block's sum of the lanes of v[j] (j < 4).
+template <class D32>
+HWY_INLINE hn::Vec<D32> Reduce4(D32 d32, const hn::Vec<D32>* v) {
+  const hn::Repartition<uint64_t, D32> d64;
+  const auto ab = hn::Add(hn::InterleaveLower(d32, v[0], v[1]), hn::InterleaveUpper(d32, v[0], v[1]));
+  const auto cd = hn::Add(hn::InterleaveLower(d32, v[2], v[3]), hn::InterleaveUpper(d32, v[2], v[3]));
+  const auto ab64 = hn::BitCast(d64, ab), cd64 = hn::BitCast(d64, cd);
+  return hn::Add(hn::BitCast(d32, hn::InterleaveLower(d64, ab64, cd64)),
+                 hn::BitCast(d32, hn::InterleaveUpper(d64, ab64, cd64)));
+}
+
+// r[g] from Reduce4 of outputs 4g..4g+3 (g < number of 128-bit blocks): lane j = output j's whole sum.
+template <class D32>
+HWY_INLINE hn::Vec<D32> ReduceBlocks(D32 d32, hn::Vec<D32>* r) {
+  constexpr size_t kBlocks = hn::MaxLanes(D32()) / 4;
+  if constexpr (kBlocks == 1) {
+    return r[0];
+  } else {
+    if constexpr (kBlocks == 4) {  // halves first: r[0] + r[2] per half, then adjacent blocks as for two
+      const auto s02 = hn::Add(hn::ConcatLowerLower(d32, r[2], r[0]), hn::ConcatUpperUpper(d32, r[2], r[0]));
+      const auto s13 = hn::Add(hn::ConcatLowerLower(d32, r[3], r[1]), hn::ConcatUpperUpper(d32, r[3], r[1]));
+      r[0] = s02, r[1] = s13;
+    }
+    return hn::Add(hn::OddEvenBlocks(hn::SwapAdjacentBlocks(r[1]), r[0]),
+                   hn::OddEvenBlocks(r[1], hn::SwapAdjacentBlocks(r[0])));
+  }
+}
+
+// Float32 values of float16 bits in the low 16 bits of each lane (exact; d and m are never inf or NaN).
+template <class D32>
+HWY_INLINE hn::Vec<hn::Rebind<float, D32>> F16ToF32(D32 d32, hn::Vec<D32> h) {
+  const hn::Rebind<float, D32> df;
+  const auto sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(d32, 0x8000)));
+  const auto mag = hn::And(h, hn::Set(d32, 0x7FFF));
+  const auto normal = hn::ShiftLeft<13>(hn::Add(mag, hn::Set(d32, (127 - 15) << 10)));
+  const auto subnormal = hn::BitCast(d32, hn::Mul(hn::ConvertTo(df, mag), hn::Set(df, 0x1p-24f)));
+  return hn::BitCast(df, hn::Or(sign, hn::IfThenElse(hn::Lt(mag, hn::Set(d32, 0x400)), subnormal, normal)));
+}
+
+// Rows [i0, i0 + TM) of one tile of TN outputs (TN = int32 lanes), whose weight rows are rows[0..TN) (a short
+// tile repeats its last row): each block's codes are loaded once for the TM rows, each row has its own sums.
+template <Codec T, size_t TM, class D8>
+HWY_INLINE void TileRows(D8 d8, const Int8Rows& xq, int64_t i0, const uint8_t* const* rows,
+                         hn::Vec<hn::Repartition<int32_t, D8>> offset, float* y, int64_t ldy, int64_t count) {
+  constexpr int64_t G = kGroup<T>;
+  const hn::Repartition<int32_t, D8> d32;
+  const hn::Rebind<float, decltype(d32)> df;
+  const hn::RebindToUnsigned<decltype(d32)> du32;
+  constexpr size_t TN = hn::MaxLanes(decltype(d32)()), B = hn::MaxLanes(D8()), S = size_t(G) / B;
+  hn::Vec<decltype(df)> acc[TM];
+  for (size_t i = 0; i < TM; ++i) acc[i] = hn::Zero(df);
+  for (int64_t b = 0; b < xq.blocks; ++b) {
+    const size_t at = size_t(b) * kBlockBytes<T>;
+    hn::Vec<decltype(d32)> reduced[TM][TN / 4];
+    for (size_t g = 0; g < TN / 4; ++g) {
+      hn::Vec<D8> codes[4][S];
+      for (size_t j = 0; j < 4; ++j)
+        for (size_t e = 0; e < S; ++e) codes[j][e] = LoadCodes<T>(d8, rows[4 * g + j] + at + 4, int64_t(e * B));
+      for (size_t i = 0; i < TM; ++i) {
+        const auto* x = reinterpret_cast<const uint8_t*>(xq.q.data() + ((i0 + int64_t(i)) * xq.blocks + b) * G);
+        hn::Vec<decltype(d32)> part[4];
+        for (size_t j = 0; j < 4; ++j) {
+          part[j] = hn::Zero(d32);
+          for (size_t e = 0; e < S; ++e) part[j] = Dot<kQ4<T>>(d8, d32, part[j], codes[j][e], hn::LoadU(d8, x + e * B));
+        }
+        reduced[i][g] = Reduce4(d32, part);
+      }
+    }
+    const auto dm = hn::GatherOffset(d32, reinterpret_cast<const int32_t*>(rows[0] + at), offset);
+    const auto d = F16ToF32(d32, dm);
+    const auto mn = F16ToF32(d32, hn::BitCast(d32, hn::ShiftRight<16>(hn::BitCast(du32, dm))));
+    for (size_t i = 0; i < TM; ++i) {
+      const size_t index = size_t((i0 + int64_t(i)) * xq.blocks + b);
+      const auto dot = ReduceBlocks(d32, reduced[i]);
+      const auto s = hn::Add(hn::Mul(d, hn::ConvertTo(df, dot)), hn::Mul(mn, hn::Set(df, xq.sum[index])));
+      acc[i] = hn::Add(acc[i], hn::Mul(hn::Set(df, xq.scale[index]), s));
+    }
+  }
+  HWY_ALIGN float out[TN];
+  for (size_t i = 0; i < TM; ++i) {
+    hn::Store(acc[i], df, out);
+    std::copy(out, out + count, y + (i0 + int64_t(i)) * ldy);
+  }
+}
+
+// Outputs [n0, n1) of every row, in tiles of TN outputs by 4 rows (1 row for the last few).
+template <Codec T>
+void Int8RangeT(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1) {
+  const hn::CappedTag<uint8_t, size_t(kGroup<T>)> d8;
+  const hn::Repartition<int32_t, decltype(d8)> d32;
+  constexpr size_t TN = hn::MaxLanes(decltype(d32)());
+  const size_t row_bytes = codec_row_bytes(T, w.cols);
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  HWY_ALIGN int32_t offsets[TN];
+  for (int64_t n = n0; n < n1; n += int64_t(TN)) {
+    const int64_t count = std::min(int64_t(TN), n1 - n);
+    const uint8_t* rows[TN];
+    for (size_t j = 0; j < TN; ++j) {
+      const int64_t r = std::min(int64_t(j), count - 1);
+      rows[j] = base + size_t(n + r) * row_bytes;
+      offsets[j] = int32_t(size_t(r) * row_bytes);
+    }
+    const auto offset = hn::Load(d32, offsets);
+    int64_t i = 0;
+    for (; i + 4 <= xq.rows; i += 4) TileRows<T, 4>(d8, xq, i, rows, offset, y + n, w.rows, count);
+    for (; i < xq.rows; ++i) TileRows<T, 1>(d8, xq, i, rows, offset, y + n, w.rows, count);
+  }
+}
+
+void Int8Range(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1) {
+  switch (w.codec) {
+    case Codec::Q8_G32:
+      return Int8RangeT<Codec::Q8_G32>(xq, w, y, n0, n1);
+    case Codec::Q8_G64:
+      return Int8RangeT<Codec::Q8_G64>(xq, w, y, n0, n1);
+    case Codec::Q4_G32:
+      return Int8RangeT<Codec::Q4_G32>(xq, w, y, n0, n1);
+    case Codec::Q4_G64:
+      return Int8RangeT<Codec::Q4_G64>(xq, w, y, n0, n1);
+    default:
+      fail("matmul_int8: {} is not an affine codec", codec_name(w.codec));
+  }
+}
+// Outputs per tile (int32 lanes of a block's byte vector): every chunk of the thread split is whole tiles.
+size_t TileOutputs(Codec c) {
+  return codec_group(c) == 32 ? hn::MaxLanes(hn::Repartition<int32_t, hn::CappedTag<uint8_t, 32>>())
+                              : hn::MaxLanes(hn::Repartition<int32_t, hn::CappedTag<uint8_t, 64>>());
+}
+#else
+void Int8Range(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1) {
+  fail("matmul_int8: no SIMD kernel on this target");
+}
+// 0: run the reference.
+size_t TileOutputs(Codec) {
+  return 0;
+}
+#endif
+
+}  // namespace seedling::ops::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace seedling::ops {
+HWY_EXPORT(QuantizeRows);
+HWY_EXPORT(Int8Range);
+HWY_EXPORT(TileOutputs);
+
+namespace {
+CpuDot cpu_dot_from_env() {
+  const char* v = std::getenv("SEEDLING_CPU_DOT");
+  if (v == nullptr || *v == '\0' || std::string_view(v) == "float") return CpuDot::Float;
+  if (std::string_view(v) == "int8") return CpuDot::Int8;
+  fail("SEEDLING_CPU_DOT={}: expected float or int8", v);
+}
+std::atomic<CpuDot>& cpu_dot_slot() {
+  static std::atomic<CpuDot> mode{cpu_dot_from_env()};
+  return mode;
+}
+}  // namespace
+
+CpuDot cpu_dot() {
+  return cpu_dot_slot().load(std::memory_order_relaxed);
+}
+void set_cpu_dot(CpuDot mode) {
+  cpu_dot_slot().store(mode, std::memory_order_relaxed);
+}
+
+void quantize_int8_rows(const float* x, int64_t m, int64_t cols, int64_t group, Int8Rows& out) {
+  SEEDLING_CHECK(group == 32 || group == 64, "quantize_int8_rows: group {} (expected 32 or 64)", group);
+  const int64_t blocks = (cols + group - 1) / group;
+  out.rows = m, out.cols = cols, out.group = group, out.blocks = blocks;
+  out.q.resize(size_t(m * blocks * group));
+  out.scale.resize(size_t(m * blocks));
+  out.sum.resize(size_t(m * blocks));
+  HWY_DYNAMIC_DISPATCH(QuantizeRows)(x, m, cols, group, out.q.data(), out.scale.data(), out.sum.data());
+}
+
+size_t int8_tile_outputs(Codec c) {
+  return HWY_DYNAMIC_DISPATCH(TileOutputs)(c);
+}
+void matmul_int8_range(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1) {
+  HWY_DYNAMIC_DISPATCH(Int8Range)(xq, w, y, n0, n1);
+}
+
+void matmul_int8(const float* x, int64_t m, const Matrix& w, float* y) {
+  SEEDLING_CHECK(codec_is_affine(w.codec), "matmul_int8: {} is not an affine codec", codec_name(w.codec));
+  if (m <= 0 || w.rows <= 0) return;
+  const size_t tile = int8_tile_outputs(w.codec);
+  if (tile == 0) return ref::matmul_int8(x, m, w, y);
+  thread_local Int8Rows mine;  // the caller's, reused; the workers read it by this reference while the caller waits
+  Int8Rows& xq = mine;
+  quantize_int8_rows(x, m, w.cols, codec_group(w.codec), xq);
+  const size_t tiles = (size_t(w.rows) + tile - 1) / tile;
+  ThreadPool::global().parallel_for(tiles, 1, [&](size_t t0, size_t t1) {
+    matmul_int8_range(xq, w, y, int64_t(t0 * tile), std::min(int64_t(t1 * tile), w.rows));
+  });
+}
+
+}  // namespace seedling::ops
+#endif
