@@ -1,5 +1,10 @@
 // cli/cmd_info.cpp - `seedling info`: what a model is and what one decoded token costs.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "core/error.h"
@@ -9,6 +14,50 @@
 namespace seedling::cli {
 
 namespace {
+
+const char* gating_name(Gating g) {
+  switch (g) {
+    case Gating::SoftmaxTopK:
+      return "softmax, top-k";
+    case Gating::TopKSoftmax:
+      return "top-k, softmax over k";
+    case Gating::SigmoidGroupTopK:
+      return "sigmoid, group-limited top-k";
+  }
+  return "?";
+}
+
+// One layer's plan in words: "attention (window 6, sinks, q/k/v/o bias) + experts (top-4 of 32 ...)".
+std::string describe(const ModelConfig& c, const LayerPlan& p) {
+  std::string a = "attention (";
+  std::vector<std::string> parts;
+  if (p.attn.window > 0) parts.push_back(fmt::format("window {}", p.attn.window));
+  if (p.attn.qk_norm == QkNorm::PerHead) parts.push_back("q/k norm per head");
+  if (p.attn.qk_norm == QkNorm::Whole) parts.push_back("q/k norm over the projection");
+  if (p.attn.clip_qkv > 0) parts.push_back(fmt::format("clip {}", p.attn.clip_qkv));
+  if (p.attn.qkv_bias) parts.push_back(p.attn.o_bias ? "q/k/v/o bias" : "q/k/v bias");
+  if (!p.attn.qkv_bias && p.attn.o_bias) parts.push_back("o bias");
+  if (p.attn.sinks) parts.push_back("sinks");
+  if (parts.empty()) parts.push_back("full");
+  a += fmt::format("{})", fmt::join(parts, ", "));
+  if (p.ffn.kind == FfnKind::Dense) return a + fmt::format(" + dense MLP ({})", p.ffn.width);
+  const RouterPlan& r = p.ffn.router;
+  std::string e = fmt::format(" + experts (top-{} of {}, width {}, {}", c.experts_per_token, c.num_experts, p.ffn.width,
+                              gating_name(r.gating));
+  if (r.gating == Gating::SigmoidGroupTopK) e += fmt::format(" in {} of {} groups", r.topk_group, r.n_group);
+  if (r.correction_bias) e += ", correction bias";
+  if (r.bias) e += ", router bias";
+  if (r.renormalize && r.gating != Gating::TopKSoftmax) e += ", renormalised";
+  if (r.scale != 1.0f) e += fmt::format(", x {}", r.scale);
+  if (p.ffn.act == Activation::ClampedSwiGLU) e += fmt::format(", clamped SwiGLU (limit {})", p.ffn.swiglu_limit);
+  if (p.ffn.expert_bias) e += ", biased";
+  e += ")";
+  if (p.ffn.shared_width > 0) {
+    e += fmt::format(" + shared expert ({}{})", p.ffn.shared_width, p.ffn.shared_gate ? ", sigmoid-gated" : "");
+  }
+  return a + e;
+}
+
 int run(const ModelFlags& f) {
   auto model = load_model(f);
   const ModelConfig& c = model->config();
@@ -20,10 +69,17 @@ int run(const ModelFlags& f) {
   std::printf("layers:           %d (%d with experts)\n", c.num_layers, moe_layers);
   std::printf("hidden:           %d; heads %d, kv heads %d, head_dim %d\n", c.hidden_size, c.num_heads, c.num_kv_heads,
               c.head_dim);
-  std::printf("experts:          %d, top-%d, width %d, norm_topk_prob %s\n", c.num_experts, c.experts_per_token,
-              c.moe_intermediate_size, c.norm_topk_prob ? "true" : "false");
-  std::printf("vocab:            %d; context %d; rope %s theta %g\n", c.vocab_size, c.max_position_embeddings,
-              c.rope.type.c_str(), c.rope.theta);
+  // The plan, runs of layers that share one description on one line.
+  for (int l = 0; l < c.num_layers;) {
+    const std::string d = describe(c, c.plan(l));
+    int end = l + 1;
+    while (end < c.num_layers && describe(c, c.plan(end)) == d) ++end;
+    const std::string which = end - l == 1 ? fmt::format("layer {}", l) : fmt::format("layers {}-{}", l, end - 1);
+    std::printf("%-17s %s\n", (which + ":").c_str(), d.c_str());
+    l = end;
+  }
+  std::printf("vocab:            %d; context %d; rope %s theta %g over %d of %d dims\n", c.vocab_size,
+              c.max_position_embeddings, c.rope.type.c_str(), c.rope.theta, c.rotary_dim(), c.head_dim);
   std::printf("parameters:       %.4g total, %.4g active per token, %.4g in routed experts\n", double(s.total_params),
               double(s.active_params), double(s.expert_params));
   std::printf("bytes per token:  %.4g (%.2f MB) at the stored precision\n", double(s.bytes_per_token),

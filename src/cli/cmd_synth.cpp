@@ -89,7 +89,43 @@ ordered_json preset_config(const std::string& name) {
             {"bos_token_id", 1},
             {"eos_token_id", 2}};
   }
-  fail("synth: --preset '{}' is unknown (known: qwen3-30b-a3b, mixtral-8x7b)", name);
+  if (name == "gpt-oss-20b") {  // openai/gpt-oss-20b config.json (without its quantization_config: --packed says)
+    ordered_json layer_types = ordered_json::array();
+    for (int l = 0; l < 24; ++l) layer_types.push_back(l % 2 == 0 ? "sliding_attention" : "full_attention");
+    return {{"architectures", {"GptOssForCausalLM"}},
+            {"model_type", "gpt_oss"},
+            {"vocab_size", 201088},
+            {"hidden_size", 2880},
+            {"intermediate_size", 2880},
+            {"num_hidden_layers", 24},
+            {"num_attention_heads", 64},
+            {"num_key_value_heads", 8},
+            {"head_dim", 64},
+            {"num_local_experts", 32},
+            {"num_experts_per_tok", 4},
+            {"experts_per_token", 4},
+            {"layer_types", layer_types},
+            {"sliding_window", 128},
+            {"attention_bias", true},
+            {"swiglu_limit", 7.0},
+            {"max_position_embeddings", 131072},
+            {"initial_context_length", 4096},
+            {"rms_norm_eps", 1e-5},
+            {"rope_theta", 150000},
+            {"rope_scaling",
+             {{"beta_fast", 32.0},
+              {"beta_slow", 1.0},
+              {"factor", 32.0},
+              {"original_max_position_embeddings", 4096},
+              {"rope_type", "yarn"},
+              {"truncate", false}}},
+            {"hidden_act", "silu"},
+            {"tie_word_embeddings", false},
+            {"torch_dtype", "bfloat16"},
+            {"eos_token_id", 200002},
+            {"pad_token_id", 199999}};
+  }
+  fail("synth: --preset '{}' is unknown (known: qwen3-30b-a3b, mixtral-8x7b, gpt-oss-20b)", name);
 }
 
 uint64_t mix(uint64_t z) {
@@ -226,7 +262,14 @@ int run_packed(const SynthFlags& f, const ordered_json& cfg) {
 
 int run(const SynthFlags& f) {
   ordered_json cfg = preset_config(f.preset);
-  if (f.layers > 0) cfg["num_hidden_layers"] = f.layers;
+  if (f.layers > 0) {
+    cfg["num_hidden_layers"] = f.layers;
+    if (cfg.contains("layer_types")) {  // the preset's pattern, cut or repeated to the new depth
+      ordered_json types = ordered_json::array();
+      for (int l = 0; l < f.layers; ++l) types.push_back(cfg["layer_types"][size_t(l) % cfg["layer_types"].size()]);
+      cfg["layer_types"] = types;
+    }
+  }
   if (f.vocab > 0) cfg["vocab_size"] = f.vocab;
   if (f.experts > 0) {
     cfg[cfg.contains("num_experts") ? "num_experts" : "num_local_experts"] = f.experts;
@@ -290,7 +333,7 @@ void add_synth(CLI::App& app, int* status) {
   auto f = std::make_shared<SynthFlags>();
   CLI::App* cmd = app.add_subcommand("synth", "Write a random-weight checkpoint at the shapes of a real model");
   cmd->add_option("-o,--output", f->out, "output folder")->required();
-  cmd->add_option("--preset", f->preset, "shape: qwen3-30b-a3b or mixtral-8x7b");
+  cmd->add_option("--preset", f->preset, "shape: qwen3-30b-a3b, mixtral-8x7b or gpt-oss-20b (with --packed)");
   cmd->add_option("--layers", f->layers, "number of layers (default: the preset's)")->check(CLI::PositiveNumber);
   cmd->add_option("--experts", f->experts, "routed experts per layer (default: the preset's)")
       ->check(CLI::PositiveNumber);
@@ -298,10 +341,11 @@ void add_synth(CLI::App& app, int* status) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--seed", f->seed, "random seed");
   cmd->add_flag("--force", f->force, "replace an existing output folder");
-  cmd->add_option("--packed", f->packed,
-                  "write a packed folder (docs/formats/packed.md) with experts in this codec: bf16, q8_g32, q8_g64, "
-                  "q4_g32, q4_g64, or p3, p4, s3: RANDOM seed blobs (random seeds, coefficients and exponent codes at "
-                  "the weights' scale), fit for speed measurements only");
+  cmd->add_option(
+      "--packed", f->packed,
+      "write a packed folder (docs/formats/packed.md) with experts in this codec: bf16, q8_g32, q8_g64, "
+      "q4_g32, q4_g64, mxfp4, or p3, p4, s3: RANDOM seed blobs (random seeds, coefficients and exponent codes at "
+      "the weights' scale), fit for speed measurements only");
   cmd->add_option("--dense", f->dense,
                   "with --packed: codec of dense matrices (attention, dense MLPs, embedding, head) as `pack --dense`; "
                   "norms and routers stay bf16 (default: bf16)");
