@@ -104,7 +104,9 @@ TEST_P(DecodeTest, BatchedDecodeOfThreeSequencesEqualsEachAloneBitForBit) {
   EXPECT_EQ(toks, alone_tokens);
 }
 
-INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, DecodeTest, ::testing::Values("qwen3_moe_a", "mixtral_b"));
+INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, DecodeTest,
+                         ::testing::Values("qwen3_moe_a", "mixtral_b", "olmoe_a", "qwen2_moe_a", "glm4_moe_a",
+                                           "gpt_oss_a"));
 
 TEST(KvCache, GrowsByDoublingKeepsPositionsAndStopsAtTheLimit) {
   KvCache kv(2, 3, 4, 20);
