@@ -1,5 +1,7 @@
 #include "engine/engine.h"
 
+#include <cmath>
+
 #include "core/error.h"
 
 namespace seedling {
@@ -84,6 +86,15 @@ std::vector<float> Engine::step(std::span<const SequenceStep> steps) {
     model_.forward(part, logits.data() + out * size_t(V));
     for (const BatchRow& r : part) out += r.want_logits ? 1 : 0;
     done += n;
+  }
+  // A NaN or infinity in a weight, a scale or a norm reaches the logits: an error, never a token sampled from it.
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (!std::isfinite(logits[i])) {
+      fail(
+          "{}: the forward gave a non-finite logit ({} at logit row {}, id {}): a weight, scale or norm of the "
+          "model is NaN or infinite",
+          model_.dir(), logits[i], i / size_t(V), i % size_t(V));
+    }
   }
   for (const SequenceStep& s : steps) cache(s.seq).length += int(s.tokens.size());
   return logits;

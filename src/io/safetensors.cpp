@@ -35,11 +35,22 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : map_(path) {
   }
   const char* hdr = reinterpret_cast<const char*>(map_.data() + 8);
   json header;
+  // A key given twice would be read as its last value and the other bytes left unnamed: refuse it.
+  std::set<std::string> keys;
+  std::string duplicate;
+  const json::parser_callback_t note_keys = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (depth == 1 && event == json::parse_event_t::key && !keys.insert(parsed.get<std::string>()).second &&
+        duplicate.empty()) {
+      duplicate = parsed.get<std::string>();
+    }
+    return true;
+  };
   try {
-    header = json::parse(hdr, hdr + header_len);
+    header = json::parse(hdr, hdr + header_len, note_keys);
   } catch (const json::exception& e) {
     fail("{}: safetensors header is not valid JSON: {}", path, e.what());
   }
+  if (!duplicate.empty()) fail("{}: safetensors header names tensor '{}' twice", path, duplicate);
   if (!header.is_object()) fail("{}: safetensors header is not a JSON object", path);
   const uint8_t* base = map_.data() + 8 + header_len;
   const size_t data_size = size - 8 - header_len;
@@ -84,9 +95,27 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : map_(path) {
     if (end - begin != expect) {
       bad(fmt::format("data_offsets span {} bytes but {} {} needs {}", end - begin, dt, t.shape_string(), expect));
     }
+    // Kernels read elements in place: each must sit at a multiple of its size from the start of the file.
+    if ((8 + header_len + begin) % dtype_size(t.dtype) != 0) {
+      bad(fmt::format("data starts at byte {} of the file, not a multiple of its {}-byte elements",
+                      8 + header_len + begin, dtype_size(t.dtype)));
+    }
     t.data = base + begin;
     t.nbytes = end - begin;
     tensors_.emplace(name, std::move(t));
+  }
+  // Two tensors sharing bytes would each be read as the other's: every byte belongs to one tensor at most.
+  std::vector<const TensorInfo*> by_offset;
+  for (const auto& [name, t] : tensors_) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const TensorInfo* a, const TensorInfo* b) { return a->data < b->data; });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    const TensorInfo& a = *by_offset[i - 1];
+    const TensorInfo& b = *by_offset[i];
+    if (a.nbytes > 0 && b.nbytes > 0 && a.data + a.nbytes > b.data) {
+      fail("{}: tensors '{}' and '{}' overlap (bytes [{}, {}) and [{}, {}) of the data)", path, a.name, b.name,
+           a.data - base, a.data - base + a.nbytes, b.data - base, b.data - base + b.nbytes);
+    }
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "core/error.h"
 
@@ -17,13 +18,28 @@ void ConfigReader::bad(const std::string& key, const std::string& what) const {
   fail("{}: key '{}': {}", path_, key, what);
 }
 
+namespace {
+// An integer that fits int32, or nullopt (a float, a string, or a value past int32 either way: never truncated).
+std::optional<int> int32_of(const json& v) {
+  if (!v.is_number_integer()) return std::nullopt;
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > uint64_t(INT32_MAX)) return std::nullopt;
+    return int(u);
+  }
+  const int64_t x = v.get<int64_t>();
+  if (x < INT32_MIN || x > INT32_MAX) return std::nullopt;
+  return int(x);
+}
+}  // namespace
+
 int ConfigReader::get_int(const std::string& key) const {
   if (!has(key)) bad(key, "missing (an integer is required)");
   const json& v = j_[key];
   if (!v.is_number_integer()) bad(key, "expected an integer, got " + v.dump());
-  const int64_t x = v.get<int64_t>();
-  if (x < INT32_MIN || x > INT32_MAX) bad(key, "value " + v.dump() + " out of range");
-  return int(x);
+  const std::optional<int> x = int32_of(v);
+  if (!x) bad(key, "value " + v.dump() + " out of range");
+  return *x;
 }
 
 int ConfigReader::get_int_or(const std::string& key, int fallback) const {
@@ -56,13 +72,15 @@ std::string ConfigReader::get_string_or(const std::string& key, const std::strin
 std::vector<int> ConfigReader::get_int_list_or(const std::string& key, const std::vector<int>& fallback) const {
   if (!has(key)) return fallback;
   const json& v = j_[key];
-  if (v.is_number_integer()) return {v.get<int>()};
-  if (!v.is_array()) bad(key, "expected a list of integers, got " + v.dump());
+  auto one = [&](const json& e) {
+    const std::optional<int> x = int32_of(e);
+    if (!x) bad(key, "expected a list of 32-bit integers, got " + v.dump().substr(0, 200));
+    return *x;
+  };
+  if (v.is_number_integer()) return {one(v)};
+  if (!v.is_array()) bad(key, "expected a list of integers, got " + v.dump().substr(0, 200));
   std::vector<int> out;
-  for (const auto& e : v) {
-    if (!e.is_number_integer()) bad(key, "expected a list of integers, got " + v.dump());
-    out.push_back(e.get<int>());
-  }
+  for (const auto& e : v) out.push_back(one(e));
   return out;
 }
 
@@ -265,6 +283,8 @@ void validate_config(ModelConfig& c, const std::string& path) {
   need(c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads == 0, "num_key_value_heads",
        fmt::format("{} must be positive and divide num_attention_heads {}", c.num_kv_heads, c.num_heads));
   need(c.head_dim > 0 && c.head_dim % 2 == 0, "head_dim", fmt::format("{} must be positive and even", c.head_dim));
+  need(std::isfinite(c.rms_norm_eps) && c.rms_norm_eps > 0, "rms_norm_eps",
+       fmt::format("{} must be a positive number", c.rms_norm_eps));
   need(c.num_experts > 0, "num_experts", "must be positive");
   need(c.experts_per_token > 0 && c.experts_per_token <= c.num_experts, "num_experts_per_tok",
        fmt::format("{} must be between 1 and the number of experts {}", c.experts_per_token, c.num_experts));

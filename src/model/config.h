@@ -27,7 +27,7 @@ struct RopeConfig {
   bool truncate = true;
 };
 
-// The layer plan (model/plan.h builds the forward from it): what each layer's mixer, FFN and router are. Each
+// The layer plan (model/decoder.cpp runs it): what each layer's mixer, FFN and router are. Each
 // family's read_config fills one LayerPlan per layer from its own keys; every block reads only these.
 enum class QkNorm : uint8_t {
   None,
@@ -90,6 +90,9 @@ struct ModelConfig {
   int experts_per_token = 0;
   int moe_intermediate_size = 0;  // width of one routed expert
   std::vector<LayerPlan> layers;  // [num_layers]: the plan every block follows
+  // Layers a checkpoint stores past num_layers that the forward does not run (multi-token-prediction layers:
+  // num_nextn_predict_layers); more stored layers than num_layers + this is an Error, never a layer dropped.
+  int stored_extra_layers = 0;
   // Derived from `layers` by finish_layer_plan, for the parts that predate the plan (the CUDA forward, the packed
   // manifest): whether each layer routes experts, and the one router/attention setting every layer shares.
   std::vector<uint8_t> layer_has_experts;  // [num_layers]

@@ -19,6 +19,8 @@ void read_config(const ConfigReader& r, ModelConfig* c) {
   c->num_experts = r.get_int_any({"n_routed_experts", "num_local_experts"});
   c->experts_per_token = r.get_int("num_experts_per_tok");
   c->moe_intermediate_size = r.get_int("moe_intermediate_size");
+  c->stored_extra_layers = r.get_int_or("num_nextn_predict_layers", 0);
+  if (c->stored_extra_layers < 0) r.bad("num_nextn_predict_layers", "must not be negative");
   const int first_dense = r.get_int_or("first_k_dense_replace", 0);
   if (first_dense < 0 || first_dense > c->num_layers) {
     r.bad("first_k_dense_replace", std::to_string(first_dense) + " must be between 0 and num_hidden_layers");

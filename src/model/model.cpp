@@ -193,6 +193,32 @@ ops::Rope make_rope(const ModelConfig& c) {
   return rope;
 }
 
+// A checkpoint whose tensors name layers past num_hidden_layers (and past the layers it may store unrun, such as
+// multi-token-prediction ones) would run with those layers silently dropped: an Error naming the tensor.
+void check_no_layer_dropped(const Checkpoint& ck, const ModelConfig& c, const std::string& dir) {
+  const std::string prefix = "model.layers.";
+  for (const auto& [name, t] : ck.all()) {
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    const size_t end = name.find('.', prefix.size());
+    if (end == std::string::npos) continue;
+    int64_t layer = 0;
+    for (size_t i = prefix.size(); i < end; ++i) {
+      if (name[i] < '0' || name[i] > '9' || layer > (int64_t(1) << 31)) {
+        layer = -1;
+        break;
+      }
+      layer = layer * 10 + (name[i] - '0');
+    }
+    if (layer >= int64_t(c.num_layers) + c.stored_extra_layers) {
+      fail(
+          "{}: tensor '{}' belongs to layer {}, but config.json's num_hidden_layers is {}{}: the checkpoint has "
+          "layers the config would drop",
+          dir, name, layer, c.num_layers,
+          c.stored_extra_layers > 0 ? fmt::format(" (+ {} stored unrun)", c.stored_extra_layers) : "");
+    }
+  }
+}
+
 // A resident tensor into the member of LayerWeights its role names.
 void load_tensor(const WeightSource& src, const TensorSpec& t, LayerWeights* lw) {
   const LayerWeights::Slot slot = lw->slot(t.role);
@@ -244,6 +270,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
   } else {
     m->checkpoint_ = std::make_unique<Checkpoint>(dir);
     source = std::make_unique<CheckpointSource>(*m->checkpoint_, m->config_.num_experts, &m->rearranged_);
+    check_no_layer_dropped(*m->checkpoint_, m->config_, dir);
   }
   const WeightSource& src = *source;
   const ModelConfig& c = m->config_;

@@ -19,7 +19,40 @@ std::string header_file(const std::string& json, size_t data_bytes) {
   return s + json + std::string(data_bytes, '\x01');
 }
 
+// The header padded with spaces so the data starts 8-byte aligned, as the writer does.
+std::string aligned_file(std::string json, size_t data_bytes) {
+  while ((json.size() + 8) % 8 != 0) json += ' ';
+  return header_file(json, data_bytes);
+}
+
 }  // namespace
+
+TEST(Safetensors, ATensorNamedTwiceIsAnError) {
+  test::ScratchDir dir("st");
+  test::write_file(dir / "t.safetensors", aligned_file(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                                                       R"("w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                                                       8));
+  const std::string msg = test::error_of([&] { SafetensorsFile f(dir / "t.safetensors"); });
+  EXPECT_NE(msg.find("names tensor 'w' twice"), std::string::npos) << msg;
+}
+
+TEST(Safetensors, OverlappingTensorsAreAnError) {
+  test::ScratchDir dir("st");
+  test::write_file(dir / "t.safetensors", aligned_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                                                       R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                                                       12));
+  const std::string msg = test::error_of([&] { SafetensorsFile f(dir / "t.safetensors"); });
+  EXPECT_NE(msg.find("'a' and 'b' overlap"), std::string::npos) << msg;
+}
+
+TEST(Safetensors, MisalignedTensorIsAnError) {
+  test::ScratchDir dir("st");
+  test::write_file(dir / "t.safetensors",
+                   aligned_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[2,10]}})", 12));
+  const std::string msg = test::error_of([&] { SafetensorsFile f(dir / "t.safetensors"); });
+  EXPECT_NE(msg.find("'a'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not a multiple of its 4-byte elements"), std::string::npos) << msg;
+}
 
 TEST(Safetensors, ReadsWhatTheWriterWrote) {
   test::ScratchDir dir("st");

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "engine/engine.h"
 #include "io/safetensors_writer.h"
 #include "model/model.h"
 #include "test_util.h"
@@ -213,6 +214,26 @@ TEST(Config, OlmoeAndQwen2MoePlans) {
   EXPECT_EQ(q.plan(2).ffn.kind, FfnKind::Dense);  // mlp_only_layers [2]
 }
 
+// Integers are never truncated to fit (2^32 read as an int is 0), and a norm epsilon must be a positive number.
+TEST(Config, IntegersPastInt32AndBadEpsilonAreErrors) {
+  nlohmann::json j = real("qwen3-30b-a3b.json");
+  j["eos_token_id"] = 4294967296ULL;
+  std::string msg = error_of(j);
+  EXPECT_NE(msg.find("eos_token_id"), std::string::npos) << msg;
+  j = real("qwen3-30b-a3b.json");
+  j["mlp_only_layers"] = {1, 4294967297ULL};
+  msg = error_of(j);
+  EXPECT_NE(msg.find("mlp_only_layers"), std::string::npos) << msg;
+  j = real("qwen3-30b-a3b.json");
+  j["num_hidden_layers"] = 18446744073709551615ULL;
+  msg = error_of(j);
+  EXPECT_NE(msg.find("num_hidden_layers"), std::string::npos) << msg;
+  j = real("qwen3-30b-a3b.json");
+  j["rms_norm_eps"] = -1;
+  msg = error_of(j);
+  EXPECT_NE(msg.find("rms_norm_eps"), std::string::npos) << msg;
+}
+
 TEST(Config, PlanValuesAFamilyCannotRunNameTheKey) {
   nlohmann::json j = tiny("gpt_oss_a");
   j["layer_types"] = {"sliding_attention", "chunked_attention"};
@@ -260,6 +281,49 @@ TEST(ModelLoad, MissingMxfp4ScalesNameTheTensor) {
   const std::string msg = test::error_of([&] { Model::load(dir.str()); });
   EXPECT_NE(msg.find(dropped), std::string::npos) << msg;
   EXPECT_NE(msg.find("e8m0 scales"), std::string::npos) << msg;
+}
+
+// A NaN in a weight (here one element of the final norm, bf16 0x7fc0) is an error at the first forward, naming the
+// model, never a token sampled from NaN logits.
+TEST(ModelLoad, NanWeightIsAnErrorNotAToken) {
+  test::ScratchDir dir("nan");
+  const std::string src = test::data_path("models/qwen3_moe_a/hf");
+  const Checkpoint ck(src);
+  SafetensorsWriter w;
+  for (const auto& [name, t] : ck.all()) {
+    const bool poison = name == "model.norm.weight";
+    w.add(name, t->dtype, t->shape, [t = t, poison](uint8_t* out, size_t offset, size_t bytes) {
+      std::memcpy(out, t->data + offset, bytes);
+      if (poison && offset == 0) {
+        out[0] = 0xc0;
+        out[1] = 0x7f;
+      }
+    });
+  }
+  w.write(dir / "model.safetensors");
+  std::filesystem::copy_file(src + "/config.json", dir / "config.json");
+  auto model = Model::load(dir.str());
+  Engine engine(*model, {});
+  const int seq = engine.add_sequence();
+  const std::vector<int32_t> ids = {5, 6, 7};
+  SequenceStep step{seq, ids, false};
+  const std::string msg = test::error_of([&] { engine.step({&step, 1}); });
+  EXPECT_NE(msg.find("non-finite logit"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(dir.str()), std::string::npos) << msg;
+}
+
+// num_hidden_layers smaller than the checkpoint: the layers past it would be dropped; an Error names one of them.
+TEST(ModelLoad, FewerLayersThanTheCheckpointIsAnError) {
+  test::ScratchDir dir("layers");
+  const std::string src = test::data_path("models/qwen3_moe_a/hf");
+  std::filesystem::copy_file(src + "/model.safetensors", dir / "model.safetensors");
+  nlohmann::json cfg = test::read_json(src + "/config.json");
+  cfg["num_hidden_layers"] = 2;  // the checkpoint has 3
+  cfg["mlp_only_layers"] = {1};
+  test::write_file(dir / "config.json", cfg.dump());
+  const std::string msg = test::error_of([&] { Model::load(dir.str()); });
+  EXPECT_NE(msg.find("model.layers.2."), std::string::npos) << msg;
+  EXPECT_NE(msg.find("num_hidden_layers is 2"), std::string::npos) << msg;
 }
 
 TEST(ModelLoad, WrongTensorShapeNamesTheTensorAndBothShapes) {
