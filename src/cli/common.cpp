@@ -27,7 +27,7 @@ void open_route_trace(Model& model, const ModelFlags& f);
 
 void add_model_flags(CLI::App* cmd, ModelFlags* f) {
   cmd->add_option("-m,--model", f->model, "Hugging Face model folder (default: the bundled model)");
-  cmd->add_option("-t,--threads", f->threads, "CPU threads (default: all)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-t,--threads", f->threads, "CPU threads, 1 to 1024 (default: all)")->check(CLI::Range(0, 1024));
   cmd->add_option("--ctx", f->ctx, "context limit in positions (default: the model's)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--ram-budget", f->ram_budget, "RAM for streamed experts, e.g. 4G (packed folders)");
   cmd->add_option("--expert-slots", f->expert_slots, "expert slots in RAM (at least the router's top-k)")
@@ -116,6 +116,7 @@ std::string join_ids(const std::vector<int32_t>& ids) {
 
 std::vector<int32_t> read_text_tokens(const std::string& dir, const std::string& file) {
   const Tokenizer tok = Tokenizer::from_file(find_tokenizer_file(dir));
+  if (std::filesystem::is_directory(file)) fail("{}: is a folder, expected a text file", file);
   std::ifstream in(file, std::ios::binary);
   if (!in) fail("{}: cannot open", file);
   const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};

@@ -35,6 +35,10 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     std::fprintf(stderr, "seedling: error: out of memory\n");
     return 1;
+  } catch (const std::exception& e) {  // a failure no check named (a system call, the C++ library): still one line
+    std::fflush(stdout);
+    std::fprintf(stderr, "seedling: error: %s\n", e.what());
+    return 1;
   }
   return status;
 }

@@ -3,12 +3,27 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <system_error>
 #include <utility>
+
+#include "core/error.h"
 
 namespace seedling {
 
 ThreadPool::ThreadPool(int threads) {
-  for (int i = 1; i < std::max(threads, 1); ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  for (int i = 1; i < std::max(threads, 1); ++i) {
+    try {
+      workers_.emplace_back([this, i] { worker_loop(i); });
+    } catch (const std::system_error& e) {  // the system refused a thread: stop the ones started, then say so
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        stop_ = true;
+      }
+      wake_.notify_all();
+      for (auto& t : workers_) t.join();
+      fail("cannot start thread {} of {}: {} (ask for fewer with -t)", i + 1, threads, e.what());
+    }
+  }
 }
 
 ThreadPool::~ThreadPool() {

@@ -3,8 +3,10 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "core/error.h"
 
@@ -82,6 +84,24 @@ size_t expected_bytes(Codec c, const std::vector<int64_t>& shape) {
   return shape.size() == 1 ? codec_matrix_bytes(c, 1, shape[0]) : codec_matrix_bytes(c, shape[0], shape[1]);
 }
 
+// Byte ranges [offset, offset + bytes) of one file, each named: two that share a byte alias each other, and the
+// manifest is refused naming both.
+struct Extent {
+  uint64_t offset, bytes;
+  std::string what;
+};
+void check_no_alias(std::vector<Extent> extents, const std::string& file, const std::string& manifest) {
+  std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) { return a.offset < b.offset; });
+  for (size_t i = 1; i < extents.size(); ++i) {
+    const Extent& a = extents[i - 1];
+    const Extent& b = extents[i];
+    if (a.bytes > 0 && b.bytes > 0 && a.offset + a.bytes > b.offset) {
+      fail("{}: {} (bytes [{}, {})) and {} (bytes [{}, {})) of {} overlap", manifest, a.what, a.offset,
+           a.offset + a.bytes, b.what, b.offset, b.offset + b.bytes, file);
+    }
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<PackedModel> PackedModel::open(const std::string& dir) {
@@ -144,6 +164,12 @@ std::unique_ptr<PackedModel> PackedModel::open(const std::string& dir) {
     }
     pm->tensors_.emplace(name, std::move(pt));
   }
+  {
+    std::vector<Extent> extents;
+    for (const auto& [name, t] : pm->tensors_) extents.push_back({t.offset, t.bytes, "tensor '" + name + "'"});
+    check_no_alias(std::move(extents), res_path.string(), mpath.string());
+  }
+  std::map<std::string, std::vector<Extent>> blob_extents;  // expert file -> its blobs
 
   // Expert layers.
   const json& ex = r.at(m, "experts", "");
@@ -181,6 +207,10 @@ std::unique_ptr<PackedModel> PackedModel::open(const std::string& dir) {
         r.bad(pp + "offset", fmt::format("part ends past blob_bytes {}", pl.blob_bytes));
       }
     }
+    check_no_alias({{pl.parts[0].offset, pl.parts[0].bytes, path + "gate"},
+                    {pl.parts[1].offset, pl.parts[1].bytes, path + "up"},
+                    {pl.parts[2].offset, pl.parts[2].bytes, path + "down"}},
+                   "each blob", mpath.string());
     const json& blobs = r.at(L, "blobs", path);
     if (!blobs.is_array() || blobs.empty()) r.bad(path + "blobs", "expected a non-empty array");
     for (size_t e = 0; e < blobs.size(); ++e) {
@@ -193,9 +223,11 @@ std::unique_ptr<PackedModel> PackedModel::open(const std::string& dir) {
         fail("{}: layer {} expert {} ends at byte {}, past the end of {} ({} bytes; truncated?)", mpath.string(), layer,
              e, b.offset + padded, pl.file, pl.file_bytes);
       }
+      blob_extents[pl.file].push_back({b.offset, padded, fmt::format("layer {} expert {}", layer, e)});
       pl.blobs.push_back(std::move(b));
     }
   }
+  for (auto& [file, extents] : blob_extents) check_no_alias(std::move(extents), file, mpath.string());
   return pm;
 }
 

@@ -74,6 +74,15 @@ expect_error bad-ids "'x'" -- "$bin" run -m "$src" --ids 1,x,3
 expect_error id-out-of-range "out of range" -- "$bin" run -m "$src" --ids 1,999
 expect_error context-full "context full" -- "$bin" run -m "$src" --ids 1,2,3,4 --ctx 3
 
+expect_error perplexity-on-a-folder "is a folder" -- "$bin" perplexity -f "$data"
+# -t past the bound: CLI11's own two lines (the value and "Run with --help"), exit 1, never an abort.
+"$bin" run -m "$src" --ids 1,2 -t 100000 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ "$rc" -eq 1 ] && grep -q "not in range" "$tmp/err"; then echo "ok   threads-bound: $(head -n 1 "$tmp/err")"; else
+  echo "FAIL threads-bound: exit $rc"
+  cat "$tmp/err"
+  failures=$((failures + 1))
+fi
 if [ "$failures" -ne 0 ]; then
   echo "$failures error cases failed"
   exit 1

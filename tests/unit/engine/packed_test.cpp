@@ -277,6 +277,28 @@ TEST_F(PackedBadInputTest, WrongShapeOrVersionOrMissingKeyFails) {
   EXPECT_NE(load_error(dir_).find("model.norm.weight"), std::string::npos) << load_error(dir_);
 }
 
+// Two entries of a manifest sharing bytes would each be read as the other's: blobs, parts and resident tensors.
+TEST_F(PackedBadInputTest, AliasingBlobsPartsOrTensorsAreRefusedNamingBoth) {
+  edit_manifest(dir_, [](nlohmann::json& m) { m["experts"][0]["blobs"][1] = m["experts"][0]["blobs"][0]; });
+  std::string e = load_error(dir_);
+  EXPECT_NE(e.find("layer 0 expert 0"), std::string::npos) << e;
+  EXPECT_NE(e.find("layer 0 expert 1"), std::string::npos) << e;
+  EXPECT_NE(e.find("overlap"), std::string::npos) << e;
+  pack(test::data_path("models/qwen3_moe_a/hf"), dir_, "--experts q8_g32");
+  edit_manifest(dir_, [](nlohmann::json& m) { m["experts"][0]["up"]["offset"] = m["experts"][0]["gate"]["offset"]; });
+  e = load_error(dir_);
+  EXPECT_NE(e.find("experts[0].gate"), std::string::npos) << e;
+  EXPECT_NE(e.find("overlap"), std::string::npos) << e;
+  pack(test::data_path("models/qwen3_moe_a/hf"), dir_, "--experts q8_g32");
+  edit_manifest(dir_, [](nlohmann::json& m) {
+    auto& t = m["resident"]["tensors"];
+    t["model.layers.0.post_attention_layernorm.weight"] = t["model.layers.0.input_layernorm.weight"];
+  });
+  e = load_error(dir_);
+  EXPECT_NE(e.find("overlap"), std::string::npos) << e;
+  EXPECT_NE(e.find("model.layers.0.post_attention_layernorm.weight"), std::string::npos) << e;
+}
+
 // Seed blobs: out-of-range exponent codes are refused before any kernel reads them, by every provider, naming the
 // file, layer, expert and part; a seed part whose manifest size disagrees with the layout is refused at open.
 class SeedBadInputTest : public ::testing::Test {
