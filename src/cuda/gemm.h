@@ -25,10 +25,10 @@
 namespace seedling::cuda {
 
 // y[i][n] = sum_k x[i][k] * W[n][k] for m rows (x: m x W.cols, y: m x W.rows); with `accumulate`, y += that sum.
-// Any m, n, k; every codec has_kernel accepts (a seed blob 4-byte aligned, as for matmul). x needs no alignment (rows
-// of a multiple of 4 floats starting 16-byte aligned are read as float4). scratch: matmul_tc_scratch_bytes(m,
-// W.cols) bytes of device memory (4-byte aligned) for the f16 kernel's operand; with it the affine codecs run the
-// f16 kernel (see above), without it the TF32 one.
+// Any m, n, k; every codec has_kernel accepts but mxfp4, a clear error here (a seed blob 4-byte aligned, as for
+// matmul). x needs no alignment (rows of a multiple of 4 floats starting 16-byte aligned are read as float4). scratch:
+// matmul_tc_scratch_bytes(m, W.cols) bytes of device memory (4-byte aligned) for the f16 kernel's operand; with it the
+// affine codecs run the f16 kernel (see above), without it the TF32 one.
 void matmul_tc(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream,
                void* scratch = nullptr);
 size_t matmul_tc_scratch_bytes(int64_t m, int64_t cols);

@@ -25,7 +25,7 @@ struct Raw {
 
 // Float units are read as one 16-byte load when the caller knows every row starts 16-byte aligned (V).
 template <CodecId C, bool V>
-constexpr bool kRawLoads = !is_affine(C) && V;
+constexpr bool kRawLoads = is_float(C) && V;
 
 template <CodecId C, bool V>
 __device__ __forceinline__ void load_raw(const uint8_t* row, int64_t u, Raw<C>& r) {
@@ -331,7 +331,8 @@ __device__ __forceinline__ void seed_group_dot(const SeedRow (&wrows)[NW], int64
   }
 }
 
-// Float codecs: lane l takes units l, l + 32, ... of each weight row (lane_dot's contract).
+// Float codecs and MXFP4: lane l takes units l, l + 32, ... of each weight row (lane_dot's contract); an MXFP4 unit is
+// one 32-element block, widened exactly by load_unit (its 17 bytes read one by one), then added in element order.
 template <CodecId C, int R, bool V, int NW>
 __device__ __forceinline__ void lane_dot_float(const uint8_t* const (&wrows)[NW], int64_t cols,
                                                const float* const (&xs)[NW], int64_t ldx, int rows,
@@ -367,7 +368,7 @@ __device__ __forceinline__ void lane_dot_float(const uint8_t* const (&wrows)[NW]
   }
 }
 
-// Sum over this lane's share of each of NW weight rows (float codecs: units lane, lane + 32, ...; affine:
+// Sum over this lane's share of each of NW weight rows (float codecs and MXFP4: units lane, lane + 32, ...; affine:
 // affine_group_dot; seed: seed_group_dot) of w . x for R rows of that weight row's x (row r at xs[v] + r * ldx)
 // into acc[v][r]. The units and their order depend only on the matrix, so a row's sum does not depend on NW, R or
 // `rows`. SameX (every xs[v] the same): affine codecs read and sum each block's inputs once for all NW rows.

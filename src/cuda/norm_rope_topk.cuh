@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cfloat>
+#include <cmath>
 #include <cstdint>
 
 #include "cuda/kernels.h"
@@ -75,6 +76,31 @@ __device__ __forceinline__ float* cache_key_row(const KvRow& r, int layer, int k
   return r.cache + (int64_t(layer) * 2) * r.cap * kv_dim + int64_t(r.pos) * kv_dim + int64_t(h) * hd;
 }
 
+// One warp: the largest of v[0..n) and its index, ties to the lower index (ops::top_k's order). Values already taken
+// must be marked below every other (-inf, or -2 among probabilities); n > 0.
+__device__ inline int warp_argmax(const float* v, int n, float& best_out) {
+  const int lane = threadIdx.x % kWarp;
+  float best = -INFINITY;
+  int best_i = n;
+  for (int i = lane; i < n; i += kWarp) {
+    if (v[i] > best) {  // lanes visit ascending i, so '>' keeps the lower index on a tie
+      best = v[i];
+      best_i = i;
+    }
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ob = __shfl_xor_sync(0xffffffffu, best, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, best_i, o);
+    if (ob > best || (ob == best && oi < best_i)) {
+      best = ob;
+      best_i = oi;
+    }
+  }
+  best_out = best;
+  return best_i;
+}
+
 // One warp: softmax over the e logits of x (probabilities in p, e floats of shared memory), then the k largest
 // (ties: lower index first) into ids / weights, divided by their sum with norm_topk.
 __device__ inline void topk_row(const float* x, int e, int k, bool norm_topk, int* ids, float* weights, float* p) {
@@ -93,23 +119,8 @@ __device__ inline void topk_row(const float* x, int e, int k, bool norm_topk, in
   __syncwarp();
   float chosen_sum = 0.0f;
   for (int s = 0; s < k; ++s) {
-    float best = -1.0f;
-    int best_i = e;
-    for (int i = lane; i < e; i += kWarp) {
-      if (p[i] > best) {  // lanes visit ascending i, so '>' keeps the lower index on a tie
-        best = p[i];
-        best_i = i;
-      }
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ob = __shfl_xor_sync(0xffffffffu, best, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, best_i, o);
-      if (ob > best || (ob == best && oi < best_i)) {
-        best = ob;
-        best_i = oi;
-      }
-    }
+    float best;
+    const int best_i = warp_argmax(p, e, best);  // taken ones hold -2, below every probability
     if (lane == 0) {
       ids[s] = best_i;
       weights[s] = best;

@@ -447,7 +447,7 @@ std::vector<const uint8_t*> table_of(const uint8_t* device_blobs, const cuda::Ex
 TEST(GemmTcGrouped, ExpertsMatchReferenceWithinTf32Bound) {
   SKIP_WITHOUT_CUDA_DEVICE();
   std::vector<std::tuple<Codec, int64_t, int64_t>> cases;  // codec, H, I
-  for (const Codec c : test::kCudaCoreCodecs) cases.emplace_back(c, 192, 80);
+  for (const Codec c : test::kCudaTcCodecs) cases.emplace_back(c, 192, 80);
   for (const Codec c : kSeedCodecs) cases.emplace_back(c, 200, 84);
   for (const cuda::GemmKernel kernel : kKernels) {
     const UseKernel use(kernel);
