@@ -68,6 +68,7 @@ struct Unit<Id::MXFP4> {
   static constexpr int G = 32, bytes = kMxfp4Bytes;
 };
 
+// MXFP4's values are widened where they are multiplied (lane_dot.cuh's mxfp4_group_dot), not by load_unit.
 // An e8m0 scale byte as the float 2^(e - 127), exactly (e = 0 is the subnormal 2^-127; e = 255 is refused at load).
 __device__ __forceinline__ float e8m0_scale(uint32_t e) {
   return e == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(e << 23);
@@ -101,6 +102,7 @@ __device__ __forceinline__ void unit_scale(uint32_t dm, float& d, float& m) {
 // elements below `valid` are read.
 template <CodecId C>
 __device__ __forceinline__ void load_unit(const uint8_t* row, int64_t u, int valid, float* w) {
+  static_assert(C != Id::MXFP4, "MXFP4 is widened in lane_dot.cuh's mxfp4_group_dot");
   constexpr int G = Unit<C>::G;
   if constexpr (C == Id::F32) {
     const float* p = reinterpret_cast<const float*>(row) + u * G;
@@ -112,16 +114,6 @@ __device__ __forceinline__ void load_unit(const uint8_t* row, int64_t u, int val
     for (int j = 0; j < G; ++j) {
       const uint16_t h = j < valid ? p[j] : uint16_t(0);
       w[j] = C == Id::BF16 ? bf16_bits(h) : f16_bits(h);
-    }
-  } else if constexpr (C == Id::MXFP4) {
-    // 17-byte blocks sit at any byte offset: read byte by byte. The value is kFp4Values[code] * 2^(e - 127), exact.
-    const uint8_t* b = row + u * Unit<C>::bytes;
-    const float scale = e8m0_scale(b[0]);
-#pragma unroll
-    for (int i = 0; i < G / 2; ++i) {
-      const uint32_t byte = b[1 + i];
-      w[2 * i] = 2 * i < valid ? __fmul_rn(fp4_value(byte & 0x0fu), scale) : 0.0f;
-      w[2 * i + 1] = 2 * i + 1 < valid ? __fmul_rn(fp4_value(byte >> 4), scale) : 0.0f;
     }
   } else {
     // Blocks are 36, 68, 20 or 36 bytes: every block starts 4-byte aligned, so it is read as 32-bit words.
