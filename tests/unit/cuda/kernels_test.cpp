@@ -565,6 +565,30 @@ TEST(CudaKernels, ExpertBiasesAndClampedSwigluMatchCpu) {
   }
 }
 
+// olmoe's clip_qkv (ops::clamp) and qwen2_moe's gated shared expert (x += sigmoid(gate) * y) against the CPU: the
+// clamp exactly, the gated add within one sigmoid's and one product's rounding.
+TEST(CudaKernels, ClampAndSigmoidScaledAddMatchCpu) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const int64_t rows = 5, n = 300;
+  const std::vector<float> x = random_floats(size_t(rows * n), 80, 4.0f), y = random_floats(size_t(rows * n), 81),
+                           gate = random_floats(size_t(rows), 82, 3.0f);
+  std::vector<float> clamped = x;
+  ops::clamp(clamped.data(), rows * n, -2.5f, 2.5f);
+  DeviceVec<float> dc(x), dx(x), dy(y), dg(gate);
+  cuda::clamp(dc.get(), rows * n, -2.5f, 2.5f, nullptr);
+  ASSERT_EQ(dc.download(), clamped);
+  cuda::add_sigmoid_scaled(dx.get(), dy.get(), dg.get(), rows, n, nullptr);
+  const std::vector<float> got = dx.download();
+  for (int64_t i = 0; i < rows; ++i) {
+    const float sg = ops::sigmoid(gate[size_t(i)]);
+    for (int64_t h = 0; h < n; ++h) {
+      const size_t j = size_t(i * n + h);
+      const float want = x[j] + sg * y[j];
+      ASSERT_NEAR(got[j], want, 8 * kU * (std::fabs(x[j]) + std::fabs(y[j])) + 1e-30) << i << " " << h;
+    }
+  }
+}
+
 TEST(CudaKernels, SiluMulMatchesCpu) {
   SKIP_WITHOUT_CUDA_DEVICE();
   const size_t n = 10000;
