@@ -708,15 +708,14 @@ void CudaForward::moe(int layer, float* x, float* xn) {
   // smaller than the batch's experts): each pass's down products into eout, the combine after the last.
   float* eout = nullptr;
   // From kTensorCoreRows rows: rows bucketed by expert, tensor-core GEMMs (cuda/gemm.h; seed experts too, their
-  // blocks decoded in registers). The GEMMs' epilogue is plain SwiGLU and they do not read MXFP4, so experts with
-  // biases, the clamped SwiGLU (gpt_oss) or MXFP4 weights take the CUDA-core expert kernels for prompt rows too
-  // (correct, slower on long prompts: a tensor-core twin is future work).
-  const bool tc = on_tensor_cores(M, el.gate_up) && on_tensor_cores(M, el.down) && em.plain();
+  // blocks decoded in registers; the plan's expert biases and activation in their epilogues). They do not read MXFP4:
+  // MXFP4 experts take the CUDA-core expert kernels for prompt rows too (correct, slower on long prompts).
+  const bool tc = on_tensor_cores(M, el.gate_up) && on_tensor_cores(M, el.down);
   void* bucket = tc ? s_bucket_.get<uint8_t>(cuda::expert_gemm_scratch_bytes(M, K, E, experts_->layout())) : nullptr;
   auto run = [&](const uint8_t* const* table, bool only_pass) {
     if (tc) {
       if (eout == nullptr) eout = s_eout_.get<float>(size_t(M * K * H));
-      cuda::expert_gemms_tc(xn, M, K, ids, table, E, el, act, eout, bucket, stream_);  // (M * K, I), (M * K, H)
+      cuda::expert_gemms_tc(xn, M, K, ids, table, E, el, act, eout, bucket, stream_, em);  // (M * K, I), (M * K, H)
       return;
     }
     if (!skipped(M, kSkipGateUp)) cuda::expert_gate_up(xn, M, K, ids, table, E, el, act, stream_, em);  // (M * K, I)

@@ -7,6 +7,7 @@
 #include "cuda/kernels.h"
 #include "cuda/lane_dot.cuh"
 #include "cuda/launch.cuh"
+#include "cuda/norm_rope_topk.cuh"
 #include "cuda/stage_clock.cuh"
 #include "cuda/warp_primitives.cuh"
 
@@ -35,20 +36,6 @@ __device__ __forceinline__ const uint8_t* table_entry(const uint8_t* const* tab,
 // rows in flight together), then silu(gate) * up. Each row sums as lane_dot sums it alone, so the outputs do not
 // depend on how many a warp takes.
 constexpr int kGateUpOutputs = 2;
-
-// The activation of one output from its gate and up sums (ExpertMath): silu(g) u as before the plan existed, or
-// with the expert's biases and/or gpt_oss's clamped SwiGLU (ops::clamped_swiglu's operations).
-__device__ __forceinline__ float expert_act(float g, float u, const ExpertMath& math, int expert, int64_t I,
-                                            int64_t n) {
-  if (math.plain()) return (g / (1.0f + expf(-g))) * u;
-  if (math.gate_bias != nullptr) g = g + math.gate_bias[expert * I + n];
-  if (math.up_bias != nullptr) u = u + math.up_bias[expert * I + n];
-  if (!math.clamped) return (g / (1.0f + expf(-g))) * u;
-  g = fminf(g, math.limit);
-  u = fminf(fmaxf(u, -math.limit), math.limit);
-  const float glu = g * (1.0f / (1.0f + expf(-(g * math.alpha))));
-  return (u + 1.0f) * glu;
-}
 
 template <CodecId C, bool V, bool S, int NO>
 __device__ __forceinline__ void gate_up_outputs(const float* xr, const uint8_t* blob, const ExpertLayout& l, int64_t n,

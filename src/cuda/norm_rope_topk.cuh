@@ -1,7 +1,7 @@
 // cuda/norm_rope_topk.cuh - the row arithmetic that a fused decode launch (products.cu's matvec_kernel) shares with
 // the plain launch it replaces (row_ops.cu): a block's RMS of a row, one head's qk-norm + RoPE, where a key row sits
-// in the cache, and the router's softmax + top-k. One copy of each, so the fused and the plain launch give the same
-// bits.
+// in the cache, and the router's softmax + top-k; and the experts' activation (experts.cu, gemm.cu). One copy of
+// each, so the fused and the plain launch give the same bits.
 #pragma once
 
 #include <cfloat>
@@ -133,6 +133,21 @@ __device__ inline void topk_row(const float* x, int e, int k, bool norm_topk, in
   if (norm_topk && lane == 0) {
     for (int s = 0; s < k; ++s) weights[s] = weights[s] / chosen_sum;
   }
+}
+
+// The activation of output n of expert `expert` from its gate and up sums (ExpertMath): silu(g) u as before the plan
+// existed, or with the expert's biases and/or gpt_oss's clamped SwiGLU (ops::clamped_swiglu's operations). The one
+// copy: experts.cu's gate/up kernel and gemm.cu's grouped epilogue both call it, so they apply the same operations.
+__device__ __forceinline__ float expert_act(float g, float u, const ExpertMath& math, int expert, int64_t I,
+                                            int64_t n) {
+  if (math.plain()) return (g / (1.0f + expf(-g))) * u;
+  if (math.gate_bias != nullptr) g = g + math.gate_bias[expert * I + n];
+  if (math.up_bias != nullptr) u = u + math.up_bias[expert * I + n];
+  if (!math.clamped) return (g / (1.0f + expf(-g))) * u;
+  g = fminf(g, math.limit);
+  u = fminf(fmaxf(u, -math.limit), math.limit);
+  const float glu = g * (1.0f / (1.0f + expf(-(g * math.alpha))));
+  return (u + 1.0f) * glu;
 }
 
 }  // namespace seedling::cuda

@@ -290,9 +290,10 @@ INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, CudaForwardTest, ::testing::ValuesIn(k
 // glm4_moe (partial rotary, sigmoid group routing with a correction bias and a scale, a dense first layer, a shared
 // expert), gpt_oss (o bias, sinks, a window on alternate layers, top-k-softmax router with a bias, expert biases,
 // the clamped SwiGLU) with bf16 experts and with MXFP4 experts as released (hub). Each: a short prompt and
-// token-by-token decode, then a 150-row prompt (tensor cores for the dense products; gpt_oss's experts on the
-// CUDA-core kernels, whose biases and activation the grouped GEMMs lack), both within 2e-2 of the CPU with its
-// greedy tokens, bit-identical with top-k VRAM slots, and the decode graph bit-identical to op-by-op launches.
+// token-by-token decode, then a 150-row prompt (tensor cores, gpt_oss's expert biases and clamped SwiGLU in the
+// grouped GEMMs' epilogues; MXFP4 experts on the CUDA-core kernels, which the GEMMs do not read), both within 2e-2 of
+// the CPU with its greedy tokens, bit-identical with top-k VRAM slots, and the decode graph bit-identical to op-by-op
+// launches.
 class CudaForwardPlanTest : public ::testing::TestWithParam<std::string> {
  protected:
   std::string name() const { return GetParam().substr(0, GetParam().find('/')); }
