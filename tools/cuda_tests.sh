@@ -4,7 +4,8 @@
 # 2e-2), with every expert in VRAM and with three tiers (NVMe -> RAM slots -> VRAM slots), and the clear errors;
 # then the same CPU/CUDA comparison on each checkpoint packed with seed experts (p4, s3: the seed kernels end to
 # end; a search over seeds 1..256 only, since only CPU against CUDA on the same pack is compared) and the same packs
-# searched on the GPU (--search-device cuda: the same expert bytes). On a machine without a GPU the gtests skip and
+# searched on the GPU (--search-device cuda: the same expert bytes); then the layer-plan families (olmoe, qwen2_moe,
+# glm4_moe, gpt_oss with bf16 and with MXFP4 experts) against the CPU. On a machine without a GPU the gtests skip and
 # this script stops, saying so.
 #
 # Usage: tools/cuda_tests.sh [BUILD_DIR]     (default: build)
@@ -105,5 +106,19 @@ for m in qwen3_moe_a qwen3_moe_b mixtral_a mixtral_b; do
     done
     printf "ok   %-12s --experts %s --search-device cuda: the CPU search's expert bytes\n" "$m" "$tier"
   done
+done
+# The families that run from layer plans (olmoe, qwen2_moe, glm4_moe, gpt_oss), each in the layout it is checked in
+# (gpt_oss_mxfp4/hub: the MXFP4 experts as released): cuda greedy ids = cpu, logits within 2e-2.
+for d in olmoe_a/hf qwen2_moe_a/hf glm4_moe_a/hf gpt_oss_a/hf gpt_oss_mxfp4/hub; do
+  m=${d%%/*}
+  ids=$(python3 -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))['ids'])))" \
+    "$models/$m/reference.json")
+  cpu=$("$bin" run -m "$models/$d" --ids "$ids" -n 12 --ignore-eos --print-ids 2>/dev/null | tail -n 1)
+  gpu=$("$bin" run -m "$models/$d" --ids "$ids" -n 12 --ignore-eos --print-ids --device cuda 2>/dev/null | tail -n 1)
+  [ "$cpu" = "$gpu" ] || { echo "FAIL $d: greedy ids cpu $cpu, cuda $gpu"; exit 1; }
+  "$bin" logits -m "$models/$d" --ids "$ids" -o "$tmp/cpu.f32" 2>/dev/null
+  "$bin" logits -m "$models/$d" --ids "$ids" -o "$tmp/gpu.f32" --device cuda 2>/dev/null
+  err=$(max_diff_within_2e2 "$tmp/cpu.f32" "$tmp/gpu.f32") || { echo "FAIL $d: $err"; exit 1; }
+  printf "ok   %-18s cuda greedy ids = cpu; logits max |cuda - cpu| %s\n" "$d" "$err"
 done
 echo "ok   all CUDA tests"

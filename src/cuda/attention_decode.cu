@@ -46,12 +46,16 @@ __device__ __forceinline__ void merge_if_last(const int* row_ids, const Attentio
     float mx = -INFINITY;
     for (int p = lane; p < used; p += kWarp) mx = fmaxf(mx, part[p * (hd + 2)]);
     mx = warp_max(mx);
+    // A sink (ops::attention_row's extra logit) enters once, here: in the max and, as exp(sink - max), in the sum.
+    const float sink = s.sinks != nullptr ? s.sinks[h0 + hh] : -INFINITY;
+    mx = fmaxf(mx, sink);
     float total = 0.0f;
     for (int p = lane; p < used; p += kWarp) {
       w[p] = expf(part[p * (hd + 2)] - mx);
       total += w[p] * part[p * (hd + 2) + 1];
     }
     total = warp_sum(total);
+    if (s.sinks != nullptr) total += expf(sink - mx);
     __syncwarp();  // every lane's weights written before any lane reads them
     float* o = out + int64_t(row_ids[li]) * s.n_heads * hd + int64_t(h0 + hh) * hd;
     // Each lane's D dims summed over the splits in split order; the partials of kMergeBatch splits are loaded
@@ -131,13 +135,14 @@ __global__ void __launch_bounds__(kAttnThreads, 2)
   const float* kc = r.cache + (int64_t(layer) * 2) * r.cap * kv_dim + kvh * hd;
   const float* vc = kc + int64_t(r.cap) * kv_dim;
   const int split_keys = decode_split_keys(r.cap);
-  const int j0 = r.first + split * split_keys;
+  const int first = s.window > 0 ? max(0, r.pos - s.window + 1) : 0;  // the first key this row sees
+  const int j0 = first + split * split_keys;
   const int j_end = min(r.pos + 1, j0 + split_keys);  // keys [j0, j_end)
   auto part = [&](int hh) {
     return scratch + ((int64_t(li) * s.n_heads + h0 + hh) * kDecodeSplits + split) * (hd + 2);
   };
   const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp, warps = int(blockDim.x) / kWarp;
-  const int used = min(kDecodeSplits, (r.pos + 1 - r.first + split_keys - 1) / split_keys);  // splits with keys
+  const int used = min(kDecodeSplits, (r.pos + 1 - first + split_keys - 1) / split_keys);  // splits with keys
   if (j0 >= j_end) {  // no keys: nothing to write, only to count in
     merge_if_last<D>(row_ids, s, kDecodeSplits, used, scratch, counters, out, li, h0, nh);
     clk.done(kClkAttention);

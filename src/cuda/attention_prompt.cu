@@ -235,7 +235,15 @@ __global__ void __launch_bounds__(kThreads)
     sum += __shfl_xor_sync(0xffffffffu, sum, 4);
     const int r = ty + 16 * i;
     if (r >= rows) continue;
-    const float inv = 1.0f / sum;
+    // A sink (ops::attention_row's extra logit) joins the denominator: with the max over keys and sink, the sums so
+    // far rescale by exp(m - max) and the sink adds exp(sink - max).
+    float rescale = 1.0f;
+    if (s.sinks != nullptr) {
+      const float sink = s.sinks[h], mx = fmaxf(m[i], sink);
+      rescale = expf(m[i] - mx);
+      sum = sum * rescale + expf(sink - mx);
+    }
+    const float inv = rescale / sum;
 #pragma unroll
     for (int g = 0; g < G; ++g) {
 #pragma unroll

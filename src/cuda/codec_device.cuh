@@ -63,6 +63,16 @@ template <>
 struct Unit<Id::Q4_G64> {
   static constexpr int G = 64, bytes = kQ4G64Bytes;
 };
+template <>
+struct Unit<Id::MXFP4> {
+  static constexpr int G = 32, bytes = kMxfp4Bytes;
+};
+
+// MXFP4's values are widened where they are multiplied (lane_dot.cuh's mxfp4_group_dot), not by load_unit.
+// An e8m0 scale byte as the float 2^(e - 127), exactly (e = 0 is the subnormal 2^-127; e = 255 is refused at load).
+__device__ __forceinline__ float e8m0_scale(uint32_t e) {
+  return e == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(e << 23);
+}
 
 // Widens one 32-bit code word of an affine unit (d, m: the unit's scale and offset), unfused as codec_value:
 // 8-bit codes give its 4 bytes' elements into lo[0..3]; 4-bit codes give the low nibbles' elements into lo[0..3]
@@ -92,6 +102,7 @@ __device__ __forceinline__ void unit_scale(uint32_t dm, float& d, float& m) {
 // elements below `valid` are read.
 template <CodecId C>
 __device__ __forceinline__ void load_unit(const uint8_t* row, int64_t u, int valid, float* w) {
+  static_assert(C != Id::MXFP4, "MXFP4 is widened in lane_dot.cuh's mxfp4_group_dot");
   constexpr int G = Unit<C>::G;
   if constexpr (C == Id::F32) {
     const float* p = reinterpret_cast<const float*>(row) + u * G;
@@ -121,6 +132,9 @@ __device__ __forceinline__ void load_unit(const uint8_t* row, int64_t u, int val
 
 __host__ __device__ constexpr bool is_affine(CodecId c) {
   return c == Id::Q8_G32 || c == Id::Q8_G64 || c == Id::Q4_G32 || c == Id::Q4_G64;
+}
+__host__ __device__ constexpr bool is_float(CodecId c) {
+  return c == Id::F32 || c == Id::F16 || c == Id::BF16;
 }
 __host__ __device__ constexpr bool is_seed(CodecId c) {
   return c == Id::P3 || c == Id::P4 || c == Id::S3;
@@ -172,9 +186,13 @@ inline void check_seed_blob(Codec c, const void* data) {
 // lfsr.h's stream tables in device memory (read through the L1 cache: each lane looks up its own seed).
 __device__ const seed::LfsrStreamTables kDeviceStreamTables = seed::make_lfsr_stream_tables();
 
-// Calls f with the codec as a compile-time constant; the seed codecs only with Seeds (kernels that read them).
-template <bool Seeds = false, typename F>
+// Calls f with the codec as a compile-time constant; the seed codecs only with Seeds and MXFP4 only with Mxfp4
+// (kernels that read them: the CUDA-core products do, the tensor-core GEMMs and embed do not).
+template <bool Seeds = false, bool Mxfp4 = false, typename F>
 void dispatch_codec(Codec c, F&& f) {
+  if constexpr (Mxfp4) {
+    if (Id(uint8_t(c)) == Id::MXFP4) return f.template operator()<Id::MXFP4>();
+  }
   if constexpr (Seeds) {
     switch (Id(uint8_t(c))) {
       case Id::P3:
@@ -208,7 +226,9 @@ void dispatch_codec(Codec c, F&& f) {
   check(cudaErrorInvalidValue,
         is_seed(Id(uint8_t(c))) ? "a kernel for a seed codec (p3, p4, s3) here: the matmul, matvec, expert kernels and "
                                   "tensor-core GEMMs read them, embed does not"
-                                : "a kernel for this codec");
+        : Id(uint8_t(c)) == Id::MXFP4 ? "a kernel for mxfp4 here: the matmul, matvec and expert kernels read it, the "
+                                        "tensor-core GEMMs and embed do not"
+                                      : "a kernel for this codec");
 }
 
 }  // namespace seedling::cuda

@@ -5,14 +5,25 @@
 
 #include <cstdint>
 
+#include "core/host_device.h"
+
 namespace seedling {
 enum class Codec : uint8_t;  // codec/codec.h
 }
 
 namespace seedling::cuda::codec_ids {
 // The codecs with kernels, numbered as in codec.h (a complete enum: nvcc wants one for template parameters).
-enum class CodecId : uint8_t { F32, F16, BF16, Q8_G32, Q8_G64, Q4_G32, Q4_G64, P3, P4, S3 };
+enum class CodecId : uint8_t { F32, F16, BF16, Q8_G32, Q8_G64, Q4_G32, Q4_G64, P3, P4, S3, MXFP4 };
 inline constexpr Codec F32 = Codec(0);  // the default of DeviceMatrix and ExpertLayout
-// Bytes of one block: 2 bytes scale + 2 bytes minimum + the quantized values.
+// Bytes of one affine block: 2 bytes scale + 2 bytes minimum + the quantized values.
 inline constexpr int kQ8G32Bytes = 36, kQ8G64Bytes = 68, kQ4G32Bytes = 20, kQ4G64Bytes = 36;
+// MXFP4: one e8m0 scale byte, then 16 bytes of FP4 e2m1 codes (32 elements); blocks are not 4-byte aligned.
+inline constexpr int kMxfp4Bytes = 17;
+// An FP4 e2m1 code (sign in bit 3) as codec.h's kFp4Values[code], from its bits: magnitudes 0 and 0.5 below code 2,
+// else 2^(e - 1) (1 + m / 2) for exponent bits e and mantissa bit m. runtime.cpp checks all 16 against kFp4Values.
+SEEDLING_HD constexpr float fp4_value(uint32_t code) {
+  const uint32_t mag = code & 7u;
+  const float v = mag < 2u ? 0.5f * float(mag) : (1.0f + 0.5f * float(mag & 1u)) * float(1u << ((mag >> 1) - 1u));
+  return (code & 8u) != 0u ? -v : v;
+}
 }  // namespace seedling::cuda::codec_ids

@@ -81,11 +81,18 @@ class PinnedScratch {
 // The router's and the head's products are the exceptions (router_product, head_product): about float32's accuracy.
 constexpr int64_t kTensorCoreRows = 64;
 
-// y = x W^T (or y +=) for m rows, on tensor cores from kTensorCoreRows rows (every codec, the seed codecs too; the
-// affine codecs on the f16 kernel, its operand in f16_scratch).
+// Whether m rows of products with codec c run on tensor cores: from kTensorCoreRows rows, every codec but MXFP4,
+// which the tensor-core GEMMs do not read (gemm.h); MXFP4 prompt rows take the CUDA-core products instead, which
+// read every codec of has_kernel (slower for long prompts, the same contract).
+bool on_tensor_cores(int64_t m, Codec c) {
+  return m >= kTensorCoreRows && c != Codec::MXFP4;
+}
+
+// y = x W^T (or y +=) for m rows, on tensor cores from kTensorCoreRows rows (every codec but MXFP4, the seed codecs
+// too; the affine codecs on the f16 kernel, its operand in f16_scratch).
 void product(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream,
              DeviceScratch& f16_scratch) {
-  if (m >= kTensorCoreRows) {
+  if (on_tensor_cores(m, w.codec)) {
     cuda::matmul_tc(x, m, w, y, accumulate, stream, f16_scratch.get<uint8_t>(cuda::matmul_tc_scratch_bytes(m, w.cols)));
   } else {
     cuda::matmul(x, m, w, y, accumulate, stream);
@@ -98,7 +105,7 @@ void products(const float* x, int64_t m, const DeviceMatrix* ws, float* const* y
               DeviceScratch& f16_scratch) {
   bool same = true;
   for (int i = 1; i < count; ++i) same = same && ws[i].codec == ws[0].codec && ws[i].cols == ws[0].cols;
-  if (m >= kTensorCoreRows && same) {
+  if (on_tensor_cores(m, ws[0].codec) && same) {
     void* scratch = f16_scratch.get<uint8_t>(cuda::matmul_tc_scratch_bytes(m, ws[0].cols));
     cuda::matmul_tc_stacked(x, m, ws, ys, count, false, stream, scratch);
   } else {
@@ -171,11 +178,17 @@ class CudaForward final : public DeviceForward {
   struct Layer {
     const float *attn_norm = nullptr, *ffn_norm = nullptr;  // (H)
     DeviceMatrix q, k, v, o;                                // (Q, H) (KV, H) (KV, H) (H, Q)
-    const float *q_bias = nullptr, *k_bias = nullptr, *v_bias = nullptr;
-    const float *q_norm = nullptr, *k_norm = nullptr;  // (head_dim)
+    const float *q_bias = nullptr, *k_bias = nullptr, *v_bias = nullptr, *o_bias = nullptr;
+    const float *q_norm = nullptr, *k_norm = nullptr;  // (head_dim) per head, or (Q) and (KV) over the whole
+    const float* sinks = nullptr;                      // (heads)
     bool has_experts = false;
-    DeviceMatrix router;                      // (E, H)
-    DeviceMatrix mlp_gate, mlp_up, mlp_down;  // dense layers
+    DeviceMatrix router;                                               // (E, H)
+    const float *router_bias = nullptr, *router_correction = nullptr;  // (E)
+    cuda::ExpertMath expert_math;                                      // biases (E, I) (E, I) (E, H), activation
+    DeviceMatrix mlp_gate, mlp_up, mlp_down;                           // dense layers
+    DeviceMatrix shared_gate, shared_up, shared_down;                  // the shared expert: (S, H) x2, (H, S)
+    DeviceMatrix shared_expert_gate;                                   // (1, H)
+    LayerPlan plan;
   };
 
   DeviceMatrix upload(const ops::Matrix& m);
@@ -185,6 +198,7 @@ class CudaForward final : public DeviceForward {
   std::vector<const void*> graph_key() const;
   void attention(int layer, float* x, float* xn);
   void moe(int layer, float* x, float* xn);
+  void shared_expert(int layer, float* x, const float* xn);
 
   const ModelConfig c_;
   cudaStream_t stream_ = nullptr;
@@ -213,8 +227,9 @@ class CudaForward final : public DeviceForward {
   int* d_wanted_ = nullptr;
   DeviceScratch s_meta_, s_x_, s_xn_, s_q_, s_k_, s_v_, s_att_, s_router_, s_ids_, s_w_, s_act_, s_up_, s_eout_,
       s_attn_scratch_, s_attn_counters_, s_router_counter_, s_rope_counters_, s_bucket_, s_logits_,
-      s_f16_,    // the f16 GEMM's operand (cuda/gemm.h's matmul_tc)
-      s_split_;  // the router product's partial sums (matmul_tc_split)
+      s_f16_,                                                 // the f16 GEMM's operand (cuda/gemm.h's matmul_tc)
+      s_split_,                                               // the router product's partial sums (matmul_tc_split)
+      s_shared_g_, s_shared_u_, s_shared_out_, s_shared_gl_;  // the shared expert's gate/up, output, gate logit
   PinnedScratch meta_host_, logits_host_;
   cudaEvent_t span_[2] = {};  // recorded around a forward's device work
   double device_seconds_ = 0.0;
@@ -240,27 +255,28 @@ namespace {
 void check_plan_runs_on_cuda(const ModelConfig& c) {
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerPlan& p = c.plan(l);
-    const char* what = nullptr;
-    if (p.attn.qk_norm == QkNorm::Whole) what = "q/k RMSNorm over the whole projection";
-    if (p.attn.clip_qkv > 0) what = "clip_qkv";
-    if (p.attn.o_bias) what = "a bias on the attention output";
-    if (p.attn.sinks) what = "attention sinks";
-    if (p.attn.window != c.sliding_window) what = "a sliding window on some layers only";
-    if (p.ffn.kind == FfnKind::Moe) {
-      const RouterPlan& r = p.ffn.router;
-      if (r.gating == Gating::TopKSoftmax) what = "a softmax over the top-k router logits";
-      if (r.gating == Gating::SigmoidGroupTopK) what = "sigmoid group-limited routing";
-      if (r.bias) what = "a router bias";
-      if (r.scale != 1.0f) what = "routed_scaling_factor";
-      if (p.ffn.act == Activation::ClampedSwiGLU) what = "the clamped SwiGLU";
-      if (p.ffn.expert_bias) what = "expert biases";
-      if (p.ffn.shared_width > 0) what = "a shared expert";
-    }
-    if (what != nullptr) {
-      fail("--device cuda: {} layer {} uses {}, which the CUDA forward does not run yet (use --device cpu)",
-           c.model_type, l, what);
+    // The per-head norm runs inside qk_rope_kv, after which nothing could clamp before RoPE as decoder.cpp does.
+    if (p.attn.qk_norm == QkNorm::PerHead && p.attn.clip_qkv > 0) {
+      fail(
+          "--device cuda: {} layer {} uses clip_qkv with a per-head q/k norm, which the CUDA forward does not run yet "
+          "(use --device cpu)",
+          c.model_type, l);
     }
   }
+}
+
+cuda::RouterPolicy router_policy(const RouterPlan& p, const float* bias, const float* correction) {
+  cuda::RouterPolicy r;
+  r.gating = p.gating == Gating::SoftmaxTopK   ? cuda::RouteGating::SoftmaxTopK
+             : p.gating == Gating::TopKSoftmax ? cuda::RouteGating::TopKSoftmax
+                                               : cuda::RouteGating::SigmoidGroupTopK;
+  r.renormalize = p.renormalize;
+  r.bias = p.bias ? bias : nullptr;
+  r.correction = p.correction_bias ? correction : nullptr;
+  r.n_group = p.n_group;
+  r.topk_group = p.topk_group;
+  r.scale = p.scale;
+  return r;
 }
 }  // namespace
 
@@ -277,26 +293,48 @@ CudaForward::CudaForward(Model& model, const CudaForwardOptions& o) : c_(model.c
   inv_freq_ = upload(rope.inv_freq);
   rotary_dim_ = rope.rotary_dim;
   rope_scaling_ = rope.attention_scaling;
-  for (const LayerWeights& lw : w.layers) {
+  for (size_t li = 0; li < w.layers.size(); ++li) {
+    const LayerWeights& lw = w.layers[li];
     Layer l;
+    l.plan = c_.plan(int(li));
+    const AttentionPlan& ap = l.plan.attn;
+    const FfnPlan& fp = l.plan.ffn;
     l.attn_norm = upload(lw.attn_norm);
     l.ffn_norm = upload(lw.ffn_norm);
     l.q = upload(lw.q);
     l.k = upload(lw.k);
     l.v = upload(lw.v);
     l.o = upload(lw.o);
-    if (!lw.q_bias.empty()) {
+    if (ap.qkv_bias) {
       l.q_bias = upload(lw.q_bias);
       l.k_bias = upload(lw.k_bias);
       l.v_bias = upload(lw.v_bias);
     }
-    if (c_.qk_norm) {
+    if (ap.o_bias) l.o_bias = upload(lw.o_bias);
+    if (ap.qk_norm != QkNorm::None) {
       l.q_norm = upload(lw.q_norm);
       l.k_norm = upload(lw.k_norm);
     }
+    if (ap.sinks) l.sinks = upload(lw.sinks);
     l.has_experts = lw.has_experts;
     if (lw.has_experts) {
       l.router = upload(lw.router);
+      if (fp.router.bias) l.router_bias = upload(lw.router_bias);
+      if (fp.router.correction_bias) l.router_correction = upload(lw.router_correction);
+      if (fp.expert_bias) {
+        l.expert_math.gate_bias = upload(lw.expert_gate_bias);
+        l.expert_math.up_bias = upload(lw.expert_up_bias);
+        l.expert_math.down_bias = upload(lw.expert_down_bias);
+      }
+      l.expert_math.clamped = fp.act == Activation::ClampedSwiGLU;
+      l.expert_math.alpha = fp.swiglu_alpha;
+      l.expert_math.limit = fp.swiglu_limit;
+      if (fp.shared_width > 0) {
+        l.shared_gate = upload(lw.shared_gate);
+        l.shared_up = upload(lw.shared_up);
+        l.shared_down = upload(lw.shared_down);
+        if (fp.shared_gate) l.shared_expert_gate = upload(lw.shared_expert_gate);
+      }
     } else {
       l.mlp_gate = upload(lw.mlp_gate);
       l.mlp_up = upload(lw.mlp_up);
@@ -392,8 +430,7 @@ void CudaForward::forward(std::span<const BatchRow> rows, float* logits) {
     CudaKv& kv = device_kv(*r.kv);
     tokens[size_t(i)] = r.token;
     pos[size_t(i)] = r.pos;
-    const int first = c_.sliding_window > 0 ? std::max(0, r.pos - c_.sliding_window + 1) : 0;
-    kvrows[size_t(i)] = {kv.data, kv.cap, r.pos, first};
+    kvrows[size_t(i)] = {kv.data, kv.cap, r.pos};  // each layer's window is its attention's (AttentionShape)
     if (r.want_logits) wanted.push_back(int(i));
     const bool continues = i > 0 && rows[size_t(i - 1)].kv == r.kv && rows[size_t(i - 1)].pos + 1 == r.pos;
     if (continues && !prompt_runs_.empty() && prompt_runs_.back().row + prompt_runs_.back().n == int(i)) {
@@ -503,7 +540,11 @@ std::vector<const void*> CudaForward::graph_key() const {
           s_attn_counters_.ptr(),
           s_router_counter_.ptr(),
           s_rope_counters_.ptr(),
-          s_logits_.ptr()};
+          s_logits_.ptr(),
+          s_shared_g_.ptr(),
+          s_shared_u_.ptr(),
+          s_shared_out_.ptr(),
+          s_shared_gl_.ptr()};
 }
 
 // The forward on stream_. One row (decode) takes the fused path: each RMS norm inside the launch that reads its
@@ -519,7 +560,8 @@ void CudaForward::enqueue(int64_t W) {
     const Layer& lw = layers_[size_t(l)];
     attention(l, x, xn);  // x += o(attention(norm(x)))
     if (lw.has_experts) {
-      moe(l, x, xn);  // x += sum of the experts of norm(x)
+      moe(l, x, xn);                                              // x += sum of the experts of norm(x)
+      if (lw.plan.ffn.shared_width > 0) shared_expert(l, x, xn);  // x += the shared expert of norm(x)
     } else {
       const int64_t I = lw.mlp_gate.rows;
       float* g = s_act_.get<float>(size_t(M * I));
@@ -553,13 +595,20 @@ void CudaForward::attention(int layer, float* x, float* xn) {
   float* k = s_k_.get<float>(size_t(M * KV));
   float* v = s_v_.get<float>(size_t(M * KV));
   float* att = s_att_.get<float>(size_t(M * Q));
-  if (M == 1 && lw.q_bias == nullptr) {  // q/k/v, qk-norm, RoPE and the cache write in one launch
+  const AttentionPlan& plan = lw.plan.attn;
+  const bool whole_norm = plan.qk_norm == QkNorm::Whole;
+  const float* q_head_norm = whole_norm ? nullptr : lw.q_norm;  // per head: inside qk_rope_kv
+  const float* k_head_norm = whole_norm ? nullptr : lw.k_norm;
+  // One launch for a decode row whose q, k and v go straight from the product to the per-head norm and RoPE; biases,
+  // a whole-projection norm or a clip come between them, so those plans take the separate launches.
+  const bool fused = M == 1 && lw.q_bias == nullptr && !whole_norm && plan.clip_qkv <= 0;
+  if (fused) {  // q/k/v, qk-norm, RoPE and the cache write in one launch
     const DeviceMatrix ws[3] = {lw.q, lw.k, lw.v};
     const cuda::QkRope rope{.n_heads = c_.num_heads,
                             .n_kv_heads = c_.num_kv_heads,
                             .head_dim = hd,
-                            .q_norm = lw.q_norm,
-                            .k_norm = lw.k_norm,
+                            .q_norm = q_head_norm,
+                            .k_norm = k_head_norm,
                             .eps = c_.rms_norm_eps,
                             .pos = d_pos_,
                             .inv_freq = inv_freq_,
@@ -586,11 +635,21 @@ void CudaForward::attention(int layer, float* x, float* xn) {
     cuda::add_bias(k, lw.k_bias, M, KV, stream_);
     cuda::add_bias(v, lw.v_bias, M, KV, stream_);
   }
-  if (M > 1 || lw.q_bias != nullptr) {
-    cuda::qk_rope_kv(q, k, v, M, c_.num_heads, c_.num_kv_heads, hd, lw.q_norm, lw.k_norm, c_.rms_norm_eps, d_pos_,
+  if (!fused) {
+    if (whole_norm) {  // one RMSNorm over each row's whole q (Q) and k (KV), before the heads split
+      cuda::rms_norm(q, q, M, Q, lw.q_norm, c_.rms_norm_eps, stream_);
+      cuda::rms_norm(k, k, M, KV, lw.k_norm, c_.rms_norm_eps, stream_);
+    }
+    if (plan.clip_qkv > 0) {
+      cuda::clamp(q, M * Q, -plan.clip_qkv, plan.clip_qkv, stream_);
+      cuda::clamp(k, M * KV, -plan.clip_qkv, plan.clip_qkv, stream_);
+      cuda::clamp(v, M * KV, -plan.clip_qkv, plan.clip_qkv, stream_);
+    }
+    cuda::qk_rope_kv(q, k, v, M, c_.num_heads, c_.num_kv_heads, hd, q_head_norm, k_head_norm, c_.rms_norm_eps, d_pos_,
                      inv_freq_, rotary_dim_, rope_scaling_, d_kvrows_, layer, stream_);
   }
-  const cuda::AttentionShape shape{c_.num_heads, c_.num_kv_heads, hd, 1.0f / std::sqrt(float(hd))};
+  const cuda::AttentionShape shape{
+      c_.num_heads, c_.num_kv_heads, hd, 1.0f / std::sqrt(float(hd)), plan.window, plan.sinks ? lw.sinks : nullptr};
   if (decode_rows_ > 0 && !skipped(M, kSkipAttention)) {
     float* scratch = s_attn_scratch_.get<float>(size_t(cuda::decode_attention_scratch_floats(decode_rows_, shape)));
     int* counters = s_attn_counters_.get_zeroed<int>(size_t(decode_rows_ * c_.num_heads), stream_);
@@ -599,8 +658,8 @@ void CudaForward::attention(int layer, float* x, float* xn) {
   for (const Run& r : prompt_runs_) {
     const float* kc = r.kv->data + size_t(layer) * 2 * size_t(r.kv->cap) * size_t(KV);
     const float* vc = kc + size_t(r.kv->cap) * size_t(KV);
-    cuda::attention_prompt(q + int64_t(r.row) * Q, r.n, r.p0, kc, vc, c_.sliding_window, shape,
-                           att + int64_t(r.row) * Q, stream_);
+    cuda::attention_prompt(q + int64_t(r.row) * Q, r.n, r.p0, kc, vc, plan.window, shape, att + int64_t(r.row) * Q,
+                           stream_);
   }
   if (M == 1) {
     float* const ys[1] = {x};
@@ -608,6 +667,7 @@ void CudaForward::attention(int layer, float* x, float* xn) {
   } else {
     product(att, M, lw.o, x, true, stream_, s_f16_);  // x += (M, H)
   }
+  if (lw.o_bias != nullptr) cuda::add_bias(x, lw.o_bias, M, H, stream_);  // x += o's bias
 }
 
 void CudaForward::moe(int layer, float* x, float* xn) {
@@ -618,38 +678,55 @@ void CudaForward::moe(int layer, float* x, float* xn) {
   int* ids = s_ids_.get<int>(size_t(M * K));
   float* weights = s_w_.get<float>(size_t(M * K));
   float* act = s_act_.get<float>(size_t(M * K * I));
-  if (M == 1) {  // (1, E) logits, xn, and the top-k in one launch
+  const RouterPlan& rp = lw.plan.ffn.router;
+  // A softmax router without bias or scale runs router_topk (fused into the product for a decode row); the other
+  // policies run router_route on the logits.
+  const bool softmax_router = rp.gating == Gating::SoftmaxTopK && !rp.bias && rp.scale == 1.0f;
+  if (softmax_router && M == 1) {  // (1, E) logits, xn, and the top-k in one launch
     int* counter = s_router_counter_.get_zeroed<int>(1, stream_);
     if (!skipped(M, kSkipRouter)) {
-      cuda::router_matvec_topk(x, lw.router, lw.ffn_norm, c_.rms_norm_eps, xn, router, K, c_.norm_topk_prob, ids,
-                               weights, counter, stream_);
+      cuda::router_matvec_topk(x, lw.router, lw.ffn_norm, c_.rms_norm_eps, xn, router, K, rp.renormalize, ids, weights,
+                               counter, stream_);
     }
-  } else {
+  } else if (softmax_router) {
     cuda::rms_norm(x, xn, M, H, lw.ffn_norm, c_.rms_norm_eps, stream_);
     router_product(xn, M, lw.router, router, stream_, s_split_);  // (M, E)
-    cuda::router_topk(router, M, E, K, c_.norm_topk_prob, ids, weights, stream_);
+    cuda::router_topk(router, M, E, K, rp.renormalize, ids, weights, stream_);
+  } else if (!skipped(M, kSkipRouter)) {
+    if (M == 1) {
+      float* const ys[1] = {router};
+      cuda::matvec(x, {&lw.router, 1}, ys, lw.ffn_norm, c_.rms_norm_eps, xn, false, stream_);  // (1, E), xn
+    } else {
+      cuda::rms_norm(x, xn, M, H, lw.ffn_norm, c_.rms_norm_eps, stream_);
+      router_product(xn, M, lw.router, router, stream_, s_split_);  // (M, E)
+    }
+    cuda::router_route(router, M, E, K, router_policy(rp, lw.router_bias, lw.router_correction), ids, weights, stream_);
   }
   const cuda::ExpertLayout& el = experts_->layout();
+  const cuda::ExpertMath& em = lw.expert_math;
   // One pass over every chosen expert: down products and combine in one launch. Several passes (a VRAM cache
   // smaller than the batch's experts): each pass's down products into eout, the combine after the last.
   float* eout = nullptr;
   // From kTensorCoreRows rows: rows bucketed by expert, tensor-core GEMMs (cuda/gemm.h; seed experts too, their
-  // blocks decoded in registers).
-  const bool tc = M >= kTensorCoreRows;
+  // blocks decoded in registers; the plan's expert biases and activation in their epilogues). They do not read MXFP4:
+  // MXFP4 experts take the CUDA-core expert kernels for prompt rows too (correct, slower on long prompts).
+  const bool tc = on_tensor_cores(M, el.gate_up) && on_tensor_cores(M, el.down);
   void* bucket = tc ? s_bucket_.get<uint8_t>(cuda::expert_gemm_scratch_bytes(M, K, E, experts_->layout())) : nullptr;
   auto run = [&](const uint8_t* const* table, bool only_pass) {
     if (tc) {
       if (eout == nullptr) eout = s_eout_.get<float>(size_t(M * K * H));
-      cuda::expert_gemms_tc(xn, M, K, ids, table, E, el, act, eout, bucket, stream_);  // (M * K, I), (M * K, H)
+      cuda::expert_gemms_tc(xn, M, K, ids, table, E, el, act, eout, bucket, stream_, em);  // (M * K, I), (M * K, H)
       return;
     }
-    if (!skipped(M, kSkipGateUp)) cuda::expert_gate_up(xn, M, K, ids, table, E, el, act, stream_);  // (M * K, I)
+    if (!skipped(M, kSkipGateUp)) cuda::expert_gate_up(xn, M, K, ids, table, E, el, act, stream_, em);  // (M * K, I)
     if (only_pass) {  // x += sum_s w_s * down_s
       float* scratch = K > 32 ? s_eout_.get<float>(size_t(M * K * H)) : nullptr;
-      if (!skipped(M, kSkipDown)) cuda::expert_down_combine(act, M, K, ids, weights, table, E, el, x, scratch, stream_);
+      if (!skipped(M, kSkipDown)) {
+        cuda::expert_down_combine(act, M, K, ids, weights, table, E, el, x, scratch, stream_, em);
+      }
     } else {
       if (eout == nullptr) eout = s_eout_.get<float>(size_t(M * K * H));
-      cuda::expert_down(act, M * K, ids, table, el, eout, stream_);  // (M * K, H)
+      cuda::expert_down(act, M * K, ids, table, el, eout, stream_, em);  // (M * K, H)
     }
   };
   if (experts_->resident()) {
@@ -667,6 +744,28 @@ void CudaForward::moe(int layer, float* x, float* xn) {
   used.erase(std::unique(used.begin(), used.end()), used.end());
   experts_->run_layer(layer, used, run);
   if (eout != nullptr) cuda::moe_combine(eout, weights, M, K, H, x, stream_);  // x += sum_s w_s * expert_s
+}
+
+// The shared expert (decoder.cpp's moe, after the routed sum): a SwiGLU MLP of norm(x), added to x, times
+// sigmoid(shared_expert_gate . norm(x)) where the plan gates it (that logit through the router's product, which keeps
+// float32's accuracy from kTensorCoreRows rows).
+void CudaForward::shared_expert(int layer, float* x, const float* xn) {
+  const Layer& lw = layers_[size_t(layer)];
+  const int64_t M = m_, H = c_.hidden_size, S = lw.shared_gate.rows;
+  float* g = s_shared_g_.get<float>(size_t(M * S));
+  float* u = s_shared_u_.get<float>(size_t(M * S));
+  product(xn, M, lw.shared_gate, g, false, stream_, s_f16_);  // (M, S)
+  product(xn, M, lw.shared_up, u, false, stream_, s_f16_);    // (M, S)
+  cuda::silu_mul(g, u, g, M * S, stream_);
+  if (!lw.plan.ffn.shared_gate) {
+    product(g, M, lw.shared_down, x, true, stream_, s_f16_);  // x += (M, H)
+    return;
+  }
+  float* out = s_shared_out_.get<float>(size_t(M * H));
+  float* gate = s_shared_gl_.get<float>(size_t(M));
+  product(g, M, lw.shared_down, out, false, stream_, s_f16_);             // (M, H)
+  router_product(xn, M, lw.shared_expert_gate, gate, stream_, s_split_);  // (M, 1)
+  cuda::add_sigmoid_scaled(x, out, gate, M, H, stream_);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "cuda/kernels.h"
 #include "cuda/lane_dot.cuh"
 #include "cuda/launch.cuh"
+#include "cuda/norm_rope_topk.cuh"
 #include "cuda/stage_clock.cuh"
 #include "cuda/warp_primitives.cuh"
 
@@ -38,7 +39,8 @@ constexpr int kGateUpOutputs = 2;
 
 template <CodecId C, bool V, bool S, int NO>
 __device__ __forceinline__ void gate_up_outputs(const float* xr, const uint8_t* blob, const ExpertLayout& l, int64_t n,
-                                                uint8_t* stage, float* act_row, bool x_shared) {
+                                                uint8_t* stage, float* act_row, bool x_shared, const ExpertMath& math,
+                                                int expert) {
   constexpr int NW = 2 * NO;
   WRow<C> wr[NW];
 #pragma unroll
@@ -69,7 +71,7 @@ __device__ __forceinline__ void gate_up_outputs(const float* xr, const uint8_t* 
 #pragma unroll
   for (int o = 0; o < NO; ++o) {
     const float g = warp_sum(acc[2 * o][0]), u = warp_sum(acc[2 * o + 1][0]);
-    if (threadIdx.x % kWarp == 0) act_row[n + o] = (g / (1.0f + expf(-g))) * u;
+    if (threadIdx.x % kWarp == 0) act_row[n + o] = expert_act(g, u, math, expert, l.intermediate, n + o);
   }
 }
 
@@ -86,7 +88,7 @@ struct GateUpShared {
 template <CodecId C, bool V, bool S>
 __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kGateUpBlocksPerSm)
     expert_gate_up_kernel(const float* x, int k, int e, const int* ids, const uint8_t* const* table, ExpertLayout l,
-                          float* act, GateUpShared sh, bool x_shared) {
+                          float* act, GateUpShared sh, bool x_shared, ExpertMath math) {
   BlockClock clk;
   extern __shared__ __align__(16) uint8_t smem_bytes[];
   const uint8_t** tab = reinterpret_cast<const uint8_t**>(smem_bytes + sh.stage + sh.x);
@@ -110,9 +112,11 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kGateUpBlocksPerSm)
   uint8_t* stage = smem_bytes + size_t(threadIdx.x / kWarp) * 2 * kGateUpOutputs * row_bytes_of<C>(l.hidden);
   float* act_row = act + j * l.intermediate;
   if (n + kGateUpOutputs <= l.intermediate) {
-    gate_up_outputs<C, V, S, kGateUpOutputs>(xr, blob, l, n, stage, act_row, x_shared);
+    gate_up_outputs<C, V, S, kGateUpOutputs>(xr, blob, l, n, stage, act_row, x_shared, math, ids[j]);
   } else {
-    for (int64_t o = n; o < l.intermediate; ++o) gate_up_outputs<C, V, S, 1>(xr, blob, l, o, stage, act_row, false);
+    for (int64_t o = n; o < l.intermediate; ++o) {
+      gate_up_outputs<C, V, S, 1>(xr, blob, l, o, stage, act_row, false, math, ids[j]);
+    }
   }
   clk.mark(2);
   clk.done(kClkGateUp);
@@ -121,7 +125,7 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kGateUpBlocksPerSm)
 // One output element of one expert's down product: warp_sum of its lane_dot (the same bits in both kernels below).
 template <CodecId C, bool V>
 __global__ void expert_down_kernel(const float* act, const int* ids, const uint8_t* const* table, ExpertLayout l,
-                                   float* out) {
+                                   float* out, const float* down_bias) {
   const int64_t h = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
   const int64_t j = blockIdx.y;
   if (h >= l.hidden) return;
@@ -132,7 +136,7 @@ __global__ void expert_down_kernel(const float* act, const int* ids, const uint8
   const float* xs[1] = {act + j * l.intermediate};
   lane_dot<C, 1, V>(wr, l.intermediate, xs, 0, 1, acc);
   const float s = warp_sum(acc[0][0]);
-  if (threadIdx.x % kWarp == 0) out[j * l.hidden + h] = s;
+  if (threadIdx.x % kWarp == 0) out[j * l.hidden + h] = down_bias != nullptr ? s + down_bias[ids[j] * l.hidden + h] : s;
 }
 
 // expert_down then moe_combine in one kernel, every expert present. The kDownWarps warps of an output element h of
@@ -147,7 +151,8 @@ constexpr int kMaxDownSlots = 32, kDownAtOnce = 2, kDownWarps = 2;
 
 template <CodecId C, bool V, int NW>
 __device__ __forceinline__ void down_slots(const float* act, const uint8_t* const* blobs, const ExpertLayout& l,
-                                           int64_t h, int64_t j0, int s0, float* e) {
+                                           int64_t h, int64_t j0, int s0, float* e, const float* down_bias,
+                                           const int* ids) {
   WRow<C> wr[NW];
   const float* xs[NW];
 #pragma unroll
@@ -160,7 +165,7 @@ __device__ __forceinline__ void down_slots(const float* act, const uint8_t* cons
 #pragma unroll
   for (int v = 0; v < NW; ++v) {
     const float sum = warp_sum(acc[v][0]);
-    if (threadIdx.x % kWarp == 0) e[v] = sum;
+    if (threadIdx.x % kWarp == 0) e[v] = down_bias != nullptr ? sum + down_bias[ids[j0 + v] * l.hidden + h] : sum;
   }
 }
 
@@ -170,7 +175,7 @@ __device__ __forceinline__ void down_slots(const float* act, const uint8_t* cons
 template <CodecId C, bool V>
 __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kDownBlocksPerSm)
     expert_down_combine_kernel(const float* act, int k, int e, const int* ids, const float* weights,
-                               const uint8_t* const* table, ExpertLayout l, float* x) {
+                               const uint8_t* const* table, ExpertLayout l, float* x, const float* down_bias) {
   BlockClock clk;
   __shared__ const uint8_t* tab[kSharedTable];
   stage_table(tab, table, e);
@@ -197,9 +202,9 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kDownBlocksPerSm)
     const int per = (k + kDownWarps - 1) / kDownWarps, end = min(k, (w + 1) * per);
     int s = w * per;
     for (; s + kDownAtOnce <= end; s += kDownAtOnce) {
-      down_slots<C, V, kDownAtOnce>(act, blobs, l, h, i * k + s, s, e_out[hsel] + s);
+      down_slots<C, V, kDownAtOnce>(act, blobs, l, h, i * k + s, s, e_out[hsel] + s, down_bias, ids);
     }
-    for (; s < end; ++s) down_slots<C, V, 1>(act, blobs, l, h, i * k + s, s, e_out[hsel] + s);
+    for (; s < end; ++s) down_slots<C, V, 1>(act, blobs, l, h, i * k + s, s, e_out[hsel] + s, down_bias, ids);
   }
   clk.mark(1);
   pdl_trigger();
@@ -233,7 +238,7 @@ bool experts_aligned16(const ExpertLayout& l) {
 }  // namespace
 
 void expert_gate_up(const float* x, int64_t m, int k, const int* ids, const uint8_t* const* table, int e,
-                    const ExpertLayout& l, float* act, cudaStream_t stream) {
+                    const ExpertLayout& l, float* act, cudaStream_t stream, const ExpertMath& math) {
   if (m == 0) return;
   const dim3 grid(blocks_for(l.intermediate, kWarpsPerBlock * kGateUpOutputs), unsigned(m * k));
   const unsigned threads = kWarp * kWarpsPerBlock;
@@ -248,25 +253,28 @@ void expert_gate_up(const float* x, int64_t m, int k, const int* ids, const uint
                         reinterpret_cast<uintptr_t>(x) % 16 == 0 && stage + x_bytes + sh.table <= kStageSharedBytes;
   if (staged) sh.stage = stage;
   if (x_shared) sh.x = x_bytes;
-  dispatch_codec<true>(l.gate_up, [&]<CodecId C>() {
+  dispatch_codec<true, true>(l.gate_up, [&]<CodecId C>() {
     auto* kernel = staged ? expert_gate_up_kernel<C, kBytes<C>, kBytes<C>>
                    : v    ? expert_gate_up_kernel<C, kBytes<C>, false>
                           : expert_gate_up_kernel<C, false, false>;
-    launch_pdl("expert_gate_up", kernel, grid, threads, sh.total(), stream, x, k, e, ids, table, l, act, sh, x_shared);
+    launch_pdl("expert_gate_up", kernel, grid, threads, sh.total(), stream, x, k, e, ids, table, l, act, sh, x_shared,
+               math);
   });
   launched("expert_gate_up");
 }
 
 void expert_down(const float* act, int64_t pairs, const int* ids, const uint8_t* const* table, const ExpertLayout& l,
-                 float* out, cudaStream_t stream) {
+                 float* out, cudaStream_t stream, const ExpertMath& math) {
   if (pairs == 0) return;
   const dim3 grid(blocks_for(l.hidden, kWarpsPerBlock), unsigned(pairs));
   const bool v = experts_aligned16(l);
-  dispatch_codec<true>(l.down, [&]<CodecId C>() {
+  dispatch_codec<true, true>(l.down, [&]<CodecId C>() {
     if (v) {
-      expert_down_kernel<C, kBytes<C>><<<grid, kWarp * kWarpsPerBlock, 0, stream>>>(act, ids, table, l, out);
+      expert_down_kernel<C, kBytes<C>>
+          <<<grid, kWarp * kWarpsPerBlock, 0, stream>>>(act, ids, table, l, out, math.down_bias);
     } else {
-      expert_down_kernel<C, false><<<grid, kWarp * kWarpsPerBlock, 0, stream>>>(act, ids, table, l, out);
+      expert_down_kernel<C, false>
+          <<<grid, kWarp * kWarpsPerBlock, 0, stream>>>(act, ids, table, l, out, math.down_bias);
     }
   });
   launched("expert_down");
@@ -274,20 +282,20 @@ void expert_down(const float* act, int64_t pairs, const int* ids, const uint8_t*
 
 void expert_down_combine(const float* act, int64_t m, int k, const int* ids, const float* weights,
                          const uint8_t* const* table, int e, const ExpertLayout& l, float* x, float* scratch,
-                         cudaStream_t stream) {
+                         cudaStream_t stream, const ExpertMath& math) {
   if (m == 0) return;
   if (k > kMaxDownSlots) {  // more experts a row than the fused kernel holds: the two launches, the same bits
-    expert_down(act, m * k, ids, table, l, scratch, stream);
+    expert_down(act, m * k, ids, table, l, scratch, stream, math);
     moe_combine(scratch, weights, m, k, l.hidden, x, stream);
     return;
   }
   const dim3 grid(blocks_for(l.hidden, kWarpsPerBlock / kDownWarps), unsigned(m));
   const unsigned threads = kWarp * kWarpsPerBlock;
   const bool v = experts_aligned16(l);
-  dispatch_codec<true>(l.down, [&]<CodecId C>() {
+  dispatch_codec<true, true>(l.down, [&]<CodecId C>() {
     launch_pdl("expert_down_combine",
                v ? expert_down_combine_kernel<C, kBytes<C>> : expert_down_combine_kernel<C, false>, grid, threads, 0,
-               stream, act, k, e, ids, weights, table, l, x);
+               stream, act, k, e, ids, weights, table, l, x, math.down_bias);
   });
   launched("expert_down_combine");
 }

@@ -25,6 +25,7 @@
 #include "cuda/codec_device.cuh"
 #include "cuda/gemm.h"
 #include "cuda/mma_layout.h"
+#include "cuda/norm_rope_topk.cuh"
 
 // No fmt here (see products.cu): errors go through check() (runtime.cpp).
 namespace seedling::cuda {
@@ -61,6 +62,7 @@ struct GemmArgs {
   int k = 1;  // GateUp: pair j reads row j / k of x
   const uint8_t* const* table = nullptr;
   size_t off_a = 0, off_b = 0;  // GateUp: gate and up in the blob; Down: down in off_a
+  ExpertMath math;              // GateUp: biases and activation; Down: its bias (the tile's expert's slices)
   // The f16 kernel: x row r's scale, a power of 2 that puts its largest |x| in [2^14, 2^15), and the row times it
   // in f16, ld16 halves a row (to_f16).
   const float* xscale = nullptr;
@@ -157,9 +159,13 @@ __device__ __forceinline__ void epilogue(const GemmArgs& a, const float* cs, int
     }
     if constexpr (M == Mode::GateUp) {
       const float g = cs[r * ldc + c], u = cs[r * ldc + kOutCols + c];
-      *out = (g / (1.0f + expf(-g))) * u;  // experts.cu's expert_gate_up_kernel, the same float operations
+      // experts.cu's expert_gate_up_kernel, the same float operations; the tile's expert for its biases
+      *out = expert_act(g, u, a.math, a.tiles[3 * blockIdx.x], a.n_out, n0 + c);
     } else {
-      const float s = cs[r * ldc + c];
+      float s = cs[r * ldc + c];
+      if constexpr (M == Mode::Down) {
+        if (a.math.down_bias != nullptr) s = s + a.math.down_bias[int64_t(a.tiles[3 * blockIdx.x]) * a.n_out + n0 + c];
+      }
       *out = a.accumulate ? *out + s : s;
     }
   }
@@ -1106,8 +1112,9 @@ size_t matmul_tc_scratch_bytes(int64_t m, int64_t cols) {
 namespace {
 // The grouped products on buckets already made for their tile rows (tile_rows_of(sh)).
 void gate_up_on(const Buckets& b, Shape sh, const float* x, int64_t m, int k, const uint8_t* const* table,
-                int num_experts, const ExpertLayout& l, float* act, cudaStream_t stream) {
+                int num_experts, const ExpertLayout& l, float* act, cudaStream_t stream, const ExpertMath& math) {
   GemmArgs a = product(x, l.intermediate, l.hidden, act);
+  a.math = math;
   bucketed(a, b, table);
   if (use_f16(l.gate_up)) to_f16(x, m, l.hidden, b.f16, a, stream);
   a.k = k;
@@ -1118,8 +1125,9 @@ void gate_up_on(const Buckets& b, Shape sh, const float* x, int64_t m, int k, co
                        [&]<CodecId C>() { launch<C, Mode::GateUp>(sh, grid, a, stream, "expert_gate_up_tc"); });
 }
 void down_on(const Buckets& b, Shape sh, const float* act, int64_t pairs, const uint8_t* const* table, int num_experts,
-             const ExpertLayout& l, float* out, cudaStream_t stream) {
+             const ExpertLayout& l, float* out, cudaStream_t stream, const ExpertMath& math) {
   GemmArgs a = product(act, l.hidden, l.intermediate, out);
+  a.math = math;
   bucketed(a, b, table);
   if (use_f16(l.down)) to_f16(act, pairs, l.intermediate, b.f16, a, stream);
   a.off_a = l.down_offset;
@@ -1129,36 +1137,37 @@ void down_on(const Buckets& b, Shape sh, const float* act, int64_t pairs, const 
 }  // namespace
 
 void expert_gate_up_tc(const float* x, int64_t m, int k, const int* ids, const uint8_t* const* table, int num_experts,
-                       const ExpertLayout& l, float* act, void* scratch, cudaStream_t stream) {
+                       const ExpertLayout& l, float* act, void* scratch, cudaStream_t stream, const ExpertMath& math) {
   const int64_t pairs = m * k;
   if (pairs == 0 || l.intermediate == 0) return;
   const Shape sh = pick_grouped(pairs, num_experts, l.intermediate, true, l.gate_up);
   const Buckets b = bucket_pairs(ids, pairs, table, num_experts, tile_rows_of(sh), scratch, stream);
-  gate_up_on(b, sh, x, m, k, table, num_experts, l, act, stream);
+  gate_up_on(b, sh, x, m, k, table, num_experts, l, act, stream, math);
 }
 
 void expert_down_tc(const float* act, int64_t pairs, const int* ids, const uint8_t* const* table, int num_experts,
-                    const ExpertLayout& l, float* out, void* scratch, cudaStream_t stream) {
+                    const ExpertLayout& l, float* out, void* scratch, cudaStream_t stream, const ExpertMath& math) {
   if (pairs == 0 || l.hidden == 0) return;
   const Shape sh = pick_grouped(pairs, num_experts, l.hidden, false, l.down);
   const Buckets b = bucket_pairs(ids, pairs, table, num_experts, tile_rows_of(sh), scratch, stream);
-  down_on(b, sh, act, pairs, table, num_experts, l, out, stream);
+  down_on(b, sh, act, pairs, table, num_experts, l, out, stream, math);
 }
 
 void expert_gemms_tc(const float* x, int64_t m, int k, const int* ids, const uint8_t* const* table, int num_experts,
-                     const ExpertLayout& l, float* act, float* out, void* scratch, cudaStream_t stream) {
+                     const ExpertLayout& l, float* act, float* out, void* scratch, cudaStream_t stream,
+                     const ExpertMath& math) {
   const int64_t pairs = m * k;
   if (pairs == 0 || l.intermediate == 0 || l.hidden == 0) return;
   const Shape gu = pick_grouped(pairs, num_experts, l.intermediate, true, l.gate_up);
   const Shape dn = pick_grouped(pairs, num_experts, l.hidden, false, l.down);
   const Buckets b = bucket_pairs(ids, pairs, table, num_experts, tile_rows_of(gu), scratch, stream);
-  gate_up_on(b, gu, x, m, k, table, num_experts, l, act, stream);
+  gate_up_on(b, gu, x, m, k, table, num_experts, l, act, stream, math);
   // Down's pairs are gate/up's (pair j: row j / k of x, row j of act): the same buckets when the tiles have as many
   // rows. The f16 operand in the scratch is down's from here (gate/up's launch is before it on the stream).
   const Buckets d = tile_rows_of(dn) == tile_rows_of(gu)
                         ? b
                         : bucket_pairs(ids, pairs, table, num_experts, tile_rows_of(dn), scratch, stream);
-  down_on(d, dn, act, pairs, table, num_experts, l, out, stream);
+  down_on(d, dn, act, pairs, table, num_experts, l, out, stream, math);
 }
 
 }  // namespace seedling::cuda

@@ -25,10 +25,10 @@
 namespace seedling::cuda {
 
 // y[i][n] = sum_k x[i][k] * W[n][k] for m rows (x: m x W.cols, y: m x W.rows); with `accumulate`, y += that sum.
-// Any m, n, k; every codec has_kernel accepts (a seed blob 4-byte aligned, as for matmul). x needs no alignment (rows
-// of a multiple of 4 floats starting 16-byte aligned are read as float4). scratch: matmul_tc_scratch_bytes(m,
-// W.cols) bytes of device memory (4-byte aligned) for the f16 kernel's operand; with it the affine codecs run the
-// f16 kernel (see above), without it the TF32 one.
+// Any m, n, k; every codec has_kernel accepts but mxfp4, a clear error here (a seed blob 4-byte aligned, as for
+// matmul). x needs no alignment (rows of a multiple of 4 floats starting 16-byte aligned are read as float4). scratch:
+// matmul_tc_scratch_bytes(m, W.cols) bytes of device memory (4-byte aligned) for the f16 kernel's operand; with it the
+// affine codecs run the f16 kernel (see above), without it the TF32 one.
 void matmul_tc(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream,
                void* scratch = nullptr);
 size_t matmul_tc_scratch_bytes(int64_t m, int64_t cols);
@@ -65,19 +65,22 @@ void use_gemm_kernel(GemmKernel k);
 size_t expert_gemm_scratch_bytes(int64_t m, int k, int num_experts, const ExpertLayout& l);
 
 // As expert_gate_up (kernels.h): for the pairs j of (row j / k, expert ids[j]) whose expert is present
-// (table[ids[j]] != null), act[j][n] = silu(gate . x[j / k]) * (up . x[j / k]); other pairs' act is left alone.
+// (table[ids[j]] != null), act[j][n] = silu(gate . x[j / k]) * (up . x[j / k]) (or math's biases and activation,
+// the same operations as expert_gate_up); other pairs' act is left alone.
 // ids[j] < num_experts. The pairs are bucketed by expert on the device (count, scan, scatter into `scratch`), then
 // one launch covers every expert's row tiles, gate and up in one pass with the SiLU product in the epilogue. No
 // host round trip: it can be captured in a CUDA graph.
 void expert_gate_up_tc(const float* x, int64_t m, int k, const int* ids, const uint8_t* const* table, int num_experts,
-                       const ExpertLayout& l, float* act, void* scratch, cudaStream_t stream);
-// As expert_down: out[j][h] = down . act[j] for the present pairs (out: pairs x H), the same bucketing (scratch of
-// expert_gemm_scratch_bytes(pairs, 1, num_experts) or more).
+                       const ExpertLayout& l, float* act, void* scratch, cudaStream_t stream,
+                       const ExpertMath& math = {});
+// As expert_down: out[j][h] = down . act[j] (+ math's down bias) for the present pairs (out: pairs x H), the same
+// bucketing (scratch of expert_gemm_scratch_bytes(pairs, 1, num_experts) or more).
 void expert_down_tc(const float* act, int64_t pairs, const int* ids, const uint8_t* const* table, int num_experts,
-                    const ExpertLayout& l, float* out, void* scratch, cudaStream_t stream);
+                    const ExpertLayout& l, float* out, void* scratch, cudaStream_t stream, const ExpertMath& math = {});
 // expert_gate_up_tc then expert_down_tc on its activations (act: m k x intermediate, out: m k x hidden), with the
 // pairs bucketed once when both products take tiles of as many rows (the same bits as the two calls).
 void expert_gemms_tc(const float* x, int64_t m, int k, const int* ids, const uint8_t* const* table, int num_experts,
-                     const ExpertLayout& l, float* act, float* out, void* scratch, cudaStream_t stream);
+                     const ExpertLayout& l, float* act, float* out, void* scratch, cudaStream_t stream,
+                     const ExpertMath& math = {});
 
 }  // namespace seedling::cuda

@@ -35,7 +35,8 @@ struct DeviceMatrix {
 
 // Whether these kernels read codec c: the float, affine and seed codecs (a seed matrix: one slice blob at data,
 // 4-byte aligned; its weights decoded exactly as decode_seed_matrix, in registers), and so do the tensor-core GEMMs
-// (gemm.h). embed reads no seed codec.
+// (gemm.h); and MXFP4 (codec.h: 17-byte blocks, widened exactly), which only the CUDA-core products read (matmul,
+// matvec, the expert kernels), not the tensor-core GEMMs. embed reads no seed codec and no MXFP4.
 bool has_kernel(Codec c);
 // The names of the codecs has_kernel accepts, comma-separated (for error messages; runtime.cpp).
 std::string kernel_codec_names();
@@ -65,6 +66,10 @@ void rms_norm(const float* x, float* out, int64_t rows, int64_t n, const float* 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream);
 // x[i][j] += b[j] over rows of n
 void add_bias(float* x, const float* b, int64_t rows, int64_t n, cudaStream_t stream);
+// x[i] = min(max(x[i], lo), hi) (ops::clamp)
+void clamp(float* x, int64_t n, float lo, float hi, cudaStream_t stream);
+// x[i][h] += sigmoid(gate[i]) * y[i][h] over rows of n: the shared expert's output y scaled by its gate's logit.
+void add_sigmoid_scaled(float* x, const float* y, const float* gate, int64_t rows, int64_t n, cudaStream_t stream);
 
 // Row i of the embedding matrix for token tokens[i], widened to float: x (m x emb.cols).
 void embed(const int* tokens, int64_t m, const DeviceMatrix& emb, float* x, cudaStream_t stream);
@@ -75,6 +80,22 @@ void gather_rows(const float* src, const int* idx, int64_t m, int64_t n, float* 
 // by their sum when norm_topk. ids and weights: m x k.
 void router_topk(const float* logits, int64_t m, int e, int k, bool norm_topk, int* ids, float* weights,
                  cudaStream_t stream);
+// A router policy (model/config.h's RouterPlan) with its device vectors, as decoder.cpp's route applies it to a
+// row's logits: bias added first; then SoftmaxTopK (router_topk's), TopKSoftmax (the k largest logits, a softmax over
+// those k) or SigmoidGroupTopK (sigmoid scores; ops::group_top_k over score + correction; the weights are the chosen
+// scores); renormalised (not TopKSoftmax; the sigmoid sums + 1e-20); times scale. Ties: lower index first.
+enum class RouteGating : uint8_t { SoftmaxTopK, TopKSoftmax, SigmoidGroupTopK };
+struct RouterPolicy {
+  RouteGating gating = RouteGating::SoftmaxTopK;
+  bool renormalize = true;
+  const float* bias = nullptr;        // (e) or null
+  const float* correction = nullptr;  // (e) or null: added for the selection only
+  int n_group = 1, topk_group = 1;
+  float scale = 1.0f;
+};
+// The policy over m rows of e logits (left as they are); one warp a row, 3 * e floats of shared memory (e <= 4096).
+void router_route(const float* logits, int64_t m, int e, int k, const RouterPolicy& p, int* ids, float* weights,
+                  cudaStream_t stream);
 
 // Where one layer's experts sit: each expert is one blob [gate (I x H)][up (I x H)][down (H x I)] at table[e].
 struct ExpertLayout {
@@ -86,19 +107,33 @@ struct ExpertLayout {
   size_t down_offset = 0;
   size_t bytes = 0;  // the whole blob, padded
 };
+// What a layer's experts compute around their products (model/config.h's FfnPlan): biases per expert (expert id's
+// slice of each; null: none) on gate and up before the activation and on down after its product, and the
+// activation: silu(g) u, or with clamped (gpt_oss) (clamp(u, -limit, limit) + 1) g' sigmoid(alpha g'),
+// g' = min(g, limit). The default is plain SwiGLU without biases, the kernels' arithmetic before the plan existed.
+struct ExpertMath {
+  const float* gate_bias = nullptr;  // (E, I)
+  const float* up_bias = nullptr;    // (E, I)
+  const float* down_bias = nullptr;  // (E, H)
+  bool clamped = false;
+  float alpha = 1.702f, limit = 7.0f;
+  SEEDLING_HD bool plain() const {
+    return gate_bias == nullptr && up_bias == nullptr && down_bias == nullptr && !clamped;
+  }
+};
 // For the pairs j of (row j / k, expert ids[j]) whose expert is present (table[ids[j]] != null; the table has e
-// entries): act[j][n] = silu(gate . x[j / k]) * (up . x[j / k]), act: (m * k) x I. Pairs of absent experts are left
-// alone.
+// entries): act[j][n] = silu(gate . x[j / k]) * (up . x[j / k]) (or math's biases and activation), act: (m * k) x I.
+// Pairs of absent experts are left alone.
 void expert_gate_up(const float* x, int64_t m, int k, const int* ids, const uint8_t* const* table, int e,
-                    const ExpertLayout& l, float* act, cudaStream_t stream);
-// out[j][h] = down . act[j] for the present pairs; out: (m * k) x H.
+                    const ExpertLayout& l, float* act, cudaStream_t stream, const ExpertMath& math = {});
+// out[j][h] = down . act[j] (+ math's down bias) for the present pairs; out: (m * k) x H.
 void expert_down(const float* act, int64_t pairs, const int* ids, const uint8_t* const* table, const ExpertLayout& l,
-                 float* out, cudaStream_t stream);
+                 float* out, cudaStream_t stream, const ExpertMath& math = {});
 // expert_down then moe_combine, for rows whose k experts are all present: the same bits as the two, in one launch
 // when k <= 32 (otherwise the two launches, with scratch: m * k * H floats; it may be null when k <= 32).
 void expert_down_combine(const float* act, int64_t m, int k, const int* ids, const float* weights,
                          const uint8_t* const* table, int e, const ExpertLayout& l, float* x, float* scratch,
-                         cudaStream_t stream);
+                         cudaStream_t stream, const ExpertMath& math = {});
 // x[i][h] += sum_s weights[i][s] * expert_out[i * k + s][h], s in slot order (as the CPU combine).
 void moe_combine(const float* expert_out, const float* weights, int64_t m, int k, int64_t h, float* x,
                  cudaStream_t stream);
@@ -109,12 +144,13 @@ struct AttentionShape {
   int n_kv_heads = 0;
   int head_dim = 0;
   float scale = 1.0f;
+  int window = 0;                // 0: all keys; else a row at position p sees keys [max(0, p - window + 1), p]
+  const float* sinks = nullptr;  // (n_heads) or null: head h's softmax also counts the logit sinks[h] (gpt_oss)
 };
 struct KvRow {
   float* cache = nullptr;  // the sequence's whole device cache
   int cap = 0;             // its positions per layer
   int pos = 0;             // this row's position
-  int first = 0;           // first key this row sees (sliding window), <= pos
 };
 // Per row i (m rows of n_heads q heads and n_kv_heads k heads of head_dim): each head RMS-normed over head_dim with
 // q_norm / k_norm when given (Qwen3's qk-norm), then rotate-half RoPE of its first rotary_dim dims at pos[i]
@@ -145,17 +181,19 @@ struct QkRope {
 bool matvec_qkv_rope(const float* x, const DeviceMatrix (&w)[3], float* q, float* k, float* v, const float* norm,
                      float eps, float* xn_out, const QkRope& r, int* head_counters, cudaStream_t stream);
 // Decode attention (flash decoding): for each listed row, q (rows x n_heads * head_dim) over keys [first, pos] of
-// its cache, cut into at most 64 splits whose size depends only on the cache's capacity (so a row gets the same bits
-// alone or batched, eagerly or in a graph), each walked in tiles of 32 keys with an online softmax; the query heads
-// that share a KV head (up to 8 at a time) read each key and value once, and the last split block of each group
-// merges, so it is one launch. head_dim <= 256. scratch: decode_attention_scratch_floats(...) floats; counters:
-// n_rows * n_heads ints, zero before the first call (every call leaves them at zero again).
+// its cache (first from s.window; a sink logit, when given, counted once in the merge's denominator), cut into at most
+// 64 splits whose size depends only on the cache's capacity (so a row gets the same bits alone or batched, eagerly or
+// in a graph), each walked in tiles of 32 keys with an online softmax; the query heads that share a KV head (up to 8 at
+// a time) read each key and value once, and the last split block of each group merges, so it is one launch. head_dim <=
+// 256. scratch: decode_attention_scratch_floats(...) floats; counters: n_rows * n_heads ints, zero before the first
+// call (every call leaves them at zero again).
 int64_t decode_attention_scratch_floats(int64_t n_rows, const AttentionShape& s);
 void attention_decode(const float* q, const int* row_ids, int64_t n_rows, const KvRow* rows, int layer,
                       const AttentionShape& s, float* out, float* scratch, int* counters, cudaStream_t stream);
 // Prompt attention, flash style: n consecutive rows of one sequence at positions p0 .. p0 + n - 1 (row i of q is
 // position p0 + i), causal, each row over keys [max(0, p - window + 1), p] (window 0: all), tiles of queries and
-// keys in shared memory with an online softmax. k_cache, v_cache: this layer's [cap][kv_dim] of the sequence.
+// keys in shared memory with an online softmax (s.sinks: each head's sink logit joins the denominator at the end).
+// k_cache, v_cache: this layer's [cap][kv_dim] of the sequence. window: as s.window (this call reads only this one).
 void attention_prompt(const float* q, int64_t n, int p0, const float* k_cache, const float* v_cache, int window,
                       const AttentionShape& s, float* out, cudaStream_t stream);
 

@@ -4,7 +4,8 @@
 // Matrix products give each output element to one warp: lane l takes the codec's units (4/8 floats, or for the
 // affine codecs G / 8 codes of a block shared by 8 lanes) in a fixed pattern, multiplies them into every row it
 // serves, and the 32 partial sums meet in a fixed shuffle tree. That order depends only on the matrix, never on the
-// row count or on whether the weights were first staged in shared memory. Seed matrices (p3, p4, s3) go through
+// row count or on whether the weights were first staged in shared memory. MXFP4 blocks are shared by 8 lanes as the
+// affine codecs' are (mxfp4_group_dot). Seed matrices (p3, p4, s3) go through
 // the same kernels: lane l decodes blocks l, l + 32, ... of a row in registers (seed_group_dot) and adds each
 // decoded weight times x in element order; they are never staged (their rows are not contiguous bytes).
 #pragma once
@@ -25,7 +26,7 @@ struct Raw {
 
 // Float units are read as one 16-byte load when the caller knows every row starts 16-byte aligned (V).
 template <CodecId C, bool V>
-constexpr bool kRawLoads = !is_affine(C) && V;
+constexpr bool kRawLoads = is_float(C) && V;
 
 template <CodecId C, bool V>
 __device__ __forceinline__ void load_raw(const uint8_t* row, int64_t u, Raw<C>& r) {
@@ -331,6 +332,78 @@ __device__ __forceinline__ void seed_group_dot(const SeedRow (&wrows)[NW], int64
   }
 }
 
+// MXFP4 (codec.h): as the affine codecs, 8 lanes share a block and the warp's 4 groups take blocks grp, grp + 4, ...;
+// lane t reads the block's scale byte and its two code bytes (elements 4t .. 4t + 3, so a group's x is 32 contiguous
+// floats) and adds 2^(e - 127) * sum(fp4 * x) over them: the scale is a power of 2, so that product is exact and the
+// result is the sum of the exact weights times x, rounded in this fixed order. A block is 17 bytes at any offset:
+// bytes are read one by one.
+template <int R, int NW, bool SameX>
+__device__ __forceinline__ void mxfp4_group_dot(const uint8_t* const (&wrows)[NW], int64_t cols,
+                                                const float* const (&xs)[NW], int64_t ldx, int rows,
+                                                float (&acc)[NW][R]) {
+  constexpr int G = Unit<Id::MXFP4>::G, kBatch = NW == 1 ? 8 : 4;
+  const int lane = threadIdx.x % kWarp, grp = lane / 8, t = lane % 8;
+  const int64_t units = (cols + G - 1) / G;
+  bool aligned = ldx % 4 == 0;
+#pragma unroll
+  for (int v = 0; v < NW; ++v) aligned = aligned && reinterpret_cast<uintptr_t>(xs[v]) % 16 == 0;
+  // The lane's 4 inputs of block k0 of row xr: one 16-byte load where the block is whole and x aligned.
+  const auto inputs = [&](const float* xr, int64_t k0, float(&xv)[4]) {
+    if (k0 + G <= cols && aligned) {
+      const float4 f = *reinterpret_cast<const float4*>(xr + 4 * t);
+      xv[0] = f.x, xv[1] = f.y, xv[2] = f.z, xv[3] = f.w;
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) xv[j] = k0 + 4 * t + j < cols ? xr[4 * t + j] : 0.0f;
+    }
+  };
+  for (int64_t u0 = grp; u0 < units; u0 += 4 * kBatch) {
+    uint32_t sc[NW][kBatch], cw[NW][kBatch];  // the scale byte, the lane's two code bytes
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int64_t u = u0 + 4 * i;
+#pragma unroll
+      for (int v = 0; v < NW; ++v) {
+        if (u < units) {
+          const uint8_t* b = wrows[v] + u * Unit<Id::MXFP4>::bytes;
+          sc[v][i] = b[0];
+          cw[v][i] = uint32_t(b[1 + 2 * t]) | uint32_t(b[2 + 2 * t]) << 8;
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int64_t u = u0 + 4 * i;
+      if (u >= units) break;
+      const int64_t k0 = u * G;
+      float xv[R][4];  // SameX: each row's inputs read once for all NW weight rows; else per weight row
+      if constexpr (SameX) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          if (r >= rows) break;
+          inputs(xs[0] + r * ldx + k0, k0, xv[r]);
+        }
+      }
+#pragma unroll
+      for (int v = 0; v < NW; ++v) {
+        const float scale = e8m0_scale(sc[v][i]);
+        float q[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) q[j] = fp4_value((cw[v][i] >> (4 * j)) & 0x0fu);  // element 4t + j
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          if (r >= rows) break;
+          if constexpr (!SameX) inputs(xs[v] + r * ldx + k0, k0, xv[r]);
+          float sq = 0.0f;
+#pragma unroll
+          for (int j = 0; j < 4; ++j) sq = fmaf(q[j], xv[r][j], sq);
+          acc[v][r] = fmaf(scale, sq, acc[v][r]);
+        }
+      }
+    }
+  }
+}
+
 // Float codecs: lane l takes units l, l + 32, ... of each weight row (lane_dot's contract).
 template <CodecId C, int R, bool V, int NW>
 __device__ __forceinline__ void lane_dot_float(const uint8_t* const (&wrows)[NW], int64_t cols,
@@ -368,9 +441,10 @@ __device__ __forceinline__ void lane_dot_float(const uint8_t* const (&wrows)[NW]
 }
 
 // Sum over this lane's share of each of NW weight rows (float codecs: units lane, lane + 32, ...; affine:
-// affine_group_dot; seed: seed_group_dot) of w . x for R rows of that weight row's x (row r at xs[v] + r * ldx)
-// into acc[v][r]. The units and their order depend only on the matrix, so a row's sum does not depend on NW, R or
-// `rows`. SameX (every xs[v] the same): affine codecs read and sum each block's inputs once for all NW rows.
+// affine_group_dot; MXFP4: mxfp4_group_dot; seed: seed_group_dot) of w . x for R rows of that weight row's x (row r at
+// xs[v] + r * ldx) into acc[v][r]. The units and their order depend only on the matrix, so a row's sum does not depend
+// on NW, R or `rows`. SameX (every xs[v] the same): affine codecs read and sum each block's inputs once for all NW
+// rows.
 template <CodecId C, int R, bool V, int NW = 1, bool SameX = false>
 __device__ __forceinline__ void lane_dot(const WRow<C> (&wrows)[NW], int64_t cols, const float* const (&xs)[NW],
                                          int64_t ldx, int rows, float (&acc)[NW][R]) {
@@ -378,6 +452,8 @@ __device__ __forceinline__ void lane_dot(const WRow<C> (&wrows)[NW], int64_t col
     seed_group_dot<C, R, NW>(wrows, cols, xs, ldx, rows, acc);
   } else if constexpr (is_affine(C)) {
     affine_group_dot<C, R, NW, SameX>(wrows, cols, xs, ldx, rows, acc);
+  } else if constexpr (C == Id::MXFP4) {
+    mxfp4_group_dot<R, NW, SameX>(wrows, cols, xs, ldx, rows, acc);
   } else {
     lane_dot_float<C, R, V, NW>(wrows, cols, xs, ldx, rows, acc);
   }

@@ -27,7 +27,7 @@ constexpr int kMatvecBlocksPerSm = 4, kGateUpBlocksPerSm = 3, kDownBlocksPerSm =
 // The bytes of one row of cols values in codec c (the seed codecs' too).
 inline size_t row_bytes(Codec c, int64_t cols) {
   size_t b = 0;
-  dispatch_codec<true>(c, [&]<CodecId C>() { b = row_bytes_of<C>(cols); });
+  dispatch_codec<true, true>(c, [&]<CodecId C>() { b = row_bytes_of<C>(cols); });
   return b;
 }
 

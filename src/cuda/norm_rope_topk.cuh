@@ -1,10 +1,11 @@
 // cuda/norm_rope_topk.cuh - the row arithmetic that a fused decode launch (products.cu's matvec_kernel) shares with
 // the plain launch it replaces (row_ops.cu): a block's RMS of a row, one head's qk-norm + RoPE, where a key row sits
-// in the cache, and the router's softmax + top-k. One copy of each, so the fused and the plain launch give the same
-// bits.
+// in the cache, and the router's softmax + top-k; and the experts' activation (experts.cu, gemm.cu). One copy of
+// each, so the fused and the plain launch give the same bits.
 #pragma once
 
 #include <cfloat>
+#include <cmath>
 #include <cstdint>
 
 #include "cuda/kernels.h"
@@ -75,6 +76,31 @@ __device__ __forceinline__ float* cache_key_row(const KvRow& r, int layer, int k
   return r.cache + (int64_t(layer) * 2) * r.cap * kv_dim + int64_t(r.pos) * kv_dim + int64_t(h) * hd;
 }
 
+// One warp: the largest of v[0..n) and its index, ties to the lower index (ops::top_k's order). Values already taken
+// must be marked below every other (-inf, or -2 among probabilities); n > 0.
+__device__ inline int warp_argmax(const float* v, int n, float& best_out) {
+  const int lane = threadIdx.x % kWarp;
+  float best = -INFINITY;
+  int best_i = n;
+  for (int i = lane; i < n; i += kWarp) {
+    if (v[i] > best) {  // lanes visit ascending i, so '>' keeps the lower index on a tie
+      best = v[i];
+      best_i = i;
+    }
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ob = __shfl_xor_sync(0xffffffffu, best, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, best_i, o);
+    if (ob > best || (ob == best && oi < best_i)) {
+      best = ob;
+      best_i = oi;
+    }
+  }
+  best_out = best;
+  return best_i;
+}
+
 // One warp: softmax over the e logits of x (probabilities in p, e floats of shared memory), then the k largest
 // (ties: lower index first) into ids / weights, divided by their sum with norm_topk.
 __device__ inline void topk_row(const float* x, int e, int k, bool norm_topk, int* ids, float* weights, float* p) {
@@ -93,23 +119,8 @@ __device__ inline void topk_row(const float* x, int e, int k, bool norm_topk, in
   __syncwarp();
   float chosen_sum = 0.0f;
   for (int s = 0; s < k; ++s) {
-    float best = -1.0f;
-    int best_i = e;
-    for (int i = lane; i < e; i += kWarp) {
-      if (p[i] > best) {  // lanes visit ascending i, so '>' keeps the lower index on a tie
-        best = p[i];
-        best_i = i;
-      }
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ob = __shfl_xor_sync(0xffffffffu, best, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, best_i, o);
-      if (ob > best || (ob == best && oi < best_i)) {
-        best = ob;
-        best_i = oi;
-      }
-    }
+    float best;
+    const int best_i = warp_argmax(p, e, best);  // taken ones hold -2, below every probability
     if (lane == 0) {
       ids[s] = best_i;
       weights[s] = best;
@@ -122,6 +133,21 @@ __device__ inline void topk_row(const float* x, int e, int k, bool norm_topk, in
   if (norm_topk && lane == 0) {
     for (int s = 0; s < k; ++s) weights[s] = weights[s] / chosen_sum;
   }
+}
+
+// The activation of output n of expert `expert` from its gate and up sums (ExpertMath): silu(g) u as before the plan
+// existed, or with the expert's biases and/or gpt_oss's clamped SwiGLU (ops::clamped_swiglu's operations). The one
+// copy: experts.cu's gate/up kernel and gemm.cu's grouped epilogue both call it, so they apply the same operations.
+__device__ __forceinline__ float expert_act(float g, float u, const ExpertMath& math, int expert, int64_t I,
+                                            int64_t n) {
+  if (math.plain()) return (g / (1.0f + expf(-g))) * u;
+  if (math.gate_bias != nullptr) g = g + math.gate_bias[expert * I + n];
+  if (math.up_bias != nullptr) u = u + math.up_bias[expert * I + n];
+  if (!math.clamped) return (g / (1.0f + expf(-g))) * u;
+  g = fminf(g, math.limit);
+  u = fminf(fmaxf(u, -math.limit), math.limit);
+  const float glu = g * (1.0f / (1.0f + expf(-(g * math.alpha))));
+  return (u + 1.0f) * glu;
 }
 
 }  // namespace seedling::cuda

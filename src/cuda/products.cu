@@ -279,6 +279,7 @@ bool has_kernel(Codec c) {
     case Id::P3:
     case Id::P4:
     case Id::S3:
+    case Id::MXFP4:
       return true;
     default:
       return false;
@@ -291,7 +292,7 @@ void matmul(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool acc
   const bool v = aligned16(w.data, row_bytes(w.codec, w.cols));
   const auto* wd = static_cast<const uint8_t*>(w.data);
   const unsigned threads = kWarp * kWarpsPerBlock;
-  dispatch_codec<true>(w.codec, [&]<CodecId C>() {
+  dispatch_codec<true, true>(w.codec, [&]<CodecId C>() {
     if (m == 1) {  // decode: one row, no accumulators to spare
       const dim3 grid(blocks_for(w.rows, kWarpsPerBlock), 1);
       if (v) {
@@ -368,7 +369,7 @@ void matvec_launch(const float* x, std::span<const DeviceMatrix> ws, std::span<f
   if (t.topk_counter != nullptr) smem = std::max(smem, size_t(ws[0].rows) * sizeof(float));  // the softmax
   const unsigned grid = unsigned(grid64);
   const unsigned threads = kWarp * kWarpsPerBlock;
-  dispatch_codec<true>(ws[0].codec, [&]<CodecId C>() {
+  dispatch_codec<true, true>(ws[0].codec, [&]<CodecId C>() {
     auto pick = [&]<int RW>() {
       return staged ? matvec_kernel<C, kBytes<C>, kBytes<C>, RW>
              : v    ? matvec_kernel<C, kBytes<C>, false, RW>

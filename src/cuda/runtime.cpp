@@ -1,4 +1,6 @@
 // cuda/runtime.cpp - CUDA runtime calls that need fmt (kept out of .cu files, which nvcc compiles without it).
+#include <bit>
+
 #include "codec/codec.h"
 #include "core/error.h"
 #include "cuda/kernels.h"
@@ -12,9 +14,19 @@ static_assert(codec_ids::F32 == Codec::F32 && int(CodecId::F32) == int(Codec::F3
               int(CodecId::Q8_G32) == int(Codec::Q8_G32) && int(CodecId::Q8_G64) == int(Codec::Q8_G64) &&
               int(CodecId::Q4_G32) == int(Codec::Q4_G32) && int(CodecId::Q4_G64) == int(Codec::Q4_G64) &&
               int(CodecId::P3) == int(Codec::P3) && int(CodecId::P4) == int(Codec::P4) &&
-              int(CodecId::S3) == int(Codec::S3));
+              int(CodecId::S3) == int(Codec::S3) && int(CodecId::MXFP4) == int(Codec::MXFP4));
 static_assert(codec_ids::kQ8G32Bytes == sizeof(BlockQ8G32) && codec_ids::kQ8G64Bytes == sizeof(BlockQ8G64) &&
-              codec_ids::kQ4G32Bytes == sizeof(BlockQ4G32) && codec_ids::kQ4G64Bytes == sizeof(BlockQ4G64));
+              codec_ids::kQ4G32Bytes == sizeof(BlockQ4G32) && codec_ids::kQ4G64Bytes == sizeof(BlockQ4G64) &&
+              codec_ids::kMxfp4Bytes == sizeof(BlockMxfp4));
+
+// The device's FP4 values are codec.h's, sign of zero included.
+constexpr bool same_fp4_values() {
+  for (uint32_t c = 0; c < 16; ++c) {
+    if (std::bit_cast<uint32_t>(codec_ids::fp4_value(c)) != std::bit_cast<uint32_t>(kFp4Values[c])) return false;
+  }
+  return true;
+}
+static_assert(same_fp4_values());
 
 // The device's seed decode reads the tiers as the format defines them.
 constexpr bool same_tier(const seeddev::Geom& g, seed::SeedTier t) {

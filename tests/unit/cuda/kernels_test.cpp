@@ -17,6 +17,7 @@
 #include "codec/quantize.h"
 #include "core/error.h"
 #include "cuda_test_util.h"
+#include "model/config.h"
 #include "ops/matmul.h"
 #include "ops/ops.h"
 #include "test_util.h"
@@ -37,11 +38,13 @@ constexpr double kU = 1.0 / 16777216.0;  // 2^-24, float32 unit roundoff
 
 using test::encoded;
 
-// What the rounding of element k's term scales with: |w| for float and seed codecs (seed weights are decoded
-// exactly, then multiplied and added as floats are); for affine ones, whose kernels add d * sum(q x) + m * sum(x)
-// per block (lane_dot.cuh, affine_group_dot), |d q| + |m|.
+// What the rounding of element k's term scales with: |w| for float, seed and MXFP4 codecs (seed and MXFP4 weights
+// are decoded exactly, then multiplied and added as floats are); for affine ones, whose kernels add
+// d * sum(q x) + m * sum(x) per block (lane_dot.cuh, affine_group_dot), |d q| + |m|.
 double abs_term(const ops::Matrix& w, int64_t n, int64_t k) {
-  if (codec_is_float(w.codec) || codec_is_seed(w.codec)) return std::fabs(double(w.at(n, k)));
+  if (codec_is_float(w.codec) || codec_is_seed(w.codec) || w.codec == Codec::MXFP4) {
+    return std::fabs(double(w.at(n, k)));
+  }
   const int64_t g = codec_group(w.codec);
   const uint8_t* block = static_cast<const uint8_t*>(w.data) + size_t(n) * codec_row_bytes(w.codec, w.cols) +
                          size_t(k / g) * codec_block_bytes(w.codec);
@@ -202,8 +205,8 @@ TEST(CudaKernels, MatvecQkvRopeEqualsMatvecThenQkRopeKvBitForBit) {
           DeviceVec<float> qb(test::poisoned(size_t(rq))), kb(test::poisoned(size_t(rk))),
               vb(test::poisoned(size_t(rk)));
           DeviceVec<int> dp(std::vector<int>{pos});
-          DeviceVec<cuda::KvRow> rows_a(std::vector<cuda::KvRow>{{cache_a.get(), cap, pos, 0}}),
-              rows_b(std::vector<cuda::KvRow>{{cache_b.get(), cap, pos, 0}});
+          DeviceVec<cuda::KvRow> rows_a(std::vector<cuda::KvRow>{{cache_a.get(), cap, pos}}),
+              rows_b(std::vector<cuda::KvRow>{{cache_b.get(), cap, pos}});
           float* const ys[3] = {qa.get(), ka.get(), va.get()};
           cuda::matvec(dx.get(), ws, ys, dn.get(), 1e-6f, xn_a.get(), false, nullptr);
           cuda::qk_rope_kv(qa.get(), ka.get(), va.get(), 1, heads, kv_heads, hd, qk_norm ? dqn.get() : nullptr,
@@ -306,7 +309,7 @@ TEST_P(CudaQkRopeKvTest, MatchesCpu) {
   DeviceVec<float> dq(q), dk(k), dv(v), dqn(qn), dkn(kn), df(rope.inv_freq);
   DeviceVec<float> cache(std::vector<float>(size_t(2 * 2 * cap * kv_dim), 0.0f));
   std::vector<cuda::KvRow> kvrows;
-  for (int r = 0; r < rows; ++r) kvrows.push_back({cache.get(), cap, pos[size_t(r)], 0});
+  for (int r = 0; r < rows; ++r) kvrows.push_back({cache.get(), cap, pos[size_t(r)]});
   DeviceVec<cuda::KvRow> drows(kvrows);
   DeviceVec<int> dp(pos);
   cuda::qk_rope_kv(dq.get(), dk.get(), dv.get(), rows, heads, kv_heads, hd, qk_norm ? dqn.get() : nullptr,
@@ -363,6 +366,229 @@ TEST(CudaKernels, RouterSoftmaxTopKMatchesCpu) {
   }
 }
 
+namespace {
+
+// E expert blobs of random gate (I x H), up and down (H x I) in codec c, each part 256-aligned as VramExperts places
+// them; expert e's matrices from seeds seed + e, seed + 100 + e, seed + 200 + e. l gets their layout.
+std::vector<uint8_t> expert_blobs(Codec c, int64_t H, int64_t I, int E, uint32_t seed, cuda::ExpertLayout& l) {
+  l.gate_up = l.down = c;
+  l.hidden = H;
+  l.intermediate = I;
+  l.up_offset = (codec_matrix_bytes(c, I, H) + 255) / 256 * 256;
+  l.down_offset = 2 * l.up_offset;
+  l.bytes = l.down_offset + (codec_matrix_bytes(c, H, I) + 255) / 256 * 256;
+  std::vector<uint8_t> blobs(size_t(E) * l.bytes);
+  for (int e = 0; e < E; ++e) {
+    uint8_t* b = blobs.data() + size_t(e) * l.bytes;
+    const uint32_t s = seed + uint32_t(e);
+    const auto g = encoded(c, I, H, s), u = encoded(c, I, H, s + 100), d = encoded(c, H, I, s + 200);
+    std::copy(g.begin(), g.end(), b);
+    std::copy(u.begin(), u.end(), b + l.up_offset);
+    std::copy(d.begin(), d.end(), b + l.down_offset);
+  }
+  return blobs;
+}
+
+// Expert e's gate and up sums for one row x on the CPU (ops::ref::matmul) into gv and uv (I each); returns its down
+// matrix.
+ops::Matrix cpu_gate_up(const std::vector<uint8_t>& blobs, const cuda::ExpertLayout& l, int e, const float* x,
+                        std::vector<float>& gv, std::vector<float>& uv) {
+  const uint8_t* b = blobs.data() + size_t(e) * l.bytes;
+  const ops::Matrix g(l.gate_up, b, l.intermediate, l.hidden), u(l.gate_up, b + l.up_offset, l.intermediate, l.hidden);
+  gv.resize(size_t(l.intermediate));
+  uv.resize(size_t(l.intermediate));
+  ops::ref::matmul(x, 1, g, gv.data());
+  ops::ref::matmul(x, 1, u, uv.data());
+  return ops::Matrix(l.down, b + l.down_offset, l.hidden, l.intermediate);
+}
+
+// decoder.cpp's route for one row of logits under `plan` (bias and correction host vectors or empty): the oracle of
+// router_route.
+void cpu_route(std::vector<float> p, const RouterPlan& plan, const std::vector<float>& bias,
+               const std::vector<float>& correction, int k, int* ids, float* w) {
+  const int e = int(p.size());
+  std::vector<float> scratch;
+  if (plan.bias) ops::add_to(p.data(), bias.data(), e);
+  if (plan.gating == Gating::SoftmaxTopK) {
+    ops::softmax(p.data(), e);
+    ops::top_k(p.data(), e, k, ids);
+    for (int s = 0; s < k; ++s) w[s] = p[size_t(ids[s])];
+  } else if (plan.gating == Gating::TopKSoftmax) {
+    ops::top_k(p.data(), e, k, ids);
+    for (int s = 0; s < k; ++s) w[s] = p[size_t(ids[s])];
+    ops::softmax(w, k);
+  } else {
+    for (float& v : p) v = ops::sigmoid(v);
+    ops::group_top_k(p.data(), plan.correction_bias ? correction.data() : nullptr, e, plan.n_group, plan.topk_group, k,
+                     ids, &scratch);
+    for (int s = 0; s < k; ++s) w[s] = p[size_t(ids[s])];
+  }
+  if (plan.renormalize && plan.gating != Gating::TopKSoftmax) {
+    float sum = 0.0f;
+    for (int s = 0; s < k; ++s) sum = sum + w[s];
+    if (plan.gating == Gating::SigmoidGroupTopK) sum = sum + 1e-20f;
+    for (int s = 0; s < k; ++s) w[s] = w[s] / sum;
+  }
+  for (int s = 0; s < k; ++s) w[s] = w[s] * plan.scale;
+}
+
+}  // namespace
+
+// Every router policy (gpt_oss's top-k then softmax with a logit bias, glm4_moe's and deepseek_v3's sigmoid scores
+// with a correction bias over groups, the softmax router with a bias and a scale) against decoder.cpp's route: the
+// same experts in the same order, weights within float rounding. Ties: logits rounded to a coarse grid make equal
+// values common, so the lower-index-first rule is exercised, not only random order.
+TEST(CudaKernels, RouterPoliciesMatchTheCpuRouteIdsExactly) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  struct Case {
+    const char* what;
+    RouterPlan plan;
+    int e, k;
+  };
+  const Case cases[] = {
+      {"top-k softmax with bias (gpt_oss)", {.gating = Gating::TopKSoftmax, .renormalize = false, .bias = true}, 32, 4},
+      {"sigmoid groups (glm4_moe)",
+       {.gating = Gating::SigmoidGroupTopK, .correction_bias = true, .n_group = 2, .topk_group = 1, .scale = 2.5f},
+       8,
+       3},
+      {"sigmoid groups (deepseek_v3)",
+       {.gating = Gating::SigmoidGroupTopK, .correction_bias = true, .n_group = 8, .topk_group = 4, .scale = 2.5f},
+       256,
+       8},
+      {"sigmoid, no renorm",
+       {.gating = Gating::SigmoidGroupTopK, .renormalize = false, .n_group = 4, .topk_group = 2},
+       64,
+       6},
+      {"softmax with bias and scale", {.gating = Gating::SoftmaxTopK, .bias = true, .scale = 1.5f}, 128, 8},
+  };
+  for (const Case& c : cases) {
+    for (const bool coarse : {false, true}) {
+      const int m = 9, e = c.e, k = c.k;
+      std::vector<float> logits = random_floats(size_t(m * e), 60, 2.0f);
+      if (coarse) {
+        for (float& v : logits) v = std::round(v * 2.0f) / 2.0f;  // many equal logits
+      }
+      const std::vector<float> bias = random_floats(size_t(e), 61, 0.5f),
+                               correction = random_floats(size_t(e), 62, 0.1f);
+      DeviceVec<float> dl(logits), db(bias), dc(correction), dw(test::poisoned(size_t(m * k)));
+      DeviceVec<int> di(std::vector<int>(size_t(m * k), -1));
+      cuda::RouterPolicy p;
+      p.gating = c.plan.gating == Gating::SoftmaxTopK   ? cuda::RouteGating::SoftmaxTopK
+                 : c.plan.gating == Gating::TopKSoftmax ? cuda::RouteGating::TopKSoftmax
+                                                        : cuda::RouteGating::SigmoidGroupTopK;
+      p.renormalize = c.plan.renormalize;
+      p.bias = c.plan.bias ? db.get() : nullptr;
+      p.correction = c.plan.correction_bias ? dc.get() : nullptr;
+      p.n_group = c.plan.n_group;
+      p.topk_group = c.plan.topk_group;
+      p.scale = c.plan.scale;
+      cuda::router_route(dl.get(), m, e, k, p, di.get(), dw.get(), nullptr);
+      const std::vector<int> ids = di.download();
+      const std::vector<float> w = dw.download();
+      for (int i = 0; i < m; ++i) {
+        std::vector<int> want(static_cast<size_t>(k));
+        std::vector<float> wv(static_cast<size_t>(k));
+        cpu_route(std::vector<float>(logits.begin() + i * e, logits.begin() + (i + 1) * e), c.plan, bias, correction, k,
+                  want.data(), wv.data());
+        for (int s = 0; s < k; ++s) {
+          ASSERT_EQ(ids[size_t(i * k + s)], want[size_t(s)]) << c.what << (coarse ? " ties" : "") << " row " << i;
+          // exp or sigmoid per weight, a sum of at most e terms and a division, in float: relative (e + 8) u.
+          ASSERT_NEAR(w[size_t(i * k + s)], wv[size_t(s)], (e + 8) * kU * std::fabs(wv[size_t(s)]) + 1e-30)
+              << c.what << " row " << i << " slot " << s;
+        }
+      }
+    }
+  }
+}
+
+// gpt_oss's experts: biases on gate and up before the clamped SwiGLU, on down after its product, per expert (its
+// slice of each (E, I) or (E, H) vector), against the CPU's ops; bf16 and MXFP4 weights (as released); the fused
+// down + combine gives the separate launches' bits with the biases too.
+TEST(CudaKernels, ExpertBiasesAndClampedSwigluMatchCpu) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  for (const Codec c : {Codec::BF16, Codec::MXFP4}) {
+    for (const bool clamped : {false, true}) {
+      const int64_t H = 128, I = 96, m = 3;
+      const int E = 4, k = 2;
+      cuda::ExpertLayout l;
+      const std::vector<uint8_t> blobs = expert_blobs(c, H, I, E, 400, l);
+      const std::vector<int> ids = {3, 0, 2, 3, 1, 2};
+      const std::vector<float> weights = {0.6f, 0.4f, 0.5f, 0.5f, 0.8f, 0.2f};
+      // x large enough that gate and up pass the clamp's limit for some outputs.
+      const std::vector<float> x = random_floats(size_t(m * H), 70, 40.0f), resid = random_floats(size_t(m * H), 71);
+      const std::vector<float> gb = random_floats(size_t(E * I), 72), ub = random_floats(size_t(E * I), 73),
+                               dbias = random_floats(size_t(E * H), 74);
+      DeviceVec<uint8_t> db(blobs);
+      std::vector<const uint8_t*> table(static_cast<size_t>(E));
+      for (int e = 0; e < E; ++e) table[size_t(e)] = db.get() + size_t(e) * l.bytes;
+      DeviceVec<const uint8_t*> dt(table);
+      DeviceVec<int> di(ids);
+      DeviceVec<float> dx(x), dw(weights), dgb(gb), dub(ub), ddb(dbias), dact(test::poisoned(size_t(m * k * I))),
+          dout(test::poisoned(size_t(m * k * H)));
+      cuda::ExpertMath math;
+      math.gate_bias = dgb.get();
+      math.up_bias = dub.get();
+      math.down_bias = ddb.get();
+      math.clamped = clamped;
+      cuda::expert_gate_up(dx.get(), m, k, di.get(), dt.get(), E, l, dact.get(), nullptr, math);
+      cuda::expert_down(dact.get(), m * k, di.get(), dt.get(), l, dout.get(), nullptr, math);
+      const std::vector<float> act = dact.download(), out = dout.download();
+      for (int j = 0; j < m * k; ++j) {
+        const int e = ids[size_t(j)];
+        std::vector<float> gv, uv, a(static_cast<size_t>(I)), dv(static_cast<size_t>(H));
+        const ops::Matrix d = cpu_gate_up(blobs, l, e, x.data() + (j / k) * H, gv, uv);
+        ops::add_to(gv.data(), gb.data() + e * I, I);
+        ops::add_to(uv.data(), ub.data() + e * I, I);
+        if (clamped) {
+          ops::clamped_swiglu(gv.data(), uv.data(), a.data(), I, math.alpha, math.limit);
+        } else {
+          ops::silu_mul(gv.data(), uv.data(), a.data(), I);
+        }
+        for (int64_t n = 0; n < I; ++n) {
+          ASSERT_NEAR(act[size_t(j * I + n)], a[size_t(n)], 2e-4 * (1 + std::fabs(a[size_t(n)])))
+              << codec_name(c) << (clamped ? " clamped" : "") << " pair " << j << " out " << n;
+        }
+        const std::vector<float> act_j(act.begin() + j * I, act.begin() + (j + 1) * I);
+        ops::ref::matmul(act_j.data(), 1, d, dv.data());
+        ops::add_to(dv.data(), dbias.data() + e * H, H);
+        for (int64_t h = 0; h < H; ++h) {
+          const double bound = double(I + 8) * kU * abs_dot(act_j, 0, d, h) + 2 * kU * std::fabs(dv[size_t(h)]) + 1e-30;
+          ASSERT_LE(std::fabs(out[size_t(j * H + h)] - dv[size_t(h)]), bound) << codec_name(c) << " pair " << j;
+        }
+      }
+      DeviceVec<float> r_sep(resid), r_fused(resid);
+      cuda::moe_combine(dout.get(), dw.get(), m, k, H, r_sep.get(), nullptr);
+      cuda::expert_down_combine(dact.get(), m, k, di.get(), dw.get(), dt.get(), E, l, r_fused.get(), nullptr, nullptr,
+                                math);
+      ASSERT_EQ(r_fused.download(), r_sep.download()) << codec_name(c);
+    }
+  }
+}
+
+// olmoe's clip_qkv (ops::clamp) and qwen2_moe's gated shared expert (x += sigmoid(gate) * y) against the CPU: the
+// clamp exactly, the gated add within one sigmoid's and one product's rounding.
+TEST(CudaKernels, ClampAndSigmoidScaledAddMatchCpu) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const int64_t rows = 5, n = 300;
+  const std::vector<float> x = random_floats(size_t(rows * n), 80, 4.0f), y = random_floats(size_t(rows * n), 81),
+                           gate = random_floats(size_t(rows), 82, 3.0f);
+  std::vector<float> clamped = x;
+  ops::clamp(clamped.data(), rows * n, -2.5f, 2.5f);
+  DeviceVec<float> dc(x), dx(x), dy(y), dg(gate);
+  cuda::clamp(dc.get(), rows * n, -2.5f, 2.5f, nullptr);
+  ASSERT_EQ(dc.download(), clamped);
+  cuda::add_sigmoid_scaled(dx.get(), dy.get(), dg.get(), rows, n, nullptr);
+  const std::vector<float> got = dx.download();
+  for (int64_t i = 0; i < rows; ++i) {
+    const float sg = ops::sigmoid(gate[size_t(i)]);
+    for (int64_t h = 0; h < n; ++h) {
+      const size_t j = size_t(i * n + h);
+      const float want = x[j] + sg * y[j];
+      ASSERT_NEAR(got[j], want, 8 * kU * (std::fabs(x[j]) + std::fabs(y[j])) + 1e-30) << i << " " << h;
+    }
+  }
+}
+
 TEST(CudaKernels, SiluMulMatchesCpu) {
   SKIP_WITHOUT_CUDA_DEVICE();
   const size_t n = 10000;
@@ -378,24 +604,11 @@ TEST(CudaKernels, SiluMulMatchesCpu) {
 // Experts as one blob each, some absent: gate/up/SiLU, down, then the weighted combine into the residual.
 TEST(CudaKernels, ExpertProductsAndCombineMatchCpu) {
   SKIP_WITHOUT_CUDA_DEVICE();
-  for (const Codec c : {Codec::BF16, Codec::Q8_G32, Codec::Q4_G64, Codec::P3, Codec::P4, Codec::S3}) {
+  for (const Codec c : {Codec::BF16, Codec::Q8_G32, Codec::Q4_G64, Codec::P3, Codec::P4, Codec::S3, Codec::MXFP4}) {
     const int64_t H = 128, I = 96, m = 3;
     const int E = 5, k = 2;
     cuda::ExpertLayout l;
-    l.gate_up = l.down = c;
-    l.hidden = H;
-    l.intermediate = I;
-    l.up_offset = (codec_matrix_bytes(c, I, H) + 255) / 256 * 256;  // parts 256-aligned, as VramExperts places them
-    l.down_offset = 2 * l.up_offset;
-    l.bytes = l.down_offset + (codec_matrix_bytes(c, H, I) + 255) / 256 * 256;
-    std::vector<uint8_t> blobs(size_t(E) * l.bytes);
-    for (int e = 0; e < E; ++e) {
-      uint8_t* b = blobs.data() + size_t(e) * l.bytes;
-      const auto g = encoded(c, I, H, 100 + e), u = encoded(c, I, H, 200 + e), d = encoded(c, H, I, 300 + e);
-      std::copy(g.begin(), g.end(), b);
-      std::copy(u.begin(), u.end(), b + l.up_offset);
-      std::copy(d.begin(), d.end(), b + l.down_offset);
-    }
+    const std::vector<uint8_t> blobs = expert_blobs(c, H, I, E, 100, l);
     const std::vector<int> ids = {4, 0, 2, 4, 1, 3};  // rows' chosen experts; expert 3 absent on the device
     const std::vector<float> weights = {0.7f, 0.3f, 0.5f, 0.5f, 0.9f, 0.1f};
     const std::vector<float> x = random_floats(size_t(m * H), 8);
@@ -416,12 +629,8 @@ TEST(CudaKernels, ExpertProductsAndCombineMatchCpu) {
         ASSERT_EQ(act[size_t(j * I)], 1e30f) << "an absent expert's pair was written";
         continue;
       }
-      const uint8_t* b = blobs.data() + size_t(e) * l.bytes;
-      const ops::Matrix g(c, b, I, H), u(c, b + l.up_offset, I, H), d(c, b + l.down_offset, H, I);
-      std::vector<float> gv(static_cast<size_t>(I)), uv(gv), a(gv), dv(static_cast<size_t>(H));
-      const float* xr = x.data() + (j / k) * H;
-      ops::ref::matmul(xr, 1, g, gv.data());
-      ops::ref::matmul(xr, 1, u, uv.data());
+      std::vector<float> gv, uv, a(static_cast<size_t>(I)), dv(static_cast<size_t>(H));
+      const ops::Matrix d = cpu_gate_up(blobs, l, e, x.data() + (j / k) * H, gv, uv);
       ops::silu_mul(gv.data(), uv.data(), a.data(), I);
       for (int64_t n = 0; n < I; ++n)
         ASSERT_NEAR(act[size_t(j * I + n)], a[size_t(n)], 1e-5 * (1 + std::fabs(a[size_t(n)])));
@@ -485,12 +694,12 @@ TestCache make_cache(int cap, int kv_dim, uint32_t seed) {
   return c;
 }
 
-// The CPU's attention for one query row at `pos` over keys [first, pos].
+// The CPU's attention for one query row at `pos` over keys [first, pos] (with sink logits when sinks is not null).
 std::vector<float> cpu_attention(const float* q, const TestCache& c, int layer, int pos, int window,
-                                 const cuda::AttentionShape& s) {
+                                 const cuda::AttentionShape& s, const float* sinks = nullptr) {
   const int first = window > 0 ? std::max(0, pos - window + 1) : 0;
   std::vector<float> out(size_t(s.n_heads * s.head_dim)), scratch(size_t(pos - first + 1));
-  const ops::AttentionShape cs{s.n_heads, s.n_kv_heads, s.head_dim, s.scale};
+  const ops::AttentionShape cs{s.n_heads, s.n_kv_heads, s.head_dim, s.scale, sinks};
   ops::attention_row(q, c.keys(layer), c.values(layer), first, pos, cs, 0, s.n_heads, out.data(), scratch.data());
   return out;
 }
@@ -506,24 +715,33 @@ TEST_P(CudaPromptAttentionTest, MatchesCpuRowByRow) {
   SKIP_WITHOUT_CUDA_DEVICE();
   const auto [heads, kv_heads, hd, window, p0, n] = GetParam();
   const int layer = 1;
-  const cuda::AttentionShape s{heads, kv_heads, hd, 1.0f / std::sqrt(float(hd))};
   const TestCache c = make_cache(p0 + n + 3, kv_heads * hd, 21);
   const std::vector<float> q = random_floats(size_t(n * heads * hd), 22);
-  DeviceVec<float> dc(c.host), dq(q), dout(test::poisoned(q.size()));
-  const float* kc = dc.get() + size_t(layer) * 2 * size_t(c.cap) * size_t(c.kv_dim);
-  cuda::attention_prompt(dq.get(), n, p0, kc, kc + size_t(c.cap) * size_t(c.kv_dim), window, s, dout.get(), nullptr);
-  const std::vector<float> got = dout.download();
-  // A cache one float off 16-byte alignment takes the plain-load path (not cp.async): the same bits.
-  std::vector<float> shifted(c.host.size() + 1, 0.0f);
-  std::copy(c.host.begin(), c.host.end(), shifted.begin() + 1);
-  DeviceVec<float> dshifted(shifted), dout2(test::poisoned(q.size()));
-  const float* kc2 = dshifted.get() + 1 + size_t(layer) * 2 * size_t(c.cap) * size_t(c.kv_dim);
-  cuda::attention_prompt(dq.get(), n, p0, kc2, kc2 + size_t(c.cap) * size_t(c.kv_dim), window, s, dout2.get(), nullptr);
-  ASSERT_EQ(dout2.download(), got);
-  for (int i = 0; i < n; ++i) {
-    const std::vector<float> want = cpu_attention(q.data() + i * heads * hd, c, layer, p0 + i, window, s);
-    for (size_t j = 0; j < want.size(); ++j) {
-      ASSERT_NEAR(got[size_t(i * heads * hd) + j], want[j], kAttentionTolerance) << "row " << i << " elem " << j;
+  // Without sinks, and with one logit a head of either sign and the scores' size (gpt_oss's attention sinks).
+  const std::vector<float> sinks = random_floats(size_t(heads), 23, 2.0f);
+  DeviceVec<float> dsinks(sinks);
+  for (const bool with_sinks : {false, true}) {
+    const cuda::AttentionShape s{
+        heads, kv_heads, hd, 1.0f / std::sqrt(float(hd)), window, with_sinks ? dsinks.get() : nullptr};
+    DeviceVec<float> dc(c.host), dq(q), dout(test::poisoned(q.size()));
+    const float* kc = dc.get() + size_t(layer) * 2 * size_t(c.cap) * size_t(c.kv_dim);
+    cuda::attention_prompt(dq.get(), n, p0, kc, kc + size_t(c.cap) * size_t(c.kv_dim), window, s, dout.get(), nullptr);
+    const std::vector<float> got = dout.download();
+    // A cache one float off 16-byte alignment takes the plain-load path (not cp.async): the same bits.
+    std::vector<float> shifted(c.host.size() + 1, 0.0f);
+    std::copy(c.host.begin(), c.host.end(), shifted.begin() + 1);
+    DeviceVec<float> dshifted(shifted), dout2(test::poisoned(q.size()));
+    const float* kc2 = dshifted.get() + 1 + size_t(layer) * 2 * size_t(c.cap) * size_t(c.kv_dim);
+    cuda::attention_prompt(dq.get(), n, p0, kc2, kc2 + size_t(c.cap) * size_t(c.kv_dim), window, s, dout2.get(),
+                           nullptr);
+    ASSERT_EQ(dout2.download(), got);
+    for (int i = 0; i < n; ++i) {
+      const std::vector<float> want =
+          cpu_attention(q.data() + i * heads * hd, c, layer, p0 + i, window, s, with_sinks ? sinks.data() : nullptr);
+      for (size_t j = 0; j < want.size(); ++j) {
+        ASSERT_NEAR(got[size_t(i * heads * hd) + j], want[j], kAttentionTolerance)
+            << (with_sinks ? "sinks " : "") << "row " << i << " elem " << j;
+      }
     }
   }
 }
@@ -564,9 +782,14 @@ class CudaDecodeAttentionTest : public ::testing::TestWithParam<std::tuple<int, 
 TEST_P(CudaDecodeAttentionTest, SplitOverKeysMatchesCpuAndEachRowAlone) {
   SKIP_WITHOUT_CUDA_DEVICE();
   const auto [heads, kv_heads, hd] = GetParam();
-  for (const int window : {0, 300}) {
+  // Sinks of either sign and of the scores' size (|score| is about 1 here), so they move the denominator visibly.
+  const std::vector<float> sinks = random_floats(size_t(heads), 41, 2.0f);
+  DeviceVec<float> dsinks(sinks);
+  for (const auto& [window, with_sinks] :
+       {std::pair{0, false}, std::pair{300, false}, std::pair{0, true}, std::pair{300, true}}) {
     const int layer = 1;
-    const cuda::AttentionShape s{heads, kv_heads, hd, 1.0f / std::sqrt(float(hd))};
+    const cuda::AttentionShape s{
+        heads, kv_heads, hd, 1.0f / std::sqrt(float(hd)), window, with_sinks ? dsinks.get() : nullptr};
     // (position, cache capacity): one key; splits of 64 keys (2 tiles) with the last one partial; splits of exactly
     // one tile; a cache far larger than its row (a graph's, empty splits); splits of 320 keys (10 tiles each).
     const std::vector<std::pair<int, int>> pos_cap = {{0, 1}, {700, 701}, {511, 512}, {100, 4096}, {4999, 5000}};
@@ -576,8 +799,7 @@ TEST_P(CudaDecodeAttentionTest, SplitOverKeysMatchesCpuAndEachRowAlone) {
     for (size_t r = 0; r < pos_cap.size(); ++r) {
       caches.push_back(make_cache(pos_cap[r].second, kv_heads * hd, uint32_t(30 + r)));
       dcaches.push_back(std::make_unique<DeviceVec<float>>(caches.back().host));
-      const int first = window > 0 ? std::max(0, pos_cap[r].first - window + 1) : 0;
-      rows.push_back({dcaches.back()->get(), caches.back().cap, pos_cap[r].first, first});
+      rows.push_back({dcaches.back()->get(), caches.back().cap, pos_cap[r].first});
     }
     const int n = int(rows.size());
     const std::vector<float> q = random_floats(size_t(n * heads * hd), 40);
@@ -605,10 +827,11 @@ TEST_P(CudaDecodeAttentionTest, SplitOverKeysMatchesCpuAndEachRowAlone) {
     for (int j = 0; j < heads * hd; ++j) ASSERT_EQ(alone[size_t(3 * heads * hd + j)], got[size_t(3 * heads * hd + j)]);
     for (int i = 0; i < n; ++i) {
       const std::vector<float> want =
-          cpu_attention(q.data() + i * heads * hd, caches[size_t(i)], layer, pos_cap[size_t(i)].first, window, s);
+          cpu_attention(q.data() + i * heads * hd, caches[size_t(i)], layer, pos_cap[size_t(i)].first, window, s,
+                        with_sinks ? sinks.data() : nullptr);
       for (size_t j = 0; j < want.size(); ++j) {
         ASSERT_NEAR(got[size_t(i * heads * hd) + j], want[j], kAttentionTolerance)
-            << "window " << window << " row " << i << " elem " << j;
+            << "window " << window << (with_sinks ? " sinks" : "") << " row " << i << " elem " << j;
       }
     }
   }
