@@ -123,7 +123,7 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kGateUpBlocksPerSm)
 }
 
 // One output element of one expert's down product: warp_sum of its lane_dot (the same bits in both kernels below).
-template <CodecId C, bool V>
+template <CodecId C, bool V, bool Bias>
 __global__ void expert_down_kernel(const float* act, const int* ids, const uint8_t* const* table, ExpertLayout l,
                                    float* out, const float* down_bias) {
   const int64_t h = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
@@ -136,7 +136,11 @@ __global__ void expert_down_kernel(const float* act, const int* ids, const uint8
   const float* xs[1] = {act + j * l.intermediate};
   lane_dot<C, 1, V>(wr, l.intermediate, xs, 0, 1, acc);
   const float s = warp_sum(acc[0][0]);
-  if (threadIdx.x % kWarp == 0) out[j * l.hidden + h] = down_bias != nullptr ? s + down_bias[ids[j] * l.hidden + h] : s;
+  if constexpr (Bias) {
+    if (threadIdx.x % kWarp == 0) out[j * l.hidden + h] = s + down_bias[ids[j] * l.hidden + h];
+  } else {
+    if (threadIdx.x % kWarp == 0) out[j * l.hidden + h] = s;
+  }
 }
 
 // expert_down then moe_combine in one kernel, every expert present. The kDownWarps warps of an output element h of
@@ -149,7 +153,9 @@ __global__ void expert_down_kernel(const float* act, const int* ids, const uint8
 // docs/results/2026-11-30-cuda-decode-session7.md.)
 constexpr int kMaxDownSlots = 32, kDownAtOnce = 2, kDownWarps = 2;
 
-template <CodecId C, bool V, int NW>
+// Bias: the plan's per-expert down bias (gpt_oss) is added; without it the code is the plain sum as before the plan
+// parts existed (a branch on a null pointer here cost qwen3_moe's 48-layer decode 2.3%, H200).
+template <CodecId C, bool V, int NW, bool Bias>
 __device__ __forceinline__ void down_slots(const float* act, const uint8_t* const* blobs, const ExpertLayout& l,
                                            int64_t h, int64_t j0, int s0, float* e, const float* down_bias,
                                            const int* ids) {
@@ -165,14 +171,18 @@ __device__ __forceinline__ void down_slots(const float* act, const uint8_t* cons
 #pragma unroll
   for (int v = 0; v < NW; ++v) {
     const float sum = warp_sum(acc[v][0]);
-    if (threadIdx.x % kWarp == 0) e[v] = down_bias != nullptr ? sum + down_bias[ids[j0 + v] * l.hidden + h] : sum;
+    if constexpr (Bias) {
+      if (threadIdx.x % kWarp == 0) e[v] = sum + down_bias[ids[j0 + v] * l.hidden + h];
+    } else {
+      if (threadIdx.x % kWarp == 0) e[v] = sum;
+    }
   }
 }
 
 // Before its main loop the block resolves the row's k blobs once (ids, then the shared table) and queues the row's
 // routing weights; the lane that adds an output element into x reads the old value then too, so neither read waits
 // at the end.
-template <CodecId C, bool V>
+template <CodecId C, bool V, bool Bias>
 __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kDownBlocksPerSm)
     expert_down_combine_kernel(const float* act, int k, int e, const int* ids, const float* weights,
                                const uint8_t* const* table, ExpertLayout l, float* x, const float* down_bias) {
@@ -202,9 +212,9 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kDownBlocksPerSm)
     const int per = (k + kDownWarps - 1) / kDownWarps, end = min(k, (w + 1) * per);
     int s = w * per;
     for (; s + kDownAtOnce <= end; s += kDownAtOnce) {
-      down_slots<C, V, kDownAtOnce>(act, blobs, l, h, i * k + s, s, e_out[hsel] + s, down_bias, ids);
+      down_slots<C, V, kDownAtOnce, Bias>(act, blobs, l, h, i * k + s, s, e_out[hsel] + s, down_bias, ids);
     }
-    for (; s < end; ++s) down_slots<C, V, 1>(act, blobs, l, h, i * k + s, s, e_out[hsel] + s, down_bias, ids);
+    for (; s < end; ++s) down_slots<C, V, 1, Bias>(act, blobs, l, h, i * k + s, s, e_out[hsel] + s, down_bias, ids);
   }
   clk.mark(1);
   pdl_trigger();
@@ -269,13 +279,10 @@ void expert_down(const float* act, int64_t pairs, const int* ids, const uint8_t*
   const dim3 grid(blocks_for(l.hidden, kWarpsPerBlock), unsigned(pairs));
   const bool v = experts_aligned16(l);
   dispatch_codec<true, true>(l.down, [&]<CodecId C>() {
-    if (v) {
-      expert_down_kernel<C, kBytes<C>>
-          <<<grid, kWarp * kWarpsPerBlock, 0, stream>>>(act, ids, table, l, out, math.down_bias);
-    } else {
-      expert_down_kernel<C, false>
-          <<<grid, kWarp * kWarpsPerBlock, 0, stream>>>(act, ids, table, l, out, math.down_bias);
-    }
+    const bool bias = math.down_bias != nullptr;
+    auto* kernel = v ? (bias ? expert_down_kernel<C, kBytes<C>, true> : expert_down_kernel<C, kBytes<C>, false>)
+                     : (bias ? expert_down_kernel<C, false, true> : expert_down_kernel<C, false, false>);
+    kernel<<<grid, kWarp * kWarpsPerBlock, 0, stream>>>(act, ids, table, l, out, math.down_bias);
   });
   launched("expert_down");
 }
@@ -293,9 +300,12 @@ void expert_down_combine(const float* act, int64_t m, int k, const int* ids, con
   const unsigned threads = kWarp * kWarpsPerBlock;
   const bool v = experts_aligned16(l);
   dispatch_codec<true, true>(l.down, [&]<CodecId C>() {
-    launch_pdl("expert_down_combine",
-               v ? expert_down_combine_kernel<C, kBytes<C>> : expert_down_combine_kernel<C, false>, grid, threads, 0,
-               stream, act, k, e, ids, weights, table, l, x, math.down_bias);
+    auto* kernel =
+        math.down_bias != nullptr
+            ? (v ? expert_down_combine_kernel<C, kBytes<C>, true> : expert_down_combine_kernel<C, false, true>)
+            : (v ? expert_down_combine_kernel<C, kBytes<C>, false> : expert_down_combine_kernel<C, false, false>);
+    launch_pdl("expert_down_combine", kernel, grid, threads, 0, stream, act, k, e, ids, weights, table, l, x,
+               math.down_bias);
   });
   launched("expert_down_combine");
 }

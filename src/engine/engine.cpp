@@ -1,6 +1,9 @@
 #include "engine/engine.h"
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 
 #include "core/error.h"
 
@@ -88,13 +91,17 @@ std::vector<float> Engine::step(std::span<const SequenceStep> steps) {
     done += n;
   }
   // A NaN or infinity in a weight, a scale or a norm reaches the logits: an error, never a token sampled from it.
-  for (size_t i = 0; i < logits.size(); ++i) {
-    if (!std::isfinite(logits[i])) {
-      fail(
-          "{}: the forward gave a non-finite logit ({} at logit row {}, id {}): a weight, scale or norm of the "
-          "model is NaN or infinite",
-          model_.dir(), logits[i], i / size_t(V), i % size_t(V));
-    }
+  // The test is on the exponent bits (all ones: inf or NaN), a reduction the compiler vectorises (V = 152k logits a
+  // decoded token cost 61 us as a loop of isfinite with an early exit, 19 us so, on this machine's 2 cores).
+  uint32_t non_finite = 0;
+  for (const float v : logits) non_finite |= uint32_t((std::bit_cast<uint32_t>(v) & 0x7f800000u) == 0x7f800000u);
+  if (non_finite != 0) {
+    const size_t i =
+        size_t(std::find_if(logits.begin(), logits.end(), [](float v) { return !std::isfinite(v); }) - logits.begin());
+    fail(
+        "{}: the forward gave a non-finite logit ({} at logit row {}, id {}): a weight, scale or norm of the "
+        "model is NaN or infinite",
+        model_.dir(), logits[i], i / size_t(V), i % size_t(V));
   }
   for (const SequenceStep& s : steps) cache(s.seq).length += int(s.tokens.size());
   return logits;

@@ -235,8 +235,16 @@ void Model::moe(int layer, int64_t M, const float* xn, float* out) {
   if (plan.shared_width == 0) return;
   // The shared expert, always on, added to the routed sum (times sigmoid(shared_expert_gate . x) where gated).
   std::vector<float> shared(static_cast<size_t>(M * H)), gate(static_cast<size_t>(M));
-  ops::swiglu_mlp(xn, M, lw.shared_gate, lw.shared_up, lw.shared_down, shared.data());
   if (plan.shared_gate) ops::matmul(xn, M, lw.shared_expert_gate, gate.data());
+  // An observer sees the shared expert's inputs as a resident MLP's (a MoE layer has no dense MLP of its own).
+  ops::MlpObserver seen;
+  if (activation_observer_ != nullptr) {
+    activation_observer_->on_input(layer, MatrixInput::MlpGateUp, -1, xn, M, H);
+    seen = [&](const float* a) {
+      activation_observer_->on_input(layer, MatrixInput::MlpDown, -1, a, M, plan.shared_width);
+    };
+  }
+  ops::swiglu_mlp(xn, M, lw.shared_gate, lw.shared_up, lw.shared_down, shared.data(), seen);
   for (int64_t i = 0; i < M; ++i) {
     const float sg = plan.shared_gate ? ops::sigmoid(gate[size_t(i)]) : 1.0f;
     float* o = out + i * H;
