@@ -222,6 +222,16 @@ void uniform_layer_plan(ModelConfig* c, const std::vector<uint8_t>& moe, const A
   }
 }
 
+void read_qwen_moe_config(const ConfigReader& r, ModelConfig* c) {
+  read_common_config(r, c);
+  c->num_experts = r.get_int_any({"num_experts", "num_local_experts"});
+  c->experts_per_token = r.get_int("num_experts_per_tok");
+  c->moe_intermediate_size = r.get_int("moe_intermediate_size");
+  if (r.get_bool_or("use_sliding_window", false)) {
+    r.bad("use_sliding_window", "true is not supported for " + c->model_type + " (published checkpoints set false)");
+  }
+}
+
 std::vector<uint8_t> read_sparse_layers(const ConfigReader& r, const ModelConfig& c) {
   const int step = r.get_int_or("decoder_sparse_step", 1);
   if (step < 1) r.bad("decoder_sparse_step", "must be at least 1");

@@ -146,6 +146,10 @@ void read_common_config(const ConfigReader& r, ModelConfig* c);
 // moe_intermediate_size, else a dense MLP of intermediate_size); every layer gets `attn` and the MoE layers `ffn`
 // (its kind and width are set here). Families adjust single layers afterwards (windows, dense layers).
 void uniform_layer_plan(ModelConfig* c, const std::vector<uint8_t>& moe, const AttentionPlan& attn, const FfnPlan& ffn);
+// The Qwen MoE dialect (qwen2_moe, qwen3_moe): the common fields, num_experts (or num_local_experts),
+// num_experts_per_tok, moe_intermediate_size, and use_sliding_window refused when true (published checkpoints set
+// false).
+void read_qwen_moe_config(const ConfigReader& r, ModelConfig* c);
 // The layers with routed experts in the Qwen dialect: not in mlp_only_layers and on the decoder_sparse_step grid.
 std::vector<uint8_t> read_sparse_layers(const ConfigReader& r, const ModelConfig& c);
 // The layer_types list (transformers 5.x: "full_attention" | "sliding_attention" per layer): sets each layer's

@@ -12,13 +12,7 @@ namespace seedling {
 namespace {
 
 void read_config(const ConfigReader& r, ModelConfig* c) {
-  read_common_config(r, c);
-  c->num_experts = r.get_int_any({"num_experts", "num_local_experts"});
-  c->experts_per_token = r.get_int("num_experts_per_tok");
-  c->moe_intermediate_size = r.get_int("moe_intermediate_size");
-  if (r.get_bool_or("use_sliding_window", false)) {
-    r.bad("use_sliding_window", "true is not supported for qwen3_moe (published checkpoints set false)");
-  }
+  read_qwen_moe_config(r, c);
   AttentionPlan attn;
   attn.qk_norm = QkNorm::PerHead;
   attn.qkv_bias = attn.o_bias = r.get_bool_or("attention_bias", false);
