@@ -54,7 +54,10 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : map_(path) {
   if (!header.is_object()) fail("{}: safetensors header is not a JSON object", path);
   const uint8_t* base = map_.data() + 8 + header_len;
   const size_t data_size = size - 8 - header_len;
-  for (const auto& [name, entry] : header.items()) {
+  for (const auto& item : header.items()) {
+    // A named copy, not a structured binding: the lambda below captures it (clang before 16 cannot capture those).
+    const std::string name = item.key();
+    const json& entry = item.value();
     if (name == "__metadata__") {
       if (entry.is_object()) {
         for (const auto& [key, value] : entry.items()) {
