@@ -5,4 +5,4 @@
 # shellcheck source-path=SCRIPTDIR source=lib/fuzz.bash
 source "$(dirname "$0")/lib/fuzz.bash"
 fuzz_build fuzz_request_framer src/serve/request_framer.cpp -lfmt
-fuzz_run fuzz_request_framer 4096
+fuzz_run fuzz_request_framer 8192
