@@ -4,6 +4,7 @@
 // must end in routes or a seedling::Error, never a crash, leak, hang or sanitizer report. Built and run by
 // tests/cli/fuzz_route_trace.sh.
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <vector>
@@ -26,6 +27,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       replay.route(r.layer, 0, experts, weights);
       for (int e : experts) {
         if (e < 0 || e >= kExperts) std::abort();
+      }
+      for (float w : weights) {
+        if (!std::isfinite(w)) std::abort();  // a NaN weight would make every logit NaN
       }
     }
     if (replay.used() != records.size()) std::abort();
