@@ -46,13 +46,15 @@ fuzz_build() {
 }
 
 # fuzz_run NAME MAX_LEN: runs $fuzz_work/NAME for FUZZ_SECONDS over tests/fuzz/corpus/NAME plus what the runner put
-# in $corpus; on a crash, leak, timeout or sanitizer report prints the log's tail and the input, and fails.
+# in $corpus, with tests/fuzz/NAME.dict and tests/fuzz/numbers.dict; on a crash, leak, timeout or sanitizer report prints the log's tail and the input, and fails.
 fuzz_run() {
   local name=$1 max_len=$2 seconds="${FUZZ_SECONDS:-15}" artifacts="${FUZZ_ARTIFACTS:-${TMPDIR:-/tmp}}"
   cp "$fuzz_root/tests/fuzz/corpus/$name"/* "$corpus/" 2>/dev/null || true
+  # libFuzzer takes one dictionary: the target's own words, then the numbers every parser converts.
+  cat "$fuzz_root/tests/fuzz/$name.dict" "$fuzz_root/tests/fuzz/numbers.dict" >"$fuzz_work/dict" 2>/dev/null || true
   echo "$name: running for ${seconds}s"
   "$fuzz_work/$name" -artifact_prefix="$fuzz_work/" -max_total_time="$seconds" -max_len="$max_len" -timeout=10 \
-    -rss_limit_mb=2048 -print_final_stats=1 "$corpus" >"$fuzz_work/log" 2>&1 || {
+    -rss_limit_mb=2048 -dict="$fuzz_work/dict" -print_final_stats=1 "$corpus" >"$fuzz_work/log" 2>&1 || {
     tail -n 40 "$fuzz_work/log"
     local found
     for found in "$fuzz_work"/crash-* "$fuzz_work"/leak-* "$fuzz_work"/timeout-* "$fuzz_work"/oom-*; do
