@@ -54,8 +54,8 @@ TEST(Safetensors, MisalignedTensorIsAnError) {
   EXPECT_NE(msg.find("not a multiple of its 4-byte elements"), std::string::npos) << msg;
 }
 
-// Found by tests/fuzz/fuzz_safetensors.cpp's check that dimensions are >= 0: after a 0 dimension the size is 0
-// whatever follows, so 2^64 - 1 was accepted and stored as -1.
+// Found reading the parser for tests/fuzz/fuzz_safetensors.cpp, whose check that dimensions are >= 0 fails on it:
+// after a 0 dimension the size is 0 whatever follows, so 2^64 - 1 was accepted and stored as -1.
 TEST(Safetensors, ADimensionPastInt64IsAnErrorEvenAfterAZero) {
   test::ScratchDir dir("st");
   for (const char* dim : {"18446744073709551615", "9223372036854775808"}) {

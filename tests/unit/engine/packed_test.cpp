@@ -277,8 +277,8 @@ TEST_F(PackedBadInputTest, WrongShapeOrVersionOrMissingKeyFails) {
   EXPECT_NE(load_error(dir_).find("model.norm.weight"), std::string::npos) << load_error(dir_);
 }
 
-// Found by tests/fuzz/fuzz_packed_manifest.cpp's check that a view holds the bits its shape needs: 2^62 x 4 bf16
-// takes 2^65 bytes, which wrapped to 0 in size_t, so 0 bytes (and the checksum of nothing) was accepted.
+// Found reading the parser for tests/fuzz/fuzz_packed_manifest.cpp, whose check that a view holds the bits its shape
+// needs fails on it: 2^62 x 4 bf16 takes 2^65 bytes, which wrapped to 0 in size_t, so 0 bytes was accepted.
 TEST_F(PackedBadInputTest, AShapeWhoseSizeWrapsIsRefusedNamingTheKey) {
   edit_manifest(dir_, [](nlohmann::json& m) {
     nlohmann::json& t = m["resident"]["tensors"]["model.norm.weight"];
