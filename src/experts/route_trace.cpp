@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <sstream>
 
@@ -159,6 +160,10 @@ RouteReplay::RouteReplay(const std::string& path, std::span<const uint8_t> layer
     if (int(r.experts.size()) != top_k || int(r.weights.size()) != top_k) {
       fail("{}: {} experts and {} weights, the model routes top-{}", where(), r.experts.size(), r.weights.size(),
            top_k);
+    }
+    // from_chars reads "nan" and "inf": such a weight would reach the forward's sums and make every logit NaN.
+    for (float w : r.weights) {
+      if (!std::isfinite(w)) fail("{}: weight {} is not a finite number", where(), w);
     }
     for (size_t s = 0; s < r.experts.size(); ++s) {
       if (r.experts[s] >= num_experts) fail("{}: expert {}, the model has {}", where(), r.experts[s], num_experts);

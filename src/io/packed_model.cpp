@@ -27,6 +27,8 @@ namespace {
 
 // Typed access to the manifest: every failure names the manifest and the key path.
 struct ManifestReader {
+  static constexpr uint64_t kMaxElements = uint64_t(1) << 48;  // of one tensor
+
   std::string file;
 
   [[noreturn]] void bad(const std::string& key, const std::string& what) const {
@@ -61,6 +63,12 @@ struct ManifestReader {
     for (const json& d : v) {
       if (!d.is_number_integer() || d.get<int64_t>() <= 0) bad(path + "shape", "expected positive integers");
       out.push_back(d.get<int64_t>());
+    }
+    // Sizes are computed in size_t (codec_matrix_bytes): past 2^48 elements rows * row bytes could wrap to the
+    // manifest's `bytes` and a view would be smaller than its shape. No tensor comes near (2^48 is 256 Ti weights).
+    const uint64_t rows = uint64_t(out[0]), cols = out.size() == 2 ? uint64_t(out[1]) : 1;
+    if (rows > kMaxElements || cols > kMaxElements / rows) {
+      bad(path + "shape", fmt::format("{} holds more than 2^48 elements", v.dump()));
     }
     return out;
   }

@@ -54,7 +54,10 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : map_(path) {
   if (!header.is_object()) fail("{}: safetensors header is not a JSON object", path);
   const uint8_t* base = map_.data() + 8 + header_len;
   const size_t data_size = size - 8 - header_len;
-  for (const auto& [name, entry] : header.items()) {
+  for (const auto& item : header.items()) {
+    // A named copy, not a structured binding: the lambda below captures it (clang before 16 cannot capture those).
+    const std::string name = item.key();
+    const json& entry = item.value();
     if (name == "__metadata__") {
       if (entry.is_object()) {
         for (const auto& [key, value] : entry.items()) {
@@ -76,7 +79,10 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : map_(path) {
     const std::string dt = entry["dtype"].get<std::string>();
     if (!parse_safetensors_dtype(dt, &t.dtype)) bad("unsupported dtype '" + dt + "'");
     for (const auto& d : entry["shape"]) {
-      if (!d.is_number_unsigned()) bad("shape holds a value that is not a non-negative integer");
+      // Past int64's range a dimension would be stored negative; after a 0 the size check below cannot see it.
+      if (!d.is_number_unsigned() || d.get<uint64_t>() > uint64_t(INT64_MAX)) {
+        bad("shape holds a value that is not a non-negative integer below 2^63");
+      }
       t.shape.push_back(d.get<int64_t>());
     }
     const auto& off = entry["data_offsets"];

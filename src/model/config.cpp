@@ -177,6 +177,12 @@ void read_common_config(const ConfigReader& r, ModelConfig* c) {
   c->vocab_size = r.get_int("vocab_size");
   c->hidden_size = r.get_int("hidden_size");
   c->num_layers = r.get_int("num_hidden_layers");
+  // Checked here, not only in validate_config: every family sizes its layer plan by it first, and a negative count
+  // was a std::length_error that ended the process.
+  constexpr int kMaxLayers = 100000;
+  if (c->num_layers <= 0 || c->num_layers > kMaxLayers) {
+    r.bad("num_hidden_layers", fmt::format("{} is not a layer count in 1..{}", c->num_layers, kMaxLayers));
+  }
   c->num_heads = r.get_int("num_attention_heads");
   c->num_kv_heads = r.get_int_or("num_key_value_heads", c->num_heads);
   c->head_dim = r.get_int_or("head_dim", c->num_heads > 0 ? c->hidden_size / c->num_heads : 0);

@@ -5,7 +5,6 @@
 #include <array>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 
 #include "core/error.h"
 #include "experts/resident_experts.h"
@@ -17,16 +16,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-json read_json_file(const fs::path& path) {
-  std::ifstream in(path);
-  if (!in) fail("{}: cannot open", path.string());
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    fail("{}: not valid JSON: {}", path.string(), e.what());
-  }
-}
 
 // One stored tensor as a weight source hands it out: its codec, bytes and shape, and where it came from.
 struct WeightView {
@@ -230,31 +219,6 @@ void load_tensor(const WeightSource& src, const TensorSpec& t, LayerWeights* lw)
 }
 
 }  // namespace
-
-ModelConfig read_model_config(const std::string& dir, const Family** family_out) {
-  const fs::path cfg_path = fs::path(dir) / "config.json";
-  if (!fs::exists(dir)) fail("{}: no such model folder", dir);
-  if (!fs::exists(cfg_path)) fail("{}: missing config.json (expected a Hugging Face model folder)", dir);
-  const json j = read_json_file(cfg_path);
-  if (!j.is_object()) fail("{}: expected a JSON object", cfg_path.string());
-  const ConfigReader r(j, cfg_path.string());
-  const std::string model_type = r.get_string_or("model_type", "");
-  if (model_type.empty()) r.bad("model_type", "missing (a string naming the family is required)");
-  const Family& family = family_for(model_type, cfg_path.string());
-  ModelConfig c;
-  c.model_type = model_type;
-  family.read_config(r, &c);
-  validate_config(c, cfg_path.string());
-  const fs::path gen_path = fs::path(dir) / "generation_config.json";
-  if (fs::exists(gen_path)) {
-    const json g = read_json_file(gen_path);
-    const ConfigReader gr(g, gen_path.string());
-    c.eos_token_ids = gr.get_int_list_or("eos_token_id", c.eos_token_ids);
-    c.bos_token_id = gr.get_int_or("bos_token_id", c.bos_token_id);
-  }
-  if (family_out != nullptr) *family_out = &family;
-  return c;
-}
 
 std::unique_ptr<Model> Model::load(const std::string& dir) {
   auto m = std::unique_ptr<Model>(new Model());

@@ -6,6 +6,7 @@
 // I expert width, V vocab.
 #pragma once
 
+#include <filesystem>
 #include <memory>
 #include <span>
 #include <string>
@@ -144,6 +145,9 @@ class Model {
   // interleaved), rearranged once at load (model/expert_parts.h).
   std::vector<std::vector<uint8_t>> rearranged_;
 };
+
+// The JSON of a file; an Error naming it when it cannot be read or is not JSON.
+nlohmann::json read_json_file(const std::filesystem::path& path);
 
 // Reads and validates config.json of a folder: family, typed config, and generation_config.json's eos ids.
 ModelConfig read_model_config(const std::string& dir, const Family** family = nullptr);

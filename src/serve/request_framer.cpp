@@ -231,7 +231,8 @@ RequestFramer::State RequestFramer::read_chunks() {
     }
     const size_t nl = buf_.find('\n', pos_);
     if (nl == std::string::npos) {
-      if (buf_.size() - pos_ > kMaxLine) return refuse(400, "a chunk-size or trailer line is too long");
+      // kMaxLine bytes and the CR of their CRLF may be here without the LF: the line is not too long yet.
+      if (buf_.size() - pos_ > kMaxLine + 1) return refuse(400, "a chunk-size or trailer line is too long");
       break;
     }
     std::string_view line(buf_.data() + pos_, nl - pos_);

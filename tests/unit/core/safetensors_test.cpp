@@ -54,6 +54,20 @@ TEST(Safetensors, MisalignedTensorIsAnError) {
   EXPECT_NE(msg.find("not a multiple of its 4-byte elements"), std::string::npos) << msg;
 }
 
+// Found reading the parser for tests/fuzz/fuzz_safetensors.cpp, whose check that dimensions are >= 0 fails on it:
+// after a 0 dimension the size is 0 whatever follows, so 2^64 - 1 was accepted and stored as -1.
+TEST(Safetensors, ADimensionPastInt64IsAnErrorEvenAfterAZero) {
+  test::ScratchDir dir("st");
+  for (const char* dim : {"18446744073709551615", "9223372036854775808"}) {
+    test::write_file(
+        dir / "t.safetensors",
+        aligned_file(fmt::format(R"({{"a":{{"dtype":"F32","shape":[0,{}],"data_offsets":[0,0]}}}})", dim), 0));
+    const std::string msg = test::error_of([&] { SafetensorsFile f(dir / "t.safetensors"); });
+    EXPECT_NE(msg.find("tensor 'a': shape holds a value that is not a non-negative integer"), std::string::npos)
+        << dim << ": " << msg;
+  }
+}
+
 TEST(Safetensors, ReadsWhatTheWriterWrote) {
   test::ScratchDir dir("st");
   SafetensorsWriter w;

@@ -234,6 +234,24 @@ TEST(Config, IntegersPastInt32AndBadEpsilonAreErrors) {
   EXPECT_NE(msg.find("rms_norm_eps"), std::string::npos) << msg;
 }
 
+// Found by tests/fuzz/fuzz_config.cpp (a gpt_oss config with num_hidden_layers -2): each family sized its layer plan
+// by the count before it was checked, so a negative one threw std::length_error past every handler.
+TEST(Config, ANegativeOrHugeLayerCountIsAnErrorInEveryFamily) {
+  const std::vector<nlohmann::json> configs = {real("qwen3-30b-a3b.json"),
+                                               real("mixtral-8x7b-v0.1.json"),
+                                               test::read_json(test::data_path("models/gpt_oss_a/hf/config.json")),
+                                               test::read_json(test::data_path("models/glm4_moe_a/hf/config.json")),
+                                               test::read_json(test::data_path("models/olmoe_a/hf/config.json")),
+                                               test::read_json(test::data_path("models/qwen2_moe_a/hf/config.json"))};
+  for (nlohmann::json j : configs) {
+    for (int64_t layers : {int64_t(-2), int64_t(0), int64_t(1000000)}) {
+      j["num_hidden_layers"] = layers;
+      const std::string msg = error_of(j);
+      EXPECT_NE(msg.find("num_hidden_layers"), std::string::npos) << j["model_type"] << " " << layers << ": " << msg;
+    }
+  }
+}
+
 TEST(Config, PlanValuesAFamilyCannotRunNameTheKey) {
   nlohmann::json j = tiny("gpt_oss_a");
   j["layer_types"] = {"sliding_attention", "chunked_attention"};

@@ -299,6 +299,21 @@ TEST_F(PackedBadInputTest, AliasingBlobsPartsOrTensorsAreRefusedNamingBoth) {
   EXPECT_NE(e.find("model.layers.0.post_attention_layernorm.weight"), std::string::npos) << e;
 }
 
+// Found reading the parser for tests/fuzz/fuzz_packed_manifest.cpp, whose check that a view holds the bits its shape
+// needs fails on it: 2^62 x 4 bf16 takes 2^65 bytes, which wrapped to 0 in size_t, so 0 bytes was accepted.
+TEST_F(PackedBadInputTest, AShapeWhoseSizeWrapsIsRefusedNamingTheKey) {
+  edit_manifest(dir_, [](nlohmann::json& m) {
+    nlohmann::json& t = m["resident"]["tensors"]["model.norm.weight"];
+    t["codec"] = "bf16";
+    t["shape"] = {int64_t(1) << 62, 4};
+    t["bytes"] = 0;
+    t["xxh64"] = fmt::format("{:016x}", packed_checksum(nullptr, 0));
+  });
+  const std::string e = test::error_of([&] { PackedModel::open(dir_); });
+  EXPECT_NE(e.find("resident.tensors.model.norm.weight.shape"), std::string::npos) << e;
+  EXPECT_NE(e.find("more than 2^48 elements"), std::string::npos) << e;
+}
+
 // Seed blobs: out-of-range exponent codes are refused before any kernel reads them, by every provider, naming the
 // file, layer, expert and part; a seed part whose manifest size disagrees with the layout is refused at open.
 class SeedBadInputTest : public ::testing::Test {

@@ -128,6 +128,8 @@ TEST(RouteReplay, TracesThatDoNotFitTheModelAreRejectedNamingFileAndPosition) {
   EXPECT_NE(rejected(too_big).find(fmt::format("expert {}, the model has {}", c.num_experts, c.num_experts)),
             std::string::npos);
   EXPECT_NE(rejected("0,0,3 3,0.5 0.5,0\n").find("expert 3 chosen twice"), std::string::npos);
+  EXPECT_NE(rejected("0,0,0 1,nan 0.5,0\n").find("weight nan is not a finite number"), std::string::npos);
+  EXPECT_NE(rejected("0,0,0 1,0.5 -inf,0\n").find("weight -inf is not a finite number"), std::string::npos);
   EXPECT_NE(rejected("").find("no routes to replay"), std::string::npos);
 
   // A trace of the right shape that runs out, or whose next route is for another layer, fails in the forward.

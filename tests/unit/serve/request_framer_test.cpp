@@ -98,4 +98,22 @@ TEST(RequestFramer, EqualContentLengthsAndExpectContinueAreAccepted) {
   EXPECT_EQ(f.request(), "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nok");
 }
 
+// A chunk-size line of the longest length allowed (4096 bytes without its CRLF) frames the same whole or cut between
+// its CR and LF: the cut one was refused as too long (tests/fuzz/fuzz_request_framer.cpp compares the two feeds).
+TEST(RequestFramer, TheLongestChunkSizeLineIsAcceptedWhereverTheBytesAreCut) {
+  const std::string head = "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::string size_line = "5;" + std::string(4094, 'e');
+  const std::string expected = "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello";
+  RequestFramer whole(16384, 1024);
+  ASSERT_EQ(whole.feed(head + size_line + "\r\nhello\r\n0\r\n\r\n"), State::kComplete) << whole.refusal();
+  EXPECT_EQ(whole.request(), expected);
+  RequestFramer cut(16384, 1024);
+  ASSERT_EQ(cut.feed(head + size_line + "\r"), State::kNeedMore) << cut.refusal();
+  ASSERT_EQ(cut.feed("\nhello\r\n0\r\n\r\n"), State::kComplete);
+  EXPECT_EQ(cut.request(), expected);
+  RequestFramer longer(16384, 1024);
+  EXPECT_EQ(longer.feed(head + size_line + "ee"), State::kRefused);
+  EXPECT_EQ(longer.refusal_status(), 400);
+}
+
 }  // namespace seedling::serve
