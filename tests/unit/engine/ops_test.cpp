@@ -108,6 +108,60 @@ TEST(Ops, AttentionRowMatchesTheFormula) {
   }
 }
 
+// A sink logit joins each head's softmax denominator and attends to nothing (gpt_oss): the weights sum to below 1.
+TEST(Ops, AttentionSinkJoinsTheDenominatorOnly) {
+  const float sinks[2] = {0.7f, -1.3f};
+  AttentionShape s{2, 1, 2, 1.0f};
+  s.sinks = sinks;
+  const std::vector<float> q = {1, 0, 0, 1}, k = {1, 0, 0, 1, 1, 1}, v = {1, 2, 3, 4, 5, 6};
+  std::vector<float> out(4), scratch(3);
+  attention_row(q.data(), k.data(), v.data(), 0, 2, s, 0, 2, out.data(), scratch.data());
+  for (int h = 0; h < 2; ++h) {
+    const double sc[3] = {double(q[size_t(2 * h)]) * k[0] + q[size_t(2 * h + 1)] * k[1],
+                          double(q[size_t(2 * h)]) * k[2] + q[size_t(2 * h + 1)] * k[3],
+                          double(q[size_t(2 * h)]) * k[4] + q[size_t(2 * h + 1)] * k[5]};
+    double z = std::exp(double(sinks[h]));
+    for (double x : sc) z += std::exp(x);
+    for (int c = 0; c < 2; ++c) {
+      double want = 0;
+      for (int j = 0; j < 3; ++j) want += std::exp(sc[j]) / z * v[size_t(2 * j + c)];
+      EXPECT_NEAR(out[size_t(2 * h + c)], want, 1e-6) << "head " << h;
+    }
+  }
+}
+
+// Group-limited top-k as GLM-4.5 / DeepSeek-V3 select: groups scored by their two best choices (score + bias), the
+// best topk_group kept, the others' choices zeroed, then the top k of what remains.
+TEST(Ops, GroupTopKKeepsTheBestGroupsAndZeroesTheOthers) {
+  // 8 experts, 4 groups of 2. Choices (scores + bias): group 0: 0.9+0.1, group 1: 0.5+0.5, group 2: 0.95+0.0,
+  // group 3: 0.6+0.6. Sums: 1.0, 1.0, 0.95, 1.2; the best two groups are 3 and 0 (0 before 1 on a tie).
+  const float scores[8] = {0.9f, 0.1f, 0.5f, 0.5f, 0.95f, 0.0f, 0.6f, 0.6f};
+  const float bias[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  std::vector<float> scratch;
+  int idx[3];
+  group_top_k(scores, bias, 8, 4, 2, 3, idx, &scratch);
+  EXPECT_EQ(idx[0], 0);  // 0.9
+  EXPECT_EQ(idx[1], 6);  // 0.6 (group 3), before 7 on the tie
+  EXPECT_EQ(idx[2], 7);
+  // A bias moves the selection: expert 4 (0.95) beats expert 0 once group 2 is kept.
+  const float bias2[8] = {0, 0, 0, 0, 0.3f, 0, 0, 0};
+  group_top_k(scores, bias2, 8, 4, 1, 2, idx, &scratch);
+  EXPECT_EQ(idx[0], 4);  // group 2 scores 1.25 + 0.0, the best
+  // Its other expert's choice is 0, as are the zeroed ones' (transformers' masked_fill(0.0)): a tie, lower index first.
+  EXPECT_EQ(idx[1], 0);
+}
+
+// gpt_oss's activation: the gate clamped above at the limit, up clamped both ways, (up + 1) * g * sigmoid(alpha g).
+TEST(Ops, ClampedSwigluClampsGateAboveAndUpBothWays) {
+  const float gate[3] = {-2.0f, 1.0f, 9.0f}, up[3] = {-9.0f, 0.5f, 8.0f};
+  float out[3];
+  clamped_swiglu(gate, up, out, 3, 1.702f, 7.0f);
+  auto want = [](double g, double u) { return (u + 1) * g / (1 + std::exp(-1.702 * g)); };
+  EXPECT_NEAR(out[0], want(-2.0, -7.0), 1e-6);
+  EXPECT_NEAR(out[1], want(1.0, 0.5), 1e-6);
+  EXPECT_NEAR(out[2], want(7.0, 7.0), 1e-5);
+}
+
 TEST(Ops, RopeRotatesPairsHalfApart) {
   Rope rope;
   rope.rotary_dim = 4;
