@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 
 #include "core/error.h"
 #include "engine/engine.h"
@@ -282,20 +283,32 @@ TEST(Config, PlanValuesAFamilyCannotRunNameTheKey) {
   EXPECT_NE(msg.find("partial_rotary_factor"), std::string::npos) << msg;
 }
 
+// A copy of the checkpoint folder src (its tensors in one safetensors file, plus config.json) in dir, without the
+// tensors `keep` refuses; `edit` sees each tensor's bytes as they are written and may change them.
+using TensorEdit = std::function<void(const std::string& name, uint8_t* bytes, size_t offset)>;
+void copy_checkpoint(const std::string& src, const std::string& dir,
+                     const std::function<bool(const std::string&)>& keep, const TensorEdit& edit) {
+  const Checkpoint ck(src);
+  SafetensorsWriter w;
+  for (const auto& [name, t] : ck.all()) {
+    if (!keep(name)) continue;
+    w.add(name, t->dtype, t->shape, [t = t, name = name, &edit](uint8_t* out, size_t offset, size_t bytes) {
+      std::memcpy(out, t->data + offset, bytes);
+      edit(name, out, offset);
+    });
+  }
+  w.write(dir + "/model.safetensors");
+  std::filesystem::copy_file(src + "/config.json", dir + "/config.json");
+}
+
 // A released-layout MXFP4 folder with one `*_scales` tensor left out: the error names the tensor that is missing.
 TEST(ModelLoad, MissingMxfp4ScalesNameTheTensor) {
   test::ScratchDir dir("mxfp4");
   const std::string src = test::data_path("models/gpt_oss_mxfp4/hub");
-  const Checkpoint ck(src);
-  SafetensorsWriter w;
   const std::string dropped = "model.layers.1.mlp.experts.down_proj_scales";
-  for (const auto& [name, t] : ck.all()) {
-    if (name == dropped) continue;
-    w.add(name, t->dtype, t->shape,
-          [t = t](uint8_t* out, size_t offset, size_t bytes) { std::memcpy(out, t->data + offset, bytes); });
-  }
-  w.write(dir / "model.safetensors");
-  std::filesystem::copy_file(src + "/config.json", dir / "config.json");
+  copy_checkpoint(
+      src, dir.str(), [&](const std::string& name) { return name != dropped; },
+      [](const std::string&, uint8_t*, size_t) {});
   const std::string msg = test::error_of([&] { Model::load(dir.str()); });
   EXPECT_NE(msg.find(dropped), std::string::npos) << msg;
   EXPECT_NE(msg.find("e8m0 scales"), std::string::npos) << msg;
@@ -306,20 +319,14 @@ TEST(ModelLoad, MissingMxfp4ScalesNameTheTensor) {
 TEST(ModelLoad, NanWeightIsAnErrorNotAToken) {
   test::ScratchDir dir("nan");
   const std::string src = test::data_path("models/qwen3_moe_a/hf");
-  const Checkpoint ck(src);
-  SafetensorsWriter w;
-  for (const auto& [name, t] : ck.all()) {
-    const bool poison = name == "model.norm.weight";
-    w.add(name, t->dtype, t->shape, [t = t, poison](uint8_t* out, size_t offset, size_t bytes) {
-      std::memcpy(out, t->data + offset, bytes);
-      if (poison && offset == 0) {
-        out[0] = 0xc0;
-        out[1] = 0x7f;
-      }
-    });
-  }
-  w.write(dir / "model.safetensors");
-  std::filesystem::copy_file(src + "/config.json", dir / "config.json");
+  copy_checkpoint(
+      src, dir.str(), [](const std::string&) { return true; },
+      [](const std::string& name, uint8_t* bytes, size_t offset) {
+        if (name == "model.norm.weight" && offset == 0) {
+          bytes[0] = 0xc0;
+          bytes[1] = 0x7f;
+        }
+      });
   auto model = Model::load(dir.str());
   Engine engine(*model, {});
   const int seq = engine.add_sequence();
