@@ -2,6 +2,7 @@
 #include "cuda/cuda_forward.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -175,19 +176,14 @@ class CudaForward final : public DeviceForward {
   ExpertStats expert_stats() const override { return experts_ ? experts_->stats() : ExpertStats{}; }
 
  private:
+  // One layer's device copies, by role (model/family.h): what the family's schema lists for the layer's plan.
   struct Layer {
-    const float *attn_norm = nullptr, *ffn_norm = nullptr;  // (H)
-    DeviceMatrix q, k, v, o;                                // (Q, H) (KV, H) (KV, H) (H, Q)
-    const float *q_bias = nullptr, *k_bias = nullptr, *v_bias = nullptr, *o_bias = nullptr;
-    const float *q_norm = nullptr, *k_norm = nullptr;  // (head_dim) per head, or (Q) and (KV) over the whole
-    const float* sinks = nullptr;                      // (heads)
+    std::array<DeviceMatrix, kRoleCount> matrices{};
+    std::array<const float*, kRoleCount> vectors{};  // norms, biases, sinks; null where the plan has none
+    const DeviceMatrix& m(Role r) const { return matrices[size_t(r)]; }
+    const float* v(Role r) const { return vectors[size_t(r)]; }
     bool has_experts = false;
-    DeviceMatrix router;                                               // (E, H)
-    const float *router_bias = nullptr, *router_correction = nullptr;  // (E)
-    cuda::ExpertMath expert_math;                                      // biases (E, I) (E, I) (E, H), activation
-    DeviceMatrix mlp_gate, mlp_up, mlp_down;                           // dense layers
-    DeviceMatrix shared_gate, shared_up, shared_down;                  // the shared expert: (S, H) x2, (H, S)
-    DeviceMatrix shared_expert_gate;                                   // (1, H)
+    cuda::ExpertMath expert_math;  // biases (E, I) (E, I) (E, H), activation
     LayerPlan plan;
   };
 
@@ -297,49 +293,24 @@ CudaForward::CudaForward(Model& model, const CudaForwardOptions& o) : c_(model.c
     const LayerWeights& lw = w.layers[li];
     Layer l;
     l.plan = c_.plan(int(li));
-    const AttentionPlan& ap = l.plan.attn;
     const FfnPlan& fp = l.plan.ffn;
-    l.attn_norm = upload(lw.attn_norm);
-    l.ffn_norm = upload(lw.ffn_norm);
-    l.q = upload(lw.q);
-    l.k = upload(lw.k);
-    l.v = upload(lw.v);
-    l.o = upload(lw.o);
-    if (ap.qkv_bias) {
-      l.q_bias = upload(lw.q_bias);
-      l.k_bias = upload(lw.k_bias);
-      l.v_bias = upload(lw.v_bias);
+    for (const TensorSpec& t : layer_tensors(c_, model.family(), int(li))) {
+      const LayerWeights::ConstSlot host = lw.slot(t.role);
+      if (host.matrix != nullptr) {
+        l.matrices[size_t(t.role)] = upload(*host.matrix);
+      } else {
+        l.vectors[size_t(t.role)] = upload(*host.vector);
+      }
     }
-    if (ap.o_bias) l.o_bias = upload(lw.o_bias);
-    if (ap.qk_norm != QkNorm::None) {
-      l.q_norm = upload(lw.q_norm);
-      l.k_norm = upload(lw.k_norm);
-    }
-    if (ap.sinks) l.sinks = upload(lw.sinks);
     l.has_experts = lw.has_experts;
-    if (lw.has_experts) {
-      l.router = upload(lw.router);
-      if (fp.router.bias) l.router_bias = upload(lw.router_bias);
-      if (fp.router.correction_bias) l.router_correction = upload(lw.router_correction);
-      if (fp.expert_bias) {
-        l.expert_math.gate_bias = upload(lw.expert_gate_bias);
-        l.expert_math.up_bias = upload(lw.expert_up_bias);
-        l.expert_math.down_bias = upload(lw.expert_down_bias);
-      }
-      l.expert_math.clamped = fp.act == Activation::ClampedSwiGLU;
-      l.expert_math.alpha = fp.swiglu_alpha;
-      l.expert_math.limit = fp.swiglu_limit;
-      if (fp.shared_width > 0) {
-        l.shared_gate = upload(lw.shared_gate);
-        l.shared_up = upload(lw.shared_up);
-        l.shared_down = upload(lw.shared_down);
-        if (fp.shared_gate) l.shared_expert_gate = upload(lw.shared_expert_gate);
-      }
-    } else {
-      l.mlp_gate = upload(lw.mlp_gate);
-      l.mlp_up = upload(lw.mlp_up);
-      l.mlp_down = upload(lw.mlp_down);
+    if (fp.expert_bias) {  // Model::load split the stored (E, 2I) gate_up bias into gate and up rows
+      l.expert_math.gate_bias = l.v(Role::ExpertGateUpBias);
+      l.expert_math.up_bias = upload(lw.expert_up_bias);
+      l.expert_math.down_bias = l.v(Role::ExpertDownBias);
     }
+    l.expert_math.clamped = fp.act == Activation::ClampedSwiGLU;
+    l.expert_math.alpha = fp.swiglu_alpha;
+    l.expert_math.limit = fp.swiglu_limit;
     layers_.push_back(l);
   }
   size_t free_b = 0, total_b = 0;
@@ -563,14 +534,14 @@ void CudaForward::enqueue(int64_t W) {
       moe(l, x, xn);                                              // x += sum of the experts of norm(x)
       if (lw.plan.ffn.shared_width > 0) shared_expert(l, x, xn);  // x += the shared expert of norm(x)
     } else {
-      const int64_t I = lw.mlp_gate.rows;
+      const int64_t I = lw.m(Role::MlpGate).rows;
       float* g = s_act_.get<float>(size_t(M * I));
       float* u = s_up_.get<float>(size_t(M * I));
-      cuda::rms_norm(x, xn, M, H, lw.ffn_norm, c_.rms_norm_eps, stream_);
-      product(xn, M, lw.mlp_gate, g, false, stream_, s_f16_);
-      product(xn, M, lw.mlp_up, u, false, stream_, s_f16_);
+      cuda::rms_norm(x, xn, M, H, lw.v(Role::FfnNorm), c_.rms_norm_eps, stream_);
+      product(xn, M, lw.m(Role::MlpGate), g, false, stream_, s_f16_);
+      product(xn, M, lw.m(Role::MlpUp), u, false, stream_, s_f16_);
       cuda::silu_mul(g, u, g, M * I, stream_);
-      product(g, M, lw.mlp_down, x, true, stream_, s_f16_);
+      product(g, M, lw.m(Role::MlpDown), x, true, stream_, s_f16_);
     }
   }
   // Head over the rows that want logits: (wanted, H) -> (wanted, V).
@@ -597,13 +568,13 @@ void CudaForward::attention(int layer, float* x, float* xn) {
   float* att = s_att_.get<float>(size_t(M * Q));
   const AttentionPlan& plan = lw.plan.attn;
   const bool whole_norm = plan.qk_norm == QkNorm::Whole;
-  const float* q_head_norm = whole_norm ? nullptr : lw.q_norm;  // per head: inside qk_rope_kv
-  const float* k_head_norm = whole_norm ? nullptr : lw.k_norm;
+  const float* q_head_norm = whole_norm ? nullptr : lw.v(Role::QNorm);  // per head: inside qk_rope_kv
+  const float* k_head_norm = whole_norm ? nullptr : lw.v(Role::KNorm);
   // One launch for a decode row whose q, k and v go straight from the product to the per-head norm and RoPE; biases,
   // a whole-projection norm or a clip come between them, so those plans take the separate launches.
-  const bool fused = M == 1 && lw.q_bias == nullptr && !whole_norm && plan.clip_qkv <= 0;
+  const bool fused = M == 1 && lw.v(Role::QBias) == nullptr && !whole_norm && plan.clip_qkv <= 0;
   if (fused) {  // q/k/v, qk-norm, RoPE and the cache write in one launch
-    const DeviceMatrix ws[3] = {lw.q, lw.k, lw.v};
+    const DeviceMatrix ws[3] = {lw.m(Role::Q), lw.m(Role::K), lw.m(Role::V)};
     const cuda::QkRope rope{.n_heads = c_.num_heads,
                             .n_kv_heads = c_.num_kv_heads,
                             .head_dim = hd,
@@ -618,27 +589,27 @@ void CudaForward::attention(int layer, float* x, float* xn) {
                             .layer = layer};
     int* counters = s_rope_counters_.get_zeroed<int>(size_t(c_.num_heads + 2 * c_.num_kv_heads), stream_);
     if (!skipped(M, kSkipQkv)) {
-      cuda::matvec_qkv_rope(x, ws, q, k, v, lw.attn_norm, c_.rms_norm_eps, xn, rope, counters, stream_);
+      cuda::matvec_qkv_rope(x, ws, q, k, v, lw.v(Role::AttnNorm), c_.rms_norm_eps, xn, rope, counters, stream_);
     }
   } else if (M == 1) {
-    const DeviceMatrix ws[3] = {lw.q, lw.k, lw.v};
+    const DeviceMatrix ws[3] = {lw.m(Role::Q), lw.m(Role::K), lw.m(Role::V)};
     float* const ys[3] = {q, k, v};
-    cuda::matvec(x, ws, ys, lw.attn_norm, c_.rms_norm_eps, xn, false, stream_);
+    cuda::matvec(x, ws, ys, lw.v(Role::AttnNorm), c_.rms_norm_eps, xn, false, stream_);
   } else {
-    cuda::rms_norm(x, xn, M, H, lw.attn_norm, c_.rms_norm_eps, stream_);
-    const DeviceMatrix ws[3] = {lw.q, lw.k, lw.v};
+    cuda::rms_norm(x, xn, M, H, lw.v(Role::AttnNorm), c_.rms_norm_eps, stream_);
+    const DeviceMatrix ws[3] = {lw.m(Role::Q), lw.m(Role::K), lw.m(Role::V)};
     float* const ys[3] = {q, k, v};
     products(xn, M, ws, ys, 3, stream_, s_f16_);  // (M, Q) (M, KV) (M, KV)
   }
-  if (lw.q_bias != nullptr) {
-    cuda::add_bias(q, lw.q_bias, M, Q, stream_);
-    cuda::add_bias(k, lw.k_bias, M, KV, stream_);
-    cuda::add_bias(v, lw.v_bias, M, KV, stream_);
+  if (lw.v(Role::QBias) != nullptr) {
+    cuda::add_bias(q, lw.v(Role::QBias), M, Q, stream_);
+    cuda::add_bias(k, lw.v(Role::KBias), M, KV, stream_);
+    cuda::add_bias(v, lw.v(Role::VBias), M, KV, stream_);
   }
   if (!fused) {
     if (whole_norm) {  // one RMSNorm over each row's whole q (Q) and k (KV), before the heads split
-      cuda::rms_norm(q, q, M, Q, lw.q_norm, c_.rms_norm_eps, stream_);
-      cuda::rms_norm(k, k, M, KV, lw.k_norm, c_.rms_norm_eps, stream_);
+      cuda::rms_norm(q, q, M, Q, lw.v(Role::QNorm), c_.rms_norm_eps, stream_);
+      cuda::rms_norm(k, k, M, KV, lw.v(Role::KNorm), c_.rms_norm_eps, stream_);
     }
     if (plan.clip_qkv > 0) {
       cuda::clamp(q, M * Q, -plan.clip_qkv, plan.clip_qkv, stream_);
@@ -648,8 +619,9 @@ void CudaForward::attention(int layer, float* x, float* xn) {
     cuda::qk_rope_kv(q, k, v, M, c_.num_heads, c_.num_kv_heads, hd, q_head_norm, k_head_norm, c_.rms_norm_eps, d_pos_,
                      inv_freq_, rotary_dim_, rope_scaling_, d_kvrows_, layer, stream_);
   }
-  const cuda::AttentionShape shape{
-      c_.num_heads, c_.num_kv_heads, hd, 1.0f / std::sqrt(float(hd)), plan.window, plan.sinks ? lw.sinks : nullptr};
+  const cuda::AttentionShape shape{c_.num_heads, c_.num_kv_heads,
+                                   hd,           1.0f / std::sqrt(float(hd)),
+                                   plan.window,  plan.sinks ? lw.v(Role::Sinks) : nullptr};
   if (decode_rows_ > 0 && !skipped(M, kSkipAttention)) {
     float* scratch = s_attn_scratch_.get<float>(size_t(cuda::decode_attention_scratch_floats(decode_rows_, shape)));
     int* counters = s_attn_counters_.get_zeroed<int>(size_t(decode_rows_ * c_.num_heads), stream_);
@@ -663,11 +635,12 @@ void CudaForward::attention(int layer, float* x, float* xn) {
   }
   if (M == 1) {
     float* const ys[1] = {x};
-    if (!skipped(M, kSkipO)) cuda::matvec(att, {&lw.o, 1}, ys, nullptr, 0.0f, nullptr, true, stream_);  // x += o . att
+    if (!skipped(M, kSkipO))
+      cuda::matvec(att, {&lw.m(Role::O), 1}, ys, nullptr, 0.0f, nullptr, true, stream_);  // x += o . att
   } else {
-    product(att, M, lw.o, x, true, stream_, s_f16_);  // x += (M, H)
+    product(att, M, lw.m(Role::O), x, true, stream_, s_f16_);  // x += (M, H)
   }
-  if (lw.o_bias != nullptr) cuda::add_bias(x, lw.o_bias, M, H, stream_);  // x += o's bias
+  if (lw.v(Role::OBias) != nullptr) cuda::add_bias(x, lw.v(Role::OBias), M, H, stream_);  // x += o's bias
 }
 
 void CudaForward::moe(int layer, float* x, float* xn) {
@@ -685,22 +658,24 @@ void CudaForward::moe(int layer, float* x, float* xn) {
   if (softmax_router && M == 1) {  // (1, E) logits, xn, and the top-k in one launch
     int* counter = s_router_counter_.get_zeroed<int>(1, stream_);
     if (!skipped(M, kSkipRouter)) {
-      cuda::router_matvec_topk(x, lw.router, lw.ffn_norm, c_.rms_norm_eps, xn, router, K, rp.renormalize, ids, weights,
-                               counter, stream_);
+      cuda::router_matvec_topk(x, lw.m(Role::Router), lw.v(Role::FfnNorm), c_.rms_norm_eps, xn, router, K,
+                               rp.renormalize, ids, weights, counter, stream_);
     }
   } else if (softmax_router) {
-    cuda::rms_norm(x, xn, M, H, lw.ffn_norm, c_.rms_norm_eps, stream_);
-    router_product(xn, M, lw.router, router, stream_, s_split_);  // (M, E)
+    cuda::rms_norm(x, xn, M, H, lw.v(Role::FfnNorm), c_.rms_norm_eps, stream_);
+    router_product(xn, M, lw.m(Role::Router), router, stream_, s_split_);  // (M, E)
     cuda::router_topk(router, M, E, K, rp.renormalize, ids, weights, stream_);
   } else if (!skipped(M, kSkipRouter)) {
     if (M == 1) {
       float* const ys[1] = {router};
-      cuda::matvec(x, {&lw.router, 1}, ys, lw.ffn_norm, c_.rms_norm_eps, xn, false, stream_);  // (1, E), xn
+      cuda::matvec(x, {&lw.m(Role::Router), 1}, ys, lw.v(Role::FfnNorm), c_.rms_norm_eps, xn, false,
+                   stream_);  // (1, E), xn
     } else {
-      cuda::rms_norm(x, xn, M, H, lw.ffn_norm, c_.rms_norm_eps, stream_);
-      router_product(xn, M, lw.router, router, stream_, s_split_);  // (M, E)
+      cuda::rms_norm(x, xn, M, H, lw.v(Role::FfnNorm), c_.rms_norm_eps, stream_);
+      router_product(xn, M, lw.m(Role::Router), router, stream_, s_split_);  // (M, E)
     }
-    cuda::router_route(router, M, E, K, router_policy(rp, lw.router_bias, lw.router_correction), ids, weights, stream_);
+    cuda::router_route(router, M, E, K, router_policy(rp, lw.v(Role::RouterBias), lw.v(Role::RouterCorrection)), ids,
+                       weights, stream_);
   }
   const cuda::ExpertLayout& el = experts_->layout();
   const cuda::ExpertMath& em = lw.expert_math;
@@ -751,20 +726,20 @@ void CudaForward::moe(int layer, float* x, float* xn) {
 // float32's accuracy from kTensorCoreRows rows).
 void CudaForward::shared_expert(int layer, float* x, const float* xn) {
   const Layer& lw = layers_[size_t(layer)];
-  const int64_t M = m_, H = c_.hidden_size, S = lw.shared_gate.rows;
+  const int64_t M = m_, H = c_.hidden_size, S = lw.m(Role::SharedGate).rows;
   float* g = s_shared_g_.get<float>(size_t(M * S));
   float* u = s_shared_u_.get<float>(size_t(M * S));
-  product(xn, M, lw.shared_gate, g, false, stream_, s_f16_);  // (M, S)
-  product(xn, M, lw.shared_up, u, false, stream_, s_f16_);    // (M, S)
+  product(xn, M, lw.m(Role::SharedGate), g, false, stream_, s_f16_);  // (M, S)
+  product(xn, M, lw.m(Role::SharedUp), u, false, stream_, s_f16_);    // (M, S)
   cuda::silu_mul(g, u, g, M * S, stream_);
   if (!lw.plan.ffn.shared_gate) {
-    product(g, M, lw.shared_down, x, true, stream_, s_f16_);  // x += (M, H)
+    product(g, M, lw.m(Role::SharedDown), x, true, stream_, s_f16_);  // x += (M, H)
     return;
   }
   float* out = s_shared_out_.get<float>(size_t(M * H));
   float* gate = s_shared_gl_.get<float>(size_t(M));
-  product(g, M, lw.shared_down, out, false, stream_, s_f16_);             // (M, H)
-  router_product(xn, M, lw.shared_expert_gate, gate, stream_, s_split_);  // (M, 1)
+  product(g, M, lw.m(Role::SharedDown), out, false, stream_, s_f16_);            // (M, H)
+  router_product(xn, M, lw.m(Role::SharedExpertGate), gate, stream_, s_split_);  // (M, 1)
   cuda::add_sigmoid_scaled(x, out, gate, M, H, stream_);
 }
 

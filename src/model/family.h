@@ -49,6 +49,7 @@ enum class Role : uint8_t {
   FinalNorm,
   Head,
 };
+inline constexpr size_t kRoleCount = size_t(Role::Head) + 1;
 const char* role_name(Role r);
 
 // One stored tensor the plan needs: its role, name, shape as the forward uses it, and whether it is a dense

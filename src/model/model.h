@@ -44,8 +44,16 @@ struct LayerWeights {
     ops::Matrix* matrix;
     std::vector<float>* vector;
   };
+  struct ConstSlot {
+    const ops::Matrix* matrix;
+    const std::vector<float>* vector;
+  };
   Slot slot(Role role);
-  const ops::Matrix* matrix_of(Role role) const { return const_cast<LayerWeights*>(this)->slot(role).matrix; }
+  ConstSlot slot(Role role) const {
+    const Slot s = const_cast<LayerWeights*>(this)->slot(role);
+    return {s.matrix, s.vector};
+  }
+  const ops::Matrix* matrix_of(Role role) const { return slot(role).matrix; }
 };
 
 struct ModelWeights {
