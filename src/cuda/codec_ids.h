@@ -26,4 +26,15 @@ SEEDLING_HD constexpr float fp4_value(uint32_t code) {
   const float v = mag < 2u ? 0.5f * float(mag) : (1.0f + 0.5f * float(mag & 1u)) * float(1u << ((mag >> 1) - 1u));
   return (code & 8u) != 0u ? -v : v;
 }
+// The four FP4 codes in the low 16 bits of cw (code j in nibble j) as fp16 bit patterns, codes 0 and 1 in lo's low
+// and high halves, 2 and 3 in hi's, each equal to its code's value times 2^-14: the code's exponent bits go to the
+// fp16's two lowest exponent bits and its mantissa bit to the top mantissa bit, so exponent e > 0 gives
+// 2^(e - 15) (1 + m / 2) and e = 0 the subnormal m * 2^-15 (the code 0.5). A sum of these times x, times
+// kFp4Unscale, is the sum of the values times x bit for bit: scaling by a power of 2 commutes with each rounding
+// while no product falls below 2^-112.
+SEEDLING_HD constexpr void fp4x4_f16_bits(uint32_t cw, uint32_t& lo, uint32_t& hi) {
+  lo = ((cw & 0x7u) << 9) | ((cw & 0x8u) << 12) | ((cw & 0x70u) << 21) | ((cw & 0x80u) << 24);
+  hi = ((cw & 0x700u) << 1) | ((cw & 0x800u) << 4) | ((cw & 0x7000u) << 13) | ((cw & 0x8000u) << 16);
+}
+inline constexpr float kFp4Unscale = 16384.0f;  // 2^14
 }  // namespace seedling::cuda::codec_ids

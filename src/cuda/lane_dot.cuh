@@ -387,9 +387,8 @@ __device__ __forceinline__ void mxfp4_group_dot(const uint8_t* const (&wrows)[NW
 #pragma unroll
       for (int v = 0; v < NW; ++v) {
         const float scale = e8m0_scale(sc[v][i]);
-        float q[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) q[j] = fp4_value((cw[v][i] >> (4 * j)) & 0x0fu);  // element 4t + j
+        float q[4];  // elements 4t .. 4t + 3, times 2^-14
+        fp4x4_times_2m14(cw[v][i], q);
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           if (r >= rows) break;
@@ -397,7 +396,7 @@ __device__ __forceinline__ void mxfp4_group_dot(const uint8_t* const (&wrows)[NW
           float sq = 0.0f;
 #pragma unroll
           for (int j = 0; j < 4; ++j) sq = fmaf(q[j], xv[r][j], sq);
-          acc[v][r] = fmaf(scale, sq, acc[v][r]);
+          acc[v][r] = fmaf(scale, sq * kFp4Unscale, acc[v][r]);
         }
       }
     }
