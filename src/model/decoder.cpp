@@ -186,41 +186,80 @@ void Model::moe(int layer, int64_t M, const float* xn, float* out) {
   }
   experts_->prefetch(layer, used);
   std::vector<float> expert_out(size_t(M * K * H));  // (M, K, H)
-  std::vector<float> xe, g, u, a, d;
-  for (int e = 0; e < E; ++e) {
+  // One expert's work: its rows of xn gathered, then gate and up (n, I), the activation, down (n, H).
+  struct Work {
+    int e = 0;
+    int64_t n = 0;
+    ExpertWeights w;
+    std::vector<float> xe, g, u, a, d;
+  };
+  const auto start = [&](Work& wk, int e) {  // gathers the rows and acquires the expert
     const auto& slots = slots_of[size_t(e)];
-    if (slots.empty()) continue;
-    const int64_t n = int64_t(slots.size());
-    xe.resize(size_t(n * H));
-    for (int64_t r = 0; r < n; ++r) std::copy_n(xn + (slots[size_t(r)] / K) * H, H, xe.data() + r * H);
+    wk.e = e;
+    wk.n = int64_t(slots.size());
+    wk.xe.resize(size_t(wk.n * H));
+    for (int64_t r = 0; r < wk.n; ++r) std::copy_n(xn + (slots[size_t(r)] / K) * H, H, wk.xe.data() + r * H);
     if (activation_observer_ != nullptr)
-      activation_observer_->on_input(layer, MatrixInput::ExpertGateUp, e, xe.data(), n, H);
-    const ExpertWeights ew = experts_->acquire(layer, e);
-    g.resize(size_t(n * I));
-    u.resize(size_t(n * I));
-    a.resize(size_t(n * I));
-    d.resize(size_t(n * H));
-    ops::matmul(xe.data(), n, ew.gate, g.data());  // (n, I)
-    ops::matmul(xe.data(), n, ew.up, u.data());    // (n, I)
+      activation_observer_->on_input(layer, MatrixInput::ExpertGateUp, e, wk.xe.data(), wk.n, H);
+    wk.w = experts_->acquire(layer, e);
+    wk.g.resize(size_t(wk.n * I));
+    wk.u.resize(size_t(wk.n * I));
+    wk.a.resize(size_t(wk.n * I));
+    wk.d.resize(size_t(wk.n * H));
+  };
+  const auto activate = [&](Work& wk) {  // gate and up computed: biases, then the activation into a
     if (plan.expert_bias) {
-      for (int64_t r = 0; r < n; ++r) {
-        ops::add_to(g.data() + r * I, lw.expert_gate_bias.data() + e * I, I);
-        ops::add_to(u.data() + r * I, lw.expert_up_bias.data() + e * I, I);
+      for (int64_t r = 0; r < wk.n; ++r) {
+        ops::add_to(wk.g.data() + r * I, lw.expert_gate_bias.data() + wk.e * I, I);
+        ops::add_to(wk.u.data() + r * I, lw.expert_up_bias.data() + wk.e * I, I);
       }
     }
     if (plan.act == Activation::ClampedSwiGLU) {
-      ops::clamped_swiglu(g.data(), u.data(), a.data(), n * I, plan.swiglu_alpha, plan.swiglu_limit);
+      ops::clamped_swiglu(wk.g.data(), wk.u.data(), wk.a.data(), wk.n * I, plan.swiglu_alpha, plan.swiglu_limit);
     } else {
-      ops::silu_mul(g.data(), u.data(), a.data(), n * I);
+      ops::silu_mul(wk.g.data(), wk.u.data(), wk.a.data(), wk.n * I);
     }
     if (activation_observer_ != nullptr)
-      activation_observer_->on_input(layer, MatrixInput::ExpertDown, e, a.data(), n, I);
-    ops::matmul(a.data(), n, ew.down, d.data());  // (n, H)
-    experts_->release(layer, e);
-    if (plan.expert_bias) {
-      for (int64_t r = 0; r < n; ++r) ops::add_to(d.data() + r * H, lw.expert_down_bias.data() + e * H, H);
+      activation_observer_->on_input(layer, MatrixInput::ExpertDown, wk.e, wk.a.data(), wk.n, I);
+  };
+  const auto finish = [&](Work& wk) {  // down computed: release the expert, its bias, rows into expert_out
+    experts_->release(layer, wk.e);
+    const auto& slots = slots_of[size_t(wk.e)];
+    for (int64_t r = 0; r < wk.n; ++r) {
+      if (plan.expert_bias) ops::add_to(wk.d.data() + r * H, lw.expert_down_bias.data() + wk.e * H, H);
+      std::copy_n(wk.d.data() + r * H, H, expert_out.data() + slots[size_t(r)] * H);
     }
-    for (int64_t r = 0; r < n; ++r) std::copy_n(d.data() + r * H, H, expert_out.data() + slots[size_t(r)] * H);
+  };
+  if (M == 1) {
+    // A decode row: its k experts are held at once (a slot budget is at least k), and every gate and up product
+    // runs in one parallel region, then every down product in another (ops::matmul_batch: matmul's bits each), not
+    // one fork and join per matrix.
+    std::vector<Work> work(used.size());
+    std::vector<ops::MatmulJob> jobs;
+    for (size_t i = 0; i < used.size(); ++i) {
+      Work& wk = work[i];
+      start(wk, used[i]);
+      jobs.push_back({wk.xe.data(), wk.n, wk.w.gate, wk.g.data()});
+      jobs.push_back({wk.xe.data(), wk.n, wk.w.up, wk.u.data()});
+    }
+    ops::matmul_batch(jobs);
+    jobs.clear();
+    for (Work& wk : work) {
+      activate(wk);
+      jobs.push_back({wk.a.data(), wk.n, wk.w.down, wk.d.data()});
+    }
+    ops::matmul_batch(jobs);
+    for (Work& wk : work) finish(wk);
+  } else {
+    Work wk;  // one expert at a time: a batch's experts may outnumber the slots
+    for (const int e : used) {
+      start(wk, e);
+      ops::matmul(wk.xe.data(), wk.n, wk.w.gate, wk.g.data());  // (n, I)
+      ops::matmul(wk.xe.data(), wk.n, wk.w.up, wk.u.data());    // (n, I)
+      activate(wk);
+      ops::matmul(wk.a.data(), wk.n, wk.w.down, wk.d.data());  // (n, H)
+      finish(wk);
+    }
   }
   // Combine in each row's own slot order, so a row's sum never depends on the other rows of the batch.
   for (int64_t i = 0; i < M; ++i) {
