@@ -154,6 +154,7 @@ def gguf(a):
 
     sys.path.insert(0, a.gguf_py)
     import gguf as g
+    from gguf_bench_common import bf16_to_f32, moe_header, write
 
     cfg = json.load(open(os.path.join(a.hf_dir, "config.json")))
     assert cfg["model_type"] == "gpt_oss", "%s: model_type %r, expected gpt_oss" % (a.hf_dir, cfg["model_type"])
@@ -163,41 +164,18 @@ def gguf(a):
     def get(k, dtype):
         have, shape, data = tensors[k]
         assert have == dtype, "%s: %s, expected %s" % (k, have, dtype)
-        return data.reshape(*shape, -1) if dtype == "BF16" else data.reshape(shape)
+        return data.reshape(*shape[:-1], shape[-1] * 2) if dtype == "BF16" else data.reshape(shape)  # bf16: bytes
 
     def bf16_bytes(k):
-        t = get(k, "BF16")
-        return np.ascontiguousarray(t.reshape(*t.shape[:-2], -1))
+        return np.ascontiguousarray(get(k, "BF16"))
 
     def f32(k):
-        t = get(k, "BF16")
-        return (np.ascontiguousarray(t).view("<u2").astype(np.uint32) << 16).view(np.float32).reshape(t.shape[:-1])
+        return bf16_to_f32(get(k, "BF16"))
 
     w = g.GGUFWriter(a.out, arch="gpt-oss")
     n_layers = cfg["num_hidden_layers"]
-    w.add_block_count(n_layers)
-    w.add_context_length(cfg["max_position_embeddings"])
-    w.add_embedding_length(cfg["hidden_size"])
-    w.add_feed_forward_length(cfg["intermediate_size"])
-    w.add_expert_feed_forward_length(cfg["intermediate_size"])
-    w.add_head_count(cfg["num_attention_heads"])
-    w.add_head_count_kv(cfg["num_key_value_heads"])
-    w.add_key_length(cfg["head_dim"])
-    w.add_value_length(cfg["head_dim"])
-    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
-    w.add_expert_count(cfg["num_local_experts"])
-    w.add_expert_used_count(cfg["num_experts_per_tok"])
+    moe_header(g, w, cfg, cfg["intermediate_size"], cfg["num_local_experts"], g.LlamaFileType.MOSTLY_MXFP4)
     w.add_sliding_window(cfg["sliding_window"])
-    rope = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
-    w.add_rope_freq_base(cfg.get("rope_theta", rope.get("rope_theta")))
-    if rope.get("rope_type") == "yarn":
-        w.add_rope_scaling_type(g.RopeScalingType.YARN)
-        w.add_rope_scaling_factor(rope["factor"])
-        w.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
-    w.add_vocab_size(cfg["vocab_size"])
-    w.add_tokenizer_model("none")
-    w.add_add_bos_token(False)
-    w.add_file_type(g.LlamaFileType.MOSTLY_MXFP4)
 
     bf16, mx = g.GGMLQuantizationType.BF16, g.GGMLQuantizationType.MXFP4
     w.add_tensor("token_embd.weight", bf16_bytes("model.embed_tokens.weight"), raw_dtype=bf16)
@@ -224,11 +202,7 @@ def gguf(a):
                                                            get(p + "mlp.experts.down_proj_scales", "U8")),
                      raw_dtype=mx)
         w.add_tensor(b + "ffn_down_exps.bias", f32(p + "mlp.experts.down_proj_bias"))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file(progress=False)
-    w.close()
-    print("wrote %s (%.2f GB)" % (a.out, os.path.getsize(a.out) / 1e9))
+    write(w, a.out)
 
 
 def main():

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""A Seedling packed qwen3_moe folder as a GGUF with the same bits, for side-by-side runs with the llama.cpp family.
+
+    packed_to_gguf.py PACKED OUT.gguf --gguf-py DIR      (numpy and a llama.cpp-family tree's gguf-py; no torch)
+
+Seedling's q4_g32 block ({f16 d; f16 m; u8 q[16]}, element i in the low nibble of q[i] and i + 16 in its high,
+value d * q + m; docs/formats/packed.md) is ggml's Q4_1 byte for byte, so every q4_g32 matrix (experts and dense)
+is copied as Q4_1 without touching a bit; bf16 matrices (routers, or anything packed as stored) stay BF16, norms
+become F32 (exactly: bf16 widened). Any other codec is refused: no other Seedling codec has a ggml twin of the same
+bits. There is no tokenizer in the GGUF (tokenizer.ggml.model "none"): llama-bench feeds random ids.
+
+Tensors in llama.cpp's qwen3moe layout (token_embd, blk.N.attn_q/k/v/output, attn_q_norm/attn_k_norm, attn_norm,
+ffn_norm, ffn_gate_inp, ffn_gate_exps/ffn_up_exps/ffn_down_exps stacked over the experts, output_norm, output). The
+Hugging Face q/k rows are kept in order (qwen3 uses NeoX-style RoPE, so llama.cpp's converter does not permute them).
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+Q4_1_BLOCK = 20  # bytes of 32 elements
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("packed")
+    ap.add_argument("out")
+    ap.add_argument("--gguf-py", required=True, help="gguf-py folder of a llama.cpp-family tree")
+    a = ap.parse_args()
+    sys.path.insert(0, a.gguf_py)
+    import gguf as g
+    from gguf_bench_common import bf16_to_f32, moe_header, write
+
+    man = json.load(open(os.path.join(a.packed, "manifest.json")))
+    assert man.get("format") == "seedling-packed", "%s: not a packed folder" % a.packed
+    cfg = man["config"]
+    assert cfg["model_type"] == "qwen3_moe", "%s: model_type %r, only qwen3_moe is converted" % (
+        a.packed, cfg["model_type"])
+    sparse = cfg.get("decoder_sparse_step", 1)
+    dense_layers = set(cfg.get("mlp_only_layers") or [])
+    n_layers = cfg["num_hidden_layers"]
+    for i in range(n_layers):
+        assert i not in dense_layers and (i + 1) % sparse == 0, "layer %d is dense: not supported here" % i
+
+    res = np.memmap(os.path.join(a.packed, man["resident"]["file"]), dtype=np.uint8, mode="r")
+    tensors = man["resident"]["tensors"]
+    BF16, Q4_1 = g.GGMLQuantizationType.BF16, g.GGMLQuantizationType.Q4_1
+
+    def raw(spec, base):
+        return base[spec["offset"]:spec["offset"] + spec["bytes"]]
+
+    def matrix(name):
+        """(bytes as rows x row_bytes, ggml type) of a resident matrix."""
+        t = tensors[name]
+        rows, cols = t["shape"]
+        data = raw(t, res)
+        if t["codec"] == "q4_g32":
+            assert cols % 32 == 0, "%s: %d columns, Q4_1 needs a multiple of 32" % (name, cols)
+            return np.ascontiguousarray(data.reshape(rows, cols // 32 * Q4_1_BLOCK)), Q4_1
+        if t["codec"] == "bf16":
+            return np.ascontiguousarray(data.reshape(rows, cols * 2)), BF16
+        raise SystemExit("%s: codec %s has no ggml type of the same bits (pack with --experts q4_g32 --dense "
+                         "q4_g32)" % (name, t["codec"]))
+
+    def vector_f32(name):
+        t = tensors[name]
+        assert t["codec"] == "bf16", "%s: codec %s, expected bf16" % (name, t["codec"])
+        return bf16_to_f32(raw(t, res)).reshape(-1)
+
+    w = g.GGUFWriter(a.out, arch="qwen3moe")
+    moe_header(g, w, cfg, cfg["moe_intermediate_size"], cfg["num_experts"], g.LlamaFileType.MOSTLY_Q4_1)
+
+    def add_matrix(gguf_name, hf_name):
+        data, kind = matrix(hf_name)
+        w.add_tensor(gguf_name, data, raw_dtype=kind)
+
+    add_matrix("token_embd.weight", "model.embed_tokens.weight")
+    w.add_tensor("output_norm.weight", vector_f32("model.norm.weight"))
+    add_matrix("output.weight", "lm_head.weight" if "lm_head.weight" in tensors else "model.embed_tokens.weight")
+    experts = {e["layer"]: e for e in man["experts"]}
+    for i in range(n_layers):
+        p, b = "model.layers.%d." % i, "blk.%d." % i
+        w.add_tensor(b + "attn_norm.weight", vector_f32(p + "input_layernorm.weight"))
+        w.add_tensor(b + "ffn_norm.weight", vector_f32(p + "post_attention_layernorm.weight"))
+        for hf, gg in (("q_proj", "attn_q"), ("k_proj", "attn_k"), ("v_proj", "attn_v"), ("o_proj", "attn_output")):
+            add_matrix(b + gg + ".weight", p + "self_attn.%s.weight" % hf)
+        w.add_tensor(b + "attn_q_norm.weight", vector_f32(p + "self_attn.q_norm.weight"))
+        w.add_tensor(b + "attn_k_norm.weight", vector_f32(p + "self_attn.k_norm.weight"))
+        add_matrix(b + "ffn_gate_inp.weight", p + "mlp.gate.weight")
+        lay = experts[i]
+        blobs = np.memmap(os.path.join(a.packed, lay["file"]), dtype=np.uint8, mode="r")
+        for part, gg in (("gate", "ffn_gate_exps"), ("up", "ffn_up_exps"), ("down", "ffn_down_exps")):
+            spec = lay[part]
+            assert spec["codec"] == "q4_g32", "layer %d %s: codec %s, expected q4_g32" % (i, part, spec["codec"])
+            rows, cols = spec["shape"]
+            stacked = np.stack([blobs[bl["offset"] + spec["offset"]:bl["offset"] + spec["offset"] + spec["bytes"]]
+                                for bl in lay["blobs"]])
+            w.add_tensor(b + gg + ".weight", stacked.reshape(len(lay["blobs"]), rows, cols // 32 * Q4_1_BLOCK),
+                         raw_dtype=Q4_1)
+    write(w, a.out)
+
+
+if __name__ == "__main__":
+    main()
