@@ -23,7 +23,7 @@ struct ChatFlags {
   std::string system;
   bool no_think = false;
   int n = 512;
-  SamplerParams sampling = {0.7f, 20, 0.8f, 0.0f, 1.0f, 0};
+  SamplerParams sampling = {.temperature = 0.7f, .top_k = 20, .top_p = 0.8f};
 };
 
 int run(const ChatFlags& f) {

@@ -18,6 +18,14 @@ void add_sampling_flags(CLI::App* cmd, SamplerParams* p) {
   cmd->add_option("--repeat-penalty", p->repetition_penalty, "repetition penalty (1: off)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--presence-penalty", p->presence_penalty,
+                  "subtract this from the logit of every token generated so far (0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(-2.0f, 2.0f));
+  cmd->add_option("--frequency-penalty", p->frequency_penalty,
+                  "subtract this times its count so far from each generated token's logit (0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(-2.0f, 2.0f));
   cmd->add_option("--seed", p->seed, "sampling seed")->capture_default_str();
 }
 

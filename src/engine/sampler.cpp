@@ -66,6 +66,12 @@ Sampler::Sampler(SamplerParams p) : p_(p), state_(p.seed) {
   if (!(p_.top_p > 0.0f && p_.top_p <= 1.0f)) fail("--top-p must be in (0, 1], got {}", p_.top_p);
   if (!(p_.min_p >= 0.0f && p_.min_p <= 1.0f)) fail("--min-p must be in [0, 1], got {}", p_.min_p);
   if (!(p_.repetition_penalty > 0.0f)) fail("--repeat-penalty must be > 0, got {}", p_.repetition_penalty);
+  if (!std::isfinite(p_.presence_penalty)) fail("presence penalty must be finite, got {}", p_.presence_penalty);
+  if (!std::isfinite(p_.frequency_penalty)) fail("frequency penalty must be finite, got {}", p_.frequency_penalty);
+  for (const auto& [t, b] : p_.logit_bias) {
+    if (t < 0) fail("logit bias: token id {} is negative", t);
+    if (!std::isfinite(b)) fail("logit bias of token {} must be finite, got {}", t, b);
+  }
 }
 
 double Sampler::next_uniform() {
@@ -78,14 +84,31 @@ double Sampler::next_uniform() {
 }
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> context) {
+  const int32_t t = draw(logits, context);
+  if (p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f) {
+    if (generated_count_.size() < logits.size()) generated_count_.resize(logits.size(), 0);
+    ++generated_count_[size_t(t)];
+  }
+  return t;
+}
+
+int32_t Sampler::draw(std::span<const float> logits, std::span<const int32_t> context) {
   work_.assign(logits.begin(), logits.end());
   const int n = int(work_.size());
+  for (const auto& [t, b] : p_.logit_bias) {
+    if (t >= n) fail("logit bias: token id {} is not below the vocabulary size {}", t, n);
+    work_[size_t(t)] += b;
+  }
   if (p_.repetition_penalty != 1.0f) {
     for (int32_t t : context) {
       if (t < 0 || t >= n) continue;
       float& l = work_[size_t(t)];
       l = l > 0 ? l / p_.repetition_penalty : l * p_.repetition_penalty;
     }
+  }
+  for (size_t t = 0; t < generated_count_.size() && t < size_t(n); ++t) {
+    const int32_t c = generated_count_[t];
+    if (c > 0) work_[t] -= p_.presence_penalty + p_.frequency_penalty * float(c);
   }
   if (p_.temperature == 0.0f) return argmax(work_);
   for (float& l : work_) l /= p_.temperature;

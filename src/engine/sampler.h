@@ -1,12 +1,14 @@
 // engine/sampler.h - picks the next token from logits: greedy, or sampled with the usual filters.
 //
-// Order, as transformers applies its logits processors: repetition penalty -> temperature -> top-k -> top-p ->
-// min-p -> draw. temperature 0 is greedy (argmax, lowest id on ties). The generator is splitmix64 seeded by
+// Order: logit bias -> repetition penalty -> presence and frequency penalties -> temperature -> top-k -> top-p ->
+// min-p -> draw (transformers' order of its processors, with OpenAI's bias and penalties first). temperature 0 is
+// greedy (argmax, lowest id on ties) over the biased and penalised logits. The generator is splitmix64 seeded by
 // `seed`, so the same seed and logits give the same tokens on every machine.
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace seedling {
@@ -17,6 +19,11 @@ struct SamplerParams {
   float top_p = 1.0f;               // 1: off
   float min_p = 0.0f;               // 0: off
   float repetition_penalty = 1.0f;  // 1: off; >1 discourages tokens already in the context
+  // OpenAI's: logit[t] -= presence * (c[t] > 0) + frequency * c[t], c[t] the times t was generated so far (this
+  // sampler's own draws; the prompt does not count). 0: off.
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  std::vector<std::pair<int32_t, float>> logit_bias = {};  // added to token's logit first (OpenAI's logit_bias)
   uint64_t seed = 0;
 };
 
@@ -29,9 +36,11 @@ class Sampler {
 
  private:
   double next_uniform();  // [0, 1)
+  int32_t draw(std::span<const float> logits, std::span<const int32_t> context);
 
   SamplerParams p_;
   uint64_t state_;
+  std::vector<int32_t> generated_count_;  // per token id, draws so far (sized on first use when penalties are on)
   std::vector<float> work_;
   std::vector<int32_t> ids_;
 };

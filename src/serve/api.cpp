@@ -168,16 +168,26 @@ GenerationParams parse_generation(const Json& b, bool chat) {
     if (auto u = boolean(*so, "include_usage")) g.include_usage = *u;
   }
   if (auto n = integer(b, "n", 1, 1 << 30); n && *n != 1) throw unsupported("n", "one choice per request (n = 1)");
-  for (const char* p : {"frequency_penalty", "presence_penalty"}) {
-    if (auto v = number(b, p, -2, 2); v && *v != 0.0) throw unsupported(p, "use repetition_penalty");
-  }
+  g.sampling.frequency_penalty = float(number(b, "frequency_penalty", -2, 2).value_or(0.0));
+  g.sampling.presence_penalty = float(number(b, "presence_penalty", -2, 2).value_or(0.0));
   if (auto u = string(b, "user")) (void)u;
   if (const Json* m = field(b, "metadata"); m && !m->is_object()) throw wrong_type("metadata", "an object", *m);
   (void)boolean(b, "store");  // nothing is stored
   (void)string(b, "service_tier");
-  if (const Json* lb = field(b, "logit_bias")) {
+  if (const Json* lb = field(b, "logit_bias")) {  // {"token id": bias in [-100, 100]}, as OpenAI's
     if (!lb->is_object()) throw wrong_type("logit_bias", "an object", *lb);
-    if (!lb->empty()) throw unsupported("logit_bias", "only an empty one (no biases)");
+    if (lb->size() > 1024) throw bad_value("logit_bias", fmt::format("at most 1024 entries, got {}", lb->size()));
+    for (auto it = lb->begin(); it != lb->end(); ++it) {
+      const std::string& key = it.key();
+      const std::string p = fmt::format("logit_bias.{}", key);
+      const bool digits = !key.empty() && key.size() <= 10 &&
+                          std::all_of(key.begin(), key.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+      if (!digits || std::stoll(key) > INT32_MAX) throw bad_value(p, "keys must be token ids (decimal integers)");
+      if (!it->is_number()) throw wrong_type(p, "a number", *it);
+      const double v = it->get<double>();
+      if (!(v >= -100.0 && v <= 100.0)) throw bad_value(p, fmt::format("must be in [-100, 100], got {}", v));
+      g.sampling.logit_bias.emplace_back(int32_t(std::stoll(key)), float(v));
+    }
   }
   return g;
 }

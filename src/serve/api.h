@@ -1,9 +1,9 @@
 // serve/api.h - the OpenAI request bodies read into typed requests, and OpenAI-style errors.
 //
-// Every field is checked for its type and range; a field the server does not implement (n > 1, logprobs, penalties
-// other than 0, a non-empty logit_bias, tools when the template has none, ...) or does not know is refused with a
-// 400 naming it. Fields that change nothing here are checked and ignored: store, metadata, service_tier,
-// reasoning_effort, user, parallel_tool_calls. Nothing wrong is silently ignored or defaulted.
+// Every field is checked for its type and range; a field the server does not implement (n > 1, logprobs, tools when
+// the template has none, ...) or does not know is refused with a 400 naming it. presence_penalty, frequency_penalty
+// and logit_bias are honoured (engine/sampler.h). Fields that change nothing here are checked and ignored: store,
+// metadata, service_tier, reasoning_effort, user, parallel_tool_calls. Nothing wrong is silently ignored or defaulted.
 #pragma once
 
 #include <cstdint>

@@ -229,6 +229,13 @@ struct Server::Impl {
                                  max_tokens, ctx),
                      "max_tokens", "context_length_exceeded");
     }
+    const int V = model.config().vocab_size;
+    for (const auto& [t, b] : g.sampling.logit_bias) {
+      if (t >= V) {
+        throw ApiError(400, fmt::format("logit_bias: token id {} is out of range: the vocabulary has {} ids", t, V),
+                       fmt::format("logit_bias.{}", t), "invalid_value");
+      }
+    }
     auto gen = std::make_shared<Generation>();
     gen->prompt_tokens = n;
     gen->reply = std::make_unique<Reply>(tok, g.stop, opens_reasoning, tools, chat_reply);

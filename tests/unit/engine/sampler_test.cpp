@@ -47,7 +47,8 @@ TEST(Sampler, ArgmaxEqualsThePlainLoop) {
 TEST(Sampler, SameSeedSameTokensDifferentSeedDifferentTokens) {
   const std::vector<float> l = {1.0f, 1.1f, 0.9f, 1.05f, 0.95f, 1.0f, 1.02f, 0.98f};
   auto draw = [&](uint64_t seed) {
-    Sampler s({1.0f, 0, 1.0f, 0.0f, 1.0f, seed});
+    Sampler s(
+        {.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .repetition_penalty = 1.0f, .seed = seed});
     std::vector<int32_t> out;
     for (int i = 0; i < 64; ++i) out.push_back(s.sample(l, {}));
     return out;
@@ -58,8 +59,8 @@ TEST(Sampler, SameSeedSameTokensDifferentSeedDifferentTokens) {
 
 TEST(Sampler, TopKOneAndTinyTopPAreGreedy) {
   const std::vector<float> l = {0.5f, 0.4f, 2.0f, 1.9f};
-  Sampler k1({1.0f, 1, 1.0f, 0.0f, 1.0f, 5});
-  Sampler p0({1.0f, 0, 0.01f, 0.0f, 1.0f, 5});
+  Sampler k1({.temperature = 1.0f, .top_k = 1, .top_p = 1.0f, .min_p = 0.0f, .repetition_penalty = 1.0f, .seed = 5});
+  Sampler p0({.temperature = 1.0f, .top_k = 0, .top_p = 0.01f, .min_p = 0.0f, .repetition_penalty = 1.0f, .seed = 5});
   for (int i = 0; i < 50; ++i) {
     EXPECT_EQ(k1.sample(l, {}), 2);
     EXPECT_EQ(p0.sample(l, {}), 2);
@@ -69,7 +70,7 @@ TEST(Sampler, TopKOneAndTinyTopPAreGreedy) {
 TEST(Sampler, MinPDropsUnlikelyTokens) {
   // Probabilities about 0.665, 0.245, 0.090: min_p 0.2 keeps the first two only.
   const std::vector<float> l = {2.0f, 1.0f, 0.0f};
-  Sampler s({1.0f, 0, 1.0f, 0.2f, 1.0f, 9});
+  Sampler s({.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.2f, .repetition_penalty = 1.0f, .seed = 9});
   std::map<int32_t, int> seen;
   for (int i = 0; i < 2000; ++i) ++seen[s.sample(l, {})];
   EXPECT_EQ(seen.count(2), 0u);
@@ -78,7 +79,7 @@ TEST(Sampler, MinPDropsUnlikelyTokens) {
 
 TEST(Sampler, FrequenciesFollowTheSoftmax) {
   const std::vector<float> l = {0.0f, std::log(3.0f)};  // p = 0.25, 0.75
-  Sampler s({1.0f, 0, 1.0f, 0.0f, 1.0f, 1});
+  Sampler s({.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .repetition_penalty = 1.0f, .seed = 1});
   int ones = 0;
   const int n = 20000;
   for (int i = 0; i < n; ++i) ones += s.sample(l, {}) == 1;
@@ -87,14 +88,50 @@ TEST(Sampler, FrequenciesFollowTheSoftmax) {
 
 TEST(Sampler, RepetitionPenaltyDemotesSeenTokens) {
   const std::vector<float> l = {2.0f, 1.9f};
-  Sampler s({0.0f, 0, 1.0f, 0.0f, 1.5f, 0});
+  Sampler s({.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .repetition_penalty = 1.5f, .seed = 0});
   const std::vector<int32_t> ctx = {0};
   EXPECT_EQ(s.sample(l, ctx), 1);  // 2.0 / 1.5 < 1.9
 }
 
+TEST(Sampler, LogitBiasIsAddedFirst) {
+  const std::vector<float> l = {2.0f, 1.0f, 0.5f};
+  Sampler s({.logit_bias = {{2, 1.6f}}});
+  EXPECT_EQ(s.sample(l, {}), 2);  // 0.5 + 1.6 > 2.0
+  Sampler ban({.logit_bias = {{0, -100.0f}, {1, -100.0f}}});
+  EXPECT_EQ(ban.sample(l, {}), 2);
+  Sampler out_of_range({.logit_bias = {{3, 1.0f}}});
+  EXPECT_THROW(out_of_range.sample(l, {}), Error);
+}
+
+// OpenAI's definition: logit[t] -= presence * (c[t] > 0) + frequency * c[t] over this sampler's own draws (the
+// context passed in, the prompt, does not count).
+TEST(Sampler, PresenceAndFrequencyPenaltiesCountTheDraws) {
+  const std::vector<float> l = {3.0f, 2.0f, 0.0f};
+  const std::vector<int32_t> prompt = {0, 0, 0};
+  Sampler presence({.presence_penalty = 1.5f});
+  EXPECT_EQ(presence.sample(l, prompt), 0);  // nothing drawn yet: the prompt's 0s are not penalised
+  EXPECT_EQ(presence.sample(l, prompt), 1);  // 3 - 1.5 < 2
+  EXPECT_EQ(presence.sample(l, prompt), 0);  // 0 at 1.5, 1 at 0.5
+  Sampler frequency({.frequency_penalty = 0.6f});
+  std::vector<int32_t> got;
+  for (int i = 0; i < 5; ++i) got.push_back(frequency.sample(l, {}));
+  // 0: 3, 2.4, 1.8 (after one, two draws); 1: 2, 1.4. Draws: 0 (3>2), 0 (2.4>2), 1 (1.8<2), 0 (1.8>1.4), 1 (1.2<1.4).
+  EXPECT_EQ(got, (std::vector<int32_t>{0, 0, 1, 0, 1}));
+  Sampler negative({.presence_penalty = -2.0f});  // a negative penalty favours what was drawn
+  EXPECT_EQ(negative.sample(std::vector<float>{2.0f, 2.5f}, {}), 1);
+  EXPECT_EQ(negative.sample(std::vector<float>{2.6f, 2.5f}, {}), 1);  // 2.5 + 2 > 2.6
+}
+
 TEST(Sampler, RejectsBadParameters) {
-  EXPECT_THROW(Sampler({-1.0f, 0, 1.0f, 0.0f, 1.0f, 0}), Error);
-  EXPECT_THROW(Sampler({1.0f, 0, 0.0f, 0.0f, 1.0f, 0}), Error);
+  EXPECT_THROW(
+      Sampler({.temperature = -1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .repetition_penalty = 1.0f, .seed = 0}),
+      Error);
+  EXPECT_THROW(
+      Sampler({.temperature = 1.0f, .top_k = 0, .top_p = 0.0f, .min_p = 0.0f, .repetition_penalty = 1.0f, .seed = 0}),
+      Error);
+  EXPECT_THROW(Sampler({.presence_penalty = std::nanf("")}), Error);
+  EXPECT_THROW(Sampler({.logit_bias = {{-1, 1.0f}}}), Error);
+  EXPECT_THROW(Sampler({.logit_bias = {{1, INFINITY}}}), Error);
 }
 
 }  // namespace seedling

@@ -590,8 +590,35 @@ TEST_F(Http, HarmlessOpenAIFieldsAreAccepted) {
                                               kUser + "}");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;
-  expect_error(s.post("/v1/chat/completions", "{\"logit_bias\": {\"5\": 10}, " + kUser + "}"), 400, "logit_bias",
-               "unsupported_parameter");
+}
+
+// logit_bias steers the draw (a +100 on one token makes greedy pick it, -100 on the greedy token moves it off), the
+// penalties are accepted in OpenAI's range, and bad entries are 400s naming the entry.
+TEST_F(Http, LogitBiasAndPenaltiesAreHonoured) {
+  Running s(*model_, options());
+  const Tokenizer tok = Tokenizer::from_file(find_tokenizer_file(demo_dir()));
+  const auto one_token = [&](const std::string& extra) {
+    auto r = s.post("/v1/completions", R"({"prompt": "The cat", "max_tokens": 1, "temperature": 0)" + extra + "}");
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no response");
+    return r ? Json::parse(r->body)["choices"][0]["text"].get<std::string>() : std::string();
+  };
+  const std::string greedy = one_token("");
+  for (const int32_t id : {300, 1234}) {
+    EXPECT_EQ(one_token(fmt::format(R"(, "logit_bias": {{"{}": 100}})", id)),
+              tok.decode(std::vector<int32_t>{id}, false))
+        << id;
+  }
+  const std::vector<int32_t> greedy_ids = tok.encode(greedy, false);
+  ASSERT_EQ(greedy_ids.size(), 1u) << greedy;
+  EXPECT_NE(one_token(fmt::format(R"(, "logit_bias": {{"{}": -100}})", greedy_ids[0])), greedy);
+  EXPECT_EQ(one_token(R"(, "presence_penalty": 1.5, "frequency_penalty": -0.5)"), greedy);  // nothing drawn yet
+  const std::string rest = ", " + kUser + "}";
+  expect_error(s.post("/v1/chat/completions", R"({"logit_bias": {"x": 1})" + rest), 400, "logit_bias.x");
+  expect_error(s.post("/v1/chat/completions", R"({"logit_bias": {"5": 101})" + rest), 400, "logit_bias.5");
+  expect_error(s.post("/v1/chat/completions", R"({"logit_bias": {"5": "up"})" + rest), 400, "logit_bias.5");
+  expect_error(s.post("/v1/chat/completions", R"({"logit_bias": {"99999999": 1})" + rest), 400, "logit_bias.99999999");
+  expect_error(s.post("/v1/chat/completions", R"({"presence_penalty": 2.5)" + rest), 400, "presence_penalty");
+  expect_error(s.post("/v1/chat/completions", R"({"frequency_penalty": "a")" + rest), 400, "frequency_penalty");
 }
 
 // A model name the server does not serve is a 404 model_not_found (it was answered by the loaded model), unless it

@@ -103,7 +103,8 @@ TEST(Scheduler, ConcurrentRequestsGetTheTokensEachGetsAlone) {
   std::vector<Case> cases;
   for (int i = 0; i < 8; ++i) {
     SamplerParams p;
-    if (i % 2 == 1) p = {0.8f, 40, 0.95f, 0.0f, 1.1f, uint64_t(1000 + i)};
+    if (i % 2 == 1)
+      p = {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .repetition_penalty = 1.1f, .seed = uint64_t(1000 + i)};
     cases.push_back({size_t(5 + 37 * i), 6 + 5 * i, p});
   }
   std::vector<std::vector<int32_t>> alone;
@@ -146,7 +147,7 @@ TEST(Scheduler, StopIdEndsTheRequestAndQueueLimitRefuses) {
   Engine engine(*model, {});
   Scheduler sched(engine, {1, 0, 512}, nullptr);
   // The third greedy token as a stop id: the request ends right after it, with it.
-  auto s = sched.submit({text, 8, {}, {greedy[2]}});
+  auto s = sched.submit({text, 8, SamplerParams(), {greedy[2]}});
   ASSERT_NE(s, nullptr);
   Finish how = Finish::kRunning;
   const std::vector<int32_t> got = drain(*s, &how);
@@ -154,15 +155,15 @@ TEST(Scheduler, StopIdEndsTheRequestAndQueueLimitRefuses) {
   const auto first = std::find(greedy.begin(), greedy.end(), greedy[2]);
   EXPECT_EQ(got, std::vector<int32_t>(greedy.begin(), first + 1));
   // One slot, no queue: while a long request runs, another is refused; cancelling frees the slot.
-  auto longer = sched.submit({text, 1000, {}, {}});
+  auto longer = sched.submit({text, 1000, SamplerParams(), {}});
   ASSERT_NE(longer, nullptr);
   while (sched.slots_in_use() == 0) std::this_thread::yield();
-  EXPECT_EQ(sched.submit({text, 4, {}, {}}), nullptr);
+  EXPECT_EQ(sched.submit({text, 4, SamplerParams(), {}}), nullptr);
   longer->cancel();
   drain(*longer, &how);
   EXPECT_EQ(how, Finish::kCancelled);
   while (sched.slots_in_use() != 0) std::this_thread::yield();
-  EXPECT_NE(sched.submit({text, 4, {}, {}}), nullptr);
+  EXPECT_NE(sched.submit({text, 4, SamplerParams(), {}}), nullptr);
 }
 
 // A short request submitted while a long one decodes finishes first: it never waits for the long one to end.
@@ -171,7 +172,7 @@ TEST(Scheduler, NewRequestDoesNotWaitForARunningOne) {
   const std::vector<int32_t> text = demo_prompt(*model, 60);
   Engine engine(*model, {});
   Scheduler sched(engine, {2, 4, 512}, nullptr);
-  auto long_one = sched.submit({text, 1500, {}, {}});
+  auto long_one = sched.submit({text, 1500, SamplerParams(), {}});
   ASSERT_NE(long_one, nullptr);
   Stream::Update first = long_one->wait();  // decoding has begun
   ASSERT_FALSE(first.tokens.empty());
