@@ -162,4 +162,26 @@ int32_t Sampler::draw(std::span<const float> logits, std::span<const int32_t> co
   return ids_[size_t(keep - 1)];
 }
 
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int top) {
+  const int n = int(logits.size());
+  SEEDLING_CHECK(token >= 0 && token < n, "token_logprobs: token {} of {} logits", token, n);
+  double mx = logits[0];
+  for (const float l : logits) mx = std::max(mx, double(l));
+  double sum = 0.0;
+  for (const float l : logits) sum += std::exp(double(l) - mx);
+  const double log_z = mx + std::log(sum);
+  TokenLogprobs out;
+  out.token = token;
+  out.logprob = float(double(logits[size_t(token)]) - log_z);
+  const int k = std::min(std::max(top, 0), n);
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
+    return logits[size_t(a)] > logits[size_t(b)] || (logits[size_t(a)] == logits[size_t(b)] && a < b);
+  });
+  for (int i = 0; i < k; ++i)
+    out.top.emplace_back(ids[size_t(i)], float(double(logits[size_t(ids[size_t(i)])]) - log_z));
+  return out;
+}
+
 }  // namespace seedling

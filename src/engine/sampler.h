@@ -47,4 +47,14 @@ class Sampler {
 
 int32_t argmax(std::span<const float> logits);
 
+// A generated token's log-probability under the model (the log-softmax of the raw logits, before logit bias,
+// penalties and temperature, as vLLM reports by default), and the `top` most likely ids with theirs (highest first,
+// lower id first on ties). Computed in double.
+struct TokenLogprobs {
+  int32_t token = -1;
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top;
+};
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int top);
+
 }  // namespace seedling

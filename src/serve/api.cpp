@@ -293,8 +293,10 @@ ChatRequest parse_chat_request(const Json& b, bool template_has_tools) {
   ChatRequest r;
   r.gen = parse_generation(b, true);
   r.messages = parse_messages(b);
-  if (auto lp = boolean(b, "logprobs"); lp && *lp) throw unsupported("logprobs", "log probabilities are not returned");
-  if (field(b, "top_logprobs")) throw unsupported("top_logprobs", "log probabilities are not returned");
+  const bool logprobs = boolean(b, "logprobs").value_or(false);
+  const auto top = integer(b, "top_logprobs", 0, 20);
+  if (top && !logprobs) throw bad_value("top_logprobs", "needs \"logprobs\": true");
+  if (logprobs) r.gen.logprobs = int(top.value_or(0));
   (void)boolean(b, "parallel_tool_calls");
   (void)string(b, "reasoning_effort");  // the template's own switch is chat_template_kwargs.enable_thinking
   if (const Json* rf = field(b, "response_format")) {
@@ -358,8 +360,8 @@ CompletionRequest parse_completion_request(const Json& b) {
     throw wrong_type("prompt", "a string, an array of one string, or an array of token ids", *p);
   }
   if (r.prompt.empty() && r.prompt_ids.empty()) throw bad_value("prompt", "must not be empty");
-  if (const Json* lp = field(b, "logprobs"); lp && !(lp->is_number_integer() && lp->get<int64_t>() == 0)) {
-    throw unsupported("logprobs", "log probabilities are not returned");
+  if (const Json* lp = field(b, "logprobs"); lp && !lp->is_null()) {  // the legacy form: how many alternatives
+    r.gen.logprobs = int(integer(b, "logprobs", 0, 5).value());
   }
   if (auto echo = boolean(b, "echo"); echo && *echo) throw unsupported("echo", "the prompt is not echoed");
   if (field(b, "suffix")) throw unsupported("suffix", "no insertion");

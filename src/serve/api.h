@@ -1,7 +1,7 @@
 // serve/api.h - the OpenAI request bodies read into typed requests, and OpenAI-style errors.
 //
-// Every field is checked for its type and range; a field the server does not implement (n > 1, logprobs, tools when
-// the template has none, ...) or does not know is refused with a 400 naming it. presence_penalty, frequency_penalty
+// Every field is checked for its type and range; a field the server does not implement (n > 1, tools when the
+// template has none, ...) or does not know is refused with a 400 naming it. presence_penalty, frequency_penalty
 // and logit_bias are honoured (engine/sampler.h). Fields that change nothing here are checked and ignored: store,
 // metadata, service_tier, reasoning_effort, user, parallel_tool_calls. Nothing wrong is silently ignored or defaulted.
 #pragma once
@@ -43,6 +43,7 @@ struct GenerationParams {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool ignore_eos = false;     // extension (as vLLM's): generate up to max_tokens whatever the model says
+  int logprobs = -1;           // -1: none; else each token's log-probability with this many alternatives
 };
 
 struct ChatRequest {

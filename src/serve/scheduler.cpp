@@ -23,6 +23,7 @@ Stream::Update Stream::wait() {
   cv_.wait(lk, [&] { return !tokens_.empty() || finish_ != Finish::kRunning; });
   Update u;
   u.tokens.swap(tokens_);
+  u.logprobs.swap(logprobs_);
   u.finish = finish_;
   u.error = error_;
   return u;
@@ -33,9 +34,10 @@ int Stream::reused_tokens() const {
   return reused_;
 }
 
-void Stream::push(int32_t token) {
+void Stream::push(int32_t token, TokenLogprobs* logprobs) {
   std::lock_guard lk(mu_);
   tokens_.push_back(token);
+  if (logprobs != nullptr) logprobs_.push_back(std::move(*logprobs));
   cv_.notify_all();
 }
 
@@ -180,8 +182,13 @@ void Scheduler::sample(Slot& s, const float* logits) {
   s.last_time = now;
   s.context.push_back(t);
   ++s.generated;
-  s.job->stream->push(t);
   const Request& r = s.job->request;
+  if (r.logprobs >= 0) {
+    TokenLogprobs lp = token_logprobs({logits, size_t(V)}, t, r.logprobs);
+    s.job->stream->push(t, &lp);
+  } else {
+    s.job->stream->push(t, nullptr);
+  }
   if (std::find(r.stop_ids.begin(), r.stop_ids.end(), t) != r.stop_ids.end()) return finish(s, Finish::kStop);
   if (s.generated >= r.max_tokens) return finish(s, Finish::kLength);
   if (int(s.fed.size()) + 1 > engine_.max_context()) return finish(s, Finish::kLength);

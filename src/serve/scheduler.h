@@ -31,6 +31,7 @@ struct Request {
   int max_tokens = 16;
   SamplerParams sampling;
   std::vector<int32_t> stop_ids;  // generation ends after one of these (it is counted, and never shown as text)
+  int logprobs = -1;              // -1: none; else each token's log-probability and this many alternatives
 };
 
 enum class Finish { kRunning, kStop, kLength, kCancelled, kError };
@@ -39,7 +40,8 @@ enum class Finish { kRunning, kStop, kLength, kCancelled, kError };
 class Stream {
  public:
   struct Update {
-    std::vector<int32_t> tokens;  // new since the last wait
+    std::vector<int32_t> tokens;          // new since the last wait
+    std::vector<TokenLogprobs> logprobs;  // one per token when the request asked for them
     Finish finish = Finish::kRunning;
     std::string error;  // with kError
   };
@@ -56,12 +58,13 @@ class Stream {
 
  private:
   friend class Scheduler;
-  void push(int32_t token);
+  void push(int32_t token, TokenLogprobs* logprobs);
   void end(Finish f, std::string error = {});
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<int32_t> tokens_;
+  std::vector<TokenLogprobs> logprobs_;
   Finish finish_ = Finish::kRunning;
   std::string error_;
   int reused_ = 0;

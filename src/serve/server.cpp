@@ -54,7 +54,9 @@ struct Generation {
   std::string finish;  // "" while running
   std::string error;   // set when the engine failed or the server is stopping
   int error_status = 500;
-  std::deque<int32_t> pending;  // received, not yet in the reply
+  std::deque<int32_t> pending;                 // received, not yet in the reply
+  std::deque<TokenLogprobs> pending_logprobs;  // theirs, when the request asked
+  std::vector<TokenLogprobs> logprobs;         // of the tokens in the reply so far
   Finish ended = Finish::kRunning;
 
   // Takes the next token (waiting for it when none is pending) and returns what it adds to the reply, so a stream
@@ -63,6 +65,7 @@ struct Generation {
     if (pending.empty() && ended == Finish::kRunning) {
       Stream::Update u = stream->wait();
       pending.assign(u.tokens.begin(), u.tokens.end());
+      pending_logprobs.assign(std::make_move_iterator(u.logprobs.begin()), std::make_move_iterator(u.logprobs.end()));
       ended = u.finish;
       error = u.error;
     }
@@ -71,6 +74,10 @@ struct Generation {
       const int32_t t = pending.front();
       pending.pop_front();
       ++completion_tokens;
+      if (!pending_logprobs.empty()) {
+        logprobs.push_back(std::move(pending_logprobs.front()));
+        pending_logprobs.pop_front();
+      }
       d = reply->push(t);
       if (!reply->stopped()) return d;
       stream->cancel();
@@ -239,8 +246,8 @@ struct Server::Impl {
     auto gen = std::make_shared<Generation>();
     gen->prompt_tokens = n;
     gen->reply = std::make_unique<Reply>(tok, g.stop, opens_reasoning, tools, chat_reply);
-    gen->stream =
-        scheduler.submit({std::move(ids), max_tokens, g.sampling, g.ignore_eos ? std::vector<int32_t>{} : stop_ids});
+    gen->stream = scheduler.submit(
+        {std::move(ids), max_tokens, g.sampling, g.ignore_eos ? std::vector<int32_t>{} : stop_ids, g.logprobs});
     if (!gen->stream) {
       throw ApiError(503,
                      fmt::format("the server is busy: {} requests are running and {} waiting; retry later",
@@ -250,15 +257,62 @@ struct Server::Impl {
     return gen;
   }
 
+  // OpenAI's entry for one token: its text, log-probability and the text's UTF-8 bytes (a token that is part of a
+  // character reads as U+FFFD here, so its bytes are those of U+FFFD).
+  Json logprob_entry(int32_t id, float lp) const {
+    const std::string text = tok.decode(std::vector<int32_t>{id}, false);
+    Json bytes = Json::array();
+    for (const unsigned char c : text) bytes.push_back(int(c));
+    return {{"token", text}, {"logprob", lp}, {"bytes", bytes}};
+  }
+  bool is_stop(int32_t id) const { return std::find(stop_ids.begin(), stop_ids.end(), id) != stop_ids.end(); }
+  // Chat's logprobs of the reply's tokens [from, to), stop ids left out as the text leaves them out.
+  Json chat_logprobs(const std::vector<TokenLogprobs>& lps, size_t from, size_t to) const {
+    Json content = Json::array();
+    for (size_t i = from; i < to; ++i) {
+      if (is_stop(lps[i].token)) continue;
+      Json e = logprob_entry(lps[i].token, lps[i].logprob);
+      Json top = Json::array();
+      for (const auto& [id, lp] : lps[i].top) top.push_back(logprob_entry(id, lp));
+      e["top_logprobs"] = top;
+      content.push_back(std::move(e));
+    }
+    return {{"content", content}, {"refusal", nullptr}};
+  }
+  // The legacy completions form: tokens, token_logprobs, top_logprobs (text -> logprob), text_offset (from *offset,
+  // advanced by each token's text).
+  Json completion_logprobs(const std::vector<TokenLogprobs>& lps, size_t from, size_t to, size_t* offset) const {
+    Json tokens = Json::array(), values = Json::array(), tops = Json::array(), offsets = Json::array();
+    for (size_t i = from; i < to; ++i) {
+      if (is_stop(lps[i].token)) continue;
+      const std::string text = tok.decode(std::vector<int32_t>{lps[i].token}, false);
+      tokens.push_back(text);
+      values.push_back(lps[i].logprob);
+      Json top = Json::object();
+      for (const auto& [id, lp] : lps[i].top) top[tok.decode(std::vector<int32_t>{id}, false)] = lp;
+      tops.push_back(std::move(top));
+      offsets.push_back(*offset);
+      *offset += text.size();
+    }
+    return {{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", tops}, {"text_offset", offsets}};
+  }
+
   // Streams `gen` as server-sent events; `chunk` wraps a delta into its event object.
+  // `logprobs_of(from, to)` (empty: none asked) gives the logprobs of the reply's tokens [from, to); each event
+  // carries those of the tokens since the last one.
   void stream_events(httplib::Response& res, std::shared_ptr<Generation> gen, bool include_usage,
-                     std::function<Json(const Reply::Delta*, const char* finish)> chunk, std::string id) {
+                     std::function<Json(const Reply::Delta*, const char* finish)> chunk, std::string id,
+                     std::function<Json(size_t from, size_t to)> logprobs_of = {}) {
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [gen, include_usage, chunk, id](size_t, httplib::DataSink& sink) {
+        [gen, include_usage, chunk, id, logprobs_of, sent = size_t(0)](size_t, httplib::DataSink& sink) mutable {
           auto send = [&](Json j) {
             if (include_usage) j["usage"] = nullptr;
+            if (logprobs_of && !j["choices"].empty()) {
+              j["choices"][0]["logprobs"] = logprobs_of(sent, gen->logprobs.size());
+              sent = gen->logprobs.size();
+            }
             const std::string s = sse(j);
             return sink.write(s.data(), s.size());
           };
@@ -316,7 +370,11 @@ struct Server::Impl {
           {"created", now},
           {"model", model_id},
           {"choices",
-           Json::array({{{"index", 0}, {"message", msg}, {"logprobs", nullptr}, {"finish_reason", gen->finish}}})},
+           Json::array({{{"index", 0},
+                         {"message", msg},
+                         {"logprobs",
+                          cr.gen.logprobs >= 0 ? chat_logprobs(gen->logprobs, 0, gen->logprobs.size()) : Json(nullptr)},
+                         {"finish_reason", gen->finish}}})},
           {"usage", gen->usage()}};
       res.set_content(json_text(out), "application/json");
       return;
@@ -340,7 +398,11 @@ struct Server::Impl {
                                                 {"logprobs", nullptr},
                                                 {"finish_reason", finish ? Json(finish) : Json(nullptr)}}})}};
         },
-        id);
+        id,
+        cr.gen.logprobs >= 0 ? std::function<Json(size_t, size_t)>([this, gen](size_t from, size_t to) {
+          return chat_logprobs(gen->logprobs, from, to);
+        })
+                             : std::function<Json(size_t, size_t)>());
   }
 
   void completions(const httplib::Request& req, httplib::Response& res) {
@@ -374,6 +436,10 @@ struct Server::Impl {
                   {"model", model_id},
                   {"choices", choice(gen->reply->content(), gen->finish.c_str())},
                   {"usage", gen->usage()}};
+      if (cr.gen.logprobs >= 0) {
+        size_t offset = 0;
+        out["choices"][0]["logprobs"] = completion_logprobs(gen->logprobs, 0, gen->logprobs.size(), &offset);
+      }
       res.set_content(json_text(out), "application/json");
       return;
     }
@@ -386,7 +452,12 @@ struct Server::Impl {
                       {"model", model_id},
                       {"choices", choice(d ? d->content : "", finish)}};
         },
-        id);
+        id,
+        cr.gen.logprobs >= 0 ? std::function<Json(size_t, size_t)>(
+                                   [this, gen, offset = std::make_shared<size_t>(0)](size_t from, size_t to) {
+                                     return completion_logprobs(gen->logprobs, from, to, offset.get());
+                                   })
+                             : std::function<Json(size_t, size_t)>());
   }
 
   Json model_json() const {

@@ -1,6 +1,6 @@
 // tests/server/api.test.mjs - `seedling serve` driven by the official openai npm package: chat completions streaming
 // and not, text completions, stop strings, usage and stream_options.include_usage, seeded sampling, and the errors a
-// client sees (401 with --api-key, 400 for unsupported parameters and for a context that is too long, 503 with
+// client sees (401 with --api-key, 400 for unsupported parameters; logprobs in both forms and for a context that is too long, 503 with
 // Retry-After beyond --max-queue).
 // Invariant: every expected answer is computed, never written down: streaming equals non-streaming, greedy equals
 // `seedling run`, a stop string cuts exactly where it first occurs in the uncut answer.
@@ -173,17 +173,56 @@ describe('seeded sampling', () => {
   });
 });
 
+describe('logprobs', () => {
+  // Greedy: the chosen token is the most likely one, so its entry is the first of its alternatives; the entries'
+  // texts make the answer; streaming gives the same entries as non-streaming.
+  test('chat: one entry per token of the answer, greedy = the top alternative, streaming the same', async () => {
+    const body = chatBody('Name three colours.', { logprobs: true, top_logprobs: 3 });
+    const r = await fixture.openai.chat.completions.create(body);
+    const content = r.choices[0].logprobs.content;
+    assert.ok(content.length > 0 && content.length <= r.usage.completion_tokens);
+    assert.equal(content.map((e) => e.token).join(''), r.choices[0].message.content);
+    for (const e of content) {
+      assert.equal(e.top_logprobs.length, 3);
+      assert.equal(e.top_logprobs[0].token, e.token);
+      assert.equal(e.top_logprobs[0].logprob, e.logprob);
+      assert.ok(e.logprob <= 0 && e.top_logprobs[1].logprob <= e.logprob);
+      assert.ok(e.top_logprobs.reduce((a, t) => a + Math.exp(t.logprob), 0) <= 1 + 1e-6);
+      assert.deepEqual(e.bytes, [...Buffer.from(e.token, 'utf8')]);
+    }
+    const streamed = [];
+    await streamChat(fixture.openai, body, {
+      onChunk: (c) => streamed.push(...(c.choices[0]?.logprobs?.content ?? [])),
+    });
+    assert.deepEqual(streamed, content);
+    const plain = await fixture.openai.chat.completions.create(chatBody('Name three colours.'));
+    assert.equal(plain.choices[0].logprobs, null);
+  });
+  test('completions: the legacy form, tokens and offsets making the text', async () => {
+    const r = await fixture.openai.completions.create({ model: MODEL_ID(), prompt: 'The cat', max_tokens: 8,
+      temperature: 0, logprobs: 2 });
+    const lp = r.choices[0].logprobs;
+    assert.equal(lp.tokens.join(''), r.choices[0].text);
+    assert.equal(lp.token_logprobs.length, lp.tokens.length);
+    let offset = 0;
+    lp.tokens.forEach((t, i) => {
+      assert.equal(lp.text_offset[i], offset);
+      offset += Buffer.byteLength(t, 'utf8');
+      assert.equal(Object.keys(lp.top_logprobs[i]).length <= 2, true);
+      assert.equal(Math.max(...Object.values(lp.top_logprobs[i])), lp.token_logprobs[i]);
+    });
+  });
+});
+
 describe('errors through the client', () => {
   test('n=2 is refused with 400 naming n', async () => {
     await rejectsWith(fixture.openai.chat.completions.create(chatBody('hi', { n: 2 })), 400, OpenAI.BadRequestError, 'n');
   });
-  test('logprobs (not implemented) is refused with 400 naming it', async () => {
-    await rejectsWith(
-      fixture.openai.chat.completions.create(chatBody('hi', { logprobs: true })),
-      400,
-      OpenAI.BadRequestError,
-      'logprobs',
-    );
+  test('top_logprobs without logprobs, or above 20, is refused with 400 naming it', async () => {
+    for (const extra of [{ top_logprobs: 2 }, { logprobs: true, top_logprobs: 21 }]) {
+      await rejectsWith(fixture.openai.chat.completions.create(chatBody('hi', extra)), 400, OpenAI.BadRequestError,
+        'top_logprobs');
+    }
   });
   test('a prompt longer than the context gets 400', async () => {
     const long = 'x = 1\n'.repeat(CTX);

@@ -122,6 +122,24 @@ TEST(Sampler, PresenceAndFrequencyPenaltiesCountTheDraws) {
   EXPECT_EQ(negative.sample(std::vector<float>{2.6f, 2.5f}, {}), 1);  // 2.5 + 2 > 2.6
 }
 
+// log softmax of the raw logits, in double; the alternatives highest first, the lower id first on ties.
+TEST(Sampler, TokenLogprobsAreTheLogSoftmaxWithTheTopAlternatives) {
+  const std::vector<float> l = {1.0f, 3.0f, 2.0f, 3.0f, -50.0f};
+  double z = 0.0;
+  for (const float x : l) z += std::exp(double(x));
+  const TokenLogprobs lp = token_logprobs(l, 2, 3);
+  EXPECT_EQ(lp.token, 2);
+  EXPECT_FLOAT_EQ(lp.logprob, float(2.0 - std::log(z)));
+  ASSERT_EQ(lp.top.size(), 3u);
+  EXPECT_EQ(lp.top[0].first, 1);
+  EXPECT_EQ(lp.top[1].first, 3);
+  EXPECT_EQ(lp.top[2].first, 2);
+  EXPECT_FLOAT_EQ(lp.top[0].second, float(3.0 - std::log(z)));
+  EXPECT_EQ(token_logprobs(l, 4, 0).top.size(), 0u);
+  EXPECT_EQ(token_logprobs(l, 4, 9).top.size(), l.size());
+  EXPECT_FLOAT_EQ(token_logprobs(l, 4, 0).logprob, float(-50.0 - std::log(z)));
+}
+
 TEST(Sampler, RejectsBadParameters) {
   EXPECT_THROW(
       Sampler({.temperature = -1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .repetition_penalty = 1.0f, .seed = 0}),

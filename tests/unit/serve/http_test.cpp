@@ -244,7 +244,8 @@ TEST_F(Http, BadRequestsGetStatusAndErrorNamingTheParameter) {
   expect_error(s.post(chat, "{\"stop\": [1], " + kUser + "}"), 400, "stop", "invalid_type");
   expect_error(s.post(chat, "{\"stream\": 1, " + kUser + "}"), 400, "stream", "invalid_type");
   expect_error(s.post(chat, "{\"n\": 2, " + kUser + "}"), 400, "n", "unsupported_parameter");
-  expect_error(s.post(chat, "{\"logprobs\": true, " + kUser + "}"), 400, "logprobs", "unsupported_parameter");
+  expect_error(s.post(chat, "{\"top_logprobs\": 2, " + kUser + "}"), 400, "top_logprobs");
+  expect_error(s.post("/v1/completions", R"({"prompt": "x", "logprobs": 6})"), 400, "logprobs");
   expect_error(s.post(chat, "{\"frobnicate\": true, " + kUser + "}"), 400, "frobnicate", "unknown_parameter");
   // The demo model's template has no tools.
   expect_error(s.post(chat, R"({"tools": [{"type": "function", "function": {"name": "f"}}], )" + kUser + "}"), 400,
