@@ -460,6 +460,86 @@ struct Server::Impl {
                              : std::function<Json(size_t, size_t)>());
   }
 
+  // vLLM's /tokenize: {"prompt": text} (llama.cpp's "content" too) or {"messages": [...]} rendered by the chat
+  // template (add_generation_prompt, default true), add_special_tokens (default true for a prompt, as the
+  // tokenizer's post-processor has it; false for messages, whose template writes them) -> {count, max_model_len,
+  // tokens}.
+  void tokenize(const httplib::Request& req, httplib::Response& res) {
+    const Json b = parse_body(req.body);
+    for (auto it = b.begin(); it != b.end(); ++it) {
+      static const std::set<std::string> known = {
+          "model", "prompt", "content", "messages", "add_special_tokens", "add_generation_prompt"};
+      if (!known.count(it.key())) {
+        throw ApiError(400, fmt::format("unknown parameter '{}'", it.key()), it.key(), "unknown_parameter");
+      }
+    }
+    if (b.contains("model")) {
+      if (!b["model"].is_string()) throw ApiError(400, "'model' must be a string", "model", "invalid_type");
+      check_model(b["model"].get<std::string>());
+    }
+    const auto flag = [&](const char* key, bool dflt) {
+      if (!b.contains(key)) return dflt;
+      if (!b[key].is_boolean()) throw ApiError(400, fmt::format("'{}' must be a boolean", key), key, "invalid_type");
+      return b[key].get<bool>();
+    };
+    const int given = int(b.contains("prompt")) + int(b.contains("content")) + int(b.contains("messages"));
+    if (given != 1) {
+      throw ApiError(400, "give exactly one of 'prompt' (or 'content') and 'messages'", "prompt", "invalid_value");
+    }
+    std::vector<int32_t> ids;
+    if (b.contains("messages")) {
+      ChatRequest cr = parse_chat_request(Json{{"messages", b["messages"]}}, chat.template_uses_tools());
+      Json kwargs = cr.template_kwargs;
+      kwargs["add_generation_prompt"] = flag("add_generation_prompt", true);
+      std::string prompt;
+      try {
+        std::lock_guard lk(render_mu);
+        prompt = chat.render_messages(cr.messages, cr.tools, kwargs);
+      } catch (const Error& e) {
+        throw ApiError(400, fmt::format("the chat template refused the messages: {}", e.what()), "messages",
+                       "template_error");
+      }
+      ids = tok.encode(prompt, flag("add_special_tokens", false));
+    } else {
+      const char* key = b.contains("prompt") ? "prompt" : "content";
+      if (!b[key].is_string()) throw ApiError(400, fmt::format("'{}' must be a string", key), key, "invalid_type");
+      try {
+        ids = tok.encode(b[key].get<std::string>(), flag("add_special_tokens", true));
+      } catch (const Error& e) {
+        throw ApiError(400, e.what(), key, "invalid_value");
+      }
+    }
+    res.set_content(json_text({{"count", ids.size()}, {"max_model_len", engine.max_context()}, {"tokens", ids}}),
+                    "application/json");
+  }
+
+  // vLLM's /detokenize: {"tokens": [ids]} -> {"prompt": text}, special tokens kept.
+  void detokenize(const httplib::Request& req, httplib::Response& res) {
+    const Json b = parse_body(req.body);
+    for (auto it = b.begin(); it != b.end(); ++it) {
+      if (it.key() != "model" && it.key() != "tokens") {
+        throw ApiError(400, fmt::format("unknown parameter '{}'", it.key()), it.key(), "unknown_parameter");
+      }
+    }
+    if (b.contains("model")) {
+      if (!b["model"].is_string()) throw ApiError(400, "'model' must be a string", "model", "invalid_type");
+      check_model(b["model"].get<std::string>());
+    }
+    if (!b.contains("tokens") || !b["tokens"].is_array()) {
+      throw ApiError(400, "'tokens' must be an array of token ids", "tokens", "invalid_type");
+    }
+    const int V = model.config().vocab_size;
+    std::vector<int32_t> ids;
+    for (const Json& t : b["tokens"]) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= V) {
+        throw ApiError(400, fmt::format("'tokens' must hold token ids in [0, {}), got {}", V, t.dump()), "tokens",
+                       "invalid_value");
+      }
+      ids.push_back(int32_t(t.get<int64_t>()));
+    }
+    res.set_content(json_text({{"prompt", tok.decode(ids, false)}}), "application/json");
+  }
+
   Json model_json() const {
     return {{"id", opt.model_id}, {"object", "model"}, {"created", created}, {"owned_by", "seedling"}};
   }
@@ -512,8 +592,9 @@ struct Server::Impl {
           return httplib::Server::HandlerResponse::Handled;
         }));
     http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-      static const std::set<std::string> known = {"/",          "/health",         "/metrics",
-                                                  "/v1/models", "/v1/completions", "/v1/chat/completions"};
+      static const std::set<std::string> known = {
+          "/",         "/health",     "/metrics",        "/v1/models",
+          "/tokenize", "/detokenize", "/v1/completions", "/v1/chat/completions"};
       metrics.count_request(known.count(req.path) ? req.path : "other", res.status);
     });
     http.Get("/", [](const httplib::Request&, httplib::Response& res) {
@@ -548,6 +629,12 @@ struct Server::Impl {
     });
     http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
       guarded(res, [&] { completions(req, res); });
+    });
+    http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+      guarded(res, [&] { tokenize(req, res); });
+    });
+    http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+      guarded(res, [&] { detokenize(req, res); });
     });
   }
 };

@@ -622,6 +622,41 @@ TEST_F(Http, LogitBiasAndPenaltiesAreHonoured) {
   expect_error(s.post("/v1/chat/completions", R"({"frequency_penalty": "a")" + rest), 400, "frequency_penalty");
 }
 
+// /tokenize and /detokenize (vLLM's): a prompt's ids are the tokenizer's, a conversation's count is what a chat
+// completion of it reports as prompt_tokens, and detokenize inverts tokenize.
+TEST_F(Http, TokenizeAndDetokenize) {
+  Running s(*model_, options());
+  const Tokenizer tok = Tokenizer::from_file(find_tokenizer_file(demo_dir()));
+  const std::string text = "Hello, world! 3 + 4 = 7";
+  auto r = s.post("/tokenize", Json{{"prompt", text}}.dump());
+  ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no response");
+  const Json j = Json::parse(r->body);
+  EXPECT_EQ(j["tokens"].get<std::vector<int32_t>>(), tok.encode(text, true));
+  EXPECT_EQ(j["count"], j["tokens"].size());
+  EXPECT_GT(j["max_model_len"].get<int>(), 0);
+  auto llama_form = s.post("/tokenize", Json{{"content", text}, {"add_special_tokens", false}}.dump());
+  ASSERT_TRUE(llama_form && llama_form->status == 200);
+  EXPECT_EQ(Json::parse(llama_form->body)["tokens"].get<std::vector<int32_t>>(), tok.encode(text, false));
+  auto d = s.post("/detokenize", Json{{"tokens", j["tokens"]}}.dump());
+  ASSERT_TRUE(d && d->status == 200);
+  EXPECT_EQ(Json::parse(d->body)["prompt"], tok.decode(j["tokens"].get<std::vector<int32_t>>(), false));
+  const Json messages = Json::parse(R"([{"role": "user", "content": "What is 2 + 2?"}])");
+  auto m = s.post("/tokenize", Json{{"messages", messages}}.dump());
+  auto c = s.post("/v1/chat/completions", Json{{"messages", messages}, {"max_tokens", 1}}.dump());
+  ASSERT_TRUE(m && c && m->status == 200 && c->status == 200);
+  EXPECT_EQ(Json::parse(m->body)["count"], Json::parse(c->body)["usage"]["prompt_tokens"]);
+  auto no_gen = s.post("/tokenize", Json{{"messages", messages}, {"add_generation_prompt", false}}.dump());
+  ASSERT_TRUE(no_gen && no_gen->status == 200);
+  EXPECT_LT(Json::parse(no_gen->body)["count"], Json::parse(m->body)["count"]);
+  expect_error(s.post("/tokenize", Json{{"prompt", "a"}, {"messages", messages}}.dump()), 400, "prompt");
+  expect_error(s.post("/tokenize", R"({"prompt": 5})"), 400, "prompt");
+  expect_error(s.post("/tokenize", R"({"prompt": "a", "frob": 1})"), 400, "frob");
+  expect_error(s.post("/tokenize", R"({"prompt": "a", "model": "gpt-5"})"), 404, "model", "model_not_found");
+  expect_error(s.post("/detokenize", R"({"tokens": [1, -2]})"), 400, "tokens");
+  expect_error(s.post("/detokenize", R"({"tokens": [99999999]})"), 400, "tokens");
+  expect_error(s.post("/detokenize", R"({"tokens": "1 2"})"), 400, "tokens");
+}
+
 // A model name the server does not serve is a 404 model_not_found (it was answered by the loaded model), unless it
 // is one of the --alias names.
 TEST_F(Http, AnUnknownModelIs404UnlessItIsAnAlias) {
