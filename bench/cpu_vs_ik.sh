@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# bench/cpu_vs_ik.sh - CPU decode and prefill, Seedling against ik_llama.cpp on the same bits, interleaved.
+#
+# Writes a Qwen3-30B-A3B-shaped model once as a Seedling packed folder (experts and dense q4_g32) and once as a GGUF
+# (tools/packed_to_gguf.py: q4_g32 is ggml's Q4_1 byte for byte, so both engines read the same 5.0-bit weights), then
+# for each thread count runs the two engines turn about, RUNS times each: `seedling bench` (its int8-activation path
+# and its float path) and ik's `llama-bench -fa 1 -fmoe 1`. Decode is the N tokens after a P-token prompt on both
+# sides (ik: `-gp P,N`); prefill is the P-token prompt. Prints each run and, per thread count, the medians and ratios.
+#
+# Usage: bench/cpu_vs_ik.sh IK_SRC WORK [LAYERS] [THREADS] [RUNS]
+#   IK_SRC   ik_llama.cpp source (../shared/tools/peer_source.sh exports one from a fetched snapshot); its CPU
+#            llama-bench is built in IK_SRC-cpu unless IK_BENCH names a built binary
+#   WORK     a folder for the two models (about 0.5 GB a layer; reused when present)
+#   LAYERS   default 4 (48 is the full shape); THREADS default "1 2"; RUNS default 3
+# Environment: SEEDLING (default build/seedling), P (prompt, default 64), N (decode tokens, default 32),
+#   PYTHON (with numpy; default python3).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+src=${1:?usage: bench/cpu_vs_ik.sh IK_SRC WORK [LAYERS] [THREADS] [RUNS]}
+work=${2:?usage: bench/cpu_vs_ik.sh IK_SRC WORK [LAYERS] [THREADS] [RUNS]}
+layers=${3:-4}
+threads=${4:-"1 2"}
+runs=${5:-3}
+seedling=${SEEDLING:-$root/build/seedling}
+P=${P:-64}
+N=${N:-32}
+python=${PYTHON:-python3}
+mkdir -p "$work"
+
+ik=${IK_BENCH:-}
+if [ -z "$ik" ]; then
+  ik=$src-cpu/bin/llama-bench
+  if [ ! -x "$ik" ]; then
+    cmake -S "$src" -B "$src-cpu" -G Ninja -DGGML_CUDA=OFF -DLLAMA_CURL=OFF -DGGML_NATIVE=ON -DLLAMA_BUILD_SERVER=OFF \
+      -DLLAMA_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build "$src-cpu" --target llama-bench
+  fi
+fi
+pack=$work/qwen3-$layers-q4_g32
+gguf=$work/qwen3-$layers-q4_1.gguf
+[ -f "$pack/manifest.json" ] ||
+  "$seedling" synth --preset qwen3-30b-a3b --layers "$layers" --packed q4_g32 --dense q4_g32 -o "$pack" 2>&1 | tail -n 1
+[ -f "$gguf" ] || "$python" "$root/tools/packed_to_gguf.py" "$pack" "$gguf" --gguf-py "$src/gguf-py"
+
+echo "seedling $(git -C "$root" log -1 --format=%h); ik $(git -C "$src" log -1 --format=%h 2>/dev/null || echo "$src")"
+echo "model: $layers layers of Qwen3-30B-A3B's shape, q4_g32 = Q4_1 everywhere; prompt $P, decode $N; $(nproc) cores"
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
+for t in $threads; do
+  for r in $(seq "$runs"); do
+    for dot in int8 float; do
+      out=$(SEEDLING_CPU_DOT=$dot "$seedling" bench -m "$pack" -t "$t" --prompt-tokens "$P" -n "$N" --repeats 1 2>&1)
+      pre=$(echo "$out" | awk '/^prefill:/ {print $2}')
+      dec=$(echo "$out" | awk '/^decode:/ {print $2}')
+      echo "t=$t run=$r seedling-$dot prefill $pre decode $dec" | tee -a "$results"
+    done
+    out=$("$ik" -m "$gguf" -t "$t" -fa 1 -fmoe 1 -p "$P" -n 0 -gp "$P,$N" -r 1 -o csv 2>/dev/null)
+    pre=$(echo "$out" | "$python" -c '
+import csv, sys
+rows = list(csv.DictReader(sys.stdin))
+print(next(r["avg_ts"] for r in rows if r["n_gen"] == "0"), next(r["avg_ts"] for r in rows if r["n_gen"] != "0"))')
+    echo "t=$t run=$r ik prefill ${pre% *} decode ${pre#* }" | tee -a "$results"
+  done
+done
+"$python" - "$results" <<'PY'
+import collections, statistics, sys
+data = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    f = line.split()
+    data[(f[0], f[2])].append((float(f[4]), float(f[6])))
+print("\n| threads | engine | prefill tok/s (median) | decode tok/s (median) | prefill / ik | decode / ik |")
+print("| --- | --- | --- | --- | --- | --- |")
+for t in sorted({k[0] for k in data}, key=lambda s: int(s[2:])):
+    ik = [statistics.median(v) for v in zip(*data[(t, "ik")])]
+    for eng in ("seedling-int8", "seedling-float", "ik"):
+        pre, dec = (statistics.median(v) for v in zip(*data[(t, eng)]))
+        print("| %s | %s | %.2f | %.2f | %.2f | %.2f |" % (t[2:], eng, pre, dec, pre / ik[0], dec / ik[1]))
+PY
