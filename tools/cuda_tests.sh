@@ -43,6 +43,26 @@ sys.exit(0 if err <= 2e-2 else 1)
 PY
 }
 
+# reference_ids NAME: the comma-separated prompt ids of tests/data/models/NAME/reference.json.
+reference_ids() {
+  python3 -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))['ids'])))" \
+    "$models/$1/reference.json"
+}
+
+# compare_cpu_cuda LABEL RUN_MODEL LOGITS_MODEL IDS: `run` on RUN_MODEL gives the same 12 greedy ids with --device cpu
+# and --device cuda, and `logits` on LOGITS_MODEL are within 2e-2 of each other; else prints "FAIL LABEL: ..." and
+# exits 1. Leaves the CPU's ids in $cpu_ids, the max |cuda - cpu| in $err, the logits in $tmp/cpu.f32, $tmp/gpu.f32.
+compare_cpu_cuda() {
+  local label=$1 run_model=$2 logits_model=$3 ids=$4 gpu_ids
+  cpu_ids=$("$bin" run -m "$run_model" --ids "$ids" -n 12 --ignore-eos --print-ids 2>/dev/null | tail -n 1)
+  gpu_ids=$("$bin" run -m "$run_model" --ids "$ids" -n 12 --ignore-eos --print-ids --device cuda 2>/dev/null |
+    tail -n 1)
+  [ "$cpu_ids" = "$gpu_ids" ] || { echo "FAIL $label: greedy ids cpu $cpu_ids, cuda $gpu_ids"; exit 1; }
+  "$bin" logits -m "$logits_model" --ids "$ids" -o "$tmp/cpu.f32" 2>/dev/null
+  "$bin" logits -m "$logits_model" --ids "$ids" -o "$tmp/gpu.f32" --device cuda 2>/dev/null
+  err=$(max_diff_within_2e2 "$tmp/cpu.f32" "$tmp/gpu.f32") || { echo "FAIL $label: $err"; exit 1; }
+}
+
 status=0
 SEEDLING_BINARY="$bin" "$build/tests/cuda_tests" >"$tmp/gtest" 2>&1 || status=$?
 grep -v '^\[ *\(OK\|RUN\) ' "$tmp/gtest" | grep -v '^$' || true
@@ -50,17 +70,12 @@ grep -v '^\[ *\(OK\|RUN\) ' "$tmp/gtest" | grep -v '^$' || true
 echo "ok   cuda_tests: $(grep -c '^\[ *OK ' "$tmp/gtest" || true) tests passed"
 
 for m in qwen3_moe_a qwen3_moe_b mixtral_a mixtral_b; do
-  ids=$(python3 -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))['ids'])))" \
-    "$models/$m/reference.json")
-  cpu=$("$bin" run -m "$models/$m/hf" --ids "$ids" -n 12 --ignore-eos --print-ids 2>/dev/null | tail -n 1)
-  gpu=$("$bin" run -m "$models/$m/hf" --ids "$ids" -n 12 --ignore-eos --print-ids --device cuda 2>/dev/null | tail -n 1)
-  [ "$cpu" = "$gpu" ] || { echo "FAIL $m: greedy ids cpu $cpu, cuda $gpu"; exit 1; }
-  "$bin" logits -m "$models/$m/hub" --ids "$ids" -o "$tmp/cpu.f32" 2>/dev/null
-  "$bin" logits -m "$models/$m/hub" --ids "$ids" -o "$tmp/gpu.f32" --device cuda 2>/dev/null
+  ids=$(reference_ids "$m")
+  # The three-tier checks below compare against this run's $cpu_ids and $tmp/cpu.f32 (the seed packs then reuse both).
+  compare_cpu_cuda "$m" "$models/$m/hf" "$models/$m/hub" "$ids"
   "$bin" logits -m "$models/$m/hub" --ids "$ids" -o "$tmp/gpu_min.f32" --device cuda --vram-budget 1 2>"$tmp/err" &&
     { echo "FAIL $m: a 1-byte VRAM budget was accepted"; exit 1; }
   grep -q "vram-budget" "$tmp/err" || { cat "$tmp/err"; exit 1; }
-  err=$(max_diff_within_2e2 "$tmp/cpu.f32" "$tmp/gpu.f32") || { echo "FAIL $m: $err"; exit 1; }
   printf "ok   %-12s cuda greedy ids = cpu; logits max |cuda - cpu| %s; 1-byte --vram-budget refused\n" "$m" "$err"
   # Three tiers: the packed folder's experts read into top-k RAM slots (--expert-slots k) and
   # from there into top-k VRAM slots (the minimum the 1-byte refusal named): the CPU's greedy ids, logits within
@@ -74,7 +89,7 @@ for m in qwen3_moe_a qwen3_moe_b mixtral_a mixtral_b; do
   tiers="--device cuda --expert-slots $k --vram-budget $min"
   # shellcheck disable=SC2086
   gpu3=$("$bin" run -m "$tmp/p" --ids "$ids" -n 12 --ignore-eos --print-ids $tiers 2>"$tmp/err3" | tail -n 1)
-  [ "$cpu" = "$gpu3" ] || { echo "FAIL $m: greedy ids cpu $cpu, three tiers $gpu3"; cat "$tmp/err3"; exit 1; }
+  [ "$cpu_ids" = "$gpu3" ] || { echo "FAIL $m: greedy ids cpu $cpu_ids, three tiers $gpu3"; cat "$tmp/err3"; exit 1; }
   if ! grep -q "three tiers" "$tmp/err3" || ! grep -q "experts: streamed provider" "$tmp/err3"; then
     echo "FAIL $m: no three-tier placement line or RAM tier statistics"
     cat "$tmp/err3"
@@ -92,12 +107,7 @@ for m in qwen3_moe_a qwen3_moe_b mixtral_a mixtral_b; do
   echo "= all-in-VRAM bit for bit; top-k - 1 RAM slots refused"
   for tier in p4 s3; do
     "$bin" pack -m "$models/$m/hf" -o "$tmp/s" --experts "$tier" --seed-search-seeds 256 --force >/dev/null 2>&1
-    scpu=$("$bin" run -m "$tmp/s" --ids "$ids" -n 12 --ignore-eos --print-ids 2>/dev/null | tail -n 1)
-    sgpu=$("$bin" run -m "$tmp/s" --ids "$ids" -n 12 --ignore-eos --print-ids --device cuda 2>/dev/null | tail -n 1)
-    [ "$scpu" = "$sgpu" ] || { echo "FAIL $m --experts $tier: greedy ids cpu $scpu, cuda $sgpu"; exit 1; }
-    "$bin" logits -m "$tmp/s" --ids "$ids" -o "$tmp/scpu.f32" 2>/dev/null
-    "$bin" logits -m "$tmp/s" --ids "$ids" -o "$tmp/sgpu.f32" --device cuda 2>/dev/null
-    err=$(max_diff_within_2e2 "$tmp/scpu.f32" "$tmp/sgpu.f32") || { echo "FAIL $m --experts $tier: $err"; exit 1; }
+    compare_cpu_cuda "$m --experts $tier" "$tmp/s" "$tmp/s" "$ids"
     printf "ok   %-12s --experts %s: cuda greedy ids = cpu; logits max |cuda - cpu| %s\n" "$m" "$tier" "$err"
     "$bin" pack -m "$models/$m/hf" -o "$tmp/sg" --experts "$tier" --seed-search-seeds 256 --search-device cuda \
       --force >/dev/null 2>&1
@@ -110,15 +120,8 @@ done
 # The families that run from layer plans (olmoe, qwen2_moe, glm4_moe, gpt_oss), each in the layout it is checked in
 # (gpt_oss_mxfp4/hub: the MXFP4 experts as released): cuda greedy ids = cpu, logits within 2e-2.
 for d in olmoe_a/hf qwen2_moe_a/hf glm4_moe_a/hf gpt_oss_a/hf gpt_oss_mxfp4/hub; do
-  m=${d%%/*}
-  ids=$(python3 -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))['ids'])))" \
-    "$models/$m/reference.json")
-  cpu=$("$bin" run -m "$models/$d" --ids "$ids" -n 12 --ignore-eos --print-ids 2>/dev/null | tail -n 1)
-  gpu=$("$bin" run -m "$models/$d" --ids "$ids" -n 12 --ignore-eos --print-ids --device cuda 2>/dev/null | tail -n 1)
-  [ "$cpu" = "$gpu" ] || { echo "FAIL $d: greedy ids cpu $cpu, cuda $gpu"; exit 1; }
-  "$bin" logits -m "$models/$d" --ids "$ids" -o "$tmp/cpu.f32" 2>/dev/null
-  "$bin" logits -m "$models/$d" --ids "$ids" -o "$tmp/gpu.f32" --device cuda 2>/dev/null
-  err=$(max_diff_within_2e2 "$tmp/cpu.f32" "$tmp/gpu.f32") || { echo "FAIL $d: $err"; exit 1; }
+  ids=$(reference_ids "${d%%/*}")
+  compare_cpu_cuda "$d" "$models/$d" "$models/$d" "$ids"
   printf "ok   %-18s cuda greedy ids = cpu; logits max |cuda - cpu| %s\n" "$d" "$err"
 done
 echo "ok   all CUDA tests"

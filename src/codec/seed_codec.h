@@ -15,31 +15,12 @@
 #include <vector>
 
 #include "codec/seed_arith.h"
+#include "core/codec_layout.h"
 #include "core/error.h"
 
 namespace seedling::seed {
 
-enum class SeedTier : uint8_t { P3, P4, S3 };
-inline constexpr SeedTier kAllSeedTiers[] = {SeedTier::P3, SeedTier::P4, SeedTier::S3};
-
-struct SeedTierSpec {
-  int block;           // C: weights per block
-  int coefs;           // P: int4 coefficients per block
-  bool codes_apart;    // exponent code in its own nibble array (P4, S3) or in the word's bits 0-3 (P3)
-  int bits_per_block;  // 32 or 36
-};
-
-constexpr SeedTierSpec seed_tier_spec(SeedTier t) {
-  switch (t) {
-    case SeedTier::P3:
-      return {8, 3, false, 32};
-    case SeedTier::P4:
-      return {8, 4, true, 36};
-    case SeedTier::S3:
-      return {12, 4, true, 36};
-  }
-  return {8, 3, false, 32};
-}
+// SeedTier, kAllSeedTiers, seed_tier_spec, SeedSliceLayout, seed_slice_layout: core/codec_layout.h.
 
 std::string_view seed_tier_name(SeedTier t);                // "p3", "p4", "s3"
 std::optional<SeedTier> parse_seed_tier(std::string_view);  // nullopt when unknown
@@ -64,30 +45,6 @@ void decode_block(SeedTier t, const SeedBlock& b, int e, float* out);
 // The 16-bit word of a block and back (the code lives in the word for P3 only).
 uint16_t pack_word(SeedTier t, const SeedBlock& b);
 void unpack_word(SeedTier t, uint16_t word, SeedBlock* b);
-
-struct SeedSliceLayout {
-  int64_t rows = 0, cols = 0;
-  int64_t blocks_per_row = 0;  // ceil(cols / C)
-  int64_t n_blocks = 0;
-  size_t seeds_offset = 4, words_offset = 0, codes_offset = 0;
-  size_t bytes = 0;  // the blob's exact size
-};
-// Inline (as the format's size arithmetic) so io/, below codec/, sizes seed parts without linking codec/*.cpp.
-// Throws Error on a shape that is not positive.
-inline SeedSliceLayout seed_slice_layout(SeedTier t, int64_t rows, int64_t cols) {
-  const SeedTierSpec sp = seed_tier_spec(t);
-  if (rows <= 0 || cols <= 0) fail("a seed slice needs positive rows and cols, got {} x {}", rows, cols);
-  SeedSliceLayout L;
-  L.rows = rows;
-  L.cols = cols;
-  L.blocks_per_row = (cols + sp.block - 1) / sp.block;
-  L.n_blocks = rows * L.blocks_per_row;
-  L.seeds_offset = 4;
-  L.words_offset = 4 + 2 * size_t(L.n_blocks);
-  L.codes_offset = 4 + 4 * size_t(L.n_blocks);
-  L.bytes = L.codes_offset + (sp.codes_apart ? size_t(L.n_blocks + 1) / 2 : 0);
-  return L;
-}
 
 // Bits per weight of a slice, the bias included.
 double seed_bits_per_weight(SeedTier t, int64_t rows, int64_t cols);

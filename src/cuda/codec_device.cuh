@@ -23,7 +23,7 @@
 
 namespace seedling::cuda {
 
-using namespace codec_ids;  // the codec numbers (codec_ids.h mirrors codec/codec.h)
+using namespace codec_ids;  // the codec numbers (codec_ids.h mirrors core/codec_layout.h)
 using Id = CodecId;
 
 __device__ __forceinline__ float f16_bits(uint16_t h) {

@@ -1,6 +1,6 @@
-// cuda/codec_ids.h - codec/codec.h's codec numbers and block sizes as plain constants, for the .cu files: nvcc cannot
-// compile what codec.h includes (fmt's compile-time format checks). runtime.cpp static_asserts each value against
-// codec.h, so the two cannot drift apart.
+// cuda/codec_ids.h - core/codec_layout.h's codec numbers and block sizes as plain constants, for the .cu files: nvcc
+// cannot compile what that header includes (fmt's compile-time format checks). runtime.cpp static_asserts each value
+// against it, so the two cannot drift apart.
 #pragma once
 
 #include <cstdint>

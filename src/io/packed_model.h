@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/codec.h"
+#include "core/codec_layout.h"
 #include "core/mapped_file.h"
 
 namespace seedling {

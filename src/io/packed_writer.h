@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/codec.h"
+#include "core/codec_layout.h"
 
 namespace seedling {
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "codec/codec.h"
+#include "codec/seed_codec.h"
 #include "core/dtype.h"
 #include "core/error.h"
 

@@ -7,10 +7,11 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 m=$data/models/qwen3_moe_a
 
-# reference_ids KEY: the comma-separated ids under KEY ("ids" or "greedy") of $m/reference.json.
+# reference_ids KEY [MODEL_DIR]: the comma-separated ids under KEY ("ids" or "greedy") of MODEL_DIR/reference.json
+# (default $m).
 reference_ids() {
   python3 -c "import json,sys;print(','.join(map(str,json.load(open(sys.argv[1]))[sys.argv[2]])))" \
-    "$m/reference.json" "$1"
+    "${2:-$m}/reference.json" "$1"
 }
 ids=$(reference_ids ids)
 
