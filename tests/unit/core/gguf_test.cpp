@@ -1,5 +1,6 @@
-// The GGUF reader (io/gguf.h): every metadata type and tensor type read as written by a writer here; every lie a
-// file can tell is one Error naming the file and the key or tensor, never a read past the end of the mapping.
+// The GGUF reader (io/gguf.h): every metadata type and tensor type read as written, by a writer here and by gguf-py
+// (tests/data/gguf/, made by its make_files.py); every lie a file can tell is one Error naming the file and the key
+// or tensor, never a read past the end of the mapping.
 #include "io/gguf.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,8 @@
 #include <set>
 
 #include "core/error.h"
+#include "io/packed_model.h"
+#include "io/safetensors.h"
 #include "test_util.h"
 
 namespace seedling {
@@ -509,6 +512,180 @@ TEST(Gguf, OnlyInfoReadsAGgufFile) {
              dir / "model.bin" + ": a GGUF file: Seedling reads GGUF files with `seedling info` only so far");
   EXPECT_EQ(test::error_of([&] { refuse_gguf_model(dir / "other.bin"); }), "(no error)");
   EXPECT_EQ(test::error_of([&] { refuse_gguf_model(dir.str()); }), "(no error)");
+}
+
+// gguf-py's GGUFWriter: every metadata type, tokenizer-shaped keys, tensors of several types, bytes 0, 1, 2, ...
+TEST(GgufFiles, EveryTypeFromGgufPy) {
+  const GgufFile f(test::data_path("gguf/every_type.gguf"));
+  EXPECT_EQ(f.version(), 3u);
+  EXPECT_EQ(f.get_string("general.architecture"), "testarch");
+  EXPECT_EQ(f.get_string("general.name"), "every type");
+  EXPECT_EQ(f.get_int("test.u8"), 200);
+  EXPECT_EQ(f.get_int("test.i8"), -100);
+  EXPECT_EQ(f.get_int("test.u16"), 60000);
+  EXPECT_EQ(f.get_int("test.i16"), -30000);
+  EXPECT_EQ(f.get_int("test.u32"), 4000000000);
+  EXPECT_EQ(f.get_int("test.i32"), -2000000000);
+  EXPECT_EQ(f.find("test.u64")->u, (uint64_t(1) << 63) + 5);
+  EXPECT_EQ(f.get_int("test.i64"), -(int64_t(1) << 62));
+  EXPECT_EQ(f.get_float("test.f32"), 0.25);
+  EXPECT_EQ(f.get_float("test.f64"), -1e300);
+  EXPECT_TRUE(f.get_bool("test.bool"));
+  EXPECT_EQ(f.get_string("test.string"), "h\xc3\xa9llo");
+  EXPECT_EQ(f.get_int_array("test.arr.u8"), (std::vector<int64_t>{1, 2, 255}));
+  EXPECT_EQ(f.get_int_array("test.arr.i8"), (std::vector<int64_t>{-1, 0, 1}));
+  EXPECT_EQ(f.get_int_array("test.arr.u16"), (std::vector<int64_t>{65535}));
+  EXPECT_EQ(f.get_int_array("test.arr.i16"), (std::vector<int64_t>{-32768, 7}));
+  EXPECT_EQ(f.get_int_array("test.arr.u32"), (std::vector<int64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(f.get_int_array("test.arr.i32"), (std::vector<int64_t>{-5, 5}));
+  EXPECT_EQ(f.get_int_array("test.arr.i64"), (std::vector<int64_t>{INT64_MIN, INT64_MAX}));
+  EXPECT_EQ(f.get_float_array("test.arr.f32"), (std::vector<double>{0.5, -2.0}));
+  EXPECT_EQ(f.get_float_array("test.arr.f64"), (std::vector<double>{1e-300, 3.0}));
+  EXPECT_EQ(gguf_value_text(*f.find("test.arr.bool")), "[true, false, true]");
+  EXPECT_EQ(gguf_value_text(*f.find("test.arr.u64")), "[18446744073709551615]");
+  const auto& s = f.get_string_array("test.arr.string");
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[2], "long string \xe4\xb8\xad");
+  EXPECT_EQ(f.get_string("tokenizer.ggml.model"), "gpt2");
+  EXPECT_EQ(f.get_string_array("tokenizer.ggml.tokens").size(), 5u);
+  EXPECT_EQ(f.get_int_array("tokenizer.ggml.token_type"), (std::vector<int64_t>{3, 3, 1, 1, 1}));
+  EXPECT_EQ(f.get_float_array("tokenizer.ggml.scores")[4], -3.0);
+  EXPECT_EQ(f.get_string_array("tokenizer.ggml.merges")[0], "a b");
+  EXPECT_EQ(f.get_int("testarch.expert_count"), 4);
+
+  struct Want {
+    const char* name;
+    GgmlType type;
+    std::vector<int64_t> dims;
+    size_t nbytes;
+  };
+  const std::vector<Want> want = {{"t.f32", GgmlType::F32, {2, 3}, 24},      {"t.f16", GgmlType::F16, {4}, 8},
+                                  {"t.bf16", GgmlType::BF16, {2, 2, 2}, 16}, {"t.q8_0", GgmlType::Q8_0, {64, 2}, 136},
+                                  {"t.q4_k", GgmlType::Q4_K, {256, 1}, 144}, {"t.mxfp4", GgmlType::MXFP4, {32, 3}, 51},
+                                  {"t.i32", GgmlType::I32, {5, 1, 1, 1}, 20}};
+  ASSERT_EQ(f.tensors().size(), want.size());
+  for (size_t k = 0; k < want.size(); ++k) {
+    const GgufTensor& t = f.tensors()[k];
+    EXPECT_EQ(t.name, want[k].name);
+    EXPECT_EQ(t.type, want[k].type) << t.name;
+    EXPECT_EQ(t.dims, want[k].dims) << t.name;
+    ASSERT_EQ(t.nbytes, want[k].nbytes) << t.name;
+    for (size_t i = 0; i < t.nbytes; ++i) ASSERT_EQ(t.data[i], i % 251) << t.name << " byte " << i;
+  }
+}
+
+// tools/packed_to_gguf.py of a packed folder (both committed): every Q4_1 tensor holds the packed q4_g32 bytes,
+// stacked experts included, and every F32 norm the packed bf16 widened.
+TEST(GgufFiles, PackedToGgufKeepsThePackedBytes) {
+  const GgufFile f(test::data_path("gguf/qwen3moe_q4_1.gguf"));
+  const auto packed = PackedModel::open(test::data_path("gguf/qwen3moe_q4_1"));
+  EXPECT_EQ(f.get_string("general.architecture"), "qwen3moe");
+  EXPECT_EQ(f.get_int("qwen3moe.block_count"), 2);
+  EXPECT_EQ(f.get_int("qwen3moe.embedding_length"), 64);
+  EXPECT_EQ(f.get_int("qwen3moe.expert_count"), 4);
+  EXPECT_EQ(f.get_int("qwen3moe.expert_used_count"), 2);
+  EXPECT_EQ(f.get_int("qwen3moe.expert_feed_forward_length"), 32);
+  EXPECT_EQ(f.get_int("qwen3moe.attention.head_count"), 2);
+  EXPECT_EQ(f.get_float("qwen3moe.attention.layer_norm_rms_epsilon"), double(1e-6f));
+  EXPECT_EQ(f.get_string("tokenizer.ggml.model"), "none");
+  EXPECT_EQ(f.tensors().size(), 3u + 2u * 12u);
+
+  const auto same_bytes = [&](const std::string& gguf_name, const uint8_t* data, size_t bytes) {
+    const GgufTensor& t = f.tensor(gguf_name);
+    ASSERT_EQ(t.nbytes, bytes) << gguf_name;
+    EXPECT_EQ(std::memcmp(t.data, data, bytes), 0) << gguf_name;
+  };
+  const auto resident = [&](const std::string& gguf_name, const std::string& packed_name, GgmlType type,
+                            std::vector<int64_t> dims) {
+    const PackedTensor& p = packed->tensor(packed_name);
+    const GgufTensor& t = f.tensor(gguf_name);
+    EXPECT_EQ(t.type, type) << gguf_name;
+    EXPECT_EQ(t.dims, dims) << gguf_name;
+    same_bytes(gguf_name, p.data, p.bytes);
+  };
+  resident("token_embd.weight", "model.embed_tokens.weight", GgmlType::Q4_1, {64, 64});
+  resident("output.weight", "lm_head.weight", GgmlType::Q4_1, {64, 64});
+  for (int l = 0; l < 2; ++l) {
+    const std::string b = fmt::format("blk.{}.", l), p = fmt::format("model.layers.{}.", l);
+    resident(b + "attn_q.weight", p + "self_attn.q_proj.weight", GgmlType::Q4_1, {64, 64});
+    resident(b + "attn_k.weight", p + "self_attn.k_proj.weight", GgmlType::Q4_1, {64, 32});
+    resident(b + "attn_v.weight", p + "self_attn.v_proj.weight", GgmlType::Q4_1, {64, 32});
+    resident(b + "attn_output.weight", p + "self_attn.o_proj.weight", GgmlType::Q4_1, {64, 64});
+    resident(b + "ffn_gate_inp.weight", p + "mlp.gate.weight", GgmlType::BF16, {64, 4});
+    // Norms: bf16 widened to f32 exactly.
+    const PackedTensor& norm = packed->tensor(p + "input_layernorm.weight");
+    const GgufTensor& t = f.tensor(b + "attn_norm.weight");
+    ASSERT_EQ(t.type, GgmlType::F32);
+    ASSERT_EQ(t.nbytes, norm.bytes * 2);
+    for (size_t i = 0; i < norm.bytes / 2; ++i) {
+      uint16_t h;
+      uint32_t w;
+      std::memcpy(&h, norm.data + 2 * i, 2);
+      std::memcpy(&w, t.data + 4 * i, 4);
+      ASSERT_EQ(w, uint32_t(h) << 16) << b << "attn_norm.weight element " << i;
+    }
+    // Experts: the GGUF stacks each expert's part; the packed folder keeps one blob per expert.
+    const PackedExpertLayer& layer = packed->expert_layer(l);
+    const std::string blobs = test::read_file(layer.file);
+    const char* parts[3] = {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"};
+    for (int part = 0; part < 3; ++part) {
+      const PackedExpertPart& pp = layer.parts[part];
+      const GgufTensor& e = f.tensor(b + parts[part]);
+      EXPECT_EQ(e.type, GgmlType::Q4_1);
+      EXPECT_EQ(e.dims, (std::vector<int64_t>{pp.cols, pp.rows, 4}));
+      ASSERT_EQ(e.nbytes, 4 * pp.bytes);
+      for (int x = 0; x < 4; ++x) {
+        const uint64_t at = packed->expert_blob(l, x).offset + pp.offset;
+        EXPECT_EQ(std::memcmp(e.data + x * pp.bytes, blobs.data() + at, pp.bytes), 0) << b << parts[part] << " " << x;
+      }
+    }
+  }
+}
+
+// tools/gpt_oss_bench_model.py gguf of the tiny MXFP4 gpt_oss checkpoint: BF16 matrices as stored, and each MXFP4
+// block the released exponent and codes in ggml's order (exponent byte, then byte j = elements j and j + 16).
+TEST(GgufFiles, GptOssMxfp4HoldsTheCheckpointsWeights) {
+  const GgufFile f(test::data_path("gguf/gpt_oss_mxfp4.gguf"));
+  const Checkpoint ck(test::data_path("models/gpt_oss_mxfp4/hub"));
+  EXPECT_EQ(f.get_string("general.architecture"), "gpt-oss");
+  EXPECT_EQ(f.get_int("gpt-oss.block_count"), 2);
+  EXPECT_EQ(f.get_int("gpt-oss.expert_count"), 8);
+  EXPECT_EQ(f.get_int("gpt-oss.attention.sliding_window"), 6);
+  EXPECT_EQ(f.get_string("gpt-oss.rope.scaling.type"), "yarn");
+  EXPECT_EQ(f.get_float("gpt-oss.rope.scaling.factor"), 8.0);
+  EXPECT_EQ(f.tensors().size(), 41u);
+  std::map<GgmlType, int> types;
+  for (const GgufTensor& t : f.tensors()) ++types[t.type];
+  EXPECT_EQ(types[GgmlType::MXFP4], 6);
+  EXPECT_EQ(types[GgmlType::BF16], 2 + 2 * 5);
+  EXPECT_EQ(types[GgmlType::F32], 41 - 6 - 12);
+
+  const TensorInfo& embed = ck.get("model.embed_tokens.weight");
+  const GgufTensor& te = f.tensor("token_embd.weight");
+  EXPECT_EQ(te.type, GgmlType::BF16);
+  EXPECT_EQ(te.dims, (std::vector<int64_t>{64, 256}));
+  ASSERT_EQ(te.nbytes, embed.nbytes);
+  EXPECT_EQ(std::memcmp(te.data, embed.data, te.nbytes), 0);
+
+  for (int l = 0; l < 2; ++l) {
+    const std::string p = fmt::format("model.layers.{}.mlp.experts.", l);
+    const TensorInfo& blocks = ck.get(p + "down_proj_blocks");  // (experts, hidden, width / 32, 16)
+    const TensorInfo& scales = ck.get(p + "down_proj_scales");  // (experts, hidden, width / 32)
+    const GgufTensor& down = f.tensor(fmt::format("blk.{}.ffn_down_exps.weight", l));
+    EXPECT_EQ(down.type, GgmlType::MXFP4);
+    EXPECT_EQ(down.dims, (std::vector<int64_t>{96, 64, 8}));
+    ASSERT_EQ(down.nbytes, scales.nbytes * 17);
+    for (size_t k = 0; k < scales.nbytes; ++k) {
+      const uint8_t* g = down.data + 17 * k;
+      ASSERT_EQ(g[0], scales.data[k]) << "block " << k;
+      for (int j = 0; j < 32; ++j) {
+        const uint8_t released = blocks.data[16 * k + size_t(j / 2)];
+        const int code = j % 2 == 0 ? released & 15 : released >> 4;
+        const int stored = j < 16 ? g[1 + j] & 15 : g[1 + j - 16] >> 4;
+        ASSERT_EQ(stored, code) << "block " << k << " element " << j;
+      }
+    }
+  }
 }
 
 }  // namespace seedling
