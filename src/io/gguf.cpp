@@ -433,13 +433,14 @@ GgufFile::GgufFile(const std::string& path) : map_(path) {
       bad(fmt::format("rows of {} elements are not a whole number of {} blocks ({} elements each)", t.dims[0],
                       info.name, info.block_elems));
     }
-    uint64_t bytes = uint64_t(t.dims[0]) / info.block_elems * info.block_bytes;
+    // A row's bytes overflow too (2^62 + 5 four-byte elements wrap to 20 bytes; found by tests/fuzz/fuzz_gguf.cpp).
+    uint64_t bytes = 0;
+    bool fits = mul_checked(uint64_t(t.dims[0]) / info.block_elems, info.block_bytes, &bytes);
     uint64_t elems = uint64_t(t.dims[0]);
-    for (size_t d = 1; d < t.dims.size(); ++d) {
-      if (!mul_checked(bytes, uint64_t(t.dims[d]), &bytes) || !mul_checked(elems, uint64_t(t.dims[d]), &elems)) {
-        bad(fmt::format("{} {} overflows", info.name, t.dims_string()));
-      }
+    for (size_t d = 1; d < t.dims.size() && fits; ++d) {
+      fits = mul_checked(bytes, uint64_t(t.dims[d]), &bytes) && mul_checked(elems, uint64_t(t.dims[d]), &elems);
     }
+    if (!fits) bad(fmt::format("{} {} overflows", info.name, t.dims_string()));
     if (t.offset % alignment_ != 0) {
       bad(fmt::format("offset {} is not a multiple of the alignment {}", t.offset, alignment_));
     }

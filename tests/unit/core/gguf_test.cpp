@@ -481,6 +481,10 @@ TEST(Gguf, DimensionsAreChecked) {
              "tensor 't': F32 [4294967296, "
              "4294967296] overflows");
   EXPECT_HAS(dims_error({256, uint64_t(1) << 62}, GgmlType::I8), "tensor 't': I8 [256, 4611686018427387904] overflows");
+  // Found by tests/fuzz/fuzz_gguf.cpp: one row's bytes wrapped, (2^62 + 5) x 4 read as 20 bytes.
+  EXPECT_HAS(dims_error({(uint64_t(1) << 62) + 5, 1, 1, 1}, GgmlType::I32),
+             "tensor 't': I32 [4611686018427387909, 1, 1, 1] overflows");
+  EXPECT_HAS(dims_error({uint64_t(1) << 61}, GgmlType::F64), "tensor 't': F64 [2305843009213693952] overflows");
   EXPECT_HAS(dims_error({100, 2}, GgmlType::Q4_K),
              "tensor 't': rows of 100 elements are not a whole number of Q4_K blocks (256 elements each)");
   EXPECT_HAS(dims_error({64, 1024}, GgmlType::F32), "tensor 't': F32 [64, 1024] needs 262144 bytes");
