@@ -12,6 +12,7 @@ Needs numpy and a llama.cpp-family tree's gguf-py (GGUFWriter, an independent wr
   vocab 64) packed by `seedling pack --experts q4_g32 --dense q4_g32` (the packed folder, kept), then
   tools/packed_to_gguf.py: every Q4_1 tensor of the GGUF holds the packed folder's bytes.
 - gpt_oss_mxfp4.gguf: tools/gpt_oss_bench_model.py gguf of tests/data/models/gpt_oss_mxfp4/hub (MXFP4, BF16, F32).
+- tests/fuzz/corpus/fuzz_gguf/: the seeds of the GGUF fuzz target (fuzz_seeds below).
 """
 import json
 import os
@@ -73,6 +74,33 @@ def every_type(g, path):
     w.write_kv_data_to_file()
     w.write_tensors_to_file(progress=False)
     w.close()
+
+
+def fuzz_seeds(g, folder):
+    """Small files for tests/fuzz/corpus/fuzz_gguf/: every_type.gguf, a version 2 file aligned to 64, and the
+    packed-to-GGUF file cut after its first tensor (the rest of its tensors run past the end)."""
+    os.makedirs(folder, exist_ok=True)
+    shutil.copy(os.path.join(HERE, "every_type.gguf"), os.path.join(folder, "every_type"))
+    path = os.path.join(folder, "aligned64_v2")
+    w = g.GGUFWriter(path, arch="qwen3moe")
+    w.add_custom_alignment(64)
+    w.add_block_count(1)
+    Q = g.GGMLQuantizationType
+    w.add_tensor("a", np.arange(4, dtype=np.float32))
+    w.add_tensor("b", counting_bytes(40).reshape(2, 20), raw_dtype=Q.Q4_1)
+    w.add_tensor("c", counting_bytes(144).reshape(1, 144), raw_dtype=Q.Q4_K)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file(progress=False)
+    w.close()
+    data = bytearray(open(path, "rb").read())
+    data[4:8] = struct.pack("<I", 2)  # version 2 has version 3's layout (3 allowed big-endian files)
+    open(path, "wb").write(bytes(data))
+    src = os.path.join(HERE, "qwen3moe_q4_1.gguf")
+    r = g.GGUFReader(src)
+    first = r.tensors[0]
+    open(os.path.join(folder, "qwen3moe_q4_1_cut"), "wb").write(open(src, "rb").read()[:first.data_offset +
+                                                                                         first.n_bytes])
 
 
 def bf16_bytes(x):
@@ -163,6 +191,7 @@ def main():
     run(sys.executable, os.path.join(tools, "gpt_oss_bench_model.py"), "gguf",
         os.path.join(ROOT, "tests/data/models/gpt_oss_mxfp4/hub"), os.path.join(HERE, "gpt_oss_mxfp4.gguf"),
         "--gguf-py", gguf_py)
+    fuzz_seeds(g, os.path.join(ROOT, "tests/fuzz/corpus/fuzz_gguf"))
 
 
 if __name__ == "__main__":
