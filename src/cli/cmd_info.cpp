@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "cuda/device.h"
+#include "io/gguf.h"
 
 namespace seedling::cli {
 
@@ -58,7 +60,67 @@ std::string describe(const ModelConfig& c, const LayerPlan& p) {
   return a + e;
 }
 
+// "56.48 kB", "4.25 GB": decimal units, as `bench` and `pack` print sizes.
+std::string byte_text(uint64_t bytes) {
+  if (bytes < 1000) return fmt::format("{} B", bytes);
+  const char* units[] = {"kB", "MB", "GB", "TB"};
+  double v = double(bytes) / 1000;
+  int u = 0;
+  while (v >= 1000 && u < 3) v /= 1000, ++u;
+  return fmt::format("{:.2f} {}", v, units[u]);
+}
+
+// A GGUF file: what it holds (its metadata and tensors), read and checked by GgufFile; nothing runs yet.
+int run_gguf(const std::string& path) {
+  const GgufFile g(path);
+  std::printf("gguf:             %s (version %u, %s, data aligned to %u)\n", path.c_str(), g.version(),
+              byte_text(g.file_size()).c_str(), g.alignment());
+  const GgufValue* arch = g.find("general.architecture");
+  const std::string a = arch != nullptr && arch->type == GgufType::String ? std::string(arch->str) : "";
+  std::printf("architecture:     %s\n", a.empty() ? "(no string general.architecture)" : a.c_str());
+  if (const GgufValue* name = g.find("general.name"))
+    std::printf("name:             %s\n", gguf_value_text(*name).c_str());
+  // The architecture's hyperparameters: every `<arch>.` key, in file order, without the prefix.
+  const std::string prefix = a + ".";
+  bool any = false;
+  for (const auto& [key, v] : g.metadata()) {
+    if (a.empty() || key.rfind(prefix, 0) != 0) continue;
+    if (!any) std::printf("hyperparameters:  (%s*)\n", prefix.c_str());
+    any = true;
+    std::printf("  %-38s %s\n", key.substr(prefix.size()).c_str(), gguf_value_text(v).c_str());
+  }
+  const GgufValue* tok = g.find("tokenizer.ggml.model");
+  std::string tokenizer = tok != nullptr ? gguf_value_text(*tok) : "none (no tokenizer.ggml.model)";
+  for (const char* list : {"tokenizer.ggml.tokens", "tokenizer.ggml.merges"}) {
+    const GgufValue* v = g.find(list);
+    if (v != nullptr && v->type == GgufType::Array) tokenizer += fmt::format(", {} {}", v->count, list + 15);
+  }
+  std::printf("tokenizer:        %s\n", tokenizer.c_str());
+  if (const GgufValue* t = g.find("tokenizer.chat_template"); t != nullptr && t->type == GgufType::String) {
+    std::printf("chat template:    %zu bytes\n", t->str.size());
+  }
+  // Tensors by ggml type, in the table's order.
+  std::map<uint32_t, std::pair<int, uint64_t>> by_type;  // id -> (tensors, bytes)
+  uint64_t total = 0;
+  for (const GgufTensor& t : g.tensors()) {
+    auto& [count, bytes] = by_type[uint32_t(t.type)];
+    ++count;
+    bytes += t.nbytes;
+    total += t.nbytes;
+  }
+  std::printf("tensors:          %zu, %s of data (from byte %llu)\n", g.tensors().size(), byte_text(total).c_str(),
+              (unsigned long long)g.data_offset());
+  for (const auto& [id, cb] : by_type) {
+    std::printf("  %-8s %6d tensor%s %14llu bytes  %5.1f%%\n", ggml_type_name(GgmlType(id)).c_str(), cb.first,
+                cb.first == 1 ? " " : "s", (unsigned long long)cb.second,
+                total > 0 ? 100.0 * double(cb.second) / double(total) : 0.0);
+  }
+  std::printf("runs:             not yet (GGUF files are read by `seedling info` only so far)\n");
+  return 0;
+}
+
 int run(const ModelFlags& f) {
+  if (!f.model.empty() && is_gguf_file(f.model)) return run_gguf(f.model);
   auto model = load_model(f);
   const ModelConfig& c = model->config();
   const Model::Sizes s = model->sizes();
@@ -98,7 +160,8 @@ int run(const ModelFlags& f) {
 
 void add_info(CLI::App& app, int* status) {
   auto f = std::make_shared<ModelFlags>();
-  CLI::App* cmd = app.add_subcommand("info", "Describe a model: family, parameters, bytes per decoded token");
+  CLI::App* cmd = app.add_subcommand(
+      "info", "Describe a model: family, parameters, bytes per decoded token; or what a GGUF file holds");
   add_model_flags(cmd, f.get());
   cmd->callback([f, status] { *status = run(*f); });
 }

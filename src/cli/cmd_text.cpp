@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "io/gguf.h"
 #include "tokenizer/tokenizer.h"
 
 namespace seedling::cli {
@@ -22,6 +23,7 @@ struct DetokenizeFlags {
 };
 
 std::string tokenizer_path(const std::string& m) {
+  refuse_gguf_model(m);  // its tokenizer is not read yet
   return find_tokenizer_file(m.empty() ? default_model_dir() : m);
 }
 

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "io/gguf.h"
 #include "model/model.h"
 
 namespace seedling {
@@ -25,6 +26,10 @@ json read_json_file(const fs::path& path) {
 ModelConfig read_model_config(const std::string& dir, const Family** family_out) {
   const fs::path cfg_path = fs::path(dir) / "config.json";
   if (!fs::exists(dir)) fail("{}: no such model folder", dir);
+  refuse_gguf_model(dir);
+  if (!fs::is_directory(dir)) {
+    fail("{}: a file, not a model folder (expected a Hugging Face folder with config.json, or a packed folder)", dir);
+  }
   if (!fs::exists(cfg_path)) fail("{}: missing config.json (expected a Hugging Face model folder)", dir);
   const json j = read_json_file(cfg_path);
   if (!j.is_object()) fail("{}: expected a JSON object", cfg_path.string());

@@ -4,5 +4,5 @@
 # Usage: fuzz_config.sh [seedling-binary] [data-dir] (the arguments ctest passes; unused).
 # shellcheck source-path=SCRIPTDIR source=lib/fuzz.bash
 source "$(dirname "$0")/lib/fuzz.bash"
-fuzz_build fuzz_config "${families[@]}" -lfmt
+fuzz_build fuzz_config "${families[@]}" src/core/mapped_file.cpp -lfmt
 fuzz_run fuzz_config 8192

@@ -20,11 +20,12 @@ if ! "$fuzz_cxx" -fsanitize=fuzzer "$fuzz_work/probe.cpp" -o "$fuzz_work/probe" 
   echo "SKIP: $fuzz_cxx cannot link -fsanitize=fuzzer here"; exit 0
 fi
 
-# What read_model_config needs (model/model_config.cpp and every family's config reader), for targets that read
-# config.json.
+# What read_model_config needs (model/model_config.cpp and every family's config reader, io/gguf.cpp to refuse a
+# GGUF file; with core/mapped_file.cpp, which targets name themselves), for targets that read config.json.
 # shellcheck disable=SC2034
 families=(src/model/model_config.cpp src/model/config.cpp src/model/family.cpp src/model/glm4_moe.cpp
-  src/model/gpt_oss.cpp src/model/mixtral.cpp src/model/olmoe.cpp src/model/qwen2_moe.cpp src/model/qwen3_moe.cpp)
+  src/model/gpt_oss.cpp src/model/mixtral.cpp src/model/olmoe.cpp src/model/qwen2_moe.cpp src/model/qwen3_moe.cpp
+  src/io/gguf.cpp)
 
 # fuzz_build NAME ARGS...: compiles tests/fuzz/NAME.cpp with ARGS (sources under src/, given relative to the
 # repository root, and libraries) into $fuzz_work/NAME.
