@@ -2,7 +2,9 @@
 # bench/cpu_vs_ik.sh - CPU decode and prefill, Seedling against ik_llama.cpp on the same bits, interleaved.
 #
 # Writes a Qwen3-30B-A3B-shaped model once as a Seedling packed folder (experts and dense q4_g32) and once as a GGUF
-# (tools/packed_to_gguf.py: q4_g32 is ggml's Q4_1 byte for byte, so both engines read the same 5.0-bit weights), then
+# (tools/packed_to_gguf.py: q4_g32 is ggml's Q4_1 byte for byte, so both engines read the same 5.0-bit weights). With
+# BITS=4.5 the engines read 4.5 bits a weight in their own formats instead: Seedling q4_g64 (a pack of its own random
+# weights) against ik's Q4_0 (that GGUF requantized by ik's llama-quantize; IK_QUANTIZE names it). Then
 # for each thread count runs the two engines turn about, RUNS times each: `seedling bench` (its int8-activation path
 # and its float path) and ik's `llama-bench -fa 1 -fmoe 1`. Decode is the N tokens after a P-token prompt on both
 # sides (ik: `-gp P,N`); prefill is the P-token prompt. Prints each run and, per thread count, the medians and ratios.
@@ -13,7 +15,7 @@
 #   WORK     a folder for the two models (about 0.5 GB a layer; reused when present)
 #   LAYERS   default 4 (48 is the full shape); THREADS default "1 2"; RUNS default 3
 # Environment: SEEDLING (default build/seedling), P (prompt, default 64), N (decode tokens, default 32),
-#   PYTHON (with numpy; default python3).
+#   PYTHON (with numpy; default python3), BITS (5.0, the default, or 4.5), IK_BENCH, IK_QUANTIZE.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 src=${1:?usage: bench/cpu_vs_ik.sh IK_SRC WORK [LAYERS] [THREADS] [RUNS]}
@@ -41,9 +43,27 @@ gguf=$work/qwen3-$layers-q4_1.gguf
 [ -f "$pack/manifest.json" ] ||
   "$seedling" synth --preset qwen3-30b-a3b --layers "$layers" --packed q4_g32 --dense q4_g32 -o "$pack" 2>&1 | tail -n 1
 [ -f "$gguf" ] || "$python" "$root/tools/packed_to_gguf.py" "$pack" "$gguf" --gguf-py "$src/gguf-py"
+what="q4_g32 = Q4_1 everywhere (the same bits)"
+if [ "${BITS:-5.0}" = 4.5 ]; then
+  quantize=${IK_QUANTIZE:-$(dirname "$ik")/llama-quantize}
+  [ -x "$quantize" ] || cmake --build "$src-cpu" --target llama-quantize
+  q4_0=$work/qwen3-$layers-q4_0.gguf
+  # --pure and the head and embedding types: every matrix Q4_0, as the pack is q4_g64 everywhere (by default
+  # llama-quantize would keep the head in Q6_K, more bytes than the pack reads)
+  [ -f "$q4_0" ] || "$quantize" --allow-requantize --pure --output-tensor-type q4_0 --token-embedding-type q4_0 \
+    "$gguf" "$q4_0" Q4_0 >/dev/null 2>&1
+  pack=$work/qwen3-$layers-q4_g64
+  [ -f "$pack/manifest.json" ] ||
+    "$seedling" synth --preset qwen3-30b-a3b --layers "$layers" --packed q4_g64 --dense q4_g64 -o "$pack" 2>&1 | tail -n 1
+  gguf=$q4_0
+  what="Seedling q4_g64 against ik Q4_0, 4.5 bits a weight each (same shape, not the same weights)"
+elif [ "${BITS:-5.0}" != 5.0 ]; then
+  echo "BITS must be 5.0 or 4.5, got $BITS" >&2
+  exit 2
+fi
 
 echo "seedling $(git -C "$root" log -1 --format=%h); ik $(git -C "$src" log -1 --format=%h 2>/dev/null || echo "$src")"
-echo "model: $layers layers of Qwen3-30B-A3B's shape, q4_g32 = Q4_1 everywhere; prompt $P, decode $N; $(nproc) cores"
+echo "model: $layers layers of Qwen3-30B-A3B's shape, $what; prompt $P, decode $N; $(nproc) cores"
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
