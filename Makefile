@@ -4,17 +4,22 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: setup build run test asan format clean
+.PHONY: setup configure build run test asan format clean
 
 setup:
 	@bash scripts/setup.sh
 
-build: setup
+configure: setup
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+
+# Everything: the binary, the tests and the benchmarks.
+build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
-# Completes a Python prompt with the bundled default model (models/seedling-demo-moe).
-run: build
+# Completes a Python prompt with the bundled default model (models/seedling-demo-moe). Builds the binary only; the
+# tests and benchmarks build under `make test`.
+run: configure
+	@cmake --build $(BUILD) --target seedling -j $(JOBS)
 	./$(BUILD)/seedling run -p $$'def fibonacci(n):\n' -n 48
 
 test: build
