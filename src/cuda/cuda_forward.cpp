@@ -251,6 +251,10 @@ namespace {
 void check_plan_runs_on_cuda(const ModelConfig& c) {
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerPlan& p = c.plan(l);
+    if (p.mixer != Mixer::Attention) {
+      fail("--device cuda: {} layer {} has a mixer the CUDA forward does not run yet (use --device cpu)", c.model_type,
+           l);
+    }
     // The per-head norm runs inside qk_rope_kv, after which nothing could clamp before RoPE as decoder.cpp does.
     if (p.attn.qk_norm == QkNorm::PerHead && p.attn.clip_qkv > 0) {
       fail(

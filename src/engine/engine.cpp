@@ -22,8 +22,7 @@ int Engine::add_sequence() {
   const int id = next_id_++;
   // A device forward keeps its own copy of the keys and values: then the host arrays are never allocated.
   const bool host = model_.device_forward() == nullptr;
-  seqs_[id] =
-      std::make_unique<KvCache>(c.num_layers, c.kv_dim(), options_.kv_initial_positions, options_.max_context, host);
+  seqs_[id] = std::make_unique<KvCache>(cache_shapes(c), options_.kv_initial_positions, options_.max_context, host);
   return id;
 }
 
@@ -50,7 +49,16 @@ int Engine::length(int seq) const {
 void Engine::truncate(int seq, int n) {
   KvCache& kv = cache(seq);
   SEEDLING_CHECK(n >= 0 && n <= kv.length, "truncate sequence {} to {} of {}", seq, n, kv.length);
+  if (n == kv.length) return;
+  if (n == 0) return kv.reset();
+  // A recurrent state holds every position at once: it cannot be rewound to a prefix (callers ask rewindable()).
+  SEEDLING_CHECK(!kv.recurrent(), "sequence {} has a recurrent state: it rewinds to 0 only, not to {} of {}", seq, n,
+                 kv.length);
   kv.length = n;
+}
+
+bool Engine::rewindable(int seq) const {
+  return !kv(seq).recurrent();
 }
 
 size_t Engine::kv_bytes() const {

@@ -38,8 +38,10 @@ class Engine {
   int add_sequence();
   void remove_sequence(int seq);
   int length(int seq) const;
-  // Forgets positions [n, length): the next step overwrites them (reuse of a shared prompt prefix).
+  // Forgets positions [n, length): the next step overwrites them (reuse of a shared prompt prefix). A sequence
+  // that is not rewindable() (a model with a recurrent state) truncates to 0 or to its length only.
   void truncate(int seq, int n);
+  bool rewindable(int seq) const;
   const KvCache& kv(int seq) const;
   size_t kv_bytes() const;
   int max_context() const { return options_.max_context; }

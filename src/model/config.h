@@ -70,6 +70,7 @@ struct FfnPlan {
   bool shared_gate = false;  // the shared expert's output times sigmoid(shared_expert_gate . x) (qwen2_moe)
   RouterPlan router;
 };
+// A layer's token mixer: what it keeps per sequence is cache_shapes' (model.h) to say.
 enum class Mixer : uint8_t { Attention };
 struct LayerPlan {
   Mixer mixer = Mixer::Attention;

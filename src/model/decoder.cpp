@@ -35,7 +35,11 @@ void Model::forward(std::span<const BatchRow> rows, float* logits) {
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& lw = w_.layers[size_t(l)];
     ops::rms_norm_to(x.data(), xn.data(), M, H, lw.attn_norm.data(), c.rms_norm_eps);
-    attention(l, rows, xn.data(), delta.data());
+    switch (c.plan(l).mixer) {
+      case Mixer::Attention:
+        attention(l, rows, xn.data(), delta.data());
+        break;
+    }
     for (size_t i = 0; i < x.size(); ++i) x[i] = x[i] + delta[i];
     ops::rms_norm_to(x.data(), xn.data(), M, H, lw.ffn_norm.data(), c.rms_norm_eps);
     if (lw.has_experts) {

@@ -157,6 +157,9 @@ class Model {
 // The JSON of a file; an Error naming it when it cannot be read or is not JSON.
 nlohmann::json read_json_file(const std::filesystem::path& path);
 
+// What a sequence keeps per layer between forwards, as each layer's mixer needs it (kv/kv_cache.h).
+std::vector<KvLayerShape> cache_shapes(const ModelConfig& c);
+
 // Reads and validates config.json of a folder: family, typed config, and generation_config.json's eos ids.
 ModelConfig read_model_config(const std::string& dir, const Family** family = nullptr);
 

@@ -23,6 +23,18 @@ json read_json_file(const fs::path& path) {
   }
 }
 
+std::vector<KvLayerShape> cache_shapes(const ModelConfig& c) {
+  std::vector<KvLayerShape> shapes(size_t(c.num_layers));
+  for (int l = 0; l < c.num_layers; ++l) {
+    switch (c.plan(l).mixer) {
+      case Mixer::Attention:
+        shapes[size_t(l)] = {c.kv_dim(), c.kv_dim(), 0};
+        break;
+    }
+  }
+  return shapes;
+}
+
 ModelConfig read_model_config(const std::string& dir, const Family** family_out) {
   const fs::path cfg_path = fs::path(dir) / "config.json";
   if (!fs::exists(dir)) fail("{}: no such model folder", dir);

@@ -136,6 +136,8 @@ void Scheduler::admit() {
     Slot& s = *best;
     const std::vector<int32_t>& p = job.request.prompt;
     if (best_keep == p.size()) --best_keep;  // the last prompt id is fed again: its logits give the first token
+    // A recurrent state cannot be rewound to the shared prefix: such a model recomputes every prompt from 0.
+    if (!engine_.rewindable(s.seq)) best_keep = 0;
     engine_.truncate(s.seq, int(best_keep));
     s.fed.resize(best_keep);
     s.next_prompt = best_keep;

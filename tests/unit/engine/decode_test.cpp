@@ -109,7 +109,7 @@ INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, DecodeTest,
                                            "gpt_oss_a"));
 
 TEST(KvCache, GrowsByDoublingKeepsPositionsAndStopsAtTheLimit) {
-  KvCache kv(2, 3, 4, 20);
+  KvCache kv(std::vector<KvLayerShape>(2, {3, 3, 0}), 4, 20);
   EXPECT_EQ(kv.bytes(), 0u);
   kv.reserve(3);
   EXPECT_EQ(kv.capacity(), 4);
@@ -123,10 +123,28 @@ TEST(KvCache, GrowsByDoublingKeepsPositionsAndStopsAtTheLimit) {
 }
 
 TEST(KvCache, MemoryForAShortPromptDoesNotDependOnTheContextLimit) {
-  KvCache small(4, 64, 256, 4096), large(4, 64, 256, 1 << 20);
+  const std::vector<KvLayerShape> shapes(4, {64, 64, 0});
+  KvCache small(shapes, 256, 4096), large(shapes, 256, 1 << 20);
   small.reserve(10);
   large.reserve(10);
   EXPECT_EQ(small.bytes(), large.bytes());
+}
+
+TEST(KvCache, ARecurrentStateIsFixedSizeStartsAtZeroAndResets) {
+  // Layer 0 attention rows, layer 1 a recurrent state of 5 floats and no rows, layer 2 latent rows with no values.
+  KvCache kv({{4, 4, 0}, {0, 0, 5}, {6, 0, 0}}, 2, 64);
+  EXPECT_TRUE(kv.recurrent());
+  EXPECT_EQ(kv.bytes(), 5 * sizeof(float));
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(kv.state(1)[i], 0.0f);
+  kv.reserve(3);
+  EXPECT_EQ(kv.bytes(), (4 * (4 + 4 + 6) + 5) * sizeof(float));
+  EXPECT_EQ(kv.bytes_at(10), (10 * (4 + 4 + 6) + 5) * sizeof(float));
+  kv.state(1)[4] = 2.5f;
+  kv.length = 3;
+  kv.reset();
+  EXPECT_EQ(kv.length, 0);
+  EXPECT_EQ(kv.state(1)[4], 0.0f);
+  EXPECT_FALSE(KvCache(std::vector<KvLayerShape>(2, {3, 3, 0}), 4, 20).recurrent());
 }
 
 }  // namespace seedling
