@@ -4,10 +4,19 @@
 // kernels split over independent outputs (matrix rows, heads), never over a reduction, so results are the
 // same for any thread count. An exception thrown by fn in any thread is carried to the caller of parallel_for and
 // rethrown there (the first one thrown; the other chunks still run to their end), never std::terminate.
+//
+// A decoded token runs several hundred parallel_for calls of tens of microseconds each (a few per layer), so the
+// hand-off is on atomics: a call publishes its job in one word (generation, chunk count, next chunk) that workers
+// claim chunks from by compare-and-swap, and waits for a done counter. Workers spin on that word for a while after
+// each job (kSpinRounds pauses, tens of microseconds) and only then sleep on a condition variable, so back-to-back
+// calls never pay a futex wake-up; an idle pool sleeps. A call from inside a chunk (nested) runs serially in place;
+// calls from two threads at once take turns.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <mutex>
@@ -34,22 +43,27 @@ class ThreadPool {
   static void set_global_threads(int threads);
 
  private:
-  void worker_loop(int index);
-  // Runs one chunk; an exception is kept in error_ (the first one wins). Called without mu_ held.
-  void run_chunk(const std::function<void(size_t, size_t)>& fn, size_t begin, size_t end);
+  void worker_loop();
+  // Claims and runs chunks of the job of generation `gen` until none is left; false when the word no longer holds
+  // that generation (the job is over).
+  void run_chunks(uint32_t gen);
+  // Runs one chunk; an exception is kept in error_ (the first one wins).
+  void run_chunk(size_t chunk);
 
   std::vector<std::thread> workers_;
-  std::mutex mu_;
+  // The job: generation (high 32 bits), chunk count (bits 16-31), next chunk to claim (bits 0-15). fn_, n_ are
+  // written before the word that publishes them and stay fixed until every chunk of that generation is done.
+  std::atomic<uint64_t> word_{0};
+  std::atomic<size_t> done_{0};
+  const std::function<void(size_t, size_t)>* fn_ = nullptr;
+  size_t n_ = 0, chunks_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> sleepers_{0};
+  std::mutex sleep_mu_;
   std::condition_variable wake_;
-  std::condition_variable done_;
-  const std::function<void(size_t, size_t)>* job_ = nullptr;
-  size_t job_n_ = 0;
-  size_t job_chunks_ = 0;
-  size_t next_chunk_ = 0;
-  size_t chunks_done_ = 0;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
-  std::exception_ptr error_;  // guarded by mu_
+  std::mutex call_mu_;  // one parallel_for at a time
+  std::mutex error_mu_;
+  std::exception_ptr error_;  // guarded by error_mu_
 };
 
 }  // namespace seedling

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 namespace seedling {
@@ -36,6 +38,43 @@ TEST(ThreadPool, ExceptionInAnyChunkReachesTheCallerAndThePoolStaysUsable) {
   std::atomic<size_t> total{0};
   pool.parallel_for(100, 1, [&](size_t b, size_t e) { total += e - b; });
   EXPECT_EQ(total.load(), 100u);
+}
+
+TEST(ThreadPool, ManyBackToBackCallsAndCallsAfterTheWorkersSleptEachCoverTheRange) {
+  ThreadPool pool(6);  // more threads than this machine may have cores: workers spin, sleep and wake
+  for (int round = 0; round < 2000; ++round) {
+    std::atomic<size_t> total{0};
+    const size_t n = 1 + size_t(round % 97);
+    pool.parallel_for(n, 1, [&](size_t b, size_t e) { total += e - b; });
+    ASSERT_EQ(total.load(), n) << "round " << round;
+    if (round % 500 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));  // long enough to sleep
+  }
+}
+
+TEST(ThreadPool, ACallFromInsideAChunkRunsInPlace) {
+  ThreadPool pool(4);
+  std::vector<std::atomic<int>> seen(64 * 10);
+  pool.parallel_for(64, 1, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      pool.parallel_for(10, 1, [&](size_t b2, size_t e2) {
+        for (size_t j = b2; j < e2; ++j) seen[i * 10 + j]++;
+      });
+    }
+  });
+  for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i].load(), 1) << i;
+}
+
+TEST(ThreadPool, CallsFromTwoThreadsAtOnceTakeTurns) {
+  ThreadPool pool(4);
+  std::atomic<size_t> a{0}, b{0};
+  auto caller = [&](std::atomic<size_t>* sum) {
+    for (int r = 0; r < 500; ++r) pool.parallel_for(33, 1, [&](size_t x, size_t y) { *sum += y - x; });
+  };
+  std::thread t1(caller, &a), t2(caller, &b);
+  t1.join();
+  t2.join();
+  EXPECT_EQ(a.load(), 500u * 33u);
+  EXPECT_EQ(b.load(), 500u * 33u);
 }
 
 }  // namespace
