@@ -167,7 +167,7 @@ GenerationParams parse_generation(const Json& b, bool chat) {
     }
     if (auto u = boolean(*so, "include_usage")) g.include_usage = *u;
   }
-  if (auto n = integer(b, "n", 1, 1 << 30); n && *n != 1) throw unsupported("n", "one choice per request (n = 1)");
+  g.n = int(integer(b, "n", 1, kMaxChoices).value_or(1));
   g.sampling.frequency_penalty = float(number(b, "frequency_penalty", -2, 2).value_or(0.0));
   g.sampling.presence_penalty = float(number(b, "presence_penalty", -2, 2).value_or(0.0));
   if (auto u = string(b, "user")) (void)u;

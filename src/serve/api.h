@@ -1,9 +1,10 @@
 // serve/api.h - the OpenAI request bodies read into typed requests, and OpenAI-style errors.
 //
-// Every field is checked for its type and range; a field the server does not implement (n > 1, tools when the
-// template has none, ...) or does not know is refused with a 400 naming it. presence_penalty, frequency_penalty
-// and logit_bias are honoured (engine/sampler.h). Fields that change nothing here are checked and ignored: store,
-// metadata, service_tier, reasoning_effort, user, parallel_tool_calls. Nothing wrong is silently ignored or defaulted.
+// Every field is checked for its type and range; a field the server does not implement (tools when the template
+// has none, structured output, ...) or does not know is refused with a 400 naming it. presence_penalty,
+// frequency_penalty and logit_bias are honoured (engine/sampler.h). Fields that change nothing here are checked and
+// ignored: store, metadata, service_tier, reasoning_effort, user, parallel_tool_calls. Nothing wrong is silently
+// ignored or defaulted.
 #pragma once
 
 #include <cstdint>
@@ -44,7 +45,9 @@ struct GenerationParams {
   bool include_usage = false;  // stream_options.include_usage
   bool ignore_eos = false;     // extension (as vLLM's): generate up to max_tokens whatever the model says
   int logprobs = -1;           // -1: none; else each token's log-probability with this many alternatives
+  int n = 1;                   // choices: n sequences from the one prompt, choice i sampled with seed + i
 };
+inline constexpr int kMaxChoices = 16;  // the largest n a request may ask
 
 struct ChatRequest {
   nlohmann::ordered_json messages;  // as the chat template expects them (content as a string, arguments as objects)

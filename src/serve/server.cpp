@@ -123,12 +123,37 @@ struct Generation {
     return true;
   }
 
-  Json usage() const {
-    return {{"prompt_tokens", prompt_tokens},
-            {"completion_tokens", completion_tokens},
-            {"total_tokens", prompt_tokens + completion_tokens}};
-  }
+  // Whether next() would return without waiting: a token pending, the end known, or the stream ready now.
+  bool ready() const { return !pending.empty() || ended != Finish::kRunning || stream->ready_within({}); }
 };
+using Generations = std::vector<std::shared_ptr<Generation>>;
+
+// OpenAI's usage of a request's choices: the prompt counted once, the completions summed.
+Json usage(const Generations& gens) {
+  int completion = 0;
+  for (const auto& g : gens) completion += g->completion_tokens;
+  const int prompt = gens.front()->prompt_tokens;
+  return {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
+}
+
+// Waits for the end of every choice (run_to_end); false when the client left (every choice is then cancelled).
+bool run_all_to_end(const Generations& gens) {
+  for (const auto& g : gens) {
+    if (!g->run_to_end()) {
+      for (const auto& other : gens) other->stream->cancel();
+      return false;
+    }
+  }
+  return true;
+}
+
+// The first choice that failed, if any.
+const Generation* failed(const Generations& gens) {
+  for (const auto& g : gens) {
+    if (g->finish == "error") return g.get();
+  }
+  return nullptr;
+}
 
 }  // namespace
 
@@ -219,9 +244,11 @@ struct Server::Impl {
     if (auth != "Bearer " + opt.api_key) throw ApiError(401, "incorrect API key", "", "invalid_api_key");
   }
 
-  // Submits a prompt; 400 when it does not fit the context with its max_tokens, 503 when the queue is full.
-  std::shared_ptr<Generation> start(std::vector<int32_t> ids, const GenerationParams& g, const char* prompt_param,
-                                    bool opens_reasoning, bool tools, bool chat_reply) {
+  // Submits a prompt once per choice (choice i samples with seed + i; each runs in its own slot, so they batch
+  // together); 400 when it does not fit the context with its max_tokens, 503 when the queue is full (the choices
+  // already submitted are then cancelled).
+  Generations start(std::vector<int32_t> ids, const GenerationParams& g, const char* prompt_param, bool opens_reasoning,
+                    bool tools, bool chat_reply) {
     const int ctx = engine.max_context();
     const int n = int(ids.size());
     if (n == 0) throw ApiError(400, "the prompt is empty: at least one token is needed", prompt_param, "invalid_value");
@@ -243,18 +270,25 @@ struct Server::Impl {
                        fmt::format("logit_bias.{}", t), "invalid_value");
       }
     }
-    auto gen = std::make_shared<Generation>();
-    gen->prompt_tokens = n;
-    gen->reply = std::make_unique<Reply>(tok, g.stop, opens_reasoning, tools, chat_reply);
-    gen->stream = scheduler.submit(
-        {std::move(ids), max_tokens, g.sampling, g.ignore_eos ? std::vector<int32_t>{} : stop_ids, g.logprobs});
-    if (!gen->stream) {
-      throw ApiError(503,
-                     fmt::format("the server is busy: {} requests are running and {} waiting; retry later",
-                                 opt.max_seqs, opt.max_queue),
-                     "", "queue_full");
+    Generations gens;
+    for (int i = 0; i < g.n; ++i) {
+      auto gen = std::make_shared<Generation>();
+      gen->prompt_tokens = n;
+      gen->reply = std::make_unique<Reply>(tok, g.stop, opens_reasoning, tools, chat_reply);
+      SamplerParams sampling = g.sampling;
+      sampling.seed += uint64_t(i);
+      gen->stream =
+          scheduler.submit({ids, max_tokens, sampling, g.ignore_eos ? std::vector<int32_t>{} : stop_ids, g.logprobs});
+      if (!gen->stream) {
+        for (const auto& earlier : gens) earlier->stream->cancel();
+        throw ApiError(503,
+                       fmt::format("the server is busy: {} requests are running and {} waiting; retry later",
+                                   opt.max_seqs, opt.max_queue),
+                       "", "queue_full");
+      }
+      gens.push_back(std::move(gen));
     }
-    return gen;
+    return gens;
   }
 
   // OpenAI's entry for one token: its text, log-probability and the text's UTF-8 bytes (a token that is part of a
@@ -297,50 +331,81 @@ struct Server::Impl {
     return {{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", tops}, {"text_offset", offsets}};
   }
 
-  // Streams `gen` as server-sent events; `chunk` wraps a delta into its event object.
-  // `logprobs_of(from, to)` (empty: none asked) gives the logprobs of the reply's tokens [from, to); each event
-  // carries those of the tokens since the last one.
-  void stream_events(httplib::Response& res, std::shared_ptr<Generation> gen, bool include_usage,
-                     std::function<Json(const Reply::Delta*, const char* finish)> chunk, std::string id,
-                     std::function<Json(size_t from, size_t to)> logprobs_of = {}) {
+  // Streams the choices `gens` as server-sent events; `chunk(i, delta, finish)` wraps choice i's delta into its
+  // event object. `logprobs_of(i, from, to)` (empty: none asked) gives the logprobs of choice i's tokens [from, to);
+  // each event carries those of the tokens since its choice's last one. Choices are sent as their tokens come, each
+  // with its own finish event; usage (when asked) and [DONE] follow the last.
+  void stream_events(httplib::Response& res, Generations gens, bool include_usage,
+                     std::function<Json(size_t i, const Reply::Delta*, const char* finish)> chunk, std::string id,
+                     std::function<Json(size_t i, size_t from, size_t to)> logprobs_of = {}) {
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [gen, include_usage, chunk, id, logprobs_of, sent = size_t(0)](size_t, httplib::DataSink& sink) mutable {
-          auto send = [&](Json j) {
+        [gens, include_usage, chunk, id, logprobs_of, sent = std::vector<size_t>(gens.size(), 0)](
+            size_t, httplib::DataSink& sink) mutable {
+          auto send = [&](size_t i, Json j) {
             if (include_usage) j["usage"] = nullptr;
             if (logprobs_of && !j["choices"].empty()) {
-              j["choices"][0]["logprobs"] = logprobs_of(sent, gen->logprobs.size());
-              sent = gen->logprobs.size();
+              j["choices"][0]["logprobs"] = logprobs_of(i, sent[i], gens[i]->logprobs.size());
+              sent[i] = gens[i]->logprobs.size();
             }
             const std::string s = sse(j);
             return sink.write(s.data(), s.size());
           };
-          Reply::Delta first;
-          if (!send(chunk(&first, nullptr))) return gen->stream->cancel(), false;
-          while (gen->finish.empty()) {
-            Reply::Delta d = gen->next();
-            if (!d.empty() && !send(chunk(&d, nullptr))) return gen->stream->cancel(), false;
+          const auto cancel_all = [&] {
+            for (const auto& g : gens) g->stream->cancel();
+            return false;
+          };
+          for (size_t i = 0; i < gens.size(); ++i) {
+            Reply::Delta first;
+            if (!send(i, chunk(i, &first, nullptr))) return cancel_all();
           }
-          if (gen->finish == "error") {
-            const std::string e = "data: " + gen->failure().body() + "\n\n";
-            sink.write(e.data(), e.size());
-          } else {
-            if (!send(chunk(nullptr, gen->finish.c_str()))) return false;
-            if (include_usage) {
-              Json u = chunk(nullptr, nullptr);
-              u["choices"] = Json::array();
-              u["usage"] = gen->usage();
-              const std::string s = sse(u);
-              if (!sink.write(s.data(), s.size())) return false;
+          std::vector<bool> closed(gens.size(), false);
+          for (size_t open = gens.size(); open > 0;) {
+            bool moved = false;
+            for (size_t i = 0; i < gens.size(); ++i) {
+              Generation& g = *gens[i];
+              if (closed[i] || (gens.size() > 1 && !g.ready())) continue;
+              moved = true;
+              Reply::Delta d = g.next();  // one choice alone: waits for its next token
+              if (!d.empty() && !send(i, chunk(i, &d, nullptr))) return cancel_all();
+              if (g.finish.empty()) continue;
+              if (g.finish == "error") {
+                cancel_all();
+                const std::string e = "data: " + g.failure().body() + "\n\n";
+                sink.write(e.data(), e.size());
+                const std::string done = "data: [DONE]\n\n";
+                sink.write(done.data(), done.size());
+                sink.done();
+                return true;
+              }
+              if (!send(i, chunk(i, nullptr, g.finish.c_str()))) return cancel_all();
+              closed[i] = true;
+              --open;
             }
+            // Several choices and none ready: wait for the first open one (at most 20 ms, then look at all again).
+            for (size_t i = 0; !moved && i < gens.size(); ++i) {
+              if (!closed[i]) {
+                gens[i]->stream->ready_within(std::chrono::milliseconds(20));
+                break;
+              }
+            }
+          }
+          if (include_usage) {
+            Json u = chunk(0, nullptr, nullptr);
+            u["choices"] = Json::array();
+            u["usage"] = usage(gens);
+            const std::string s = sse(u);
+            if (!sink.write(s.data(), s.size())) return false;
           }
           const std::string done = "data: [DONE]\n\n";
           sink.write(done.data(), done.size());
           sink.done();
           return true;
         },
-        [gen](bool) { gen->stream->cancel(); });
+        [gens](bool) {
+          for (const auto& g : gens) g->stream->cancel();
+        });
   }
 
   void chat_completions(const httplib::Request& req, httplib::Response& res) {
@@ -356,53 +421,54 @@ struct Server::Impl {
                      "template_error");
     }
     const bool tools = !cr.tools.is_null();
-    auto gen = start(tok.encode(prompt, false), cr.gen, "messages", prompt_opens_reasoning(prompt), tools, true);
+    auto gens = start(tok.encode(prompt, false), cr.gen, "messages", prompt_opens_reasoning(prompt), tools, true);
     const std::string id = new_id("chatcmpl");
     const int64_t now = std::time(nullptr);
     const std::string model_id = opt.model_id;
+    // Tool call ids derive from the completion id; choice i > 0 derives its own from id-i.
+    const auto choice_id = [id](size_t i) { return i == 0 ? id : fmt::format("{}-{}", id, i); };
     if (!cr.gen.stream) {
-      if (!gen->run_to_end()) return client_gone(res);
-      if (gen->finish == "error") throw gen->failure();
-      const Json msg = chat_message(*gen->reply, id);
-      Json out = {
-          {"id", id},
-          {"object", "chat.completion"},
-          {"created", now},
-          {"model", model_id},
-          {"choices",
-           Json::array({{{"index", 0},
-                         {"message", msg},
-                         {"logprobs",
-                          cr.gen.logprobs >= 0 ? chat_logprobs(gen->logprobs, 0, gen->logprobs.size()) : Json(nullptr)},
-                         {"finish_reason", gen->finish}}})},
-          {"usage", gen->usage()}};
+      if (!run_all_to_end(gens)) return client_gone(res);
+      if (const Generation* bad = failed(gens)) throw bad->failure();
+      Json choices = Json::array();
+      for (size_t i = 0; i < gens.size(); ++i) {
+        const Generation& g = *gens[i];
+        choices.push_back(
+            {{"index", i},
+             {"message", chat_message(*g.reply, choice_id(i))},
+             {"logprobs", cr.gen.logprobs >= 0 ? chat_logprobs(g.logprobs, 0, g.logprobs.size()) : Json(nullptr)},
+             {"finish_reason", g.finish}});
+      }
+      Json out = {{"id", id},          {"object", "chat.completion"}, {"created", now},
+                  {"model", model_id}, {"choices", choices},          {"usage", usage(gens)}};
       res.set_content(json_text(out), "application/json");
       return;
     }
-    auto tool_index = std::make_shared<int>(0);
+    auto tool_index = std::make_shared<std::vector<int>>(gens.size(), 0);
     stream_events(
-        res, gen, cr.gen.include_usage,
-        [id, now, model_id, tool_index](const Reply::Delta* d, const char* finish) {
+        res, gens, cr.gen.include_usage,
+        [id, now, model_id, tool_index, choice_id](size_t i, const Reply::Delta* d, const char* finish) {
           Json delta = Json::object();
-          if (d != nullptr && d->empty() && *tool_index == 0 && finish == nullptr) {
+          int& tools_sent = (*tool_index)[i];
+          if (d != nullptr && d->empty() && tools_sent == 0 && finish == nullptr) {
             delta = {{"role", "assistant"}, {"content", ""}};  // the first event
           } else if (d != nullptr) {
-            delta = chat_delta(*d, tool_index.get(), id);
+            delta = chat_delta(*d, &tools_sent, choice_id(i));
           }
           return Json{{"id", id},
                       {"object", "chat.completion.chunk"},
                       {"created", now},
                       {"model", model_id},
-                      {"choices", Json::array({{{"index", 0},
+                      {"choices", Json::array({{{"index", i},
                                                 {"delta", delta},
                                                 {"logprobs", nullptr},
                                                 {"finish_reason", finish ? Json(finish) : Json(nullptr)}}})}};
         },
         id,
-        cr.gen.logprobs >= 0 ? std::function<Json(size_t, size_t)>([this, gen](size_t from, size_t to) {
-          return chat_logprobs(gen->logprobs, from, to);
-        })
-                             : std::function<Json(size_t, size_t)>());
+        cr.gen.logprobs >= 0
+            ? std::function<Json(size_t, size_t, size_t)>(
+                  [this, gens](size_t i, size_t from, size_t to) { return chat_logprobs(gens[i]->logprobs, from, to); })
+            : std::function<Json(size_t, size_t, size_t)>());
   }
 
   void completions(const httplib::Request& req, httplib::Response& res) {
@@ -419,45 +485,48 @@ struct Server::Impl {
                        "invalid_value");
       }
     }
-    auto gen = start(std::move(ids), cr.gen, "prompt", false, false, false);
+    auto gens = start(std::move(ids), cr.gen, "prompt", false, false, false);
     const std::string id = new_id("cmpl");
     const int64_t now = std::time(nullptr);
     const std::string model_id = opt.model_id;
-    auto choice = [](const std::string& text, const char* finish) {
-      return Json::array(
-          {{{"text", text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish ? Json(finish) : Json()}}});
+    auto choice = [](size_t i, const std::string& text, const char* finish) {
+      return Json{
+          {"text", text}, {"index", i}, {"logprobs", nullptr}, {"finish_reason", finish ? Json(finish) : Json()}};
     };
     if (!cr.gen.stream) {
-      if (!gen->run_to_end()) return client_gone(res);
-      if (gen->finish == "error") throw gen->failure();
-      Json out = {{"id", id},
-                  {"object", "text_completion"},
-                  {"created", now},
-                  {"model", model_id},
-                  {"choices", choice(gen->reply->content(), gen->finish.c_str())},
-                  {"usage", gen->usage()}};
-      if (cr.gen.logprobs >= 0) {
-        size_t offset = 0;
-        out["choices"][0]["logprobs"] = completion_logprobs(gen->logprobs, 0, gen->logprobs.size(), &offset);
+      if (!run_all_to_end(gens)) return client_gone(res);
+      if (const Generation* bad = failed(gens)) throw bad->failure();
+      Json choices = Json::array();
+      for (size_t i = 0; i < gens.size(); ++i) {
+        const Generation& g = *gens[i];
+        Json c = choice(i, g.reply->content(), g.finish.c_str());
+        if (cr.gen.logprobs >= 0) {
+          size_t offset = 0;
+          c["logprobs"] = completion_logprobs(g.logprobs, 0, g.logprobs.size(), &offset);
+        }
+        choices.push_back(std::move(c));
       }
+      Json out = {{"id", id},          {"object", "text_completion"}, {"created", now},
+                  {"model", model_id}, {"choices", choices},          {"usage", usage(gens)}};
       res.set_content(json_text(out), "application/json");
       return;
     }
     stream_events(
-        res, gen, cr.gen.include_usage,
-        [id, now, model_id, choice](const Reply::Delta* d, const char* finish) {
+        res, gens, cr.gen.include_usage,
+        [id, now, model_id, choice](size_t i, const Reply::Delta* d, const char* finish) {
           return Json{{"id", id},
                       {"object", "text_completion"},
                       {"created", now},
                       {"model", model_id},
-                      {"choices", choice(d ? d->content : "", finish)}};
+                      {"choices", Json::array({choice(i, d ? d->content : "", finish)})}};
         },
         id,
-        cr.gen.logprobs >= 0 ? std::function<Json(size_t, size_t)>(
-                                   [this, gen, offset = std::make_shared<size_t>(0)](size_t from, size_t to) {
-                                     return completion_logprobs(gen->logprobs, from, to, offset.get());
+        cr.gen.logprobs >= 0 ? std::function<Json(size_t, size_t, size_t)>(
+                                   [this, gens, offsets = std::make_shared<std::vector<size_t>>(gens.size(), 0)](
+                                       size_t i, size_t from, size_t to) {
+                                     return completion_logprobs(gens[i]->logprobs, from, to, &(*offsets)[i]);
                                    })
-                             : std::function<Json(size_t, size_t)>());
+                             : std::function<Json(size_t, size_t, size_t)>());
   }
 
   // vLLM's /tokenize: {"prompt": text} (llama.cpp's "content" too) or {"messages": [...]} rendered by the chat

@@ -173,6 +173,29 @@ describe('seeded sampling', () => {
   });
 });
 
+describe('n choices', () => {
+  // Choice i is the request alone with seed + i; the prompt counts once in usage; streamed chunks carry their index.
+  test('n: 2 gives two choices, each the request alone with seed + i, streaming the same', async () => {
+    const body = (extra) => chatBody('class Tree:', { temperature: 1.0, max_tokens: 16, seed: 77, ...extra });
+    const r = await fixture.openai.chat.completions.create(body({ n: 2 }));
+    assert.equal(r.choices.length, 2);
+    const alone = [await fixture.openai.chat.completions.create(body({})),
+      await fixture.openai.chat.completions.create(body({ seed: 78 }))];
+    r.choices.forEach((c, i) => {
+      assert.equal(c.index, i);
+      assert.equal(c.message.content, alone[i].choices[0].message.content);
+    });
+    assert.equal(r.usage.prompt_tokens, alone[0].usage.prompt_tokens);
+    assert.equal(r.usage.completion_tokens, alone[0].usage.completion_tokens + alone[1].usage.completion_tokens);
+    const texts = ['', ''];
+    const stream = await fixture.openai.chat.completions.create({ ...body({ n: 2 }), stream: true });
+    for await (const chunk of stream) {
+      for (const c of chunk.choices) texts[c.index] += c.delta?.content ?? '';
+    }
+    assert.deepEqual(texts, r.choices.map((c) => c.message.content));
+  });
+});
+
 describe('logprobs', () => {
   // Greedy: the chosen token is the most likely one, so its entry is the first of its alternatives; the entries'
   // texts make the answer; streaming gives the same entries as non-streaming.
@@ -215,8 +238,8 @@ describe('logprobs', () => {
 });
 
 describe('errors through the client', () => {
-  test('n=2 is refused with 400 naming n', async () => {
-    await rejectsWith(fixture.openai.chat.completions.create(chatBody('hi', { n: 2 })), 400, OpenAI.BadRequestError, 'n');
+  test('n above 16 is refused with 400 naming n', async () => {
+    await rejectsWith(fixture.openai.chat.completions.create(chatBody('hi', { n: 17 })), 400, OpenAI.BadRequestError, 'n');
   });
   test('top_logprobs without logprobs, or above 20, is refused with 400 naming it', async () => {
     for (const extra of [{ top_logprobs: 2 }, { logprobs: true, top_logprobs: 21 }]) {

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "chat/chat_session.h"
@@ -243,7 +244,7 @@ TEST_F(Http, BadRequestsGetStatusAndErrorNamingTheParameter) {
   expect_error(s.post(chat, R"({"messages": [{"role": "wizard", "content": "x"}]})"), 400, "messages[0].role");
   expect_error(s.post(chat, "{\"stop\": [1], " + kUser + "}"), 400, "stop", "invalid_type");
   expect_error(s.post(chat, "{\"stream\": 1, " + kUser + "}"), 400, "stream", "invalid_type");
-  expect_error(s.post(chat, "{\"n\": 2, " + kUser + "}"), 400, "n", "unsupported_parameter");
+  expect_error(s.post(chat, "{\"n\": 17, " + kUser + "}"), 400, "n", "invalid_value");
   expect_error(s.post(chat, "{\"top_logprobs\": 2, " + kUser + "}"), 400, "top_logprobs");
   expect_error(s.post("/v1/completions", R"({"prompt": "x", "logprobs": 6})"), 400, "logprobs");
   expect_error(s.post(chat, "{\"frobnicate\": true, " + kUser + "}"), 400, "frobnicate", "unknown_parameter");
@@ -363,6 +364,72 @@ TEST_F(Http, ChatStreamedEqualsNotStreamedWithASeed) {
   }
   EXPECT_EQ(content, w["choices"][0]["message"]["content"]);
   EXPECT_EQ(Json::parse(ev[ev.size() - 2])["choices"][0]["finish_reason"], w["choices"][0]["finish_reason"]);
+}
+
+// n choices: choice i is the request alone with seed + i (each runs in its own slot, batched with the others), the
+// prompt is counted once in usage, and streamed choices interleave with their own index and finish event.
+TEST_F(Http, NChoicesAreTheRequestAloneWithSeedPlusI) {
+  Running s(*model_, options());
+  Json req = {{"messages", {{{"role", "user"}, {"content", "sort a list"}}}},
+              {"max_tokens", 12},
+              {"temperature", 0.9},
+              {"seed", 40},
+              {"n", 3}};
+  auto many = s.post("/v1/chat/completions", req.dump());
+  ASSERT_TRUE(many);
+  ASSERT_EQ(many->status, 200) << many->body;
+  const Json m = Json::parse(many->body);
+  ASSERT_EQ(m["choices"].size(), 3u);
+  int completion = 0;
+  std::set<std::string> distinct;
+  for (int i = 0; i < 3; ++i) {
+    const Json& c = m["choices"][size_t(i)];
+    EXPECT_EQ(c["index"], i);
+    Json one = req;
+    one.erase("n");
+    one["seed"] = 40 + i;
+    auto alone = s.post("/v1/chat/completions", one.dump());
+    ASSERT_TRUE(alone);
+    const Json a = Json::parse(alone->body);
+    EXPECT_EQ(c["message"], a["choices"][0]["message"]) << "choice " << i;
+    EXPECT_EQ(c["finish_reason"], a["choices"][0]["finish_reason"]);
+    completion += a["usage"]["completion_tokens"].get<int>();
+    EXPECT_EQ(m["usage"]["prompt_tokens"], a["usage"]["prompt_tokens"]);
+    distinct.insert(c["message"]["content"].get<std::string>());
+  }
+  EXPECT_EQ(m["usage"]["completion_tokens"], completion);
+  EXPECT_GT(distinct.size(), 1u) << "three seeds at temperature 0.9 gave one text: the seeds are not per choice";
+  req["stream"] = true;
+  req["stream_options"] = {{"include_usage", true}};
+  auto streamed = s.post("/v1/chat/completions", req.dump());
+  ASSERT_TRUE(streamed);
+  const std::vector<std::string> ev = events(streamed->body);
+  ASSERT_GE(ev.size(), 8u);
+  EXPECT_EQ(ev.back(), "[DONE]");
+  std::vector<std::string> content(3);
+  std::vector<int> finishes(3, 0);
+  for (size_t e = 0; e + 2 < ev.size(); ++e) {
+    const Json j = Json::parse(ev[e]);
+    ASSERT_EQ(j["choices"].size(), 1u);
+    const size_t i = j["choices"][0]["index"].get<size_t>();
+    ASSERT_LT(i, 3u);
+    const Json& d = j["choices"][0]["delta"];
+    if (d.contains("content")) content[i] += d["content"].get<std::string>();
+    if (!j["choices"][0]["finish_reason"].is_null()) ++finishes[i];
+  }
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(content[i], m["choices"][i]["message"]["content"]) << "choice " << i;
+    EXPECT_EQ(finishes[i], 1) << "choice " << i;
+  }
+  EXPECT_EQ(Json::parse(ev[ev.size() - 2])["usage"], m["usage"]);
+  // Completions too, greedy: every choice is the same text.
+  auto greedy = s.post("/v1/completions", R"({"prompt": "import os\n", "max_tokens": 8, "temperature": 0, "n": 2})");
+  ASSERT_TRUE(greedy);
+  const Json g = Json::parse(greedy->body);
+  ASSERT_EQ(g["choices"].size(), 2u);
+  EXPECT_EQ(g["choices"][1]["index"], 1);
+  EXPECT_EQ(g["choices"][0]["text"], g["choices"][1]["text"]);
+  EXPECT_EQ(g["usage"]["completion_tokens"], 16);
 }
 
 TEST_F(Http, QueueFullIs503WithRetryAfter) {
