@@ -404,4 +404,194 @@ Json chat_delta(const Reply::Delta& d, int* next_tool_index, const std::string& 
   return delta;
 }
 
+ResponsesRequest parse_responses_request(const Json& b, bool template_has_tools) {
+  static const std::set<std::string> known = {"model",
+                                              "input",
+                                              "instructions",
+                                              "max_output_tokens",
+                                              "temperature",
+                                              "top_p",
+                                              "stream",
+                                              "tools",
+                                              "tool_choice",
+                                              "parallel_tool_calls",
+                                              "store",
+                                              "metadata",
+                                              "user",
+                                              "reasoning",
+                                              "text",
+                                              "truncation",
+                                              "include",
+                                              "service_tier",
+                                              "previous_response_id",
+                                              "top_k",
+                                              "seed"};
+  for (auto it = b.begin(); it != b.end(); ++it) {
+    if (!known.count(it.key())) {
+      throw ApiError(400, fmt::format("unrecognized request argument supplied: '{}'", it.key()), it.key(),
+                     "unknown_parameter");
+    }
+  }
+  if (const Json* prev = field(b, "previous_response_id")) {
+    throw unsupported(
+        "previous_response_id",
+        fmt::format("'{}': nothing is stored here; send the whole conversation in 'input'", prev->dump()));
+  }
+  if (const Json* t = field(b, "text")) {
+    if (!t->is_object()) throw wrong_type("text", "an object", *t);
+    if (const Json* f = field(*t, "format")) {
+      if (!f->is_object()) throw wrong_type("text.format", "an object", *f);
+      if (string(*f, "type").value_or("") != "text") {
+        throw unsupported("text.format", "only {\"type\": \"text\"} (no structured output)");
+      }
+    }
+  }
+  if (const Json* r = field(b, "reasoning"); r && !r->is_object()) throw wrong_type("reasoning", "an object", *r);
+  if (const Json* inc = field(b, "include"); inc && !inc->is_array()) throw wrong_type("include", "an array", *inc);
+  if (auto tr = string(b, "truncation"); tr && *tr != "disabled" && *tr != "auto") {
+    throw bad_value("truncation", fmt::format("'{}' is not disabled or auto", *tr));
+  }
+  // The messages: instructions first, then the input items in order (consecutive function calls form one
+  // assistant turn, as chat's tool_calls).
+  Json messages = Json::array();
+  if (auto ins = string(b, "instructions")) messages.push_back({{"role", "system"}, {"content", *ins}});
+  const Json* input = field(b, "input");
+  if (input == nullptr) throw ApiError(400, "'input' is required", "input", "missing_required_parameter");
+  if (input->is_string()) {
+    messages.push_back({{"role", "user"}, {"content", *input}});
+  } else if (input->is_array()) {
+    for (size_t i = 0; i < input->size(); ++i) {
+      const Json& it = (*input)[i];
+      const std::string p = fmt::format("input[{}]", i);
+      if (!it.is_object()) throw wrong_type(p, "an object", it);
+      const std::string type = string(it, "type").value_or("message");
+      if (type == "message") {
+        const Json* c = field(it, "content");
+        Json text = c == nullptr ? Json("") : *c;
+        if (text.is_array()) {  // input_text / output_text parts: their text
+          std::string joined;
+          for (size_t k = 0; k < text.size(); ++k) {
+            const Json& part = text[k];
+            const std::string pp = fmt::format("{}.content[{}]", p, k);
+            if (!part.is_object()) throw wrong_type(pp, "an object", part);
+            const std::string pt = string(part, "type").value_or("");
+            if (pt != "input_text" && pt != "output_text" && pt != "text") {
+              throw unsupported(pp + ".type", fmt::format("'{}': only text parts are", pt));
+            }
+            auto t = string(part, "text");
+            if (!t) throw bad_value(pp + ".text", "missing");
+            joined += *t;
+          }
+          text = joined;
+        }
+        Json m = {{"role", it.contains("role") ? it["role"] : Json("user")}, {"content", text}};
+        messages.push_back(std::move(m));
+      } else if (type == "function_call") {
+        auto name = string(it, "name");
+        if (!name) throw bad_value(p + ".name", "missing");
+        Json call = {{"type", "function"},
+                     {"id", string(it, "call_id").value_or("")},
+                     {"function", {{"name", *name}, {"arguments", string(it, "arguments").value_or("{}")}}}};
+        if (messages.empty() || messages.back()["role"] != "assistant" || !messages.back().contains("tool_calls")) {
+          messages.push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", Json::array()}});
+        }
+        messages.back()["tool_calls"].push_back(std::move(call));
+      } else if (type == "function_call_output") {
+        const Json* out = field(it, "output");
+        if (out == nullptr) throw bad_value(p + ".output", "missing");
+        messages.push_back({{"role", "tool"},
+                            {"tool_call_id", string(it, "call_id").value_or("")},
+                            {"content", out->is_string() ? *out : Json(out->dump())}});
+      } else if (type == "reasoning") {
+        continue;  // earlier reasoning: templates drop it from past turns
+      } else {
+        throw unsupported(p + ".type", fmt::format("'{}': only message, function_call, function_call_output and "
+                                                   "reasoning items are",
+                                                   type));
+      }
+    }
+  } else {
+    throw wrong_type("input", "a string or an array of input items", *input);
+  }
+  // The chat body the rest of the server reads: one validation for both endpoints; a parameter an error names is
+  // given back its Responses name.
+  Json cb = {{"messages", messages}};
+  for (const char* k : {"model", "temperature", "top_p", "top_k", "seed", "stream", "tool_choice",
+                        "parallel_tool_calls", "store", "metadata", "user", "service_tier"}) {
+    if (b.contains(k)) cb[k] = b[k];
+  }
+  if (b.contains("max_output_tokens")) cb["max_tokens"] = b["max_output_tokens"];
+  if (const Json* tools = field(b, "tools")) {
+    if (!tools->is_array()) throw wrong_type("tools", "an array", *tools);
+    Json ct = Json::array();
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const Json& t = (*tools)[i];
+      const std::string p = fmt::format("tools[{}]", i);
+      if (!t.is_object()) throw wrong_type(p, "an object", t);
+      if (string(t, "type").value_or("") != "function") {
+        throw unsupported(p + ".type", "only function tools are (no hosted tools)");
+      }
+      Json fn = Json::object();
+      for (const char* k : {"name", "description", "parameters", "strict"}) {
+        if (t.contains(k)) fn[k] = t[k];
+      }
+      ct.push_back({{"type", "function"}, {"function", fn}});
+    }
+    cb["tools"] = ct;
+  }
+  ResponsesRequest r;
+  try {
+    r.chat = parse_chat_request(cb, template_has_tools);
+  } catch (ApiError& e) {
+    if (e.param == "max_tokens") e.param = "max_output_tokens";
+    if (e.param.rfind("messages", 0) == 0) e.param = "input" + e.param.substr(8);
+    throw;
+  }
+  r.echo = {{"instructions", b.contains("instructions") ? b["instructions"] : Json(nullptr)},
+            {"max_output_tokens", b.contains("max_output_tokens") ? b["max_output_tokens"] : Json(nullptr)},
+            {"temperature", r.chat.gen.sampling.temperature},
+            {"top_p", r.chat.gen.sampling.top_p},
+            {"tools", b.contains("tools") ? b["tools"] : Json::array()},
+            {"tool_choice", b.contains("tool_choice") ? b["tool_choice"] : Json("auto")},
+            {"parallel_tool_calls", b.contains("parallel_tool_calls") ? b["parallel_tool_calls"] : Json(true)},
+            {"metadata", b.contains("metadata") ? b["metadata"] : Json::object()}};
+  return r;
+}
+
+std::string response_item_id(const char* kind, const std::string& id, int index) {
+  return index < 0 ? fmt::format("{}_{}", kind, id) : fmt::format("{}_{}_{}", kind, id, index);
+}
+
+Json response_reasoning_item(const std::string& id, const std::string& text, const char* status) {
+  return {{"type", "reasoning"},
+          {"id", response_item_id("rs", id)},
+          {"summary", Json::array()},
+          {"content", Json::array({{{"type", "reasoning_text"}, {"text", text}}})},
+          {"status", status}};
+}
+
+Json response_message_item(const std::string& id, const std::string& text, const char* status) {
+  return {{"type", "message"},
+          {"id", response_item_id("msg", id)},
+          {"status", status},
+          {"role", "assistant"},
+          {"content", Json::array({{{"type", "output_text"}, {"text", text}, {"annotations", Json::array()}}})}};
+}
+
+Json response_call_item(const ToolCall& call, const std::string& id, int index, const char* status) {
+  const Json chat_call = tool_call_json(call, id, index, false);
+  return {{"type", "function_call"},     {"id", response_item_id("fc", id, index)},
+          {"call_id", chat_call["id"]},  {"name", call.name},
+          {"arguments", call.arguments}, {"status", status}};
+}
+
+Json response_output(const Reply& r, const std::string& id) {
+  Json out = Json::array();
+  if (!r.reasoning().empty()) out.push_back(response_reasoning_item(id, r.reasoning(), "completed"));
+  if (!r.content().empty() || r.calls().empty()) out.push_back(response_message_item(id, r.content(), "completed"));
+  for (size_t i = 0; i < r.calls().size(); ++i)
+    out.push_back(response_call_item(r.calls()[i], id, int(i), "completed"));
+  return out;
+}
+
 }  // namespace seedling::serve

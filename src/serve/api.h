@@ -62,6 +62,26 @@ struct CompletionRequest {
   GenerationParams gen;
 };
 
+// POST /v1/responses (OpenAI's Responses API) read into a chat request: `instructions` and `input` (a string, or
+// message items with text parts, function_call and function_call_output items) become the messages, function
+// tools the chat tools; `echo` keeps what a response object repeats back (instructions, max_output_tokens,
+// temperature, top_p, tools, tool_choice, parallel_tool_calls, metadata). Nothing is stored, so
+// previous_response_id is refused; text.format other than text is refused (no structured output yet).
+struct ResponsesRequest {
+  ChatRequest chat;
+  nlohmann::ordered_json echo;
+};
+ResponsesRequest parse_responses_request(const nlohmann::ordered_json& body, bool template_has_tools);
+// A response's output items for a whole reply: a reasoning item (when the model reasoned), the assistant message
+// (when it wrote text, or wrote nothing at all) and one function_call item per tool call; ids derive from `id`.
+nlohmann::ordered_json response_output(const Reply& reply, const std::string& id);
+// The parts of a response's items, one piece of code for the whole reply and the stream: the ids, and the items as
+// they are when complete (function call ids and arguments as chat's tool_calls have them).
+std::string response_item_id(const char* kind, const std::string& id, int index = -1);
+nlohmann::ordered_json response_reasoning_item(const std::string& id, const std::string& text, const char* status);
+nlohmann::ordered_json response_message_item(const std::string& id, const std::string& text, const char* status);
+nlohmann::ordered_json response_call_item(const ToolCall& call, const std::string& id, int index, const char* status);
+
 // The request body as a JSON object; 400 when it is not one.
 nlohmann::ordered_json parse_body(const std::string& body);
 ChatRequest parse_chat_request(const nlohmann::ordered_json& body, bool template_has_tools);

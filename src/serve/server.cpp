@@ -529,6 +529,167 @@ struct Server::Impl {
                              : std::function<Json(size_t, size_t, size_t)>());
   }
 
+  // POST /v1/responses: the Responses API over the chat path (the same template, sampling, reply parsing and
+  // scheduler). The whole response, or its events: response.created, .in_progress, then per output item
+  // (reasoning, message, function calls, in that order) output_item.added, its deltas and output_item.done, and
+  // response.completed (response.incomplete when max_output_tokens cut it).
+  void responses(const httplib::Request& req, httplib::Response& res) {
+    const Json body = parse_body(req.body);
+    ResponsesRequest rr = parse_responses_request(body, chat.template_uses_tools());
+    const GenerationParams& g = rr.chat.gen;
+    check_model(g.model);
+    std::string prompt;
+    try {
+      std::lock_guard lk(render_mu);
+      prompt = chat.render_messages(rr.chat.messages, rr.chat.tools, rr.chat.template_kwargs);
+    } catch (const Error& e) {
+      throw ApiError(400, fmt::format("the chat template refused the input: {}", e.what()), "input", "template_error");
+    }
+    Generations gens =
+        start(tok.encode(prompt, false), g, "input", prompt_opens_reasoning(prompt), !rr.chat.tools.is_null(), true);
+    auto gen = gens.front();
+    const std::string id = new_id("resp");
+    const int64_t now = std::time(nullptr);
+    // The response object at any point: its status, output and usage as they are.
+    auto object = [this, id, now, echo = rr.echo, gen](const char* status, Json output) {
+      Json o = {{"id", id}, {"object", "response"}, {"created_at", now}, {"status", status}, {"error", nullptr}};
+      o["incomplete_details"] =
+          std::string(status) == "incomplete" ? Json{{"reason", "max_output_tokens"}} : Json(nullptr);
+      for (auto it = echo.begin(); it != echo.end(); ++it) o[it.key()] = it.value();
+      o["model"] = opt.model_id;
+      o["output"] = std::move(output);
+      o["previous_response_id"] = nullptr;
+      o["reasoning"] = {{"effort", nullptr}, {"summary", nullptr}};
+      o["store"] = false;
+      o["text"] = {{"format", {{"type", "text"}}}};
+      o["truncation"] = "disabled";
+      const int in = gen->prompt_tokens, out = gen->completion_tokens;
+      o["usage"] = {{"input_tokens", in},
+                    {"input_tokens_details", {{"cached_tokens", gen->stream->reused_tokens()}}},
+                    {"output_tokens", out},
+                    {"output_tokens_details", {{"reasoning_tokens", 0}}},
+                    {"total_tokens", in + out}};
+      return o;
+    };
+    const auto status_of = [](const std::string& finish) { return finish == "length" ? "incomplete" : "completed"; };
+    if (!g.stream) {
+      if (!gen->run_to_end()) return client_gone(res);
+      if (gen->finish == "error") throw gen->failure();
+      res.set_content(json_text(object(status_of(gen->finish), response_output(*gen->reply, id))), "application/json");
+      return;
+    }
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [gen, id, object, status_of](size_t, httplib::DataSink& sink) {
+          int sequence = 0;
+          Json output = Json::array();  // items completed so far
+          // The item open now: "" none, "reasoning" or "message", with its text so far.
+          std::string open_kind, open_text;
+          int calls = 0;
+          auto event = [&](const char* type, Json j) {
+            Json e = {{"type", type}, {"sequence_number", sequence++}};
+            e.update(j);
+            j = std::move(e);
+            const std::string s = fmt::format("event: {}\ndata: {}\n\n", type, json_text(j));
+            return sink.write(s.data(), s.size());
+          };
+          auto item_of = [&](const char* status) {
+            return open_kind == "reasoning" ? response_reasoning_item(id, open_text, status)
+                                            : response_message_item(id, open_text, status);
+          };
+          auto close = [&] {
+            if (open_kind.empty()) return true;
+            const int index = int(output.size());
+            const Json item = item_of("completed");
+            const bool ok =
+                (open_kind == "reasoning" ? event("response.reasoning_text.done", {{"item_id", item["id"]},
+                                                                                   {"output_index", index},
+                                                                                   {"content_index", 0},
+                                                                                   {"text", open_text}})
+                                          : event("response.output_text.done", {{"item_id", item["id"]},
+                                                                                {"output_index", index},
+                                                                                {"content_index", 0},
+                                                                                {"text", open_text}}) &&
+                                                event("response.content_part.done", {{"item_id", item["id"]},
+                                                                                     {"output_index", index},
+                                                                                     {"content_index", 0},
+                                                                                     {"part", item["content"][0]}})) &&
+                event("response.output_item.done", {{"output_index", index}, {"item", item}});
+            output.push_back(item);
+            open_kind.clear();
+            open_text.clear();
+            return ok;
+          };
+          auto open = [&](const char* kind) {
+            if (open_kind == kind) return true;
+            if (!close()) return false;
+            open_kind = kind;
+            const int index = int(output.size());
+            const Json item = item_of("in_progress");
+            Json added = item;
+            added["content"] = Json::array();
+            if (!event("response.output_item.added", {{"output_index", index}, {"item", added}})) return false;
+            return open_kind != "message" ||
+                   event("response.content_part.added",
+                         {{"item_id", item["id"]},
+                          {"output_index", index},
+                          {"content_index", 0},
+                          {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", Json::array()}}}});
+          };
+          auto text = [&](const char* kind, const std::string& delta) {
+            if (delta.empty()) return true;
+            if (!open(kind)) return false;
+            open_text += delta;
+            const int index = int(output.size());
+            return event(open_kind == "reasoning" ? "response.reasoning_text.delta" : "response.output_text.delta",
+                         {{"item_id", item_of("in_progress")["id"]},
+                          {"output_index", index},
+                          {"content_index", 0},
+                          {"delta", delta}});
+          };
+          auto call = [&](const ToolCall& c) {
+            if (!close()) return false;
+            const int index = int(output.size());
+            Json item = response_call_item(c, id, calls++, "in_progress");
+            Json added = item;
+            added["arguments"] = "";
+            const bool ok = event("response.output_item.added", {{"output_index", index}, {"item", added}}) &&
+                            event("response.function_call_arguments.delta",
+                                  {{"item_id", item["id"]}, {"output_index", index}, {"delta", c.arguments}}) &&
+                            event("response.function_call_arguments.done",
+                                  {{"item_id", item["id"]}, {"output_index", index}, {"arguments", c.arguments}});
+            item["status"] = "completed";
+            output.push_back(item);
+            return ok && event("response.output_item.done", {{"output_index", index}, {"item", item}});
+          };
+          if (!event("response.created", {{"response", object("in_progress", Json::array())}}) ||
+              !event("response.in_progress", {{"response", object("in_progress", Json::array())}})) {
+            return gen->stream->cancel(), false;
+          }
+          while (gen->finish.empty()) {
+            const Reply::Delta d = gen->next();
+            bool ok = text("reasoning", d.reasoning) && text("message", d.content);
+            for (const ToolCall& c : d.calls) ok = ok && call(c);
+            if (!ok) return gen->stream->cancel(), false;
+          }
+          if (gen->finish == "error") {
+            const ApiError e = gen->failure();
+            event("error", {{"code", e.code}, {"message", e.message}, {"param", nullptr}});
+          } else {
+            // A reply with no text and no calls still has its (empty) message, as the whole response does.
+            if (output.empty() && open_kind.empty() && !open("message")) return false;
+            if (!close()) return false;
+            const char* status = status_of(gen->finish);
+            event(std::string(status) == "incomplete" ? "response.incomplete" : "response.completed",
+                  {{"response", object(status, output)}});
+          }
+          sink.done();
+          return true;
+        },
+        [gen](bool) { gen->stream->cancel(); });
+  }
+
   // vLLM's /tokenize: {"prompt": text} (llama.cpp's "content" too) or {"messages": [...]} rendered by the chat
   // template (add_generation_prompt, default true), add_special_tokens (default true for a prompt, as the
   // tokenizer's post-processor has it; false for messages, whose template writes them) -> {count, max_model_len,
@@ -661,9 +822,15 @@ struct Server::Impl {
           return httplib::Server::HandlerResponse::Handled;
         }));
     http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-      static const std::set<std::string> known = {
-          "/",         "/health",     "/metrics",        "/v1/models",
-          "/tokenize", "/detokenize", "/v1/completions", "/v1/chat/completions"};
+      static const std::set<std::string> known = {"/",
+                                                  "/health",
+                                                  "/metrics",
+                                                  "/v1/models",
+                                                  "/tokenize",
+                                                  "/detokenize",
+                                                  "/v1/completions",
+                                                  "/v1/chat/completions",
+                                                  "/v1/responses"};
       metrics.count_request(known.count(req.path) ? req.path : "other", res.status);
     });
     http.Get("/", [](const httplib::Request&, httplib::Response& res) {
@@ -698,6 +865,9 @@ struct Server::Impl {
     });
     http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
       guarded(res, [&] { completions(req, res); });
+    });
+    http.Post("/v1/responses", [this](const httplib::Request& req, httplib::Response& res) {
+      guarded(res, [&] { responses(req, res); });
     });
     http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
       guarded(res, [&] { tokenize(req, res); });

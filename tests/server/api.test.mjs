@@ -1,5 +1,5 @@
 // tests/server/api.test.mjs - `seedling serve` driven by the official openai npm package: chat completions streaming
-// and not, text completions, stop strings, usage and stream_options.include_usage, seeded sampling, and the errors a
+// and not, n choices, the Responses API, text completions, stop strings, usage and stream_options.include_usage, seeded sampling, and the errors a
 // client sees (401 with --api-key, 400 for unsupported parameters; logprobs in both forms and for a context that is too long, 503 with
 // Retry-After beyond --max-queue).
 // Invariant: every expected answer is computed, never written down: streaming equals non-streaming, greedy equals
@@ -193,6 +193,36 @@ describe('n choices', () => {
       for (const c of chunk.choices) texts[c.index] += c.delta?.content ?? '';
     }
     assert.deepEqual(texts, r.choices.map((c) => c.message.content));
+  });
+});
+
+describe('responses API', () => {
+  // responses.create runs the chat path: the same text, usage counts and seed behaviour, streamed or not.
+  test('responses.create gives the chat reply as output_text, streaming the same', async () => {
+    const chatReply = await fixture.openai.chat.completions.create({
+      model: MODEL_ID(), messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'class Tree:' }],
+      max_tokens: 12, temperature: 0.7, seed: 9 });
+    const body = { model: MODEL_ID(), instructions: 'Be brief.', input: 'class Tree:', max_output_tokens: 12,
+      temperature: 0.7, seed: 9, store: false };
+    const r = await fixture.openai.responses.create(body);
+    assert.equal(r.object, 'response');
+    assert.equal(r.output_text, chatReply.choices[0].message.content);
+    assert.equal(r.usage.input_tokens, chatReply.usage.prompt_tokens);
+    assert.equal(r.usage.output_tokens, chatReply.usage.completion_tokens);
+    assert.equal(r.status, chatReply.choices[0].finish_reason === 'length' ? 'incomplete' : 'completed');
+    let text = '';
+    let final = null;
+    const stream = await fixture.openai.responses.create({ ...body, stream: true });
+    for await (const event of stream) {
+      if (event.type === 'response.output_text.delta') text += event.delta;
+      if (event.type === 'response.completed' || event.type === 'response.incomplete') final = event.response;
+    }
+    assert.equal(text, r.output_text);
+    assert.equal(final.output[0].content[0].text, r.output_text);
+  });
+  test('previous_response_id is refused with 400 naming it (nothing is stored)', async () => {
+    await rejectsWith(fixture.openai.responses.create({ model: MODEL_ID(), input: 'hi', previous_response_id: 'resp_x' }),
+      400, OpenAI.BadRequestError, 'previous_response_id');
   });
 });
 

@@ -432,6 +432,114 @@ TEST_F(Http, NChoicesAreTheRequestAloneWithSeedPlusI) {
   EXPECT_EQ(g["usage"]["completion_tokens"], 16);
 }
 
+// The Responses API's events: "event: TYPE" then "data: {...}" with the same type inside.
+std::vector<Json> response_events(const std::string& body) {
+  std::vector<Json> out;
+  size_t at = 0;
+  while (at < body.size()) {
+    const size_t end = body.find("\n\n", at);
+    if (end == std::string::npos) break;
+    const std::string e = body.substr(at, end - at);
+    at = end + 2;
+    const size_t nl = e.find('\n');
+    EXPECT_EQ(e.rfind("event: ", 0), 0u) << e;
+    EXPECT_NE(nl, std::string::npos) << e;
+    if (nl == std::string::npos) break;
+    EXPECT_EQ(e.compare(nl + 1, 6, "data: "), 0) << e;
+    Json j = Json::parse(e.substr(nl + 7));
+    EXPECT_EQ(j["type"], e.substr(7, nl - 7));
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+// /v1/responses runs the chat path: instructions + input give the chat request's prompt, the output message its
+// text, the usage its counts; max_output_tokens reached is status incomplete; the stream's deltas make the same
+// text and its last event holds the whole response.
+TEST_F(Http, ResponsesAreTheChatReplyInTheResponsesShape) {
+  Running s(*model_, options());
+  const Json chat_req = {
+      {"messages",
+       {{{"role", "system"}, {"content", "You write Python."}}, {{"role", "user"}, {"content", "sort a list"}}}},
+      {"max_tokens", 10},
+      {"temperature", 0.8},
+      {"seed", 5}};
+  auto c = s.post("/v1/chat/completions", chat_req.dump());
+  ASSERT_TRUE(c);
+  const Json chat = Json::parse(c->body);
+  Json req = {{"instructions", "You write Python."},
+              {"input", "sort a list"},
+              {"max_output_tokens", 10},
+              {"temperature", 0.8},
+              {"seed", 5},
+              {"store", false}};
+  auto r = s.post("/v1/responses", req.dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const Json resp = Json::parse(r->body);
+  EXPECT_EQ(resp["object"], "response");
+  EXPECT_EQ(resp["model"], "demo");
+  const std::string want_status = chat["choices"][0]["finish_reason"] == "length" ? "incomplete" : "completed";
+  EXPECT_EQ(resp["status"], want_status);
+  if (want_status == "incomplete") {
+    EXPECT_EQ(resp["incomplete_details"]["reason"], "max_output_tokens");
+  } else {
+    EXPECT_TRUE(resp["incomplete_details"].is_null());
+  }
+  ASSERT_EQ(resp["output"].size(), 1u) << resp.dump();
+  const Json& msg = resp["output"][0];
+  EXPECT_EQ(msg["type"], "message");
+  EXPECT_EQ(msg["role"], "assistant");
+  EXPECT_EQ(msg["content"][0]["type"], "output_text");
+  EXPECT_EQ(msg["content"][0]["text"], chat["choices"][0]["message"]["content"]);
+  EXPECT_EQ(resp["usage"]["input_tokens"], chat["usage"]["prompt_tokens"]);
+  EXPECT_EQ(resp["usage"]["output_tokens"], chat["usage"]["completion_tokens"]);
+  EXPECT_EQ(resp["instructions"], "You write Python.");
+  EXPECT_EQ(resp["max_output_tokens"], 10);
+  // The same as input items with text parts.
+  Json items = req;
+  items["input"] = Json::parse(R"([{"type": "message", "role": "user",
+                                     "content": [{"type": "input_text", "text": "sort "},
+                                                 {"type": "input_text", "text": "a list"}]}])");
+  auto r2 = s.post("/v1/responses", items.dump());
+  ASSERT_TRUE(r2);
+  EXPECT_EQ(Json::parse(r2->body)["output"][0]["content"], msg["content"]);
+  EXPECT_EQ(msg["id"], "msg_" + resp["id"].get<std::string>());
+  req["stream"] = true;
+  auto streamed = s.post("/v1/responses", req.dump());
+  ASSERT_TRUE(streamed);
+  const std::vector<Json> ev = response_events(streamed->body);
+  ASSERT_GE(ev.size(), 6u);
+  EXPECT_EQ(ev.front()["type"], "response.created");
+  EXPECT_EQ(ev[1]["type"], "response.in_progress");
+  EXPECT_EQ(ev.back()["type"], want_status == "incomplete" ? "response.incomplete" : "response.completed");
+  std::string text;
+  for (size_t i = 0; i < ev.size(); ++i) {
+    EXPECT_EQ(ev[i]["sequence_number"], i);
+    if (ev[i]["type"] == "response.output_text.delta") text += ev[i]["delta"].get<std::string>();
+  }
+  EXPECT_EQ(text, msg["content"][0]["text"]);
+  Json last = ev.back()["response"];
+  ASSERT_EQ(last["output"].size(), 1u);
+  EXPECT_EQ(last["output"][0]["content"], msg["content"]);
+  EXPECT_EQ(last["output"][0]["id"], "msg_" + last["id"].get<std::string>());
+  EXPECT_EQ(last["usage"]["output_tokens"], resp["usage"]["output_tokens"]);
+  // What the Responses API sends that this server cannot honour is a 400 naming it.
+  const std::string in = R"("input": "hi")";
+  expect_error(s.post("/v1/responses", "{\"previous_response_id\": \"resp_1\", " + in + "}"), 400,
+               "previous_response_id", "unsupported_parameter");
+  expect_error(s.post("/v1/responses", R"({"text": {"format": {"type": "json_schema"}}, )" + in + "}"), 400,
+               "text.format", "unsupported_parameter");
+  expect_error(s.post("/v1/responses", R"({"tools": [{"type": "web_search"}], )" + in + "}"), 400, "tools[0].type",
+               "unsupported_parameter");
+  expect_error(s.post("/v1/responses", R"({"max_output_tokens": 0, )" + in + "}"), 400, "max_output_tokens",
+               "invalid_value");
+  expect_error(s.post("/v1/responses", R"({"frobnicate": 1, )" + in + "}"), 400, "frobnicate", "unknown_parameter");
+  expect_error(s.post("/v1/responses", "{}"), 400, "input", "missing_required_parameter");
+  expect_error(s.post("/v1/responses", R"({"input": [{"type": "image", "url": "x"}]})"), 400, "input[0].type",
+               "unsupported_parameter");
+}
+
 TEST_F(Http, QueueFullIs503WithRetryAfter) {
   ServerOptions o = options();
   o.max_seqs = 1;
@@ -518,6 +626,20 @@ TEST_F(Http, ToolsGoThroughAToolCapableTemplate) {
   EXPECT_NE(prompt.find("<tool_response>\n18 C, sunny\n</tool_response>"), std::string::npos) << prompt;
   EXPECT_NE(prompt.find("\"name\": \"get_weather\""), std::string::npos) << prompt;
   EXPECT_EQ(Json::parse(r->body)["usage"]["prompt_tokens"], tok.encode(prompt, false).size());
+  // The same conversation as Responses input items, its tools in their flat form: the same prompt.
+  const nlohmann::ordered_json responses_req = nlohmann::ordered_json::parse(R"({
+      "input": [{"role": "user", "content": "Weather in Paris?"},
+                {"type": "function_call", "call_id": "call_1", "name": "get_weather",
+                 "arguments": "{\"city\": \"Paris\"}"},
+                {"type": "function_call_output", "call_id": "call_1", "output": "18 C, sunny"}],
+      "tools": [{"type": "function", "name": "get_weather", "description": "Weather of a city",
+                 "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}],
+      "max_output_tokens": 4, "temperature": 0})");
+  auto rr = s.post("/v1/responses", responses_req.dump());
+  ASSERT_TRUE(rr);
+  ASSERT_EQ(rr->status, 200) << rr->body;
+  EXPECT_EQ(Json::parse(rr->body)["usage"]["input_tokens"], tok.encode(prompt, false).size());
+  EXPECT_EQ(Json::parse(rr->body)["tools"][0]["name"], "get_weather");
   req["tool_choice"] = "required";
   expect_error(s.post("/v1/chat/completions", req.dump()), 400, "tool_choice", "unsupported_parameter");
   req["tool_choice"] = "none";
