@@ -213,18 +213,26 @@ bool offset_norm(Role r) {
   return r == Role::AttnNorm || r == Role::FfnNorm || r == Role::QNorm || r == Role::KNorm || r == Role::FinalNorm;
 }
 
-// A tensor a layer's mixer needs that the checkpoint lacks: where the config says which mixer each layer has,
-// the error names that key too (a layer_types that does not match the stored tensors).
-void check_present(const WeightSource& src, const ModelConfig& c, const TensorSpec& t, const std::string& dir) {
-  if (src.has(t.name)) return;
+// A tensor a layer's mixer needs that the checkpoint lacks, in a model whose config picks each layer's mixer
+// (layer_types): when the checkpoint holds the other mixer's tensors for that layer, the key is what is wrong.
+void check_present(const WeightSource& src, const ModelConfig& c, const Family& f, const TensorSpec& t,
+                   const std::string& dir) {
+  if (src.has(t.name) || t.layer < 0) return;
   bool hybrid = false;
   for (const LayerPlan& p : c.layers) hybrid = hybrid || p.mixer != Mixer::Attention;
-  if (!hybrid || t.layer < 0) return;  // the source's own error names the tensor
-  const Mixer m = c.plan(t.layer).mixer;
-  fail(
-      "{}: no tensor '{}', which layer {} needs as a {} layer by config.json's key 'layer_types': the key does "
-      "not match the stored tensors",
-      dir, t.name, t.layer, m == Mixer::GatedDeltaNet ? "linear_attention" : "full_attention");
+  if (!hybrid) return;  // the source's own error names the tensor
+  const LayerNames n = f.layer_names(c, t.layer);
+  const bool linear = c.plan(t.layer).mixer == Mixer::GatedDeltaNet;
+  const std::string& other = linear ? n.q : n.linear_conv;
+  const char* kind = linear ? "linear_attention" : "full_attention";
+  if (!other.empty() && src.has(other)) {
+    fail(
+        "{}: no tensor '{}', which layer {} needs as a {} layer by config.json's key 'layer_types', but '{}' is "
+        "there: the key does not match the stored tensors",
+        dir, t.name, t.layer, kind, other);
+  }
+  fail("{}: no tensor '{}' (layer {}, a {} layer by config.json's key 'layer_types', needs it)", dir, t.name, t.layer,
+       kind);
 }
 
 // A resident tensor into the member of LayerWeights its role names.
@@ -282,7 +290,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
   for (int l = 0; l < c.num_layers; ++l) {
     LayerWeights& lw = m->w_.layers.emplace_back();
     for (const TensorSpec& t : layer_tensors(c, f, l)) {
-      check_present(src, c, t, dir);
+      check_present(src, c, f, t, dir);
       load_tensor(src, c, t, &lw);
     }
     lw.has_experts = c.has_experts(l);

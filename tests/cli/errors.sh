@@ -74,6 +74,38 @@ expect_error bad-ids "'x'" -- "$bin" run -m "$src" --ids 1,x,3
 expect_error id-out-of-range "out of range" -- "$bin" run -m "$src" --ids 1,999
 expect_error context-full "context full" -- "$bin" run -m "$src" --ids 1,2,3,4 --ctx 3
 
+# The hybrid families (qwen3_5_moe's multimodal folder): a layer_types that does not match the stored tensors, a conv
+# kernel other than the stored one, a missing A_log.
+hybrid() {
+  rm -rf "$tmp/h" && mkdir -p "$tmp/h" && cp "$data/models/qwen3_5_moe_a/hf"/* "$tmp/h/"
+}
+hybrid
+python3 - "$tmp/h/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["text_config"]["layer_types"] = ["full_attention", "linear_attention", "linear_attention", "full_attention"]
+json.dump(c, open(sys.argv[1], "w"))
+PY
+expect_error hybrid-layer-types "'layer_types', but 'model.language_model.layers.0.linear_attn.conv1d.weight' is there" -- \
+  "$bin" run -m "$tmp/h" --ids 1,2
+hybrid
+sed -i 's/"linear_conv_kernel_dim": 4/"linear_conv_kernel_dim": 3/' "$tmp/h/config.json"
+expect_error hybrid-conv-kernel "has a conv kernel of 4, but config.json's key 'linear_conv_kernel_dim' is 3" -- \
+  "$bin" run -m "$tmp/h" --ids 1,2
+hybrid
+python3 - "$tmp/h/model.safetensors" <<'PY'
+import json, struct, sys
+p = sys.argv[1]
+b = bytearray(open(p, 'rb').read())
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+h["model.language_model.layers.2.linear_attn.A_lug"] = h.pop("model.language_model.layers.2.linear_attn.A_log")
+t = json.dumps(h, separators=(',', ':')).encode()
+t += b' ' * (n - len(t))
+open(p, 'wb').write(struct.pack('<Q', len(t)) + t + bytes(b[8 + n:]))
+PY
+expect_error hybrid-missing-a-log "model.language_model.layers.2.linear_attn.A_log" -- "$bin" run -m "$tmp/h" --ids 1,2
+
 expect_error perplexity-on-a-folder "is a folder" -- "$bin" perplexity -f "$data"
 # -t past the bound: CLI11's own two lines (the value and "Run with --help"), exit 1, never an abort.
 "$bin" run -m "$src" --ids 1,2 -t 100000 >"$tmp/out" 2>"$tmp/err"
