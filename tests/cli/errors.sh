@@ -40,19 +40,25 @@ fresh
 head -c 20000 "$src/model.safetensors" >"$tmp/m/model.safetensors"
 expect_error truncated-shard "$tmp/m/model.safetensors" -- "$bin" info -m "$tmp/m"
 
-fresh
-python3 - "$tmp/m/model.safetensors" <<'PY'
+# edit_header FILE PYTHON: runs PYTHON on the safetensors header `h` of FILE (a dict) and writes it back compactly,
+# padded to its old length so that every data offset stays valid.
+edit_header() {
+  python3 - "$1" "$2" <<'PY'
 import json, struct, sys
 p = sys.argv[1]
 b = bytearray(open(p, 'rb').read())
 n = struct.unpack('<Q', b[:8])[0]
 h = json.loads(b[8:8 + n])
-name = sorted(k for k in h if k != '__metadata__')[0]
-h[name]['data_offsets'][1] += 10**9  # an end offset far past the file
-t = json.dumps(h).encode()
+exec(sys.argv[2])
+t = json.dumps(h, separators=(',', ':')).encode()
 t += b' ' * (n - len(t)) if len(t) <= n else b''
 open(p, 'wb').write(struct.pack('<Q', len(t)) + t + bytes(b[8 + n:]))
 PY
+}
+
+fresh
+# an end offset far past the file
+edit_header "$tmp/m/model.safetensors" "h[sorted(k for k in h if k != '__metadata__')[0]]['data_offsets'][1] += 10**9"
 expect_error offsets-past-end "run past the end" -- "$bin" info -m "$tmp/m"
 
 fresh
@@ -93,17 +99,8 @@ sed -i 's/"linear_conv_kernel_dim": 4/"linear_conv_kernel_dim": 3/' "$tmp/h/conf
 expect_error hybrid-conv-kernel "has a conv kernel of 4, but config.json's key 'linear_conv_kernel_dim' is 3" -- \
   "$bin" run -m "$tmp/h" --ids 1,2
 hybrid
-python3 - "$tmp/h/model.safetensors" <<'PY'
-import json, struct, sys
-p = sys.argv[1]
-b = bytearray(open(p, 'rb').read())
-n = struct.unpack('<Q', b[:8])[0]
-h = json.loads(b[8:8 + n])
-h["model.language_model.layers.2.linear_attn.A_lug"] = h.pop("model.language_model.layers.2.linear_attn.A_log")
-t = json.dumps(h, separators=(',', ':')).encode()
-t += b' ' * (n - len(t))
-open(p, 'wb').write(struct.pack('<Q', len(t)) + t + bytes(b[8 + n:]))
-PY
+p=model.language_model.layers.2.linear_attn.
+edit_header "$tmp/h/model.safetensors" "h['$p' + 'A_lug'] = h.pop('$p' + 'A_log')"
 expect_error hybrid-missing-a-log "model.language_model.layers.2.linear_attn.A_log" -- "$bin" run -m "$tmp/h" --ids 1,2
 
 expect_error perplexity-on-a-folder "is a folder" -- "$bin" perplexity -f "$data"
