@@ -46,6 +46,23 @@ for spec in "${specs[@]}"; do
   bytes=$(python3 -c "import json,sys;r=json.load(open(sys.argv[1]));print(len(r['ids'])*r['vocab_size']*4)" \
     "$data/models/$name/reference.json")
   "$bin" logits -m "$src" --ids "$mids" -o "$tmp/$name.hf.f32" 2>/dev/null
+  if [ "$name" = qwen3_next_a ] || [ "$name" = qwen3_5_moe_a ]; then
+    # info: the recurrent state one sequence keeps, from config.json's sizes (float32 conv windows and states), and
+    # the multimodal folder's vision tower named as skipped.
+    state=$(python3 -c "
+import json, sys
+c = json.load(open(sys.argv[1])); c = c.get('text_config', c)
+nk, nv, dk, dv, k = (c['linear_' + x] for x in ('num_key_heads', 'num_value_heads', 'key_head_dim',
+                                                 'value_head_dim', 'conv_kernel_dim'))
+n = c['layer_types'].count('linear_attention')
+print('%.2f kB of recurrent state' % (n * ((k - 1) * (2 * nk * dk + nv * dv) + nv * dk * dv) * 4 / 1e3))" "$src/config.json")
+    info=$("$bin" info -m "$src" 2>/dev/null)
+    grep -qF "$state" <<<"$info" || { echo "$name: info does not say '$state'"; echo "$info"; exit 1; }
+    if grep -q text_config "$src/config.json"; then
+      grep -q "vision tower:     model.visual.\* (21 tensors), skipped" <<<"$info" ||
+        { echo "$name: info does not name the skipped vision tower"; echo "$info"; exit 1; }
+    fi
+  fi
   "$bin" pack -m "$src" -o "$tmp/$name" >/dev/null 2>&1
   "$bin" logits -m "$tmp/$name" --ids "$mids" -o "$tmp/$name.packed.f32" 2>/dev/null
   same_logits "$name: packed against the folder" "$tmp/$name.hf.f32" "$tmp/$name.packed.f32" "$bytes"
