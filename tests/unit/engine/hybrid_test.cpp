@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 
 #include "core/error.h"
@@ -77,6 +78,24 @@ std::vector<float> prompt_logits(Model& model, const std::vector<int32_t>& ids, 
     out.insert(out.end(), l.begin(), l.end());
   }
   return out;
+}
+
+// config.json of a tiny hybrid checkpoint, changed by `edit`, read as a folder of its own.
+ModelConfig config_with(const std::string& name, const std::function<void(nlohmann::json&)>& edit) {
+  nlohmann::json j = test::read_json(test::data_path("models/" + name + "/hf/config.json"));
+  edit(j);
+  test::ScratchDir dir("hybrid_cfg");
+  test::write_file(dir / "config.json", j.dump());
+  return read_model_config(dir.str());
+}
+
+std::string config_error(const std::string& name, const std::function<void(nlohmann::json&)>& edit) {
+  try {
+    config_with(name, edit);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
 }
 
 std::vector<int32_t> ids_of(const std::string& name) {
@@ -175,6 +194,44 @@ TEST_P(HybridModel, EveryLinearLayerKeepsItsConvWindowAndStateOnly) {
     EXPECT_EQ(shapes[size_t(l)].state_floats, size_t(3 * 128 + 4 * 16 * 16));
   }
   EXPECT_GE(linear, 2);
+}
+
+TEST(HybridConfig, WithoutLayerTypesFullAttentionIntervalPicksTheMixersAndTransformersDefaultsApply) {
+  const ModelConfig c = config_with("qwen3_next_a", [](nlohmann::json& j) {
+    j.erase("layer_types");
+    j["full_attention_interval"] = 2;
+    j.erase("partial_rotary_factor");
+    j["rope_parameters"].erase("partial_rotary_factor");
+  });
+  const Mixer want[4] = {Mixer::GatedDeltaNet, Mixer::Attention, Mixer::GatedDeltaNet, Mixer::Attention};
+  for (int l = 0; l < 4; ++l) EXPECT_EQ(c.plan(l).mixer, want[l]) << "layer " << l;
+  EXPECT_EQ(c.rotary_dim(), 8);  // 0.25 of head_dim 32, transformers' default for these families
+  EXPECT_TRUE(c.plan(3).attn.output_gate);
+  EXPECT_EQ(c.norm_weight_offset, 1.0f);
+  EXPECT_TRUE(c.plan(0).linear.grouped);
+  EXPECT_FALSE(c.has_experts(1));  // mlp_only_layers [1]
+  // qwen3_5_moe: every layer 4th full by default, split projections, every layer routes experts.
+  const ModelConfig q = config_with("qwen3_5_moe_a", [](nlohmann::json& j) { j["text_config"].erase("layer_types"); });
+  for (int l = 0; l < 4; ++l) EXPECT_EQ(q.plan(l).mixer, l == 3 ? Mixer::Attention : Mixer::GatedDeltaNet);
+  EXPECT_FALSE(q.plan(0).linear.grouped);
+  for (int l = 0; l < 4; ++l) EXPECT_TRUE(q.has_experts(l));
+}
+
+TEST(HybridConfig, BadKeysAreOneErrorNamingTheKey) {
+  EXPECT_NE(config_error("qwen3_next_a", [](nlohmann::json& j) { j["layer_types"][2] = "sliding_attention"; })
+                .find("key 'layer_types': entry 2 'sliding_attention' is not supported"),
+            std::string::npos);
+  EXPECT_NE(config_error("qwen3_next_a", [](nlohmann::json& j) { j["layer_types"].erase(0); })
+                .find("key 'layer_types': expected a list of 4 strings"),
+            std::string::npos);
+  EXPECT_NE(config_error("qwen3_next_a", [](nlohmann::json& j) { j["linear_num_value_heads"] = 3; })
+                .find("key 'linear_num_value_heads': 3 must be a positive multiple of linear_num_key_heads 2"),
+            std::string::npos);
+  EXPECT_NE(config_error("qwen3_5_moe_a", [](nlohmann::json& j) { j.erase("text_config"); }).find("key 'text_config'"),
+            std::string::npos);
+  EXPECT_NE(config_error("qwen3_5_moe_a", [](nlohmann::json& j) { j["text_config"]["linear_conv_kernel_dim"] = 0; })
+                .find("(text_config): key 'linear_conv_kernel_dim'"),
+            std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, HybridModel, ::testing::Values("qwen3_next_a", "qwen3_5_moe_a"));
