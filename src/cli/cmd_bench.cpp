@@ -133,7 +133,11 @@ int run(const BenchFlags& f) {
   std::printf("bytes per token: %.1f MB; decode reads %.2f GB/s = %.1f%% of the measured read bandwidth\n", bytes / 1e6,
               gbs, 100.0 * gbs / b.median);
   std::printf("ceiling at this bandwidth: %.2f tok/s\n", b.median * 1e9 / bytes);
-  std::printf("peak RSS: %.2f GB; KV cache: %.2f MB\n", double(peak_rss_bytes()) / 1e9, double(kv_bytes) / 1e6);
+  // The linear layers' recurrent state (conv windows, delta-rule states): fixed per sequence, inside the KV figure.
+  const size_t state_bytes = KvCache(cache_shapes(model->config()), 1, 1).bytes_at(0);
+  std::printf("peak RSS: %.2f GB; KV cache: %.2f MB", double(peak_rss_bytes()) / 1e9, double(kv_bytes) / 1e6);
+  if (state_bytes > 0) std::printf(" (of which %.3f MB recurrent state per sequence)", double(state_bytes) / 1e6);
+  std::printf("\n");
   if (cuda) std::printf("%s", cuda_stage_clock_report().c_str());
   finish_model(*model, int64_t(f.repeats) * (f.prompt_tokens + f.decode_tokens));
   return 0;

@@ -30,8 +30,14 @@ const char* gating_name(Gating g) {
 }
 
 // One layer's plan in words: "attention (window 6, sinks, q/k/v/o bias) + experts (top-4 of 32 ...)".
-std::string describe(const ModelConfig& c, const LayerPlan& p) {
-  std::string a = "attention (";
+// The mixer of a layer in words: "attention (window 6, sinks, q/k/v/o bias)", "gated delta net (...)".
+std::string describe_mixer(const LayerPlan& p) {
+  if (p.mixer == Mixer::GatedDeltaNet) {
+    const LinearAttentionPlan& g = p.linear;
+    return fmt::format("gated delta net ({} key heads of {}, {} value heads of {}, conv kernel {}{})", g.key_heads,
+                       g.key_head_dim, g.value_heads, g.value_head_dim, g.conv_kernel,
+                       g.grouped ? ", grouped qkvz/ba" : "");
+  }
   std::vector<std::string> parts;
   if (p.attn.window > 0) parts.push_back(fmt::format("window {}", p.attn.window));
   if (p.attn.qk_norm == QkNorm::PerHead) parts.push_back("q/k norm per head");
@@ -40,8 +46,14 @@ std::string describe(const ModelConfig& c, const LayerPlan& p) {
   if (p.attn.qkv_bias) parts.push_back(p.attn.o_bias ? "q/k/v/o bias" : "q/k/v bias");
   if (!p.attn.qkv_bias && p.attn.o_bias) parts.push_back("o bias");
   if (p.attn.sinks) parts.push_back("sinks");
+  if (p.attn.output_gate) parts.push_back("sigmoid output gate");
   if (parts.empty()) parts.push_back("full");
-  a += fmt::format("{})", fmt::join(parts, ", "));
+  return fmt::format("attention ({})", fmt::join(parts, ", "));
+}
+
+// One layer's plan in words: "attention (window 6, sinks, q/k/v/o bias) + experts (top-4 of 32 ...)".
+std::string describe(const ModelConfig& c, const LayerPlan& p) {
+  const std::string a = describe_mixer(p);
   if (p.ffn.kind == FfnKind::Dense) return a + fmt::format(" + dense MLP ({})", p.ffn.width);
   const RouterPlan& r = p.ffn.router;
   std::string e = fmt::format(" + experts (top-{} of {}, width {}, {}", c.experts_per_token, c.num_experts, p.ffn.width,
@@ -139,6 +151,30 @@ int run(const ModelFlags& f) {
     const std::string which = end - l == 1 ? fmt::format("layer {}", l) : fmt::format("layers {}-{}", l, end - 1);
     std::printf("%-17s %s\n", (which + ":").c_str(), d.c_str());
     l = end;
+  }
+  if (c.norm_weight_offset != 0.0f) std::printf("norms:            RMSNorm times (1 + weight) (zero-centred)\n");
+  // What one sequence keeps: K/V rows per position, and the linear layers' fixed recurrent state.
+  const KvCache probe(cache_shapes(c), 1, 1);
+  const size_t state = probe.bytes_at(0);
+  std::printf("per sequence:     %s of K/V per position", byte_text(probe.bytes_at(1) - state).c_str());
+  if (state > 0)
+    std::printf(" + %s of recurrent state (conv windows and delta-rule states, float32)", byte_text(state).c_str());
+  std::printf("\n");
+  if (model->packed() == nullptr) {  // tensors of the folder the text model does not read, by their prefix
+    std::map<std::string, int> unread;
+    for (const auto& [name, t] : model->checkpoint().all()) {
+      for (const char* prefix : {"model.visual.", "mtp."}) {
+        if (name.rfind(prefix, 0) == 0) ++unread[prefix];
+      }
+    }
+    if (unread.count("model.visual.")) {
+      std::printf("vision tower:     model.visual.* (%d tensors), skipped: the text model runs alone\n",
+                  unread["model.visual."]);
+    }
+    if (unread.count("mtp.")) {
+      std::printf("MTP head:         mtp.* (%d tensors), not used (multi-token prediction drafts are not run)\n",
+                  unread["mtp."]);
+    }
   }
   std::printf("vocab:            %d; context %d; rope %s theta %g over %d of %d dims\n", c.vocab_size,
               c.max_position_embeddings, c.rope.type.c_str(), c.rope.theta, c.rotary_dim(), c.head_dim);

@@ -247,8 +247,7 @@ int run(const PackFlags& f) {
         const TensorInfo& t = get(spec.name, spec.shape);
         const Codec codec = spec.dense ? codec_for(t, dense_codec) : *codec_of_dtype(t.dtype);
         resident.push_back({spec.name, &t, codec});
-        total += spec.shape.size() == 2 ? codec_matrix_bytes(codec, spec.shape[0], spec.shape[1])
-                                        : codec_matrix_bytes(codec, 1, t.numel());
+        total += codec_tensor_bytes(codec, spec.shape);
       },
       [&](int l) {
         const int64_t I = c.plan(l).ffn.width;

@@ -195,9 +195,7 @@ int run_packed(const SynthFlags& f, const ordered_json& cfg) {
   PackedWriter w(f.out, cfg,
                  {{"created_by", "seedling synth"}, {"preset", f.preset}, {"experts", f.packed}, {"dense", f.dense}});
   auto codec_of = [&](bool is_dense) { return is_dense ? *dense : Codec::BF16; };
-  auto shape_bytes = [](Codec k, const std::vector<int64_t>& shape) {
-    return shape.size() == 1 ? codec_matrix_bytes(k, 1, shape[0]) : codec_matrix_bytes(k, shape[0], shape[1]);
-  };
+  auto shape_bytes = [](Codec k, const std::vector<int64_t>& shape) { return codec_tensor_bytes(k, shape); };
   uint64_t total = 0;
   const bool head = !c.tie_word_embeddings;
   for_each_tensor(
@@ -215,9 +213,9 @@ int run_packed(const SynthFlags& f, const ordered_json& cfg) {
     const Codec k = codec_of(t.dense);
     const std::vector<int64_t>& shape = t.shape;
     if (shape.size() == 1 || !t.dense) {
-      const size_t n = size_t(shape[0] * (shape.size() == 1 ? 1 : shape[1]));
+      const size_t n = codec_tensor_bytes(Codec::BF16, shape) / 2;
       const auto fill = shape.size() == 1 ? random_bf16(0, 0.0f, 1.0f)
-                                          : random_bf16(mix(++tensor_seed), 1.0f / std::sqrt(float(shape[1])), 0);
+                                          : random_bf16(mix(++tensor_seed), 1.0f / std::sqrt(float(shape.back())), 0);
       w.add_resident(t.name, Codec::BF16, shape, [&](uint8_t* out) { fill(out, 0, n * 2); });
       return;
     }

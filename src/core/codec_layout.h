@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/error.h"
 
@@ -216,6 +217,14 @@ inline size_t codec_row_bytes(Codec c, int64_t cols) {
 inline size_t codec_matrix_bytes(Codec c, int64_t rows, int64_t cols) {
   if (codec_is_seed(c)) return seed::seed_slice_layout(codec_seed_tier(c), rows, cols).bytes;
   return size_t(rows) * codec_row_bytes(c, cols);
+}
+// Bytes of a tensor of `shape` stored as rows of its first dimension (one row for a vector), each row the product
+// of the other dimensions (a conv weight (channels, 1, kernel): channels rows of kernel).
+inline size_t codec_tensor_bytes(Codec c, const std::vector<int64_t>& shape) {
+  if (shape.size() <= 1) return codec_matrix_bytes(c, 1, shape.empty() ? 1 : shape[0]);
+  int64_t cols = 1;
+  for (size_t i = 1; i < shape.size(); ++i) cols *= shape[i];
+  return codec_matrix_bytes(c, shape[0], cols);
 }
 
 }  // namespace seedling

@@ -255,6 +255,12 @@ void check_plan_runs_on_cuda(const ModelConfig& c) {
       fail("--device cuda: {} layer {} has a mixer the CUDA forward does not run yet (use --device cpu)", c.model_type,
            l);
     }
+    if (p.attn.output_gate) {
+      fail(
+          "--device cuda: {} layer {} has gated attention (q_proj with an output gate), which the CUDA forward does "
+          "not run yet (use --device cpu)",
+          c.model_type, l);
+    }
     // The per-head norm runs inside qk_rope_kv, after which nothing could clamp before RoPE as decoder.cpp does.
     if (p.attn.qk_norm == QkNorm::PerHead && p.attn.clip_qkv > 0) {
       fail(

@@ -56,9 +56,14 @@ struct ManifestReader {
     if (!c) bad(path + "codec", fmt::format("unknown codec '{}' (known: {})", s, codec_names()));
     return *c;
   }
-  std::vector<int64_t> shape(const json& obj, const std::string& path) const {
+  // [n], [rows, cols], or up to `max_dims` dimensions (a resident conv weight (channels, 1, kernel): rows of the first
+  // dimension, each the product of the others).
+  std::vector<int64_t> shape(const json& obj, const std::string& path, size_t max_dims = 2) const {
     const json& v = at(obj, "shape", path);
-    if (!v.is_array() || v.empty() || v.size() > 2) bad(path + "shape", "expected [rows, cols] or [n]");
+    if (!v.is_array() || v.empty() || v.size() > max_dims) {
+      bad(path + "shape", max_dims == 2 ? "expected [rows, cols] or [n]"
+                                        : fmt::format("expected [n], [rows, cols] or up to {} dimensions", max_dims));
+    }
     std::vector<int64_t> out;
     for (const json& d : v) {
       if (!d.is_number_integer() || d.get<int64_t>() <= 0) bad(path + "shape", "expected positive integers");
@@ -66,7 +71,13 @@ struct ManifestReader {
     }
     // Sizes are computed in size_t (codec_matrix_bytes): past 2^48 elements rows * row bytes could wrap to the
     // manifest's `bytes` and a view would be smaller than its shape. No tensor comes near (2^48 is 256 Ti weights).
-    const uint64_t rows = uint64_t(out[0]), cols = out.size() == 2 ? uint64_t(out[1]) : 1;
+    const uint64_t rows = uint64_t(out[0]);
+    uint64_t cols = 1;
+    for (size_t i = 1; i < out.size(); ++i) {
+      if (uint64_t(out[i]) > kMaxElements / cols)
+        bad(path + "shape", fmt::format("{} holds more than 2^48 elements", v.dump()));
+      cols *= uint64_t(out[i]);
+    }
     if (rows > kMaxElements || cols > kMaxElements / rows) {
       bad(path + "shape", fmt::format("{} holds more than 2^48 elements", v.dump()));
     }
@@ -89,7 +100,7 @@ uint64_t file_size_of(const fs::path& p, const std::string& manifest, const std:
 }
 
 size_t expected_bytes(Codec c, const std::vector<int64_t>& shape) {
-  return shape.size() == 1 ? codec_matrix_bytes(c, 1, shape[0]) : codec_matrix_bytes(c, shape[0], shape[1]);
+  return codec_tensor_bytes(c, shape);
 }
 
 // Byte ranges [offset, offset + bytes) of one file, each named: two that share a byte alias each other, and the
@@ -148,7 +159,7 @@ std::unique_ptr<PackedModel> PackedModel::open(const std::string& dir) {
     PackedTensor pt;
     pt.name = name;
     pt.codec = r.codec(t, path);
-    pt.shape = r.shape(t, path);
+    pt.shape = r.shape(t, path, 3);
     pt.offset = r.u64(t, "offset", path);
     pt.bytes = r.u64(t, "bytes", path);
     pt.xxh64 = r.hash(t, path);

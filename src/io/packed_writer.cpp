@@ -75,8 +75,7 @@ void PackedWriter::add_resident(const std::string& name, Codec codec, std::vecto
   const uint64_t offset = round_up(resident_bytes_, kPackedTensorAlign);
   const std::vector<uint8_t> pad(size_t(offset - resident_bytes_), 0);
   write_bytes(resident_, path, pad.data(), pad.size());
-  const size_t bytes =
-      shape.size() == 1 ? codec_matrix_bytes(codec, 1, shape[0]) : codec_matrix_bytes(codec, shape[0], shape[1]);
+  const size_t bytes = codec_tensor_bytes(codec, shape);
   std::vector<uint8_t> buf(bytes);
   fill(buf.data());
   write_bytes(resident_, path, buf.data(), bytes);

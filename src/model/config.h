@@ -41,6 +41,9 @@ struct AttentionPlan {
   bool sinks = false;     // one learned logit per head in the softmax's denominator (gpt_oss)
   float clip_qkv = 0.0f;  // > 0: q, k and v clamped to [-clip_qkv, clip_qkv] after their norms (olmoe)
   int window = 0;         // 0: full causal attention; else each query sees the last `window` positions
+  // q_proj twice as wide: per head its query then as many output-gate logits; the attention output times
+  // sigmoid(gate) before o (qwen3_next, qwen3_5_moe)
+  bool output_gate = false;
 };
 enum class Gating : uint8_t {
   SoftmaxTopK,       // softmax over all experts, then the top k (qwen3_moe, mixtral, olmoe, qwen2_moe)
@@ -71,11 +74,33 @@ struct FfnPlan {
   RouterPlan router;
 };
 // A layer's token mixer: what it keeps per sequence is cache_shapes' (model.h) to say.
-enum class Mixer : uint8_t { Attention };
+enum class Mixer : uint8_t {
+  Attention,
+  GatedDeltaNet,  // linear attention: conv1d + the gated delta rule over a per-sequence state (LinearAttentionPlan)
+};
+// A Gated DeltaNet layer (model/linear_attention.cpp): q, k, v from one projection through a causal depthwise
+// conv1d + SiLU, z (the output gate), b (beta) and a (the decay); key heads repeated to the value heads.
+struct LinearAttentionPlan {
+  int key_heads = 0, value_heads = 0;        // linear_num_key_heads, linear_num_value_heads
+  int key_head_dim = 0, value_head_dim = 0;  // linear_key_head_dim, linear_value_head_dim
+  int conv_kernel = 0;                       // linear_conv_kernel_dim
+  // qwen3_next: in_proj_qkvz and in_proj_ba, rows grouped per key head ([q k v z] and [b a] of each group); else
+  // (qwen3_5_moe) in_proj_qkv ([q k v]), in_proj_z, in_proj_b, in_proj_a.
+  bool grouped = false;
+  int key_width() const { return key_heads * key_head_dim; }
+  int value_width() const { return value_heads * value_head_dim; }
+  int conv_channels() const { return 2 * key_width() + value_width(); }  // q, k, v through the conv
+  // What a sequence keeps: the last conv_kernel - 1 conv inputs of every channel, then each value head's state.
+  size_t conv_state_floats() const { return size_t(conv_kernel - 1) * size_t(conv_channels()); }
+  size_t state_floats() const {
+    return conv_state_floats() + size_t(value_heads) * size_t(key_head_dim) * size_t(value_head_dim);
+  }
+};
 struct LayerPlan {
   Mixer mixer = Mixer::Attention;
   AttentionPlan attn;
   FfnPlan ffn;
+  LinearAttentionPlan linear;  // Mixer::GatedDeltaNet only
 };
 
 struct ModelConfig {
@@ -107,6 +132,12 @@ struct ModelConfig {
   std::string dtype;  // as stated by config.json (informational)
   int bos_token_id = -1;
   std::vector<int> eos_token_ids;
+  // Zero-centred RMSNorms (qwen3_next, qwen3_5_moe): every layer norm, q/k norm and the final norm scale by
+  // (1 + weight); Model::load adds this offset to those weights, so the blocks multiply by the loaded weight as ever.
+  float norm_weight_offset = 0.0f;
+  // The checkpoint stores the routed experts fused (qwen3_5_moe: experts.gate_up_proj and experts.down_proj) rather
+  // than one tensor per expert; read_config decides from the folder's tensor names (folder_stores_tensor).
+  bool fused_experts = false;
 
   int q_dim() const { return num_heads * head_dim; }
   int kv_dim() const { return num_kv_heads * head_dim; }
@@ -156,6 +187,9 @@ std::vector<uint8_t> read_sparse_layers(const ConfigReader& r, const ModelConfig
 // The layer_types list (transformers 5.x: "full_attention" | "sliding_attention" per layer): sets each layer's
 // window to `window` or 0; an unknown entry or a wrong length is an Error naming the key.
 void read_layer_types(const ConfigReader& r, ModelConfig* c, int window);
+// Whether the safetensors of the folder holding `config_path` name `tensor` (read from the index or the file
+// headers only); false where there are none (a packed folder, a config without weights).
+bool folder_stores_tensor(const std::string& config_path, const std::string& tensor);
 // Fills the derived fields (layer_has_experts, ...) from `layers`; validate_config calls it.
 void finish_layer_plan(ModelConfig* c);
 // Checks sizes are positive and consistent (heads divide, top-k <= experts, groups divide experts, ...) and fills

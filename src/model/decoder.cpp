@@ -39,6 +39,9 @@ void Model::forward(std::span<const BatchRow> rows, float* logits) {
       case Mixer::Attention:
         attention(l, rows, xn.data(), delta.data());
         break;
+      case Mixer::GatedDeltaNet:
+        gated_delta_net(l, rows, xn.data(), delta.data());
+        break;
     }
     for (size_t i = 0; i < x.size(); ++i) x[i] = x[i] + delta[i];
     ops::rms_norm_to(x.data(), xn.data(), M, H, lw.ffn_norm.data(), c.rms_norm_eps);
@@ -70,7 +73,21 @@ void Model::attention(int layer, std::span<const BatchRow> rows, const float* xn
   std::vector<float> q(size_t(M * Q)), k(size_t(M * KV)), v(size_t(M * KV)), att(size_t(M * Q));
   if (activation_observer_ != nullptr)
     activation_observer_->on_input(layer, MatrixInput::AttnQkv, -1, xn, M, c.hidden_size);
-  ops::matmul(xn, M, lw.q, q.data());  // (M, Q)
+  std::vector<float> gate;  // output_gate: sigmoid(gate) times the attention output, per head beside its query
+  if (plan.output_gate) {
+    std::vector<float> qg(size_t(M * 2 * Q));
+    ops::matmul(xn, M, lw.q, qg.data());  // (M, 2Q): per head hd query rows, then hd gate rows
+    gate.resize(size_t(M * Q));
+    for (int64_t i = 0; i < M; ++i) {
+      for (int h = 0; h < c.num_heads; ++h) {
+        const float* src = qg.data() + i * 2 * Q + int64_t(h) * 2 * hd;
+        std::copy_n(src, hd, q.data() + i * Q + h * hd);
+        std::copy_n(src + hd, hd, gate.data() + i * Q + h * hd);
+      }
+    }
+  } else {
+    ops::matmul(xn, M, lw.q, q.data());  // (M, Q)
+  }
   ops::matmul(xn, M, lw.k, k.data());  // (M, KV)
   ops::matmul(xn, M, lw.v, v.data());  // (M, KV)
   for (int64_t i = 0; i < M; ++i) {
@@ -117,6 +134,9 @@ void Model::attention(int layer, std::span<const BatchRow> rows, const float* xn
                          att.data() + i * Q, scratch.data());
     }
   });
+  if (plan.output_gate) {
+    for (size_t i = 0; i < att.size(); ++i) att[i] = att[i] * ops::sigmoid(gate[i]);
+  }
   if (activation_observer_ != nullptr) activation_observer_->on_input(layer, MatrixInput::AttnO, -1, att.data(), M, Q);
   ops::matmul(att.data(), M, lw.o, out);  // (M, H)
   if (plan.o_bias) {

@@ -70,7 +70,7 @@ ops::Matrix read_expert_part(const Checkpoint& ck, const ExpertPart& part, int n
   }
   const TensorInfo& t = ck.get(part.name);
   const Codec codec = stored_float_codec(t);
-  const int64_t out = rows * part.row_step;
+  const int64_t out = rows * part.row_step * part.row_blocks;
   std::vector<int64_t> want;
   if (part.stacked < 0) {
     want = {rows, cols};
@@ -79,9 +79,9 @@ ops::Matrix read_expert_part(const Checkpoint& ck, const ExpertPart& part, int n
         part.transposed ? std::vector<int64_t>{num_experts, cols, out} : std::vector<int64_t>{num_experts, out, cols};
   }
   check_shape(t, want);
-  SEEDLING_CHECK(part.stacked < num_experts && part.row_offset >= 0 && part.row_offset < part.row_step,
-                 "expert part '{}': expert {} offset {} step {}", part.name, part.stacked, part.row_offset,
-                 part.row_step);
+  SEEDLING_CHECK(
+      part.stacked < num_experts && part.row_offset >= 0 && part.row_offset + (rows - 1) * part.row_step < out,
+      "expert part '{}': expert {} offset {} step {}", part.name, part.stacked, part.row_offset, part.row_step);
   if (part.stacked < 0) return {codec, t.data, rows, cols};
   const size_t elem = codec_block_bytes(codec);
   const uint8_t* base = t.data + size_t(part.stacked) * size_t(out * cols) * elem;
@@ -99,7 +99,7 @@ ops::Matrix read_expert_part(const Checkpoint& ck, const ExpertPart& part, int n
 
 std::vector<float> expert_part_rows(const std::vector<float>& stacked, const ExpertPart& part, int num_experts,
                                     int64_t rows) {
-  const int64_t out = rows * part.row_step;
+  const int64_t out = rows * part.row_step * part.row_blocks;
   SEEDLING_CHECK(int64_t(stacked.size()) == num_experts * out, "stacked vector of {} for {} experts of {}",
                  stacked.size(), num_experts, out);
   std::vector<float> v(size_t(num_experts * rows));

@@ -10,10 +10,14 @@ extern const Family kOlmoeFamily;
 extern const Family kQwen2MoeFamily;
 extern const Family kGlm4MoeFamily;
 extern const Family kGptOssFamily;
+extern const Family kQwen3NextFamily;
+extern const Family kQwen35MoeFamily;
+extern const Family kQwen35MoeTextFamily;
 
 namespace {
-const Family* const kFamilies[] = {&kQwen3MoeFamily, &kMixtralFamily, &kOlmoeFamily,
-                                   &kQwen2MoeFamily, &kGlm4MoeFamily, &kGptOssFamily};
+const Family* const kFamilies[] = {&kQwen3MoeFamily,  &kMixtralFamily,   &kOlmoeFamily,
+                                   &kQwen2MoeFamily,  &kGlm4MoeFamily,   &kGptOssFamily,
+                                   &kQwen3NextFamily, &kQwen35MoeFamily, &kQwen35MoeTextFamily};
 }
 
 const char* role_name(Role r) {
@@ -68,6 +72,28 @@ const char* role_name(Role r) {
       return "expert_gate_up_bias";
     case Role::ExpertDownBias:
       return "expert_down_bias";
+    case Role::LinearQkvz:
+      return "linear_qkvz";
+    case Role::LinearBa:
+      return "linear_ba";
+    case Role::LinearQkv:
+      return "linear_qkv";
+    case Role::LinearZ:
+      return "linear_z";
+    case Role::LinearB:
+      return "linear_b";
+    case Role::LinearA:
+      return "linear_a";
+    case Role::LinearConv:
+      return "linear_conv";
+    case Role::LinearDtBias:
+      return "linear_dt_bias";
+    case Role::LinearALog:
+      return "linear_a_log";
+    case Role::LinearNorm:
+      return "linear_norm";
+    case Role::LinearOut:
+      return "linear_out";
     case Role::Embed:
       return "embed";
     case Role::FinalNorm:
@@ -92,6 +118,15 @@ LayerNames llama_attention_names(const std::string& p) {
   return n;
 }
 
+LayerNames qwen_shared_expert_names(const std::string& p) {
+  LayerNames n = llama_attention_names(p);
+  n.router = p + "mlp.gate.weight";
+  swiglu_names(p + "mlp.", &n.mlp_gate, &n.mlp_up, &n.mlp_down);
+  swiglu_names(p + "mlp.shared_expert.", &n.shared_gate, &n.shared_up, &n.shared_down);
+  n.shared_expert_gate = p + "mlp.shared_expert_gate.weight";
+  return n;
+}
+
 void swiglu_names(const std::string& prefix, std::string* gate, std::string* up, std::string* down) {
   *gate = prefix + "gate_proj.weight";
   *up = prefix + "up_proj.weight";
@@ -111,6 +146,29 @@ ExpertParts mlp_expert_parts(const ModelConfig&, int layer, int expert) {
                           "gate_proj", "up_proj", "down_proj");
 }
 
+void linear_attention_names(const std::string& p, LayerNames* n) {
+  const std::string a = p + "linear_attn.";
+  n->linear_qkvz = a + "in_proj_qkvz.weight";
+  n->linear_ba = a + "in_proj_ba.weight";
+  n->linear_qkv = a + "in_proj_qkv.weight";
+  n->linear_z = a + "in_proj_z.weight";
+  n->linear_b = a + "in_proj_b.weight";
+  n->linear_a = a + "in_proj_a.weight";
+  n->linear_conv = a + "conv1d.weight";
+  n->linear_dt_bias = a + "dt_bias";
+  n->linear_a_log = a + "A_log";
+  n->linear_norm = a + "norm.weight";
+  n->linear_out = a + "out_proj.weight";
+}
+
+ExpertParts fused_expert_parts(const std::string& prefix, int expert, int width) {
+  ExpertParts p;
+  p[0] = {prefix + "gate_up_proj", expert, false, 1, 0, 2};
+  p[1] = {prefix + "gate_up_proj", expert, false, 1, width, 2};
+  p[2] = {prefix + "down_proj", expert, false, 1, 0, 1};
+  return p;
+}
+
 std::vector<TensorSpec> layer_tensors(const ModelConfig& c, const Family& f, int layer) {
   const LayerPlan& plan = c.plan(layer);
   const LayerNames n = f.layer_names(c, layer);
@@ -124,22 +182,41 @@ std::vector<TensorSpec> layer_tensors(const ModelConfig& c, const Family& f, int
   const AttentionPlan& a = plan.attn;
   add(Role::AttnNorm, n.attn_norm, {H}, false);
   add(Role::FfnNorm, n.ffn_norm, {H}, false);
-  add(Role::Q, n.q, {Q, H}, true);
-  add(Role::K, n.k, {KV, H}, true);
-  add(Role::V, n.v, {KV, H}, true);
-  add(Role::O, n.o, {H, Q}, true);
-  if (a.qkv_bias) {
-    add(Role::QBias, n.q_bias, {Q}, false);
-    add(Role::KBias, n.k_bias, {KV}, false);
-    add(Role::VBias, n.v_bias, {KV}, false);
+  if (plan.mixer == Mixer::GatedDeltaNet) {
+    const LinearAttentionPlan& g = plan.linear;
+    const int64_t KW = g.key_width(), VW = g.value_width(), NV = g.value_heads;
+    if (g.grouped) {
+      add(Role::LinearQkvz, n.linear_qkvz, {2 * KW + 2 * VW, H}, true);
+      add(Role::LinearBa, n.linear_ba, {2 * NV, H}, false);
+    } else {
+      add(Role::LinearQkv, n.linear_qkv, {2 * KW + VW, H}, true);
+      add(Role::LinearZ, n.linear_z, {VW, H}, true);
+      add(Role::LinearB, n.linear_b, {NV, H}, false);
+      add(Role::LinearA, n.linear_a, {NV, H}, false);
+    }
+    add(Role::LinearConv, n.linear_conv, {g.conv_channels(), 1, g.conv_kernel}, false);
+    add(Role::LinearDtBias, n.linear_dt_bias, {NV}, false);
+    add(Role::LinearALog, n.linear_a_log, {NV}, false);
+    add(Role::LinearNorm, n.linear_norm, {g.value_head_dim}, false);
+    add(Role::LinearOut, n.linear_out, {H, VW}, true);
+  } else {
+    add(Role::Q, n.q, {a.output_gate ? 2 * Q : Q, H}, true);
+    add(Role::K, n.k, {KV, H}, true);
+    add(Role::V, n.v, {KV, H}, true);
+    add(Role::O, n.o, {H, Q}, true);
+    if (a.qkv_bias) {
+      add(Role::QBias, n.q_bias, {Q}, false);
+      add(Role::KBias, n.k_bias, {KV}, false);
+      add(Role::VBias, n.v_bias, {KV}, false);
+    }
+    if (a.qk_norm != QkNorm::None) {
+      const bool whole = a.qk_norm == QkNorm::Whole;
+      add(Role::QNorm, n.q_norm, {whole ? Q : c.head_dim}, false);
+      add(Role::KNorm, n.k_norm, {whole ? KV : c.head_dim}, false);
+    }
+    if (a.o_bias) add(Role::OBias, n.o_bias, {H}, false);
+    if (a.sinks) add(Role::Sinks, n.sinks, {c.num_heads}, false);
   }
-  if (a.qk_norm != QkNorm::None) {
-    const bool whole = a.qk_norm == QkNorm::Whole;
-    add(Role::QNorm, n.q_norm, {whole ? Q : c.head_dim}, false);
-    add(Role::KNorm, n.k_norm, {whole ? KV : c.head_dim}, false);
-  }
-  if (a.o_bias) add(Role::OBias, n.o_bias, {H}, false);
-  if (a.sinks) add(Role::Sinks, n.sinks, {c.num_heads}, false);
   const FfnPlan& ffn = plan.ffn;
   if (ffn.kind == FfnKind::Dense) {
     add(Role::MlpGate, n.mlp_gate, {ffn.width, H}, true);

@@ -45,6 +45,18 @@ enum class Role : uint8_t {
   SharedExpertGate,  // (1, hidden): the shared expert's output times sigmoid(this . x)
   ExpertGateUpBias,  // (experts, 2 x width), gate and up as the family's expert_parts lay out their rows
   ExpertDownBias,    // (experts, hidden)
+  // Gated DeltaNet (LinearAttentionPlan): grouped projections (qwen3_next) or split ones (qwen3_5_moe)
+  LinearQkvz,    // (2 key_width + 2 value_width, hidden), [q k v z] per key head group
+  LinearBa,      // (2 value_heads, hidden), [b a] per key head group
+  LinearQkv,     // (2 key_width + value_width, hidden): q, k, v
+  LinearZ,       // (value_width, hidden)
+  LinearB,       // (value_heads, hidden)
+  LinearA,       // (value_heads, hidden)
+  LinearConv,    // (conv channels, 1, conv_kernel): the depthwise causal conv1d
+  LinearDtBias,  // (value_heads)
+  LinearALog,    // (value_heads): the decay rate is -exp(A_log)
+  LinearNorm,    // (value_head_dim): the gated RMSNorm's weight
+  LinearOut,     // (hidden, value_width)
   Embed,
   FinalNorm,
   Head,
@@ -70,6 +82,9 @@ struct ExpertPart {
   bool transposed = false;  // the stacked tensor is (experts, in, out) rather than (experts, out, in)
   int row_step = 1;         // rows of out taken: row_offset, row_offset + row_step, ... (interleaved gate_up: 2)
   int row_offset = 0;
+  // The stacked tensor's out dimension holds this many parts' rows (rows x row_step x row_blocks): 2 where gate and
+  // up are stacked one block after the other (fused_expert_parts: up's row_offset is the width).
+  int row_blocks = 1;
 };
 using ExpertParts = std::array<ExpertPart, 3>;  // gate, up, down
 
@@ -82,6 +97,8 @@ struct LayerNames {
   std::string mlp_gate, mlp_up, mlp_down;  // dense layers
   std::string shared_gate, shared_up, shared_down, shared_expert_gate;
   std::string expert_gate_up_bias, expert_down_bias;
+  std::string linear_qkvz, linear_ba, linear_qkv, linear_z, linear_b, linear_a;  // Gated DeltaNet
+  std::string linear_conv, linear_dt_bias, linear_a_log, linear_norm, linear_out;
 };
 
 struct Family {
@@ -97,12 +114,22 @@ struct Family {
 // Names of the Llama-style attention block under `prefix` ("model.layers.N."): input/post-attention norms, the
 // q/k/v/o projections with their biases and self_attn.q_norm/k_norm. Families fill in the rest.
 LayerNames llama_attention_names(const std::string& prefix);
+// The Qwen MoE block's names under `prefix` (qwen2_moe, qwen3_next, qwen3_5_moe): llama_attention_names, the router
+// mlp.gate, the dense mlp.{gate,up,down}_proj, mlp.shared_expert.* and mlp.shared_expert_gate.
+LayerNames qwen_shared_expert_names(const std::string& prefix);
 // A SwiGLU MLP's three projections `prefix`{gate,up,down}_proj.weight into the given names.
 void swiglu_names(const std::string& prefix, std::string* gate, std::string* up, std::string* down);
 // Routed expert parts stored one tensor each: `prefix`{gate}.weight, {up}.weight, {down}.weight.
 ExpertParts per_expert_parts(const std::string& prefix, const char* gate, const char* up, const char* down);
 // The Hub layout most families share: model.layers.L.mlp.experts.E.{gate,up,down}_proj.weight.
 ExpertParts mlp_expert_parts(const ModelConfig& c, int layer, int expert);
+
+// Names of a Gated DeltaNet block under `prefix` ("model.layers.N."): linear_attn.{in_proj_qkvz, in_proj_ba,
+// in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, conv1d, dt_bias, A_log, norm, out_proj}; the plan picks which.
+void linear_attention_names(const std::string& prefix, LayerNames* n);
+// Routed experts fused as transformers holds them: `prefix`gate_up_proj (experts, 2 x width, hidden), gate rows then
+// up rows, and `prefix`down_proj (experts, hidden, width).
+ExpertParts fused_expert_parts(const std::string& prefix, int expert, int width);
 
 // The resident tensors of layer `layer` that its plan uses, in one fixed order (the order pack writes them).
 std::vector<TensorSpec> layer_tensors(const ModelConfig& c, const Family& f, int layer);

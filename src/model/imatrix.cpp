@@ -84,19 +84,21 @@ std::string imatrix_rows_name(int layer, MatrixInput which) {
 
 int64_t imatrix_width(const ModelConfig& c, int layer, MatrixInput which) {
   const bool moe = c.layer_has_experts[size_t(layer)] != 0;
+  const bool attention = c.plan(layer).mixer == Mixer::Attention;  // a Gated DeltaNet layer has no q/k/v/o
+  const int shared = moe ? c.plan(layer).ffn.shared_width : 0;     // the shared expert is observed as a dense MLP
   switch (which) {
     case MatrixInput::AttnQkv:
-      return c.hidden_size;
+      return attention ? c.hidden_size : 0;
     case MatrixInput::AttnO:
-      return c.q_dim();
+      return attention ? c.q_dim() : 0;
     case MatrixInput::ExpertGateUp:
       return moe ? c.hidden_size : 0;
     case MatrixInput::ExpertDown:
       return moe ? c.moe_intermediate_size : 0;
     case MatrixInput::MlpGateUp:
-      return moe ? 0 : c.hidden_size;
+      return moe && shared == 0 ? 0 : c.hidden_size;
     case MatrixInput::MlpDown:
-      return moe ? 0 : c.intermediate_size;
+      return moe ? shared : c.intermediate_size;
   }
   return 0;
 }

@@ -30,7 +30,8 @@ std::string imatrix_sum_name(int layer, MatrixInput which);
 std::string imatrix_rows_name(int layer, MatrixInput which);
 
 // Width of the input of `which` in `layer` (hidden, q_dim, moe_intermediate or intermediate); 0 when the layer has
-// no such matrix (an expert input in a dense layer, a dense MLP input in an MoE layer).
+// no such matrix (an expert input in a dense layer, a dense MLP input in an MoE layer without a shared expert, whose
+// inputs are the dense MLP's; attention inputs in a Gated DeltaNet layer).
 int64_t imatrix_width(const ModelConfig& c, int layer, MatrixInput which);
 
 class ImatrixCollector : public ActivationObserver {

@@ -208,13 +208,50 @@ void check_no_layer_dropped(const Checkpoint& ck, const ModelConfig& c, const st
   }
 }
 
+// The norms a zero-centred RMSNorm scales by (1 + weight) (ModelConfig::norm_weight_offset); not the gated norm.
+bool offset_norm(Role r) {
+  return r == Role::AttnNorm || r == Role::FfnNorm || r == Role::QNorm || r == Role::KNorm || r == Role::FinalNorm;
+}
+
+// A tensor a layer's mixer needs that the checkpoint lacks, in a model whose config picks each layer's mixer
+// (layer_types): when the checkpoint holds the other mixer's tensors for that layer, the key is what is wrong.
+void check_present(const WeightSource& src, const ModelConfig& c, const Family& f, const TensorSpec& t,
+                   const std::string& dir) {
+  if (src.has(t.name) || t.layer < 0) return;
+  bool hybrid = false;
+  for (const LayerPlan& p : c.layers) hybrid = hybrid || p.mixer != Mixer::Attention;
+  if (!hybrid) return;  // the source's own error names the tensor
+  const LayerNames n = f.layer_names(c, t.layer);
+  const bool linear = c.plan(t.layer).mixer == Mixer::GatedDeltaNet;
+  const std::string& other = linear ? n.q : n.linear_conv;
+  const char* kind = linear ? "linear_attention" : "full_attention";
+  if (!other.empty() && src.has(other)) {
+    fail(
+        "{}: no tensor '{}', which layer {} needs as a {} layer by config.json's key 'layer_types', but '{}' is "
+        "there: the key does not match the stored tensors",
+        dir, t.name, t.layer, kind, other);
+  }
+  fail("{}: no tensor '{}' (layer {}, a {} layer by config.json's key 'layer_types', needs it)", dir, t.name, t.layer,
+       kind);
+}
+
 // A resident tensor into the member of LayerWeights its role names.
-void load_tensor(const WeightSource& src, const TensorSpec& t, LayerWeights* lw) {
+void load_tensor(const WeightSource& src, const ModelConfig& c, const TensorSpec& t, LayerWeights* lw) {
   const LayerWeights::Slot slot = lw->slot(t.role);
   if (slot.matrix != nullptr) {
     *slot.matrix = matrix(src, t.name, t.shape[0], t.shape[1]);
-  } else {
-    *slot.vector = vector_f32(src, t.name, t.shape);
+    return;
+  }
+  if (t.role == Role::LinearConv) {  // a kernel other than the config's: say which key it disagrees with
+    const WeightView v = src.get(t.name);
+    if (v.shape.size() == 3 && v.shape[0] == t.shape[0] && v.shape[1] == 1 && v.shape[2] != t.shape[2]) {
+      fail("{}: tensor '{}' has a conv kernel of {}, but config.json's key 'linear_conv_kernel_dim' is {}", v.file,
+           t.name, v.shape[2], t.shape[2]);
+    }
+  }
+  *slot.vector = vector_f32(src, t.name, t.shape);
+  if (offset_norm(t.role) && c.norm_weight_offset != 0.0f) {
+    for (float& w : *slot.vector) w = w + c.norm_weight_offset;
   }
 }
 
@@ -243,6 +280,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
 
   m->w_.embed = matrix(src, f.embed, V, H);
   m->w_.final_norm = vector_f32(src, f.final_norm, {H}, &m->norm_elem_bytes_);
+  for (float& w : m->w_.final_norm) w = w + c.norm_weight_offset;
   if (c.tie_word_embeddings && !src.has(f.lm_head)) {
     m->w_.lm_head = m->w_.embed;
   } else {
@@ -251,7 +289,10 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
   std::vector<std::vector<ExpertWeights>> experts(size_t(c.num_layers));
   for (int l = 0; l < c.num_layers; ++l) {
     LayerWeights& lw = m->w_.layers.emplace_back();
-    for (const TensorSpec& t : layer_tensors(c, f, l)) load_tensor(src, t, &lw);
+    for (const TensorSpec& t : layer_tensors(c, f, l)) {
+      check_present(src, c, f, t, dir);
+      load_tensor(src, c, t, &lw);
+    }
     lw.has_experts = c.has_experts(l);
     if (!lw.has_experts) continue;
     const int64_t I = c.plan(l).ffn.width;
@@ -383,6 +424,28 @@ LayerWeights::Slot LayerWeights::slot(Role role) {
       return {nullptr, &expert_gate_bias};  // as stored (E, 2I); Model::load splits it into gate and up
     case Role::ExpertDownBias:
       return {nullptr, &expert_down_bias};
+    case Role::LinearQkvz:
+      return {&lin_qkvz, nullptr};
+    case Role::LinearBa:
+      return {&lin_ba, nullptr};
+    case Role::LinearQkv:
+      return {&lin_qkv, nullptr};
+    case Role::LinearZ:
+      return {&lin_z, nullptr};
+    case Role::LinearB:
+      return {&lin_b, nullptr};
+    case Role::LinearA:
+      return {&lin_a, nullptr};
+    case Role::LinearOut:
+      return {&lin_out, nullptr};
+    case Role::LinearConv:
+      return {nullptr, &lin_conv};
+    case Role::LinearDtBias:
+      return {nullptr, &lin_dt_bias};
+    case Role::LinearALog:
+      return {nullptr, &lin_a_log};
+    case Role::LinearNorm:
+      return {nullptr, &lin_norm};
     case Role::Embed:
     case Role::FinalNorm:
     case Role::Head:

@@ -38,6 +38,10 @@ struct LayerWeights {
   ops::Matrix shared_gate, shared_up, shared_down;  // the shared expert: (S, H) x2, (H, S)
   ops::Matrix shared_expert_gate;                   // (1, H)
   std::vector<float> expert_gate_bias, expert_up_bias, expert_down_bias;  // (E, I) (E, I) (E, H)
+  // Gated DeltaNet (LinearAttentionPlan): grouped qkvz + ba, or qkv, z, b, a; conv (channels x kernel), dt_bias and
+  // A_log (value heads), the gated norm (value_head_dim), out (H, value_width).
+  ops::Matrix lin_qkvz, lin_ba, lin_qkv, lin_z, lin_b, lin_a, lin_out;
+  std::vector<float> lin_conv, lin_dt_bias, lin_a_log, lin_norm;
 
   // The member a role of layer_tensors loads into: a matrix or a vector of floats (the other is null).
   struct Slot {
@@ -133,6 +137,8 @@ class Model {
   void moe(int layer, int64_t m, const float* xn, float* out);
   void route(int layer, int64_t m, const float* xn, int* chosen, float* weight);
   void dense_mlp(int layer, int64_t m, const float* xn, float* out);
+  // A Gated DeltaNet layer (model/linear_attention.cpp): each row's sequence's conv and recurrent state advance.
+  void gated_delta_net(int layer, std::span<const BatchRow> rows, const float* xn, float* out);
 
   std::string dir_;
   ModelConfig config_;

@@ -30,9 +30,38 @@ std::vector<KvLayerShape> cache_shapes(const ModelConfig& c) {
       case Mixer::Attention:
         shapes[size_t(l)] = {c.kv_dim(), c.kv_dim(), 0};
         break;
+      case Mixer::GatedDeltaNet:
+        shapes[size_t(l)] = {0, 0, c.plan(l).linear.state_floats()};
+        break;
     }
   }
   return shapes;
+}
+
+bool folder_stores_tensor(const std::string& config_path, const std::string& tensor) {
+  const fs::path dir = fs::path(config_path).parent_path();
+  std::error_code ec;
+  const fs::path index = dir / "model.safetensors.index.json";
+  if (fs::exists(index, ec)) {
+    const json j = read_json_file(index);
+    return j.is_object() && j.contains("weight_map") && j["weight_map"].is_object() && j["weight_map"].contains(tensor);
+  }
+  if (!fs::is_directory(dir, ec)) return false;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().extension() != ".safetensors") continue;
+    // The header only: its 8-byte little-endian length, then that much JSON (Checkpoint checks the rest).
+    std::ifstream in(e.path(), std::ios::binary);
+    unsigned char len[8] = {};
+    if (!in.read(reinterpret_cast<char*>(len), 8)) continue;
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
+    if (n == 0 || n > (uint64_t(1) << 30)) continue;
+    std::string header(size_t(n), '\0');
+    if (!in.read(header.data(), std::streamsize(n))) continue;
+    const json h = json::parse(header, nullptr, /*allow_exceptions=*/false);
+    if (h.is_object() && h.contains(tensor)) return true;
+  }
+  return false;
 }
 
 ModelConfig read_model_config(const std::string& dir, const Family** family_out) {

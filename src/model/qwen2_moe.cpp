@@ -24,12 +24,7 @@ void read_config(const ConfigReader& r, ModelConfig* c) {
 
 LayerNames layer_names(const ModelConfig&, int layer) {
   const std::string p = "model.layers." + std::to_string(layer) + ".";
-  LayerNames n = llama_attention_names(p);
-  n.router = p + "mlp.gate.weight";
-  swiglu_names(p + "mlp.", &n.mlp_gate, &n.mlp_up, &n.mlp_down);
-  swiglu_names(p + "mlp.shared_expert.", &n.shared_gate, &n.shared_up, &n.shared_down);
-  n.shared_expert_gate = p + "mlp.shared_expert_gate.weight";
-  return n;
+  return qwen_shared_expert_names(p);
 }
 
 }  // namespace

@@ -53,7 +53,11 @@ TEST_P(DecodeTest, TokenByTokenEqualsFullPromptAcrossKvGrowth) {
   (void)V;
 }
 
-TEST_P(DecodeTest, BatchedDecodeOfThreeSequencesEqualsEachAloneBitForBit) {
+// Batched = alone holds for every family, the hybrid ones too: each sequence's rows run their own conv window and
+// recurrent state, whatever other sequences share the forward.
+class BatchedDecodeTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BatchedDecodeTest, BatchedDecodeOfThreeSequencesEqualsEachAloneBitForBit) {
   auto model = Model::load(test::data_path("models/" + GetParam() + "/hf"));
   const int V = model->config().vocab_size;
   const std::vector<int32_t> ids = ids_of(GetParam());
@@ -107,6 +111,9 @@ TEST_P(DecodeTest, BatchedDecodeOfThreeSequencesEqualsEachAloneBitForBit) {
 INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, DecodeTest,
                          ::testing::Values("qwen3_moe_a", "mixtral_b", "olmoe_a", "qwen2_moe_a", "glm4_moe_a",
                                            "gpt_oss_a"));
+INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, BatchedDecodeTest,
+                         ::testing::Values("qwen3_moe_a", "mixtral_b", "olmoe_a", "qwen2_moe_a", "glm4_moe_a",
+                                           "gpt_oss_a", "qwen3_next_a", "qwen3_5_moe_a"));
 
 TEST(KvCache, GrowsByDoublingKeepsPositionsAndStopsAtTheLimit) {
   KvCache kv(std::vector<KvLayerShape>(2, {3, 3, 0}), 4, 20);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 
 #include "engine/engine.h"
 #include "engine/generate.h"
@@ -12,14 +13,29 @@
 namespace seedling {
 
 namespace {
-const std::vector<std::string> kModels = {"qwen3_moe_a", "qwen3_moe_b", "mixtral_a", "mixtral_b",    "olmoe_a",
-                                          "qwen2_moe_a", "glm4_moe_a",  "gpt_oss_a", "gpt_oss_mxfp4"};
+// Each tiny checkpoint with the stored layouts it has (tests/data/models/README.md): hf/ as save_pretrained wrote it,
+// hub/ the same model in another layout that must give the same logits.
+const std::vector<std::tuple<std::string, std::string>> kCheckpoints = [] {
+  std::vector<std::tuple<std::string, std::string>> v;
+  for (const char* m : {"qwen3_moe_a", "qwen3_moe_b", "mixtral_a", "mixtral_b", "olmoe_a", "qwen2_moe_a", "glm4_moe_a",
+                        "gpt_oss_a", "gpt_oss_mxfp4", "qwen3_5_moe_a"}) {
+    for (const char* layout : {"hf", "hub"}) v.emplace_back(m, layout);
+  }
+  v.emplace_back("qwen3_next_a", "hf");
+  return v;
+}();
 // Against a float64 reference our float32 forward is off by float32 rounding: about 1e-5 of logits of size 30-40.
 // Against the float32 references of the first four both sides round, so they keep the bound they were made with.
+// The hybrid families' references are float32 where it matters even when made in float64: transformers' modeling
+// code casts the gated delta rule (chunked, with its triangular solve), l2norm, the decay and every RMSNorm to
+// float32 whatever the model's dtype, so they keep a float32 reference's bound too; tools/hybrid_f64_reference.py
+// reran them with those casts in float64: transformers' own run is 3.7e-4 from that, Seedling 1.9e-4 (qwen3_next_a)
+// and 7.9e-5 (qwen3_5_moe_a).
 double tolerance(const nlohmann::json& ref) {
+  const std::string family = ref.value("family", "");
+  if (family == "qwen3_next" || family == "qwen3_5_moe") return 1e-3;
   return ref.value("reference_dtype", "float32") == "float64" ? 1e-4 : 1e-3;
 }
-const std::vector<std::string> kLayouts = {"hf", "hub"};
 }  // namespace
 
 class GoldenTest : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
@@ -43,6 +59,20 @@ TEST_P(GoldenTest, LogitsWithinToleranceAndGreedyEqualsTransformers) {
   for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(double(got[i]) - double(want[i])));
   EXPECT_LE(worst, tolerance(ref)) << name << "/" << layout;
   RecordProperty("max_abs_logit_error", std::to_string(worst));
+  // The hybrid checkpoints also carry logits_f64.f32: transformers rerun with its float32 casts made float64
+  // (tools/hybrid_f64_reference.py). Seedling must be at least as close to it as transformers' own run is.
+  const std::string f64_path = dir + "/logits_f64.f32";
+  if (std::filesystem::exists(f64_path)) {
+    const std::vector<float> exact = test::read_f32(f64_path);
+    ASSERT_EQ(exact.size(), want.size());
+    double ours = 0, theirs = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ours = std::max(ours, std::fabs(double(got[i]) - double(exact[i])));
+      theirs = std::max(theirs, std::fabs(double(want[i]) - double(exact[i])));
+    }
+    EXPECT_LE(ours, theirs) << name << "/" << layout << ": transformers' run is " << theirs << " from float64";
+    RecordProperty("max_abs_error_vs_float64", std::to_string(ours));
+  }
 
   GenerateOptions go;
   go.max_new_tokens = 12;
@@ -50,8 +80,7 @@ TEST_P(GoldenTest, LogitsWithinToleranceAndGreedyEqualsTransformers) {
   EXPECT_EQ(r.tokens, ref["greedy"].get<std::vector<int32_t>>()) << name << "/" << layout;
 }
 
-INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, GoldenTest,
-                         ::testing::Combine(::testing::ValuesIn(kModels), ::testing::ValuesIn(kLayouts)),
+INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, GoldenTest, ::testing::ValuesIn(kCheckpoints),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
 }  // namespace seedling
