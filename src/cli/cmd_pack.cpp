@@ -299,7 +299,7 @@ int run(const PackFlags& f) {
     });
   }
   for (const char* extra : {"tokenizer.json", "tokenizer_config.json", "generation_config.json", "chat_template.jinja",
-                            "special_tokens_map.json"}) {
+                            "special_tokens_map.json", "tiktoken.model", "tokenization_kimi.py"}) {
     w.copy_if_present((fs::path(f.model) / extra).string());
   }
   const uint64_t bytes = w.finish();

@@ -276,6 +276,31 @@ void read_layer_types(const ConfigReader& r, ModelConfig* c, int window) {
   }
 }
 
+FfnPlan read_group_moe(const ConfigReader& r, ModelConfig* c, const GroupMoeDefaults& d, std::vector<uint8_t>* moe) {
+  c->num_experts = r.get_int_any({"n_routed_experts", "num_local_experts"});
+  c->experts_per_token = r.get_int("num_experts_per_tok");
+  c->moe_intermediate_size = r.get_int("moe_intermediate_size");
+  c->stored_extra_layers = r.get_int_or("num_nextn_predict_layers", 0);
+  if (c->stored_extra_layers < 0) r.bad("num_nextn_predict_layers", "must not be negative");
+  const int first_dense = r.get_int_or("first_k_dense_replace", d.first_k_dense_replace);
+  if (first_dense < 0 || first_dense > c->num_layers) {
+    r.bad("first_k_dense_replace", std::to_string(first_dense) + " must be between 0 and num_hidden_layers");
+  }
+  FfnPlan ffn;
+  ffn.router.gating = Gating::SigmoidGroupTopK;
+  ffn.router.correction_bias = true;
+  ffn.router.renormalize = r.get_bool_or("norm_topk_prob", true);
+  ffn.router.n_group = r.get_int_or("n_group", d.n_group);
+  ffn.router.topk_group = r.get_int_or("topk_group", d.topk_group);
+  ffn.router.scale = float(r.get_double_or("routed_scaling_factor", d.routed_scaling_factor));
+  const int shared = r.get_int_or("n_shared_experts", d.n_shared_experts);
+  if (shared < 0) r.bad("n_shared_experts", "must not be negative");
+  ffn.shared_width = shared * c->moe_intermediate_size;
+  moe->assign(size_t(c->num_layers), 1);
+  for (int l = 0; l < first_dense; ++l) (*moe)[size_t(l)] = 0;
+  return ffn;
+}
+
 void finish_layer_plan(ModelConfig* c) {
   c->layer_has_experts.assign(c->layers.size(), 0);
   c->qk_norm = !c->layers.empty();

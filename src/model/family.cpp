@@ -10,10 +10,12 @@ extern const Family kOlmoeFamily;
 extern const Family kQwen2MoeFamily;
 extern const Family kGlm4MoeFamily;
 extern const Family kGptOssFamily;
+extern const Family kDeepseekV3Family;
+extern const Family kKimiK2Family;
 
 namespace {
-const Family* const kFamilies[] = {&kQwen3MoeFamily, &kMixtralFamily, &kOlmoeFamily,
-                                   &kQwen2MoeFamily, &kGlm4MoeFamily, &kGptOssFamily};
+const Family* const kFamilies[] = {&kQwen3MoeFamily, &kMixtralFamily, &kOlmoeFamily,      &kQwen2MoeFamily,
+                                   &kGlm4MoeFamily,  &kGptOssFamily,  &kDeepseekV3Family, &kKimiK2Family};
 }
 
 const char* role_name(Role r) {
@@ -68,6 +70,18 @@ const char* role_name(Role r) {
       return "expert_gate_up_bias";
     case Role::ExpertDownBias:
       return "expert_down_bias";
+    case Role::MlaQA:
+      return "mla_q_a";
+    case Role::MlaQANorm:
+      return "mla_q_a_norm";
+    case Role::MlaQB:
+      return "mla_q_b";
+    case Role::MlaKvA:
+      return "mla_kv_a";
+    case Role::MlaKvANorm:
+      return "mla_kv_a_norm";
+    case Role::MlaKvB:
+      return "mla_kv_b";
     case Role::Embed:
       return "embed";
     case Role::FinalNorm:
@@ -111,19 +125,11 @@ ExpertParts mlp_expert_parts(const ModelConfig&, int layer, int expert) {
                           "gate_proj", "up_proj", "down_proj");
 }
 
-std::vector<TensorSpec> layer_tensors(const ModelConfig& c, const Family& f, int layer) {
-  const LayerPlan& plan = c.plan(layer);
-  const LayerNames n = f.layer_names(c, layer);
-  const int64_t H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim(), E = c.num_experts;
-  std::vector<TensorSpec> out;
-  auto add = [&](Role role, const std::string& name, std::vector<int64_t> shape, bool dense) {
-    SEEDLING_CHECK(!name.empty(), "family {} names no tensor for role {} of layer {}", f.model_type, role_name(role),
-                   layer);
-    out.push_back({role, name, std::move(shape), dense, layer});
-  };
-  const AttentionPlan& a = plan.attn;
-  add(Role::AttnNorm, n.attn_norm, {H}, false);
-  add(Role::FfnNorm, n.ffn_norm, {H}, false);
+namespace {
+// The GQA attention block's tensors (Mixer::Attention).
+template <class Add>
+void attention_tensors(const ModelConfig& c, const LayerNames& n, const AttentionPlan& a, Add& add) {
+  const int64_t H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim();
   add(Role::Q, n.q, {Q, H}, true);
   add(Role::K, n.k, {KV, H}, true);
   add(Role::V, n.v, {KV, H}, true);
@@ -140,6 +146,40 @@ std::vector<TensorSpec> layer_tensors(const ModelConfig& c, const Family& f, int
   }
   if (a.o_bias) add(Role::OBias, n.o_bias, {H}, false);
   if (a.sinks) add(Role::Sinks, n.sinks, {c.num_heads}, false);
+}
+}  // namespace
+
+std::vector<TensorSpec> layer_tensors(const ModelConfig& c, const Family& f, int layer) {
+  const LayerPlan& plan = c.plan(layer);
+  const LayerNames n = f.layer_names(c, layer);
+  const int64_t H = c.hidden_size, E = c.num_experts;
+  std::vector<TensorSpec> out;
+  auto add = [&](Role role, const std::string& name, std::vector<int64_t> shape, bool dense) {
+    SEEDLING_CHECK(!name.empty(), "family {} names no tensor for role {} of layer {}", f.model_type, role_name(role),
+                   layer);
+    out.push_back({role, name, std::move(shape), dense, layer});
+  };
+  const AttentionPlan& a = plan.attn;
+  add(Role::AttnNorm, n.attn_norm, {H}, false);
+  add(Role::FfnNorm, n.ffn_norm, {H}, false);
+  if (plan.mixer == Mixer::Mla) {
+    const MlaPlan& m = plan.mla;
+    const int64_t heads = c.num_heads, qh = m.q_head_dim();
+    if (m.q_lora_rank > 0) {
+      add(Role::MlaQA, n.mla_q_a, {m.q_lora_rank, H}, true);
+      add(Role::MlaQANorm, n.mla_q_a_norm, {m.q_lora_rank}, false);
+      add(Role::MlaQB, n.mla_q_b, {heads * qh, m.q_lora_rank}, true);
+    } else {
+      add(Role::Q, n.q, {heads * qh, H}, true);
+    }
+    add(Role::MlaKvA, n.mla_kv_a, {m.cache_width(), H}, true);
+    add(Role::MlaKvANorm, n.mla_kv_a_norm, {m.kv_lora_rank}, false);
+    // kept as stored: its rows are split per head and its nope part transposed at load (model/mla.cpp)
+    add(Role::MlaKvB, n.mla_kv_b, {heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank}, false);
+    add(Role::O, n.o, {H, heads * m.v_head_dim}, true);
+  } else {
+    attention_tensors(c, n, a, add);
+  }
   const FfnPlan& ffn = plan.ffn;
   if (ffn.kind == FfnKind::Dense) {
     add(Role::MlpGate, n.mlp_gate, {ffn.width, H}, true);

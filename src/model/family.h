@@ -45,6 +45,12 @@ enum class Role : uint8_t {
   SharedExpertGate,  // (1, hidden): the shared expert's output times sigmoid(this . x)
   ExpertGateUpBias,  // (experts, 2 x width), gate and up as the family's expert_parts lay out their rows
   ExpertDownBias,    // (experts, hidden)
+  MlaQA,             // q_a_proj (q_lora_rank, hidden)
+  MlaQANorm,         // q_a_layernorm (q_lora_rank)
+  MlaQB,             // q_b_proj (heads * (nope + rope), q_lora_rank)
+  MlaKvA,            // kv_a_proj_with_mqa (kv_lora_rank + rope, hidden)
+  MlaKvANorm,        // kv_a_layernorm (kv_lora_rank)
+  MlaKvB,            // kv_b_proj (heads * (nope + v), kv_lora_rank)
   Embed,
   FinalNorm,
   Head,
@@ -82,6 +88,7 @@ struct LayerNames {
   std::string mlp_gate, mlp_up, mlp_down;  // dense layers
   std::string shared_gate, shared_up, shared_down, shared_expert_gate;
   std::string expert_gate_up_bias, expert_down_bias;
+  std::string mla_q_a, mla_q_a_norm, mla_q_b, mla_kv_a, mla_kv_a_norm, mla_kv_b;  // Mixer::Mla (q: q_proj)
 };
 
 struct Family {

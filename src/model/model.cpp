@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "experts/resident_experts.h"
 #include "model/expert_parts.h"
+#include "model/mla.h"
 
 namespace seedling {
 
@@ -252,6 +253,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
   for (int l = 0; l < c.num_layers; ++l) {
     LayerWeights& lw = m->w_.layers.emplace_back();
     for (const TensorSpec& t : layer_tensors(c, f, l)) load_tensor(src, t, &lw);
+    if (c.plan(l).mixer == Mixer::Mla) lw.mla_k_absorb = mla_absorbed_keys(lw.mla_kv_b, c.num_heads, c.plan(l).mla);
     lw.has_experts = c.has_experts(l);
     if (!lw.has_experts) continue;
     const int64_t I = c.plan(l).ffn.width;
@@ -383,6 +385,18 @@ LayerWeights::Slot LayerWeights::slot(Role role) {
       return {nullptr, &expert_gate_bias};  // as stored (E, 2I); Model::load splits it into gate and up
     case Role::ExpertDownBias:
       return {nullptr, &expert_down_bias};
+    case Role::MlaQA:
+      return {&mla_q_a, nullptr};
+    case Role::MlaQB:
+      return {&mla_q_b, nullptr};
+    case Role::MlaKvA:
+      return {&mla_kv_a, nullptr};
+    case Role::MlaKvB:
+      return {&mla_kv_b, nullptr};
+    case Role::MlaQANorm:
+      return {nullptr, &mla_q_a_norm};
+    case Role::MlaKvANorm:
+      return {nullptr, &mla_kv_a_norm};
     case Role::Embed:
     case Role::FinalNorm:
     case Role::Head:

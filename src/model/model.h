@@ -38,6 +38,12 @@ struct LayerWeights {
   ops::Matrix shared_gate, shared_up, shared_down;  // the shared expert: (S, H) x2, (H, S)
   ops::Matrix shared_expert_gate;                   // (1, H)
   std::vector<float> expert_gate_bias, expert_up_bias, expert_down_bias;  // (E, I) (E, I) (E, H)
+  // Mixer::Mla (model/mla.h): q_a (q_lora_rank, H), q_b (heads * (nope + rope), q_lora_rank) or q = q_proj,
+  // kv_a (kv_lora_rank + rope, H), kv_b (heads * (nope + v), kv_lora_rank); o is (H, heads * v).
+  ops::Matrix mla_q_a, mla_q_b, mla_kv_a, mla_kv_b;
+  std::vector<float> mla_q_a_norm, mla_kv_a_norm;
+  // kv_b's nope rows transposed per head, float32 [heads][kv_lora_rank][nope], for the query's absorption.
+  std::vector<float> mla_k_absorb;
 
   // The member a role of layer_tensors loads into: a matrix or a vector of floats (the other is null).
   struct Slot {
@@ -130,6 +136,7 @@ class Model {
 
  private:
   void attention(int layer, std::span<const BatchRow> rows, const float* xn, float* out);
+  void mla_attention(int layer, std::span<const BatchRow> rows, const float* xn, float* out);  // model/mla.cpp
   void moe(int layer, int64_t m, const float* xn, float* out);
   void route(int layer, int64_t m, const float* xn, int* chosen, float* weight);
   void dense_mlp(int layer, int64_t m, const float* xn, float* out);

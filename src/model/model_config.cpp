@@ -30,6 +30,9 @@ std::vector<KvLayerShape> cache_shapes(const ModelConfig& c) {
       case Mixer::Attention:
         shapes[size_t(l)] = {c.kv_dim(), c.kv_dim(), 0};
         break;
+      case Mixer::Mla:  // the normalised latent and the rope key (model/mla.cpp)
+        shapes[size_t(l)] = {c.plan(l).mla.cache_width(), 0, 0};
+        break;
     }
   }
   return shapes;
