@@ -173,6 +173,29 @@ RopeConfig read_rope(const ConfigReader& r) {
 
 }  // namespace
 
+namespace {
+
+// FP8 as DeepSeek releases it (transformers' FineGrainedFP8Config): e4m3 codes, a float32 scale per
+// weight_block_size block. Block columns must be whole 32-wide groups of the fp8_g32 codec the loader reads them into.
+void read_fp8_config(const ConfigReader& r, const json& q, ModelConfig* c) {
+  const std::string fmt_key = q.contains("fmt") && q["fmt"].is_string() ? q["fmt"].get<std::string>() : "e4m3";
+  if (fmt_key != "e4m3") r.bad("quantization_config.fmt", "'" + fmt_key + "' is not supported (supported: e4m3)");
+  const json* b = q.contains("weight_block_size") ? &q["weight_block_size"] : nullptr;
+  if (b == nullptr || !b->is_array() || b->size() != 2 || !(*b)[0].is_number_integer() ||
+      !(*b)[1].is_number_integer()) {
+    r.bad("quantization_config.weight_block_size",
+          "expected [rows, cols] of the scale blocks, got " + (b == nullptr ? std::string("nothing") : b->dump()));
+  }
+  c->fp8_block_rows = (*b)[0].get<int>();
+  c->fp8_block_cols = (*b)[1].get<int>();
+  if (c->fp8_block_rows <= 0 || c->fp8_block_cols <= 0 || c->fp8_block_cols % 32 != 0) {
+    r.bad("quantization_config.weight_block_size",
+          b->dump() + ": rows must be positive and cols a positive multiple of 32");
+  }
+}
+
+}  // namespace
+
 void read_common_config(const ConfigReader& r, ModelConfig* c) {
   c->vocab_size = r.get_int("vocab_size");
   c->hidden_size = r.get_int("hidden_size");
@@ -200,8 +223,10 @@ void read_common_config(const ConfigReader& r, ModelConfig* c) {
     const std::string method = q.is_object() && q.contains("quant_method") && q["quant_method"].is_string()
                                    ? q["quant_method"].get<std::string>()
                                    : q.dump().substr(0, 80);
-    if (method != "mxfp4") {
-      r.bad("quantization_config.quant_method", "'" + method + "' is not supported (supported: mxfp4)");
+    if (method == "fp8") {
+      read_fp8_config(r, q, c);
+    } else if (method != "mxfp4") {
+      r.bad("quantization_config.quant_method", "'" + method + "' is not supported (supported: mxfp4, fp8)");
     }
   }
   c->bos_token_id = r.get_int_or("bos_token_id", -1);

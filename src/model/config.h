@@ -128,6 +128,10 @@ struct ModelConfig {
   int bos_token_id = -1;
   std::vector<int> eos_token_ids;
 
+  // quantization_config fp8 (DeepSeek-V3, Qwen3-FP8 releases): F8_E4M3 weights with one F32 weight_scale_inv per
+  // block of weight_block_size (rows, cols); 0: none (model/fp8_weights.h).
+  int fp8_block_rows = 0, fp8_block_cols = 0;
+
   int q_dim() const { return num_heads * head_dim; }
   int kv_dim() const { return num_kv_heads * head_dim; }
   int rotary_dim() const { return int(double(head_dim) * rope.partial_rotary_factor); }

@@ -41,17 +41,20 @@ class WeightSource {
 
 class CheckpointSource final : public WeightSource {
  public:
-  CheckpointSource(const Checkpoint& ck, int num_experts, std::vector<std::vector<uint8_t>>* owned)
-      : ck_(ck), num_experts_(num_experts), owned_(owned) {}
+  CheckpointSource(const Checkpoint& ck, int num_experts, std::vector<std::vector<uint8_t>>* owned, Fp8Blocks fp8)
+      : ck_(ck), num_experts_(num_experts), owned_(owned), fp8_(fp8) {}
   bool has(const std::string& name) const override { return ck_.has(name); }
   WeightView get(const std::string& name) const override {
     const TensorInfo& t = ck_.get(name);
+    if (t.dtype == DType::F8_E4M3) {  // FP8 + its block scales, into fp8_g32 (model/fp8_weights.h)
+      return {Codec::FP8_G32, read_fp8_matrix(ck_, t, fp8_, owned_).data, t.shape, t.file};
+    }
     return {stored_float_codec(t), t.data, t.shape, t.file};
   }
   ExpertWeights expert(int, int, const ExpertParts& p, int64_t I, int64_t H) const override {
-    return {read_expert_part(ck_, p[0], num_experts_, I, H, owned_),
-            read_expert_part(ck_, p[1], num_experts_, I, H, owned_),
-            read_expert_part(ck_, p[2], num_experts_, H, I, owned_)};
+    return {read_expert_part(ck_, p[0], num_experts_, I, H, owned_, fp8_),
+            read_expert_part(ck_, p[1], num_experts_, I, H, owned_, fp8_),
+            read_expert_part(ck_, p[2], num_experts_, H, I, owned_, fp8_)};
   }
   std::unique_ptr<ExpertProvider> resident_experts(std::vector<std::vector<ExpertWeights>> table) override {
     return std::make_unique<ResidentExperts>(std::move(table));
@@ -61,6 +64,7 @@ class CheckpointSource final : public WeightSource {
   const Checkpoint& ck_;
   int num_experts_;
   std::vector<std::vector<uint8_t>>* owned_;
+  Fp8Blocks fp8_;
 };
 
 class PackedSource final : public WeightSource {
@@ -234,7 +238,8 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
     source = std::make_unique<PackedSource>(m->packed_);
   } else {
     m->checkpoint_ = std::make_unique<Checkpoint>(dir);
-    source = std::make_unique<CheckpointSource>(*m->checkpoint_, m->config_.num_experts, &m->rearranged_);
+    source = std::make_unique<CheckpointSource>(*m->checkpoint_, m->config_.num_experts, &m->rearranged_,
+                                                Fp8Blocks{m->config_.fp8_block_rows, m->config_.fp8_block_cols});
     check_no_layer_dropped(*m->checkpoint_, m->config_, dir);
   }
   const WeightSource& src = *source;

@@ -144,6 +144,7 @@ void MatmulRange(const float* x, int64_t m, const Matrix& w, float* y, int64_t n
     case Codec::P4:
     case Codec::S3:
     case Codec::MXFP4:
+    case Codec::FP8_G32:
       break;  // matmul() hands seed and MXFP4 matrices to their own kernels before any range is cut
   }
   fail("matmul: unsupported weight codec {}", int(w.codec));
@@ -208,6 +209,7 @@ void matmul(const float* x, int64_t m, const Matrix& w, float* y) {
   // Seed slices: computed on seeds (ops/seed_matmul.h), its own threads over the rows of W.
   if (codec_is_seed(w.codec)) return seed::seed_matmul(x, m, w.seed_matrix(), y);
   if (w.codec == Codec::MXFP4) return mxfp4_matmul(x, m, w, y);
+  if (w.codec == Codec::FP8_G32) return fp8_matmul(x, m, w, y);
   if (codec_is_affine(w.codec) && cpu_dot() == CpuDot::Int8) return matmul_int8(x, m, w, y);
   // Split output columns across threads in multiples of 4 (whole tiles); at least 16 columns per chunk.
   const int64_t groups = (w.rows + 3) / 4;

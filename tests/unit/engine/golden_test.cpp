@@ -13,8 +13,9 @@ namespace seedling {
 
 namespace {
 // Every model with the layouts its folder holds (hf/: as transformers saves it; hub/: as the Hub releases it).
-const std::vector<std::string> kModels = {"qwen3_moe_a", "qwen3_moe_b", "mixtral_a", "mixtral_b",    "olmoe_a",
-                                          "qwen2_moe_a", "glm4_moe_a",  "gpt_oss_a", "gpt_oss_mxfp4"};
+const std::vector<std::string> kModels = {"qwen3_moe_a",   "qwen3_moe_b",    "mixtral_a",  "mixtral_b",
+                                          "olmoe_a",       "qwen2_moe_a",    "glm4_moe_a", "gpt_oss_a",
+                                          "gpt_oss_mxfp4", "deepseek_v3_fp8"};
 const std::vector<std::string> kHfOnly = {"deepseek_v3_a", "deepseek_v3_b"};
 // Against a float64 reference our float32 forward is off by float32 rounding: about 1e-5 of logits of size 30-40.
 // Against the float32 references of the first four both sides round, so they keep the bound they were made with.
