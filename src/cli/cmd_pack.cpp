@@ -331,10 +331,10 @@ void add_pack(CLI::App& app, int* status) {
   CLI::App* cmd = app.add_subcommand("pack", "Pack a Hugging Face folder for streaming (docs/formats/packed.md)");
   cmd->add_option("-m,--model", f->model, "Hugging Face model folder")->required();
   cmd->add_option("-o,--output", f->out, "output folder")->required();
-  cmd->add_option(
-      "--experts", f->experts,
-      "codec of routed experts: stored, bf16, q8_g32, q8_g64, q4_g32, q4_g64, mxfp4, or a seed tier p3, p4, s3 "
-      "(searched: ~100 core-days for a 30B-A3B model; docs/formats/seed.md)");
+  cmd->add_option("--experts", f->experts,
+                  "codec of routed experts: stored, bf16, q8_g32, q8_g64, q4_g32, q4_g64, mxfp4, fp8_g32, or a seed "
+                  "tier p3, p4, s3 "
+                  "(searched: ~100 core-days for a 30B-A3B model; docs/formats/seed.md)");
   cmd->add_option("--dense", f->dense, "codec of dense matrices (attention, dense MLP, embeddings, head)");
   cmd->add_option("--seed-search-seeds", f->seed_search_seeds,
                   "preview/test knob: search seeds 1..K only (default all 65535), for fast tests and previews; "

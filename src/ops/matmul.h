@@ -20,8 +20,6 @@ namespace seedling::ops {
 void matmul(const float* x, int64_t m, const Matrix& w, float* y);
 // The MXFP4 kernel matmul hands those weights to (ops/matmul_mxfp4.cpp).
 void mxfp4_matmul(const float* x, int64_t m, const Matrix& w, float* y);
-// The FP8_G32 kernel (ops/matmul_fp8.cpp).
-void fp8_matmul(const float* x, int64_t m, const Matrix& w, float* y);
 
 // How matmul multiplies affine weights on the CPU. Read once from SEEDLING_CPU_DOT (float or int8; any other value
 // fails, naming it); Float when unset. set_cpu_dot overrides it (tests, benches).

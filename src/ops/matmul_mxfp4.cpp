@@ -6,8 +6,8 @@
 // bits depend on its row of x alone: the same alone, batched, or with any thread count.
 #include <algorithm>
 
+#include "core/thread_pool.h"
 #include "ops/matmul.h"
-#include "ops/row_kernel.h"
 
 namespace seedling::ops {
 
@@ -45,7 +45,7 @@ float row_dot(const float* x, const uint8_t* row, int64_t cols) {
     } else {
       for (int64_t j = 0; j < n; ++j) lane[j % 8] = lane[j % 8] + xb[j] * w[j];
     }
-    const float s = fold_lanes(lane);
+    const float s = ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
     acc = acc + s * mxfp4_scale(blk[0]);
   }
   return acc;
@@ -54,7 +54,15 @@ float row_dot(const float* x, const uint8_t* row, int64_t cols) {
 }  // namespace
 
 void mxfp4_matmul(const float* x, int64_t m, const Matrix& w, float* y) {
-  row_kernel_matmul(x, m, w, y, row_dot);
+  const size_t row_bytes = w.row_bytes();
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  ThreadPool::global().parallel_for(size_t(w.rows), 8, [&](size_t n0, size_t n1) {
+    for (int64_t i = 0; i < m; ++i) {
+      for (size_t n = n0; n < n1; ++n) {
+        y[i * w.rows + int64_t(n)] = row_dot(x + i * w.cols, base + n * row_bytes, w.cols);
+      }
+    }
+  });
 }
 
 }  // namespace seedling::ops
