@@ -29,14 +29,20 @@ const char* gating_name(Gating g) {
   return "?";
 }
 
-// One layer's plan in words: "attention (window 6, sinks, q/k/v/o bias) + experts (top-4 of 32 ...)".
-// The mixer of a layer in words: "attention (window 6, sinks, q/k/v/o bias)", "gated delta net (...)".
+// The mixer of a layer in words: "attention (window 6, sinks, q/k/v/o bias)", "gated delta net (...)",
+// "latent attention (...)".
 std::string describe_mixer(const LayerPlan& p) {
   if (p.mixer == Mixer::GatedDeltaNet) {
     const LinearAttentionPlan& g = p.linear;
     return fmt::format("gated delta net ({} key heads of {}, {} value heads of {}, conv kernel {}{})", g.key_heads,
                        g.key_head_dim, g.value_heads, g.value_head_dim, g.conv_kernel,
                        g.grouped ? ", grouped qkvz/ba" : "");
+  }
+  if (p.mixer == Mixer::Mla) {
+    const MlaPlan& m = p.mla;
+    return fmt::format("latent attention ({}kv rank {}, nope {}, rope {}{}, v {})",
+                       m.q_lora_rank > 0 ? fmt::format("q rank {}, ", m.q_lora_rank) : "", m.kv_lora_rank,
+                       m.qk_nope_head_dim, m.qk_rope_head_dim, m.rope_interleave ? " interleaved" : "", m.v_head_dim);
   }
   std::vector<std::string> parts;
   if (p.attn.window > 0) parts.push_back(fmt::format("window {}", p.attn.window));
@@ -182,6 +188,21 @@ int run(const ModelFlags& f) {
               double(s.active_params), double(s.expert_params));
   std::printf("bytes per token:  %.4g (%.2f MB) at the stored precision\n", double(s.bytes_per_token),
               double(s.bytes_per_token) / 1e6);
+  // The cache a sequence keeps per position (float32), and for latent attention what expanded K/V would take.
+  int64_t cache_floats = 0, expanded_floats = 0;
+  const std::vector<KvLayerShape> shapes = cache_shapes(c);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const int64_t own = shapes[size_t(l)].key_width + shapes[size_t(l)].value_width;
+    cache_floats += own;
+    const MlaPlan& m = c.plan(l).mla;
+    expanded_floats += c.plan(l).mixer == Mixer::Mla ? int64_t(c.num_heads) * (m.q_head_dim() + m.v_head_dim) : own;
+  }
+  std::printf("KV cache:         %lld bytes per position (float32)", (long long)(cache_floats * 4));
+  if (expanded_floats != cache_floats) {
+    std::printf("; latent, where expanded K/V would take %lld (%.1fx)", (long long)(expanded_floats * 4),
+                double(expanded_floats) / double(cache_floats));
+  }
+  std::printf("\n");
   std::printf("experts live:     %s\n", model->experts().name());
   std::printf("devices:          cpu (%d threads)\n", ThreadPool::global().size());
   const CudaDevices cuda = cuda_devices();

@@ -213,12 +213,23 @@ int run(const PackFlags& f) {
       fail("{}: tensor '{}' has shape {}, expected {} from config.json", t.file, name, t.shape_string(),
            want.shape_string());
     }
-    if (!codec_of_dtype(t.dtype))
-      fail("{}: tensor '{}' has dtype {}, expected BF16, F16 or F32", t.file, name, dtype_name(t.dtype));
+    if (!codec_of_dtype(t.dtype) && t.dtype != DType::F8_E4M3)
+      fail("{}: tensor '{}' has dtype {}, expected BF16, F16, F32 or F8_E4M3", t.file, name, dtype_name(t.dtype));
     return t;
   };
+  // FP8 releases: an F8_E4M3 weight and its block scales are read as fp8_g32 (model/fp8_weights.h), kept as stored.
+  const Fp8Blocks fp8{c.fp8_block_rows, c.fp8_block_cols};
+  std::vector<std::vector<uint8_t>> fp8_owned;
+  auto stored_codec = [&](const TensorInfo& t) {
+    return t.dtype == DType::F8_E4M3 ? Codec::FP8_G32 : *codec_of_dtype(t.dtype);
+  };
   auto codec_for = [&](const TensorInfo& t, const std::optional<Codec>& want) {
-    return want ? *want : *codec_of_dtype(t.dtype);
+    return want ? *want : stored_codec(t);
+  };
+  auto source_matrix = [&](const TensorInfo& t, int64_t rows, int64_t cols) {
+    if (t.dtype != DType::F8_E4M3) return matrix_of(t, rows, cols);
+    fp8_owned.clear();
+    return read_fp8_matrix(ck, t, fp8, &fp8_owned);
   };
 
   // Plan: every tensor the model loads, with its codec, so the progress bar knows the total.
@@ -234,7 +245,7 @@ int run(const PackFlags& f) {
   auto expert_part = [&](int l, int e, int p) {
     const int64_t I = c.plan(l).ffn.width;
     const ExpertPart part = fam.expert_parts(c, l, e)[size_t(p)];
-    return read_expert_part(ck, part, c.num_experts, p == 2 ? H : I, p == 2 ? I : H, &scratch);
+    return read_expert_part(ck, part, c.num_experts, p == 2 ? H : I, p == 2 ? I : H, &scratch, fp8);
   };
   auto expert_codec_of = [&](int l) {
     scratch.clear();
@@ -245,7 +256,7 @@ int run(const PackFlags& f) {
       c, fam, !c.tie_word_embeddings || ck.has(fam.lm_head),
       [&](const TensorSpec& spec) {
         const TensorInfo& t = get(spec.name, spec.shape);
-        const Codec codec = spec.dense ? codec_for(t, dense_codec) : *codec_of_dtype(t.dtype);
+        const Codec codec = spec.dense ? codec_for(t, dense_codec) : stored_codec(t);
         resident.push_back({spec.name, &t, codec});
         total += codec_tensor_bytes(codec, spec.shape);
       },
@@ -279,7 +290,7 @@ int run(const PackFlags& f) {
     const std::vector<int64_t>& s = it.t->shape;
     const int64_t rows = s.size() == 1 ? 1 : s[0], cols = it.t->numel() / rows;
     w.add_resident(it.name, it.codec, s,
-                   [&](uint8_t* out) { encode_parallel(it.codec, matrix_of(*it.t, rows, cols), out); });
+                   [&](uint8_t* out) { encode_parallel(it.codec, source_matrix(*it.t, rows, cols), out); });
   }
   for (int l = 0; l < c.num_layers; ++l) {
     if (!c.layer_has_experts[size_t(l)]) continue;
@@ -298,7 +309,7 @@ int run(const PackFlags& f) {
     });
   }
   for (const char* extra : {"tokenizer.json", "tokenizer_config.json", "generation_config.json", "chat_template.jinja",
-                            "special_tokens_map.json"}) {
+                            "special_tokens_map.json", "tiktoken.model", "tokenization_kimi.py"}) {
     w.copy_if_present((fs::path(f.model) / extra).string());
   }
   const uint64_t bytes = w.finish();
@@ -319,10 +330,10 @@ void add_pack(CLI::App& app, int* status) {
   CLI::App* cmd = app.add_subcommand("pack", "Pack a Hugging Face folder for streaming (docs/formats/packed.md)");
   cmd->add_option("-m,--model", f->model, "Hugging Face model folder")->required();
   cmd->add_option("-o,--output", f->out, "output folder")->required();
-  cmd->add_option(
-      "--experts", f->experts,
-      "codec of routed experts: stored, bf16, q8_g32, q8_g64, q4_g32, q4_g64, mxfp4, or a seed tier p3, p4, s3 "
-      "(searched: ~100 core-days for a 30B-A3B model; docs/formats/seed.md)");
+  cmd->add_option("--experts", f->experts,
+                  "codec of routed experts: stored, bf16, q8_g32, q8_g64, q4_g32, q4_g64, mxfp4, fp8_g32, or a seed "
+                  "tier p3, p4, s3 "
+                  "(searched: ~100 core-days for a 30B-A3B model; docs/formats/seed.md)");
   cmd->add_option("--dense", f->dense, "codec of dense matrices (attention, dense MLP, embeddings, head)");
   cmd->add_option("--seed-search-seeds", f->seed_search_seeds,
                   "preview/test knob: search seeds 1..K only (default all 65535), for fast tests and previews; "

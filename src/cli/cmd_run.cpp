@@ -45,7 +45,10 @@ int run(const RunFlags& f) {
   const bool has_tokenizer = std::filesystem::exists(std::filesystem::path(model->dir()) / "tokenizer.json");
   std::optional<Tokenizer> tok;
   if (has_tokenizer) tok = Tokenizer::from_file(find_tokenizer_file(model->dir()));
-  if (!f.prompt.empty() && !tok) fail("{}: no tokenizer.json, so -p cannot be used; give --ids", model->dir());
+  if (!f.prompt.empty() && !tok) {
+    find_tokenizer_file(model->dir());  // names a tokenizer it cannot read (tiktoken.model)
+    fail("{}: no tokenizer.json, so -p cannot be used; give --ids", model->dir());
+  }
   if (f.chat && f.prompt.empty()) fail("run: --chat needs -p TEXT");
 
   GenerateOptions go;

@@ -125,7 +125,51 @@ ordered_json preset_config(const std::string& name) {
             {"eos_token_id", 200002},
             {"pad_token_id", 199999}};
   }
-  fail("synth: --preset '{}' is unknown (known: qwen3-30b-a3b, mixtral-8x7b, gpt-oss-20b)", name);
+  if (name == "deepseek-v3") {  // deepseek-ai/DeepSeek-V3 (transformers' DeepseekV3Config defaults are its values)
+    return {{"architectures", {"DeepseekV3ForCausalLM"}},
+            {"model_type", "deepseek_v3"},
+            {"vocab_size", 129280},
+            {"hidden_size", 7168},
+            {"intermediate_size", 18432},
+            {"moe_intermediate_size", 2048},
+            {"num_hidden_layers", 61},
+            {"num_nextn_predict_layers", 1},
+            {"num_attention_heads", 128},
+            {"num_key_value_heads", 128},
+            {"n_shared_experts", 1},
+            {"n_routed_experts", 256},
+            {"num_experts_per_tok", 8},
+            {"routed_scaling_factor", 2.5},
+            {"n_group", 8},
+            {"topk_group", 4},
+            {"topk_method", "noaux_tc"},
+            {"scoring_func", "sigmoid"},
+            {"norm_topk_prob", true},
+            {"first_k_dense_replace", 3},
+            {"q_lora_rank", 1536},
+            {"kv_lora_rank", 512},
+            {"qk_nope_head_dim", 128},
+            {"qk_rope_head_dim", 64},
+            {"v_head_dim", 128},
+            {"max_position_embeddings", 163840},
+            {"rms_norm_eps", 1e-6},
+            {"rope_theta", 10000},
+            {"rope_scaling",
+             {{"beta_fast", 32},
+              {"beta_slow", 1},
+              {"factor", 40},
+              {"mscale", 1.0},
+              {"mscale_all_dim", 1.0},
+              {"original_max_position_embeddings", 4096},
+              {"type", "yarn"}}},
+            {"hidden_act", "silu"},
+            {"tie_word_embeddings", false},
+            {"attention_bias", false},
+            {"torch_dtype", "bfloat16"},
+            {"bos_token_id", 0},
+            {"eos_token_id", 1}};
+  }
+  fail("synth: --preset '{}' is unknown (known: qwen3-30b-a3b, mixtral-8x7b, gpt-oss-20b, deepseek-v3)", name);
 }
 
 uint64_t mix(uint64_t z) {
@@ -267,10 +311,16 @@ int run(const SynthFlags& f) {
       for (int l = 0; l < f.layers; ++l) types.push_back(cfg["layer_types"][size_t(l) % cfg["layer_types"].size()]);
       cfg["layer_types"] = types;
     }
+    // Fewer layers keep the last one routed (deepseek-v3's three dense layers would otherwise fill a short model).
+    if (cfg.contains("first_k_dense_replace")) {
+      cfg["first_k_dense_replace"] = std::min(cfg["first_k_dense_replace"].get<int>(), f.layers - 1);
+    }
   }
   if (f.vocab > 0) cfg["vocab_size"] = f.vocab;
   if (f.experts > 0) {
-    cfg[cfg.contains("num_experts") ? "num_experts" : "num_local_experts"] = f.experts;
+    cfg[cfg.contains("num_experts")        ? "num_experts"
+        : cfg.contains("n_routed_experts") ? "n_routed_experts"
+                                           : "num_local_experts"] = f.experts;
     cfg["num_experts_per_tok"] = std::min(f.experts, cfg["num_experts_per_tok"].get<int>());
   }
   if (fs::exists(f.out) && !f.force) fail("synth: {} exists (pass --force to replace it)", f.out);
@@ -331,7 +381,9 @@ void add_synth(CLI::App& app, int* status) {
   auto f = std::make_shared<SynthFlags>();
   CLI::App* cmd = app.add_subcommand("synth", "Write a random-weight checkpoint at the shapes of a real model");
   cmd->add_option("-o,--output", f->out, "output folder")->required();
-  cmd->add_option("--preset", f->preset, "shape: qwen3-30b-a3b, mixtral-8x7b or gpt-oss-20b (with --packed)");
+  cmd->add_option("--preset", f->preset,
+                  "shape: qwen3-30b-a3b, mixtral-8x7b, gpt-oss-20b (with --packed) or deepseek-v3 (with --layers N: "
+                  "at most N - 1 dense layers)");
   cmd->add_option("--layers", f->layers, "number of layers (default: the preset's)")->check(CLI::PositiveNumber);
   cmd->add_option("--experts", f->experts, "routed experts per layer (default: the preset's)")
       ->check(CLI::PositiveNumber);
@@ -339,11 +391,11 @@ void add_synth(CLI::App& app, int* status) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--seed", f->seed, "random seed");
   cmd->add_flag("--force", f->force, "replace an existing output folder");
-  cmd->add_option(
-      "--packed", f->packed,
-      "write a packed folder (docs/formats/packed.md) with experts in this codec: bf16, q8_g32, q8_g64, "
-      "q4_g32, q4_g64, mxfp4, or p3, p4, s3: RANDOM seed blobs (random seeds, coefficients and exponent codes at "
-      "the weights' scale), fit for speed measurements only");
+  cmd->add_option("--packed", f->packed,
+                  "write a packed folder (docs/formats/packed.md) with experts in this codec: bf16, q8_g32, q8_g64, "
+                  "q4_g32, q4_g64, mxfp4, fp8_g32, or p3, p4, s3: RANDOM seed blobs (random seeds, coefficients and "
+                  "exponent codes at "
+                  "the weights' scale), fit for speed measurements only");
   cmd->add_option("--dense", f->dense,
                   "with --packed: codec of dense matrices (attention, dense MLPs, embedding, head) as `pack --dense`; "
                   "norms and routers stay bf16 (default: bf16)");

@@ -23,6 +23,16 @@
 // 4.25 bits per weight. A checkpoint stores the scales and codes as two tensors (`*_scales`, `*_blocks`); the loader
 // puts each row's scale before its codes (model/expert_parts.cpp), a byte rearrangement, never a requantization.
 //
+// FP8_G32 (DeepSeek-V3's and Qwen3-FP8's block-scaled release): groups of 32 elements, one float32 scale d, then 32
+// FP8 e4m3fn codes:
+//
+//   value[j] = kE4m3Values[code[j]] * d      (one float32 multiply, as transformers dequantizes)
+//
+// 9 bits per weight. A release stores the codes (F8_E4M3 `weight`) and one scale per B x B block (F32
+// `weight_scale_inv`); the loader gives each row's 32-wide groups the scale of the block they lie in
+// (model/fp8_weights.cpp): a byte rearrangement, never a requantization, for any block width that is a multiple
+// of 32.
+//
 // The enum, names, block structs and sizes are core/codec_layout.h (below io/, which sizes tensors with them); the
 // values are here. Everything is inline.
 #pragma once
@@ -40,6 +50,24 @@ namespace seedling {
 // The FP4 e2m1 values of codes 0..15 (sign in bit 3).
 inline constexpr float kFp4Values[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
                                          -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+
+// The FP8 e4m3fn value of a code (sign bit 7, exponent bits 6-3 with bias 7, mantissa bits 2-0; exponent 0 is
+// subnormal m / 8 * 2^-6; 0x7F and 0xFF are NaN).
+constexpr float e4m3_value(uint8_t code) {
+  const int e = (code >> 3) & 15, m = code & 7;
+  if (e == 15 && m == 7) return __builtin_nanf("");
+  float mag = e == 0 ? float(m) / 8.0f / 64.0f : (1.0f + float(m) / 8.0f);
+  for (int i = 7; i < e; ++i) mag *= 2.0f;
+  for (int i = e; i < 7 && e > 0; ++i) mag /= 2.0f;
+  return (code & 0x80) != 0 ? -mag : mag;
+}
+struct E4m3Table {
+  float v[256];
+  constexpr E4m3Table() : v() {
+    for (int c = 0; c < 256; ++c) v[c] = e4m3_value(uint8_t(c));
+  }
+};
+inline constexpr E4m3Table kE4m3Values{};
 
 // The codec that stores a safetensors float dtype as it is; nullopt for other dtypes.
 inline std::optional<Codec> codec_of_dtype(DType t) {
@@ -82,6 +110,11 @@ inline float codec_value(Codec c, const uint8_t* row, int64_t k) {
   if (c == Codec::MXFP4) {
     const uint8_t byte = block[1 + j / 2];
     return kFp4Values[j % 2 == 0 ? byte & 0x0F : byte >> 4] * mxfp4_scale(block[0]);
+  }
+  if (c == Codec::FP8_G32) {
+    float d;
+    std::memcpy(&d, block, 4);
+    return kE4m3Values.v[block[4 + j]] * d;
   }
   uint16_t dh, mh;
   std::memcpy(&dh, block, 2);

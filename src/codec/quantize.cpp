@@ -72,6 +72,33 @@ void encode_mxfp4_group(const float* x, int64_t n, uint8_t* block) {
   }
 }
 
+// FP8_G32 as DeepSeek's release rounds a block: d = max|x| / 448 (e4m3's largest finite value), each x / d to the
+// nearest e4m3 value, ties to the even code (round to nearest even, as torch's float -> float8_e4m3fn cast).
+void encode_fp8_group(const float* x, int64_t n, uint8_t* block) {
+  float amax = 0.0f;
+  for (int64_t j = 0; j < n; ++j) {
+    if (!std::isfinite(x[j])) fail("quantize: value {} is not finite", x[j]);
+    amax = std::max(amax, std::fabs(x[j]));
+  }
+  const float d = amax / 448.0f;
+  std::memcpy(block, &d, 4);
+  uint8_t* q = block + 4;
+  std::memset(q, 0, 32);
+  if (d == 0.0f) return;
+  for (int64_t j = 0; j < n; ++j) {
+    const float v = std::fabs(x[j] / d);
+    int lo = 0, hi = 0x7E;  // the codes 0..0x7E are the finite non-negative values, increasing
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      (kE4m3Values.v[mid] <= v ? lo : hi) = mid;
+    }
+    const float dl = v - kE4m3Values.v[lo], dh = kE4m3Values.v[hi] - v;
+    int code = v >= kE4m3Values.v[hi] ? hi : dl < dh ? lo : dh < dl ? hi : (lo % 2 == 0 ? lo : hi);
+    if (x[j] < 0 && code > 0) code |= 0x80;
+    q[j] = uint8_t(code);
+  }
+}
+
 }  // namespace
 
 void encode_row(Codec c, const float* x, int64_t cols, uint8_t* out) {
@@ -94,6 +121,8 @@ void encode_row(Codec c, const float* x, int64_t cols, uint8_t* out) {
     uint8_t* block = out + size_t(b) * codec_block_bytes(c);
     if (c == Codec::MXFP4) {
       encode_mxfp4_group(x + k0, std::min(g, cols - k0), block);
+    } else if (c == Codec::FP8_G32) {
+      encode_fp8_group(x + k0, std::min(g, cols - k0), block);
     } else {
       encode_group(c, x + k0, std::min(g, cols - k0), block);
     }

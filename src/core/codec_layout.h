@@ -67,7 +67,7 @@ inline SeedSliceLayout seed_slice_layout(SeedTier t, int64_t rows, int64_t cols)
 
 }  // namespace seed
 
-enum class Codec : uint8_t { F32, F16, BF16, Q8_G32, Q8_G64, Q4_G32, Q4_G64, P3, P4, S3, MXFP4 };
+enum class Codec : uint8_t { F32, F16, BF16, Q8_G32, Q8_G64, Q4_G32, Q4_G64, P3, P4, S3, MXFP4, FP8_G32 };
 
 struct BlockQ8G32 {
   uint16_t d;  // scale, float16
@@ -91,6 +91,11 @@ struct BlockMxfp4 {
   uint8_t q[16];  // low nibble: element 2i, high nibble: element 2i + 1
 };
 static_assert(sizeof(BlockMxfp4) == 17, "mxfp4 block is 17 bytes");
+struct BlockFp8G32 {
+  float d;        // scale, float32 (DeepSeek's weight_scale_inv of the block this group lies in)
+  uint8_t q[32];  // FP8 e4m3 (e4m3fn: bias 7, no infinities, 0x7F / 0xFF NaN) codes
+};
+static_assert(sizeof(BlockFp8G32) == 36, "fp8_g32 block is 36 bytes");
 static_assert(sizeof(BlockQ8G32) == 4 + 32, "q8_g32 block is 36 bytes");
 static_assert(sizeof(BlockQ8G64) == 4 + 64, "q8_g64 block is 68 bytes");
 static_assert(sizeof(BlockQ4G32) == 4 + 16, "q4_g32 block is 20 bytes");
@@ -98,7 +103,7 @@ static_assert(sizeof(BlockQ4G64) == 4 + 32, "q4_g64 block is 36 bytes");
 
 inline constexpr Codec kAllCodecs[] = {Codec::F32,    Codec::F16,    Codec::BF16,   Codec::Q8_G32,
                                        Codec::Q8_G64, Codec::Q4_G32, Codec::Q4_G64, Codec::P3,
-                                       Codec::P4,     Codec::S3,     Codec::MXFP4};
+                                       Codec::P4,     Codec::S3,     Codec::MXFP4,  Codec::FP8_G32};
 
 inline std::string_view codec_name(Codec c) {
   switch (c) {
@@ -124,6 +129,8 @@ inline std::string_view codec_name(Codec c) {
       return "s3";
     case Codec::MXFP4:
       return "mxfp4";
+    case Codec::FP8_G32:
+      return "fp8_g32";
   }
   return "?";
 }
@@ -173,6 +180,7 @@ inline int64_t codec_group(Codec c) {
     case Codec::Q8_G32:
     case Codec::Q4_G32:
     case Codec::MXFP4:
+    case Codec::FP8_G32:
       return 32;
     case Codec::Q8_G64:
     case Codec::Q4_G64:
@@ -201,6 +209,8 @@ inline size_t codec_block_bytes(Codec c) {
       return sizeof(BlockQ4G64);
     case Codec::MXFP4:
       return sizeof(BlockMxfp4);
+    case Codec::FP8_G32:
+      return sizeof(BlockFp8G32);
     case Codec::P3:
     case Codec::P4:
     case Codec::S3:

@@ -14,6 +14,7 @@ size_t dtype_size(DType t) {
       return 2;
     case DType::I8:
     case DType::U8:
+    case DType::F8_E4M3:
       return 1;
     case DType::I64:
       return 8;
@@ -41,6 +42,8 @@ std::string_view dtype_name(DType t) {
       return "U16";
     case DType::U32:
       return "U32";
+    case DType::F8_E4M3:
+      return "F8_E4M3";
   }
   return "?";
 }
@@ -50,9 +53,10 @@ bool parse_safetensors_dtype(std::string_view s, DType* out) {
     std::string_view name;
     DType type;
   };
-  static constexpr Entry kTable[] = {{"F32", DType::F32}, {"F16", DType::F16}, {"BF16", DType::BF16},
-                                     {"I8", DType::I8},   {"U8", DType::U8},   {"I32", DType::I32},
-                                     {"I64", DType::I64}, {"U16", DType::U16}, {"U32", DType::U32}};
+  static constexpr Entry kTable[] = {{"F32", DType::F32},        {"F16", DType::F16}, {"BF16", DType::BF16},
+                                     {"I8", DType::I8},          {"U8", DType::U8},   {"I32", DType::I32},
+                                     {"I64", DType::I64},        {"U16", DType::U16}, {"U32", DType::U32},
+                                     {"F8_E4M3", DType::F8_E4M3}};
   for (const auto& e : kTable) {
     if (e.name == s) {
       *out = e.type;

@@ -11,7 +11,7 @@
 
 namespace seedling {
 
-enum class DType : uint8_t { F32, F16, BF16, I8, U8, I32, I64, U16, U32 };
+enum class DType : uint8_t { F32, F16, BF16, I8, U8, I32, I64, U16, U32, F8_E4M3 };
 
 size_t dtype_size(DType t);
 std::string_view dtype_name(DType t);

@@ -173,6 +173,29 @@ RopeConfig read_rope(const ConfigReader& r) {
 
 }  // namespace
 
+namespace {
+
+// FP8 as DeepSeek releases it (transformers' FineGrainedFP8Config): e4m3 codes, a float32 scale per
+// weight_block_size block. Block columns must be whole 32-wide groups of the fp8_g32 codec the loader reads them into.
+void read_fp8_config(const ConfigReader& r, const json& q, ModelConfig* c) {
+  const std::string fmt_key = q.contains("fmt") && q["fmt"].is_string() ? q["fmt"].get<std::string>() : "e4m3";
+  if (fmt_key != "e4m3") r.bad("quantization_config.fmt", "'" + fmt_key + "' is not supported (supported: e4m3)");
+  const json* b = q.contains("weight_block_size") ? &q["weight_block_size"] : nullptr;
+  if (b == nullptr || !b->is_array() || b->size() != 2 || !(*b)[0].is_number_integer() ||
+      !(*b)[1].is_number_integer()) {
+    r.bad("quantization_config.weight_block_size",
+          "expected [rows, cols] of the scale blocks, got " + (b == nullptr ? std::string("nothing") : b->dump()));
+  }
+  c->fp8_block_rows = (*b)[0].get<int>();
+  c->fp8_block_cols = (*b)[1].get<int>();
+  if (c->fp8_block_rows <= 0 || c->fp8_block_cols <= 0 || c->fp8_block_cols % 32 != 0) {
+    r.bad("quantization_config.weight_block_size",
+          b->dump() + ": rows must be positive and cols a positive multiple of 32");
+  }
+}
+
+}  // namespace
+
 void read_common_config(const ConfigReader& r, ModelConfig* c) {
   c->vocab_size = r.get_int("vocab_size");
   c->hidden_size = r.get_int("hidden_size");
@@ -200,8 +223,10 @@ void read_common_config(const ConfigReader& r, ModelConfig* c) {
     const std::string method = q.is_object() && q.contains("quant_method") && q["quant_method"].is_string()
                                    ? q["quant_method"].get<std::string>()
                                    : q.dump().substr(0, 80);
-    if (method != "mxfp4") {
-      r.bad("quantization_config.quant_method", "'" + method + "' is not supported (supported: mxfp4)");
+    if (method == "fp8") {
+      read_fp8_config(r, q, c);
+    } else if (method != "mxfp4") {
+      r.bad("quantization_config.quant_method", "'" + method + "' is not supported (supported: mxfp4, fp8)");
     }
   }
   c->bos_token_id = r.get_int_or("bos_token_id", -1);
@@ -274,6 +299,31 @@ void read_layer_types(const ConfigReader& r, ModelConfig* c, int window) {
             fmt::format("entry {} '{}' is not supported (supported: full_attention, sliding_attention)", l, type));
     }
   }
+}
+
+FfnPlan read_group_moe(const ConfigReader& r, ModelConfig* c, const GroupMoeDefaults& d, std::vector<uint8_t>* moe) {
+  c->num_experts = r.get_int_any({"n_routed_experts", "num_local_experts"});
+  c->experts_per_token = r.get_int("num_experts_per_tok");
+  c->moe_intermediate_size = r.get_int("moe_intermediate_size");
+  c->stored_extra_layers = r.get_int_or("num_nextn_predict_layers", 0);
+  if (c->stored_extra_layers < 0) r.bad("num_nextn_predict_layers", "must not be negative");
+  const int first_dense = r.get_int_or("first_k_dense_replace", d.first_k_dense_replace);
+  if (first_dense < 0 || first_dense > c->num_layers) {
+    r.bad("first_k_dense_replace", std::to_string(first_dense) + " must be between 0 and num_hidden_layers");
+  }
+  FfnPlan ffn;
+  ffn.router.gating = Gating::SigmoidGroupTopK;
+  ffn.router.correction_bias = true;
+  ffn.router.renormalize = r.get_bool_or("norm_topk_prob", true);
+  ffn.router.n_group = r.get_int_or("n_group", d.n_group);
+  ffn.router.topk_group = r.get_int_or("topk_group", d.topk_group);
+  ffn.router.scale = float(r.get_double_or("routed_scaling_factor", d.routed_scaling_factor));
+  const int shared = r.get_int_or("n_shared_experts", d.n_shared_experts);
+  if (shared < 0) r.bad("n_shared_experts", "must not be negative");
+  ffn.shared_width = shared * c->moe_intermediate_size;
+  moe->assign(size_t(c->num_layers), 1);
+  for (int l = 0; l < first_dense; ++l) (*moe)[size_t(l)] = 0;
+  return ffn;
 }
 
 void finish_layer_plan(ModelConfig* c) {

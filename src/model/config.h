@@ -57,6 +57,9 @@ struct RouterPlan {
   bool correction_bias = false;  // e_score_correction_bias, added for the selection only
   int n_group = 1, topk_group = 1;
   float scale = 1.0f;  // routed_scaling_factor, times the final weights
+  // SigmoidGroupTopK: the choices of the groups not kept become -inf (DeepSeek-V3 in transformers), not 0 (glm4_moe);
+  // they differ where a kept expert's score + correction bias is negative.
+  bool masked_neg_inf = false;
 };
 enum class FfnKind : uint8_t { Dense, Moe };
 enum class Activation : uint8_t {
@@ -77,6 +80,20 @@ struct FfnPlan {
 enum class Mixer : uint8_t {
   Attention,
   GatedDeltaNet,  // linear attention: conv1d + the gated delta rule over a per-sequence state (LinearAttentionPlan)
+  Mla,            // multi-head latent attention (DeepSeek-V2/V3): a latent KV cache, MlaPlan
+};
+// Multi-head latent attention (transformers' DeepseekV3Attention): q from q_proj, or q_a_proj -> q_a_layernorm ->
+// q_b_proj when q_lora_rank > 0; kv_a_proj_with_mqa gives the latent (kv_lora_rank, then kv_a_layernorm) and one
+// rope key shared by every head (qk_rope_head_dim); kv_b_proj expands the latent into each head's nope key
+// (qk_nope_head_dim) and value (v_head_dim). RoPE on the rope parts only (rope_interleave: pairs (2i, 2i+1)).
+struct MlaPlan {
+  int q_lora_rank = 0;  // 0: q_proj
+  int kv_lora_rank = 0;
+  int qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
+  bool rope_interleave = true;
+  float softmax_scale = 0.0f;  // (nope + rope)^-0.5, times mscale(factor, mscale_all_dim)^2 under YaRN
+  int q_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+  int cache_width() const { return kv_lora_rank + qk_rope_head_dim; }  // floats per position: latent, rope key
 };
 // A Gated DeltaNet layer (model/linear_attention.cpp): q, k, v from one projection through a causal depthwise
 // conv1d + SiLU, z (the output gate), b (beta) and a (the decay); key heads repeated to the value heads.
@@ -101,6 +118,7 @@ struct LayerPlan {
   AttentionPlan attn;
   FfnPlan ffn;
   LinearAttentionPlan linear;  // Mixer::GatedDeltaNet only
+  MlaPlan mla;                 // Mixer::Mla only
 };
 
 struct ModelConfig {
@@ -138,6 +156,10 @@ struct ModelConfig {
   // The checkpoint stores the routed experts fused (qwen3_5_moe: experts.gate_up_proj and experts.down_proj) rather
   // than one tensor per expert; read_config decides from the folder's tensor names (folder_stores_tensor).
   bool fused_experts = false;
+
+  // quantization_config fp8 (DeepSeek-V3, Qwen3-FP8 releases): F8_E4M3 weights with one F32 weight_scale_inv per
+  // block of weight_block_size (rows, cols); 0: none (model/fp8_weights.h).
+  int fp8_block_rows = 0, fp8_block_cols = 0;
 
   int q_dim() const { return num_heads * head_dim; }
   int kv_dim() const { return num_kv_heads * head_dim; }
@@ -190,6 +212,16 @@ void read_layer_types(const ConfigReader& r, ModelConfig* c, int window);
 // Whether the safetensors of the folder holding `config_path` name `tensor` (read from the index or the file
 // headers only); false where there are none (a packed folder, a config without weights).
 bool folder_stores_tensor(const std::string& config_path, const std::string& tensor);
+// The DeepSeek-V3 MoE dialect (deepseek_v3, kimi_k2, glm4_moe): n_routed_experts, num_experts_per_tok,
+// moe_intermediate_size, num_nextn_predict_layers (stored unrun), the first first_k_dense_replace layers dense (into
+// `moe`), and the sigmoid group router (norm_topk_prob, n_group, topk_group, routed_scaling_factor, the correction
+// bias) beside n_shared_experts as one shared MLP. `defaults` stand where a key is absent (the families differ).
+struct GroupMoeDefaults {
+  int first_k_dense_replace = 0, n_group = 1, topk_group = 1, n_shared_experts = 0;
+  double routed_scaling_factor = 1.0;
+};
+FfnPlan read_group_moe(const ConfigReader& r, ModelConfig* c, const GroupMoeDefaults& defaults,
+                       std::vector<uint8_t>* moe);
 // Fills the derived fields (layer_has_experts, ...) from `layers`; validate_config calls it.
 void finish_layer_plan(ModelConfig* c);
 // Checks sizes are positive and consistent (heads divide, top-k <= experts, groups divide experts, ...) and fills

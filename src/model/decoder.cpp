@@ -42,6 +42,9 @@ void Model::forward(std::span<const BatchRow> rows, float* logits) {
       case Mixer::GatedDeltaNet:
         gated_delta_net(l, rows, xn.data(), delta.data());
         break;
+      case Mixer::Mla:
+        mla_attention(l, rows, xn.data(), delta.data());
+        break;
     }
     for (size_t i = 0; i < x.size(); ++i) x[i] = x[i] + delta[i];
     ops::rms_norm_to(x.data(), xn.data(), M, H, lw.ffn_norm.data(), c.rms_norm_eps);
@@ -171,7 +174,7 @@ void Model::route(int layer, int64_t M, const float* xn, int* chosen, float* wei
       case Gating::SigmoidGroupTopK:
         for (int e = 0; e < E; ++e) p[e] = ops::sigmoid(p[e]);
         ops::group_top_k(p, plan.correction_bias ? lw.router_correction.data() : nullptr, E, plan.n_group,
-                         plan.topk_group, K, ids, &scratch);
+                         plan.topk_group, K, ids, &scratch, plan.masked_neg_inf ? -INFINITY : 0.0f);
         for (int s = 0; s < K; ++s) w[s] = p[ids[s]];
         break;
     }

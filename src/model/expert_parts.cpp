@@ -64,11 +64,17 @@ ops::Matrix read_mxfp4_part(const Checkpoint& ck, const ExpertPart& part, int nu
 }  // namespace
 
 ops::Matrix read_expert_part(const Checkpoint& ck, const ExpertPart& part, int num_experts, int64_t rows, int64_t cols,
-                             std::vector<std::vector<uint8_t>>* owned) {
+                             std::vector<std::vector<uint8_t>>* owned, const Fp8Blocks& fp8) {
   if (!ck.has(part.name) && ck.has(part.name + "_blocks")) {
     return read_mxfp4_part(ck, part, num_experts, rows, cols, owned);
   }
   const TensorInfo& t = ck.get(part.name);
+  if (t.dtype == DType::F8_E4M3) {
+    if (part.stacked >= 0)
+      fail("{}: FP8 tensor '{}' stacks experts: not supported (FP8 experts one tensor each)", t.file, t.name);
+    check_shape(t, {rows, cols});
+    return read_fp8_matrix(ck, t, fp8, owned);
+  }
   const Codec codec = stored_float_codec(t);
   const int64_t out = rows * part.row_step * part.row_blocks;
   std::vector<int64_t> want;

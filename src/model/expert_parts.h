@@ -12,6 +12,7 @@
 
 #include "io/safetensors.h"
 #include "model/family.h"
+#include "model/fp8_weights.h"
 #include "ops/matrix.h"
 
 namespace seedling {
@@ -24,8 +25,9 @@ Codec stored_float_codec(const TensorInfo& t);
 // rows x row_step)), with an Error naming the file, the tensor and both shapes. A view when the rows are contiguous
 // in the file; else a copy appended to `owned`, which must outlive the matrix. A stacked part the checkpoint holds as
 // MXFP4 (`name_blocks` + `name_scales`, as gpt-oss releases them) comes back in the mxfp4 codec, its bytes as stored.
+// A part of its own stored in FP8 (F8_E4M3 + weight_scale_inv) comes back in fp8_g32 (model/fp8_weights.h).
 ops::Matrix read_expert_part(const Checkpoint& ck, const ExpertPart& part, int num_experts, int64_t rows, int64_t cols,
-                             std::vector<std::vector<uint8_t>>* owned);
+                             std::vector<std::vector<uint8_t>>* owned, const Fp8Blocks& fp8 = {});
 
 // The rows of `part` from a per-expert vector laid out like its out dimension (a stacked bias (experts, rows x
 // row_step)), as floats: expert e's entries row_offset, row_offset + row_step, ...

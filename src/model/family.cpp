@@ -13,11 +13,13 @@ extern const Family kGptOssFamily;
 extern const Family kQwen3NextFamily;
 extern const Family kQwen35MoeFamily;
 extern const Family kQwen35MoeTextFamily;
+extern const Family kDeepseekV3Family;
+extern const Family kKimiK2Family;
 
 namespace {
-const Family* const kFamilies[] = {&kQwen3MoeFamily,  &kMixtralFamily,   &kOlmoeFamily,
-                                   &kQwen2MoeFamily,  &kGlm4MoeFamily,   &kGptOssFamily,
-                                   &kQwen3NextFamily, &kQwen35MoeFamily, &kQwen35MoeTextFamily};
+const Family* const kFamilies[] = {&kQwen3MoeFamily,      &kMixtralFamily,    &kOlmoeFamily,     &kQwen2MoeFamily,
+                                   &kGlm4MoeFamily,       &kGptOssFamily,     &kQwen3NextFamily, &kQwen35MoeFamily,
+                                   &kQwen35MoeTextFamily, &kDeepseekV3Family, &kKimiK2Family};
 }
 
 const char* role_name(Role r) {
@@ -94,6 +96,18 @@ const char* role_name(Role r) {
       return "linear_norm";
     case Role::LinearOut:
       return "linear_out";
+    case Role::MlaQA:
+      return "mla_q_a";
+    case Role::MlaQANorm:
+      return "mla_q_a_norm";
+    case Role::MlaQB:
+      return "mla_q_b";
+    case Role::MlaKvA:
+      return "mla_kv_a";
+    case Role::MlaKvANorm:
+      return "mla_kv_a_norm";
+    case Role::MlaKvB:
+      return "mla_kv_b";
     case Role::Embed:
       return "embed";
     case Role::FinalNorm:
@@ -169,10 +183,34 @@ ExpertParts fused_expert_parts(const std::string& prefix, int expert, int width)
   return p;
 }
 
+namespace {
+// The GQA attention block's tensors (Mixer::Attention).
+template <class Add>
+void attention_tensors(const ModelConfig& c, const LayerNames& n, const AttentionPlan& a, Add& add) {
+  const int64_t H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim();
+  add(Role::Q, n.q, {a.output_gate ? 2 * Q : Q, H}, true);  // gated: query then gate per head
+  add(Role::K, n.k, {KV, H}, true);
+  add(Role::V, n.v, {KV, H}, true);
+  add(Role::O, n.o, {H, Q}, true);
+  if (a.qkv_bias) {
+    add(Role::QBias, n.q_bias, {Q}, false);
+    add(Role::KBias, n.k_bias, {KV}, false);
+    add(Role::VBias, n.v_bias, {KV}, false);
+  }
+  if (a.qk_norm != QkNorm::None) {
+    const bool whole = a.qk_norm == QkNorm::Whole;
+    add(Role::QNorm, n.q_norm, {whole ? Q : c.head_dim}, false);
+    add(Role::KNorm, n.k_norm, {whole ? KV : c.head_dim}, false);
+  }
+  if (a.o_bias) add(Role::OBias, n.o_bias, {H}, false);
+  if (a.sinks) add(Role::Sinks, n.sinks, {c.num_heads}, false);
+}
+}  // namespace
+
 std::vector<TensorSpec> layer_tensors(const ModelConfig& c, const Family& f, int layer) {
   const LayerPlan& plan = c.plan(layer);
   const LayerNames n = f.layer_names(c, layer);
-  const int64_t H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim(), E = c.num_experts;
+  const int64_t H = c.hidden_size, E = c.num_experts;
   std::vector<TensorSpec> out;
   auto add = [&](Role role, const std::string& name, std::vector<int64_t> shape, bool dense) {
     SEEDLING_CHECK(!name.empty(), "family {} names no tensor for role {} of layer {}", f.model_type, role_name(role),
@@ -199,23 +237,23 @@ std::vector<TensorSpec> layer_tensors(const ModelConfig& c, const Family& f, int
     add(Role::LinearALog, n.linear_a_log, {NV}, false);
     add(Role::LinearNorm, n.linear_norm, {g.value_head_dim}, false);
     add(Role::LinearOut, n.linear_out, {H, VW}, true);
+  } else if (plan.mixer == Mixer::Mla) {
+    const MlaPlan& m = plan.mla;
+    const int64_t heads = c.num_heads, qh = m.q_head_dim();
+    if (m.q_lora_rank > 0) {
+      add(Role::MlaQA, n.mla_q_a, {m.q_lora_rank, H}, true);
+      add(Role::MlaQANorm, n.mla_q_a_norm, {m.q_lora_rank}, false);
+      add(Role::MlaQB, n.mla_q_b, {heads * qh, m.q_lora_rank}, true);
+    } else {
+      add(Role::Q, n.q, {heads * qh, H}, true);
+    }
+    add(Role::MlaKvA, n.mla_kv_a, {m.cache_width(), H}, true);
+    add(Role::MlaKvANorm, n.mla_kv_a_norm, {m.kv_lora_rank}, false);
+    // kept as stored: its rows are split per head and its nope part transposed at load (model/mla.cpp)
+    add(Role::MlaKvB, n.mla_kv_b, {heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank}, false);
+    add(Role::O, n.o, {H, heads * m.v_head_dim}, true);
   } else {
-    add(Role::Q, n.q, {a.output_gate ? 2 * Q : Q, H}, true);
-    add(Role::K, n.k, {KV, H}, true);
-    add(Role::V, n.v, {KV, H}, true);
-    add(Role::O, n.o, {H, Q}, true);
-    if (a.qkv_bias) {
-      add(Role::QBias, n.q_bias, {Q}, false);
-      add(Role::KBias, n.k_bias, {KV}, false);
-      add(Role::VBias, n.v_bias, {KV}, false);
-    }
-    if (a.qk_norm != QkNorm::None) {
-      const bool whole = a.qk_norm == QkNorm::Whole;
-      add(Role::QNorm, n.q_norm, {whole ? Q : c.head_dim}, false);
-      add(Role::KNorm, n.k_norm, {whole ? KV : c.head_dim}, false);
-    }
-    if (a.o_bias) add(Role::OBias, n.o_bias, {H}, false);
-    if (a.sinks) add(Role::Sinks, n.sinks, {c.num_heads}, false);
+    attention_tensors(c, n, a, add);
   }
   const FfnPlan& ffn = plan.ffn;
   if (ffn.kind == FfnKind::Dense) {

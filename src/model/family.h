@@ -57,6 +57,12 @@ enum class Role : uint8_t {
   LinearALog,    // (value_heads): the decay rate is -exp(A_log)
   LinearNorm,    // (value_head_dim): the gated RMSNorm's weight
   LinearOut,     // (hidden, value_width)
+  MlaQA,         // q_a_proj (q_lora_rank, hidden)
+  MlaQANorm,     // q_a_layernorm (q_lora_rank)
+  MlaQB,         // q_b_proj (heads * (nope + rope), q_lora_rank)
+  MlaKvA,        // kv_a_proj_with_mqa (kv_lora_rank + rope, hidden)
+  MlaKvANorm,    // kv_a_layernorm (kv_lora_rank)
+  MlaKvB,        // kv_b_proj (heads * (nope + v), kv_lora_rank)
   Embed,
   FinalNorm,
   Head,
@@ -99,6 +105,7 @@ struct LayerNames {
   std::string expert_gate_up_bias, expert_down_bias;
   std::string linear_qkvz, linear_ba, linear_qkv, linear_z, linear_b, linear_a;  // Gated DeltaNet
   std::string linear_conv, linear_dt_bias, linear_a_log, linear_norm, linear_out;
+  std::string mla_q_a, mla_q_a_norm, mla_q_b, mla_kv_a, mla_kv_a_norm, mla_kv_b;  // Mixer::Mla (q: q_proj)
 };
 
 struct Family {

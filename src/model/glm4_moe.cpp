@@ -16,30 +16,11 @@ namespace {
 
 void read_config(const ConfigReader& r, ModelConfig* c) {
   read_common_config(r, c);
-  c->num_experts = r.get_int_any({"n_routed_experts", "num_local_experts"});
-  c->experts_per_token = r.get_int("num_experts_per_tok");
-  c->moe_intermediate_size = r.get_int("moe_intermediate_size");
-  c->stored_extra_layers = r.get_int_or("num_nextn_predict_layers", 0);
-  if (c->stored_extra_layers < 0) r.bad("num_nextn_predict_layers", "must not be negative");
-  const int first_dense = r.get_int_or("first_k_dense_replace", 0);
-  if (first_dense < 0 || first_dense > c->num_layers) {
-    r.bad("first_k_dense_replace", std::to_string(first_dense) + " must be between 0 and num_hidden_layers");
-  }
+  std::vector<uint8_t> moe;
+  const FfnPlan ffn = read_group_moe(r, c, GroupMoeDefaults{}, &moe);
   AttentionPlan attn;
   attn.qkv_bias = r.get_bool_or("attention_bias", false);
   if (r.get_bool_or("use_qk_norm", false)) attn.qk_norm = QkNorm::PerHead;
-  FfnPlan ffn;
-  ffn.router.gating = Gating::SigmoidGroupTopK;
-  ffn.router.correction_bias = true;
-  ffn.router.renormalize = r.get_bool_or("norm_topk_prob", true);
-  ffn.router.n_group = r.get_int_or("n_group", 1);
-  ffn.router.topk_group = r.get_int_or("topk_group", 1);
-  ffn.router.scale = float(r.get_double_or("routed_scaling_factor", 1.0));
-  const int shared = r.get_int_or("n_shared_experts", 0);
-  if (shared < 0) r.bad("n_shared_experts", "must not be negative");
-  ffn.shared_width = shared * c->moe_intermediate_size;
-  std::vector<uint8_t> moe(size_t(c->num_layers), 1);
-  for (int l = 0; l < first_dense; ++l) moe[size_t(l)] = 0;
   uniform_layer_plan(c, moe, attn, ffn);
 }
 

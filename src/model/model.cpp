@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "experts/resident_experts.h"
 #include "model/expert_parts.h"
+#include "model/mla.h"
 
 namespace seedling {
 
@@ -40,17 +41,20 @@ class WeightSource {
 
 class CheckpointSource final : public WeightSource {
  public:
-  CheckpointSource(const Checkpoint& ck, int num_experts, std::vector<std::vector<uint8_t>>* owned)
-      : ck_(ck), num_experts_(num_experts), owned_(owned) {}
+  CheckpointSource(const Checkpoint& ck, int num_experts, std::vector<std::vector<uint8_t>>* owned, Fp8Blocks fp8)
+      : ck_(ck), num_experts_(num_experts), owned_(owned), fp8_(fp8) {}
   bool has(const std::string& name) const override { return ck_.has(name); }
   WeightView get(const std::string& name) const override {
     const TensorInfo& t = ck_.get(name);
+    if (t.dtype == DType::F8_E4M3) {  // FP8 + its block scales, into fp8_g32 (model/fp8_weights.h)
+      return {Codec::FP8_G32, read_fp8_matrix(ck_, t, fp8_, owned_).data, t.shape, t.file};
+    }
     return {stored_float_codec(t), t.data, t.shape, t.file};
   }
   ExpertWeights expert(int, int, const ExpertParts& p, int64_t I, int64_t H) const override {
-    return {read_expert_part(ck_, p[0], num_experts_, I, H, owned_),
-            read_expert_part(ck_, p[1], num_experts_, I, H, owned_),
-            read_expert_part(ck_, p[2], num_experts_, H, I, owned_)};
+    return {read_expert_part(ck_, p[0], num_experts_, I, H, owned_, fp8_),
+            read_expert_part(ck_, p[1], num_experts_, I, H, owned_, fp8_),
+            read_expert_part(ck_, p[2], num_experts_, H, I, owned_, fp8_)};
   }
   std::unique_ptr<ExpertProvider> resident_experts(std::vector<std::vector<ExpertWeights>> table) override {
     return std::make_unique<ResidentExperts>(std::move(table));
@@ -60,6 +64,7 @@ class CheckpointSource final : public WeightSource {
   const Checkpoint& ck_;
   int num_experts_;
   std::vector<std::vector<uint8_t>>* owned_;
+  Fp8Blocks fp8_;
 };
 
 class PackedSource final : public WeightSource {
@@ -219,7 +224,7 @@ void check_present(const WeightSource& src, const ModelConfig& c, const Family& 
                    const std::string& dir) {
   if (src.has(t.name) || t.layer < 0) return;
   bool hybrid = false;
-  for (const LayerPlan& p : c.layers) hybrid = hybrid || p.mixer != Mixer::Attention;
+  for (const LayerPlan& p : c.layers) hybrid = hybrid || p.mixer == Mixer::GatedDeltaNet;
   if (!hybrid) return;  // the source's own error names the tensor
   const LayerNames n = f.layer_names(c, t.layer);
   const bool linear = c.plan(t.layer).mixer == Mixer::GatedDeltaNet;
@@ -270,7 +275,8 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
     source = std::make_unique<PackedSource>(m->packed_);
   } else {
     m->checkpoint_ = std::make_unique<Checkpoint>(dir);
-    source = std::make_unique<CheckpointSource>(*m->checkpoint_, m->config_.num_experts, &m->rearranged_);
+    source = std::make_unique<CheckpointSource>(*m->checkpoint_, m->config_.num_experts, &m->rearranged_,
+                                                Fp8Blocks{m->config_.fp8_block_rows, m->config_.fp8_block_cols});
     check_no_layer_dropped(*m->checkpoint_, m->config_, dir);
   }
   const WeightSource& src = *source;
@@ -293,6 +299,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
       check_present(src, c, f, t, dir);
       load_tensor(src, c, t, &lw);
     }
+    if (c.plan(l).mixer == Mixer::Mla) lw.mla_k_absorb = mla_absorbed_keys(lw.mla_kv_b, c.num_heads, c.plan(l).mla);
     lw.has_experts = c.has_experts(l);
     if (!lw.has_experts) continue;
     const int64_t I = c.plan(l).ffn.width;
@@ -446,6 +453,18 @@ LayerWeights::Slot LayerWeights::slot(Role role) {
       return {nullptr, &lin_a_log};
     case Role::LinearNorm:
       return {nullptr, &lin_norm};
+    case Role::MlaQA:
+      return {&mla_q_a, nullptr};
+    case Role::MlaQB:
+      return {&mla_q_b, nullptr};
+    case Role::MlaKvA:
+      return {&mla_kv_a, nullptr};
+    case Role::MlaKvB:
+      return {&mla_kv_b, nullptr};
+    case Role::MlaQANorm:
+      return {nullptr, &mla_q_a_norm};
+    case Role::MlaKvANorm:
+      return {nullptr, &mla_kv_a_norm};
     case Role::Embed:
     case Role::FinalNorm:
     case Role::Head:

@@ -42,6 +42,12 @@ struct LayerWeights {
   // A_log (value heads), the gated norm (value_head_dim), out (H, value_width).
   ops::Matrix lin_qkvz, lin_ba, lin_qkv, lin_z, lin_b, lin_a, lin_out;
   std::vector<float> lin_conv, lin_dt_bias, lin_a_log, lin_norm;
+  // Mixer::Mla (model/mla.h): q_a (q_lora_rank, H), q_b (heads * (nope + rope), q_lora_rank) or q = q_proj,
+  // kv_a (kv_lora_rank + rope, H), kv_b (heads * (nope + v), kv_lora_rank); o is (H, heads * v).
+  ops::Matrix mla_q_a, mla_q_b, mla_kv_a, mla_kv_b;
+  std::vector<float> mla_q_a_norm, mla_kv_a_norm;
+  // kv_b's nope rows transposed per head, float32 [heads][kv_lora_rank][nope], for the query's absorption.
+  std::vector<float> mla_k_absorb;
 
   // The member a role of layer_tensors loads into: a matrix or a vector of floats (the other is null).
   struct Slot {
@@ -134,6 +140,7 @@ class Model {
 
  private:
   void attention(int layer, std::span<const BatchRow> rows, const float* xn, float* out);
+  void mla_attention(int layer, std::span<const BatchRow> rows, const float* xn, float* out);  // model/mla.cpp
   void moe(int layer, int64_t m, const float* xn, float* out);
   void route(int layer, int64_t m, const float* xn, int* chosen, float* weight);
   void dense_mlp(int layer, int64_t m, const float* xn, float* out);

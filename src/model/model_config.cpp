@@ -33,6 +33,9 @@ std::vector<KvLayerShape> cache_shapes(const ModelConfig& c) {
       case Mixer::GatedDeltaNet:
         shapes[size_t(l)] = {0, 0, c.plan(l).linear.state_floats()};
         break;
+      case Mixer::Mla:  // the normalised latent and the rope key (model/mla.cpp)
+        shapes[size_t(l)] = {c.plan(l).mla.cache_width(), 0, 0};
+        break;
     }
   }
   return shapes;

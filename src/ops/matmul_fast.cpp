@@ -38,6 +38,21 @@ HWY_INLINE VF LoadWeights(DF df, const void* row, int64_t k) {
   } else if constexpr (T == Codec::F16) {
     const hn::Rebind<hwy::float16_t, DF> dh;
     return hn::PromoteTo(df, hn::LoadU(dh, static_cast<const hwy::float16_t*>(row) + k));
+  } else if constexpr (T == Codec::FP8_G32) {
+    // An e4m3 code c is the float16 ((c & 0x80) << 8) | ((c & 0x7F) << 7) times 2^8 exactly (the exponent bias 7
+    // against 15; subnormals map to subnormals), so e4m3(c) * d is that float16 widened, times 256, times d: the
+    // same two float32 multiplies (the first exact) as kE4m3Values[c] * d. L divides 32 (MatmulRange checks).
+    const uint8_t* block = static_cast<const uint8_t*>(row) + size_t(k / 32) * sizeof(BlockFp8G32);
+    float d;
+    std::memcpy(&d, block, 4);
+    const hn::Rebind<uint8_t, DF> du8;
+    const hn::Rebind<uint16_t, DF> du16;
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    const auto c = hn::PromoteTo(du16, hn::LoadU(du8, block + 4 + k % 32));
+    const auto h =
+        hn::Or(hn::ShiftLeft<8>(hn::And(c, hn::Set(du16, 0x80))), hn::ShiftLeft<7>(hn::And(c, hn::Set(du16, 0x7F))));
+    const VF v = hn::Mul(hn::PromoteTo(df, hn::BitCast(dh, h)), hn::Set(df, 256.0f));
+    return hn::Mul(v, hn::Set(df, d));
   } else {
     constexpr int64_t G = T == Codec::Q8_G32 || T == Codec::Q4_G32 ? 32 : 64;
     constexpr bool kQ4 = T == Codec::Q4_G32 || T == Codec::Q4_G64;
@@ -125,6 +140,9 @@ void MatmulRange(const float* x, int64_t m, const Matrix& w, float* y, int64_t n
   if (codec_is_affine(w.codec) && (codec_group(w.codec) / 2) % int64_t(hn::Lanes(DF())) != 0) {
     fail("matmul: {} needs a vector width dividing {} floats", codec_name(w.codec), codec_group(w.codec) / 2);
   }
+  if (w.codec == Codec::FP8_G32 && 32 % int64_t(hn::Lanes(DF())) != 0) {
+    fail("matmul: fp8_g32 needs a vector width dividing 32 floats");
+  }
   switch (w.codec) {
     case Codec::F32:
       return MatmulRangeT<Codec::F32>(x, m, w, y, n0, n1);
@@ -143,6 +161,8 @@ void MatmulRange(const float* x, int64_t m, const Matrix& w, float* y, int64_t n
     case Codec::P3:
     case Codec::P4:
     case Codec::S3:
+    case Codec::FP8_G32:
+      return MatmulRangeT<Codec::FP8_G32>(x, m, w, y, n0, n1);
     case Codec::MXFP4:
       break;  // matmul() hands seed and MXFP4 matrices to their own kernels before any range is cut
   }

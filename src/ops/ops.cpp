@@ -105,7 +105,7 @@ void top_k(const float* x, int n, int k, int* idx) {
 }
 
 void group_top_k(const float* scores, const float* bias, int n, int n_group, int topk_group, int k, int* idx,
-                 std::vector<float>* scratch) {
+                 std::vector<float>* scratch, float masked) {
   const int per = n / n_group;
   scratch->assign(size_t(n + 2 * n_group), 0.0f);
   float* choice = scratch->data();
@@ -121,7 +121,7 @@ void group_top_k(const float* scores, const float* bias, int n, int n_group, int
   float* keep = group + n_group;  // 1 for a kept group
   for (int gi : kept) keep[gi] = 1.0f;
   for (int e = 0; e < n; ++e) {
-    if (keep[e / per] == 0.0f) choice[e] = 0.0f;
+    if (keep[e / per] == 0.0f) choice[e] = masked;
   }
   top_k(choice, n, k, idx);
 }

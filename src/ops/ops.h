@@ -50,9 +50,10 @@ void softmax(float* x, int64_t n);
 void top_k(const float* x, int n, int k, int* idx);
 // Group-limited top-k (DeepSeek-V3, GLM-4.5): over choice[e] = scores[e] + bias[e] (bias may be null), each of the
 // n_group equal groups scores the sum of its two largest choices; the topk_group best groups stay, the others' choices
-// become 0, and the k largest choices that remain are the experts, largest first (ties: lower index).
+// become `masked` (0, or -inf as DeepSeek-V3's router), and the k largest choices that remain are the experts,
+// largest first (ties: lower index).
 void group_top_k(const float* scores, const float* bias, int n, int n_group, int topk_group, int k, int* idx,
-                 std::vector<float>* scratch);
+                 std::vector<float>* scratch, float masked = 0.0f);
 
 // Causal attention of one query row over keys [first, last] of a cache laid out [pos][kv_heads][head_dim].
 // q: [n_heads][head_dim]; out: [n_heads][head_dim]. Query head h reads KV head h / (n_heads / n_kv_heads).

@@ -363,7 +363,15 @@ std::filesystem::path find_tokenizer_file(const std::filesystem::path& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     auto file = path / "tokenizer.json";
-    if (!std::filesystem::is_regular_file(file, ec)) fail("{}: no tokenizer.json in this folder", path.string());
+    if (!std::filesystem::is_regular_file(file, ec)) {
+      // Kimi-K2 ships a tiktoken BPE (tiktoken.model + tokenization_kimi.py), which this reader cannot run.
+      const auto tiktoken = path / "tiktoken.model";
+      if (std::filesystem::is_regular_file(tiktoken, ec)) {
+        fail("{}: a tiktoken tokenizer, which Seedling cannot read (only tokenizer.json): give token ids (--ids)",
+             tiktoken.string());
+      }
+      fail("{}: no tokenizer.json in this folder", path.string());
+    }
     return file;
   }
   if (std::filesystem::is_regular_file(path, ec)) return path;

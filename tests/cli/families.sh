@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every family's tiny checkpoint (olmoe, qwen2_moe, glm4_moe, gpt_oss in bf16 and as released MXFP4, the hybrid
-# qwen3_next and qwen3_5_moe) through the
+# qwen3_next and qwen3_5_moe, deepseek_v3 with and without q_lora_rank and as released in FP8) through the
 # whole path: `pack` keeps the logits bit for bit (the logits files compared byte for byte) and its greedy ids are
 # transformers' (reference.json); experts streamed from disk into the smallest slot cache (top-k slots: every token
 # evicts) give the resident run's logits bytes and greedy ids, under LRU and LFU; and `seedling serve` answers three
@@ -33,8 +33,10 @@ same_logits() {
   cmp -s "$a" "$b" || { echo "$what: logits differ"; exit 1; }
 }
 
-# each in the layout it is checked in (qwen3_5_moe_a/hub: the multimodal folder with fused experts)
-specs=(olmoe_a/hf qwen2_moe_a/hf glm4_moe_a/hf gpt_oss_a/hf gpt_oss_mxfp4/hub qwen3_next_a/hf qwen3_5_moe_a/hub)
+# each in the layout it is checked in (qwen3_5_moe_a/hub: the multimodal folder with fused experts;
+# deepseek_v3_fp8/hub: FP8 packed as stored)
+specs=(olmoe_a/hf qwen2_moe_a/hf glm4_moe_a/hf gpt_oss_a/hf gpt_oss_mxfp4/hub qwen3_next_a/hf qwen3_5_moe_a/hub
+  deepseek_v3_a/hf deepseek_v3_b/hf deepseek_v3_fp8/hub)
 for spec in "${specs[@]}"; do
   name=${spec%%/*}
   src=$data/models/$spec

@@ -138,6 +138,15 @@ INSTANTIATE_TEST_SUITE_P(Mxfp4Shapes, QuantMatmulTest,
                                   std::to_string(std::get<3>(info.param));
                          });
 
+INSTANTIATE_TEST_SUITE_P(Fp8Shapes, QuantMatmulTest,
+                         ::testing::Combine(::testing::Values(Codec::FP8_G32), ::testing::Values(1, 5, 33),
+                                            ::testing::Values(1, 7, 64), ::testing::Values(32, 40, 200, 256)),
+                         [](const auto& info) {
+                           return std::string("fp8_m") + std::to_string(std::get<1>(info.param)) + "_r" +
+                                  std::to_string(std::get<2>(info.param)) + "_c" +
+                                  std::to_string(std::get<3>(info.param));
+                         });
+
 // The layout gpt-oss releases: element 2i in the low nibble of byte i, one e8m0 scale; rounding to the nearest e2m1
 // magnitude with the scale 2^ceil(log2(max / 6)), ties to the smaller magnitude.
 TEST(Codec, Mxfp4LayoutScaleAndRoundingAreTheReleasedOnes) {

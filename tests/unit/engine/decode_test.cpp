@@ -110,10 +110,11 @@ TEST_P(BatchedDecodeTest, BatchedDecodeOfThreeSequencesEqualsEachAloneBitForBit)
 
 INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, DecodeTest,
                          ::testing::Values("qwen3_moe_a", "mixtral_b", "olmoe_a", "qwen2_moe_a", "glm4_moe_a",
-                                           "gpt_oss_a"));
+                                           "gpt_oss_a", "deepseek_v3_a", "deepseek_v3_b"));
 INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, BatchedDecodeTest,
                          ::testing::Values("qwen3_moe_a", "mixtral_b", "olmoe_a", "qwen2_moe_a", "glm4_moe_a",
-                                           "gpt_oss_a", "qwen3_next_a", "qwen3_5_moe_a"));
+                                           "gpt_oss_a", "qwen3_next_a", "qwen3_5_moe_a", "deepseek_v3_a",
+                                           "deepseek_v3_b"));
 
 TEST(KvCache, GrowsByDoublingKeepsPositionsAndStopsAtTheLimit) {
   KvCache kv(std::vector<KvLayerShape>(2, {3, 3, 0}), 4, 20);

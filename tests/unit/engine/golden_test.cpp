@@ -14,14 +14,14 @@ namespace seedling {
 
 namespace {
 // Each tiny checkpoint with the stored layouts it has (tests/data/models/README.md): hf/ as save_pretrained wrote it,
-// hub/ the same model in another layout that must give the same logits.
+// hub/ the same model in another layout that must give the same logits (sharded, MXFP4 or FP8 as released, fused).
 const std::vector<std::tuple<std::string, std::string>> kCheckpoints = [] {
   std::vector<std::tuple<std::string, std::string>> v;
   for (const char* m : {"qwen3_moe_a", "qwen3_moe_b", "mixtral_a", "mixtral_b", "olmoe_a", "qwen2_moe_a", "glm4_moe_a",
-                        "gpt_oss_a", "gpt_oss_mxfp4", "qwen3_5_moe_a"}) {
+                        "gpt_oss_a", "gpt_oss_mxfp4", "qwen3_5_moe_a", "deepseek_v3_fp8"}) {
     for (const char* layout : {"hf", "hub"}) v.emplace_back(m, layout);
   }
-  v.emplace_back("qwen3_next_a", "hf");
+  for (const char* m : {"qwen3_next_a", "deepseek_v3_a", "deepseek_v3_b"}) v.emplace_back(m, "hf");
   return v;
 }();
 // Against a float64 reference our float32 forward is off by float32 rounding: about 1e-5 of logits of size 30-40.

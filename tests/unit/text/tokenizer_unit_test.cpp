@@ -219,6 +219,20 @@ TEST(TokenizerFiles, ModelFolderOrBareFile) {
   EXPECT_THROW(find_tokenizer_file(dir), Error);
 }
 
+// Kimi-K2 ships tiktoken files (tiktoken.model + tokenization_kimi.py), no tokenizer.json: refused naming the file.
+TEST(TokenizerFiles, TiktokenFolderIsRefusedNamingTheFile) {
+  auto dir = std::filesystem::temp_directory_path() / "seedling_tok_tiktoken";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "tiktoken.model") << "aGVsbG8= 0\n";
+  try {
+    find_tokenizer_file(dir);
+    ADD_FAILURE() << "a tiktoken folder gave a tokenizer file";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find((dir / "tiktoken.model").string()), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(TokenizerReal, MistralLoadsAndRoundTrips) {
   auto path = std::filesystem::path(SEEDLING_TEST_DATA) / "tokenizer/real/mistral-7b-v0.1.json.xz";
   Tokenizer tk = Tokenizer::from_json(test::read_test_file(path), path.string());
