@@ -21,11 +21,12 @@ namespace seedling {
 Codec stored_float_codec(const TensorInfo& t);
 
 // Part `part` of one expert as a (rows, cols) matrix in its stored float codec. The tensor's shape is checked against
-// the layout (its own: (rows, cols); stacked: (experts, rows x row_step, cols) or, transposed, (experts, cols,
-// rows x row_step)), with an Error naming the file, the tensor and both shapes. A view when the rows are contiguous
-// in the file; else a copy appended to `owned`, which must outlive the matrix. A stacked part the checkpoint holds as
-// MXFP4 (`name_blocks` + `name_scales`, as gpt-oss releases them) comes back in the mxfp4 codec, its bytes as stored.
-// A part of its own stored in FP8 (F8_E4M3 + weight_scale_inv) comes back in fp8_g32 (model/fp8_weights.h).
+// the layout (its own: (rows, cols); stacked: (experts, rows x row_step x row_blocks, cols) or, transposed, (experts,
+// cols, rows x row_step x row_blocks)), with an Error naming the file, the tensor and both shapes. A view when the rows
+// are contiguous in the file; else a copy appended to `owned`, which must outlive the matrix. A stacked part the
+// checkpoint holds as MXFP4 (`name_blocks` + `name_scales`, as gpt-oss releases them) comes back in the mxfp4 codec,
+// its bytes as stored. A part of its own stored in FP8 (F8_E4M3 + weight_scale_inv) comes back in fp8_g32
+// (model/fp8_weights.h).
 ops::Matrix read_expert_part(const Checkpoint& ck, const ExpertPart& part, int num_experts, int64_t rows, int64_t cols,
                              std::vector<std::vector<uint8_t>>* owned, const Fp8Blocks& fp8 = {});
 

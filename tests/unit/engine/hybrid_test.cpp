@@ -12,6 +12,8 @@
 
 #include "core/error.h"
 #include "engine/engine.h"
+#include "io/safetensors.h"
+#include "io/safetensors_writer.h"
 #include "model/model.h"
 #include "ops/gated_delta.h"
 #include "test_util.h"
@@ -232,6 +234,32 @@ TEST(HybridConfig, BadKeysAreOneErrorNamingTheKey) {
   EXPECT_NE(config_error("qwen3_5_moe_a", [](nlohmann::json& j) { j["text_config"]["linear_conv_kernel_dim"] = 0; })
                 .find("(text_config): key 'linear_conv_kernel_dim'"),
             std::string::npos);
+}
+
+TEST(HybridConfig, ATextOnlyQwen35FolderGivesTheMultimodalFoldersLogitsBitForBit) {
+  // qwen3_5_moe_text: text_config's keys at the top, model.language_model.* as model.*, no vision tower.
+  const std::string src = test::data_path("models/qwen3_5_moe_a/hf");
+  test::ScratchDir dir("qwen35_text");
+  nlohmann::json cfg = test::read_json(src + "/config.json")["text_config"];
+  ASSERT_EQ(cfg["model_type"], "qwen3_5_moe_text");
+  test::write_file(dir / "config.json", cfg.dump());
+  const Checkpoint ck(src);
+  SafetensorsWriter w;
+  const std::string lm = "model.language_model.";
+  for (const auto& [name, t] : ck.all()) {
+    if (name.rfind("model.visual.", 0) == 0) continue;
+    const std::string renamed = name.rfind(lm, 0) == 0 ? "model." + name.substr(lm.size()) : name;
+    const TensorInfo* info = t;
+    w.add(renamed, info->dtype, info->shape,
+          [info](uint8_t* out, size_t offset, size_t bytes) { std::memcpy(out, info->data + offset, bytes); });
+  }
+  w.write(dir / "model.safetensors");
+  auto text = Model::load(dir.str());
+  auto multimodal = Model::load(src);
+  const std::vector<int32_t> ids = ids_of("qwen3_5_moe_a");
+  const std::vector<float> a = prompt_logits(*text, ids, ids.size()), b = prompt_logits(*multimodal, ids, ids.size());
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, HybridModel, ::testing::Values("qwen3_next_a", "qwen3_5_moe_a"));

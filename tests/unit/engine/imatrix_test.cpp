@@ -201,12 +201,14 @@ TEST(ImatrixTest, FileReadsBackAndRejectsAnotherModel) {
   ModelConfig more_layers = c;
   more_layers.num_layers = 4;
   more_layers.layer_has_experts.push_back(1);
+  more_layers.layers.push_back(c.layers.back());  // a plan per layer, as validate_config leaves it
   EXPECT_NE(
       test::error_of([&] { Imatrix::load(path, more_layers); }).find("tensor 'layers.3.attn.qkv.sum_sq' is missing"),
       std::string::npos);
   ModelConfig fewer_layers = c;
   fewer_layers.num_layers = 2;
   fewer_layers.layer_has_experts.pop_back();
+  fewer_layers.layers.pop_back();
   EXPECT_NE(test::error_of([&] { Imatrix::load(path, fewer_layers); }).find("tensor 'layers.2."), std::string::npos);
   EXPECT_NE(test::error_of([&] {
               Imatrix::load(test::data_path("models/qwen3_moe_a/hf/model.safetensors"), c);
