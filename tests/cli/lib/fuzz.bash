@@ -25,7 +25,7 @@ fi
 # shellcheck disable=SC2034
 families=(src/model/model_config.cpp src/model/config.cpp src/model/family.cpp src/model/glm4_moe.cpp
   src/model/gpt_oss.cpp src/model/mixtral.cpp src/model/olmoe.cpp src/model/qwen2_moe.cpp src/model/qwen3_moe.cpp
-  src/model/qwen3_next.cpp src/model/qwen3_5_moe.cpp
+  src/model/qwen3_next.cpp src/model/qwen3_5_moe.cpp src/model/deepseek_v3.cpp
   src/io/gguf.cpp)
 
 # fuzz_build NAME ARGS...: compiles tests/fuzz/NAME.cpp with ARGS (sources under src/, given relative to the

@@ -34,7 +34,10 @@ TEST(DType, ParsesSafetensorsNames) {
   DType t;
   EXPECT_TRUE(parse_safetensors_dtype("BF16", &t));
   EXPECT_EQ(t, DType::BF16);
-  EXPECT_FALSE(parse_safetensors_dtype("F8_E4M3", &t));
+  EXPECT_TRUE(parse_safetensors_dtype("F8_E4M3", &t));  // FP8 releases (model/fp8_weights.h)
+  EXPECT_EQ(t, DType::F8_E4M3);
+  EXPECT_EQ(dtype_size(t), 1u);
+  EXPECT_FALSE(parse_safetensors_dtype("F8_E5M2", &t));
 }
 
 }  // namespace seedling

@@ -134,10 +134,21 @@ TEST(Config, UnsupportedValuesNameKeyAndValue) {
   EXPECT_NE(msg.find("rope_scaling.original_max_position_embeddings"), std::string::npos) << msg;
 
   j = real("qwen3-30b-a3b.json");
-  j["quantization_config"] = {{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}};
+  j["quantization_config"] = {{"quant_method", "gptq"}, {"bits", 4}};
   msg = error_of(j);
   EXPECT_NE(msg.find("quantization_config.quant_method"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("'fp8'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'gptq'"), std::string::npos) << msg;
+
+  j = real("qwen3-30b-a3b.json");  // Qwen3-30B-A3B-FP8's: read (model/fp8_weights.h), the block size kept
+  j["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"weight_block_size", {128, 128}}};
+  EXPECT_EQ(parse(j).fp8_block_cols, 128);
+  j["quantization_config"]["weight_block_size"] = {128};
+  msg = error_of(j);
+  EXPECT_NE(msg.find("'quantization_config.weight_block_size'"), std::string::npos) << msg;
+  j["quantization_config"]["weight_block_size"] = {128, 128};
+  j["quantization_config"]["fmt"] = "e5m2";
+  msg = error_of(j);
+  EXPECT_NE(msg.find("'quantization_config.fmt'"), std::string::npos) << msg;
 
   j = real("qwen3-30b-a3b.json");
   j["hidden_act"] = "gelu";
