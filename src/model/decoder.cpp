@@ -77,9 +77,12 @@ void Model::attention(int layer, std::span<const BatchRow> rows, const float* xn
   if (activation_observer_ != nullptr)
     activation_observer_->on_input(layer, MatrixInput::AttnQkv, -1, xn, M, c.hidden_size);
   std::vector<float> gate;  // output_gate: sigmoid(gate) times the attention output, per head beside its query
+  std::vector<float> qg(plan.output_gate ? size_t(M * 2 * Q) : 0);  // (M, 2Q): per head hd query, then hd gate rows
+  // q, k and v in one parallel region (each with matmul's bits; with int8 activations xn is quantized once).
+  ops::matmul_batch({{xn, M, lw.q, plan.output_gate ? qg.data() : q.data()},  // (M, Q) or (M, 2Q)
+                     {xn, M, lw.k, k.data()},                                 // (M, KV)
+                     {xn, M, lw.v, v.data()}});                               // (M, KV)
   if (plan.output_gate) {
-    std::vector<float> qg(size_t(M * 2 * Q));
-    ops::matmul(xn, M, lw.q, qg.data());  // (M, 2Q): per head hd query rows, then hd gate rows
     gate.resize(size_t(M * Q));
     for (int64_t i = 0; i < M; ++i) {
       for (int h = 0; h < c.num_heads; ++h) {
@@ -88,11 +91,7 @@ void Model::attention(int layer, std::span<const BatchRow> rows, const float* xn
         std::copy_n(src + hd, hd, gate.data() + i * Q + h * hd);
       }
     }
-  } else {
-    ops::matmul(xn, M, lw.q, q.data());  // (M, Q)
   }
-  ops::matmul(xn, M, lw.k, k.data());  // (M, KV)
-  ops::matmul(xn, M, lw.v, v.data());  // (M, KV)
   for (int64_t i = 0; i < M; ++i) {
     float* qi = q.data() + i * Q;
     float* ki = k.data() + i * KV;

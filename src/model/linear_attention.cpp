@@ -34,8 +34,7 @@ void Model::gated_delta_net(int layer, std::span<const BatchRow> rows, const flo
   if (p.grouped) {
     const int group = 2 * dk + 2 * rep * dv;  // [q k v z] of one key head
     std::vector<float> qkvz(size_t(M * NK * group)), ba(size_t(M * 2 * NV));
-    ops::matmul(xn, M, lw.lin_qkvz, qkvz.data());
-    ops::matmul(xn, M, lw.lin_ba, ba.data());
+    ops::matmul_batch({{xn, M, lw.lin_qkvz, qkvz.data()}, {xn, M, lw.lin_ba, ba.data()}});
     for (int64_t i = 0; i < M; ++i) {
       for (int h = 0; h < NK; ++h) {
         const float* src = qkvz.data() + i * NK * group + h * group;
@@ -50,10 +49,10 @@ void Model::gated_delta_net(int layer, std::span<const BatchRow> rows, const flo
       }
     }
   } else {
-    ops::matmul(xn, M, lw.lin_qkv, mixed.data());
-    ops::matmul(xn, M, lw.lin_z, z.data());
-    ops::matmul(xn, M, lw.lin_b, b.data());
-    ops::matmul(xn, M, lw.lin_a, a.data());
+    ops::matmul_batch({{xn, M, lw.lin_qkv, mixed.data()},
+                       {xn, M, lw.lin_z, z.data()},
+                       {xn, M, lw.lin_b, b.data()},
+                       {xn, M, lw.lin_a, a.data()}});
   }
   // The conv, row by row in order (a sequence's rows come in position order), each through its own window.
   std::vector<float> conv(size_t(M * C));
