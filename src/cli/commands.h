@@ -28,6 +28,7 @@ struct ModelFlags {
   std::string vram_budget;     // --vram-budget SIZE: VRAM for routed experts (--device cuda)
   std::string route_replay;    // --route-replay FILE: routes taken from a trace instead of the router (measuring)
   bool no_cuda_graph = false;  // --no-cuda-graph: batch-1 decode launched op by op (--device cuda)
+  std::string cpu_dot;         // --cpu-dot float | int8 (ops/matmul.h); empty: SEEDLING_CPU_DOT, else float
 };
 void add_model_flags(CLI::App* cmd, ModelFlags* f);
 // Sets the thread count, loads the model named by -m (or the default model) and places its experts.

@@ -22,7 +22,7 @@ void matmul(const float* x, int64_t m, const Matrix& w, float* y);
 void mxfp4_matmul(const float* x, int64_t m, const Matrix& w, float* y);
 
 // How matmul multiplies affine weights on the CPU. Read once from SEEDLING_CPU_DOT (float or int8; any other value
-// fails, naming it); Float when unset. set_cpu_dot overrides it (tests, benches).
+// fails, naming it); Float when unset. set_cpu_dot overrides it (the commands' --cpu-dot, tests, benches).
 enum class CpuDot : uint8_t { Float, Int8 };
 CpuDot cpu_dot();
 void set_cpu_dot(CpuDot mode);
