@@ -564,10 +564,13 @@ struct Server::Impl {
       o["text"] = {{"format", {{"type", "text"}}}};
       o["truncation"] = "disabled";
       const int in = gen->prompt_tokens, out = gen->completion_tokens;
+      // The reply does not attribute tokens to its parts: the reasoning's count is its text encoded again.
+      const std::string& reasoning = gen->reply->reasoning();
+      const int reasoning_tokens = reasoning.empty() ? 0 : int(tok.encode(reasoning, false).size());
       o["usage"] = {{"input_tokens", in},
                     {"input_tokens_details", {{"cached_tokens", gen->stream->reused_tokens()}}},
                     {"output_tokens", out},
-                    {"output_tokens_details", {{"reasoning_tokens", 0}}},
+                    {"output_tokens_details", {{"reasoning_tokens", reasoning_tokens}}},
                     {"total_tokens", in + out}};
       return o;
     };
