@@ -44,8 +44,7 @@ class ThreadPool {
 
  private:
   void worker_loop();
-  // Claims and runs chunks of the job of generation `gen` until none is left; false when the word no longer holds
-  // that generation (the job is over).
+  // Claims and runs chunks of the job of generation `gen` until none is left or the word holds a later job.
   void run_chunks(uint32_t gen);
   // Runs one chunk; an exception is kept in error_ (the first one wins).
   void run_chunk(size_t chunk);

@@ -84,10 +84,7 @@ LayerNames layer_names(const ModelConfig&, int layer) {
   n.mla_kv_a = a + "kv_a_proj_with_mqa.weight";
   n.mla_kv_a_norm = a + "kv_a_layernorm.weight";
   n.mla_kv_b = a + "kv_b_proj.weight";
-  n.router = p + "mlp.gate.weight";
-  n.router_correction = p + "mlp.gate.e_score_correction_bias";
-  swiglu_names(p + "mlp.", &n.mlp_gate, &n.mlp_up, &n.mlp_down);
-  swiglu_names(p + "mlp.shared_experts.", &n.shared_gate, &n.shared_up, &n.shared_down);
+  group_moe_names(p, &n);
   return n;
 }
 

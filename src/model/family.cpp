@@ -141,6 +141,13 @@ LayerNames qwen_shared_expert_names(const std::string& p) {
   return n;
 }
 
+void group_moe_names(const std::string& p, LayerNames* n) {
+  n->router = p + "mlp.gate.weight";
+  n->router_correction = p + "mlp.gate.e_score_correction_bias";
+  swiglu_names(p + "mlp.", &n->mlp_gate, &n->mlp_up, &n->mlp_down);
+  swiglu_names(p + "mlp.shared_experts.", &n->shared_gate, &n->shared_up, &n->shared_down);
+}
+
 void swiglu_names(const std::string& prefix, std::string* gate, std::string* up, std::string* down) {
   *gate = prefix + "gate_proj.weight";
   *up = prefix + "up_proj.weight";

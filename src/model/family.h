@@ -124,6 +124,9 @@ LayerNames llama_attention_names(const std::string& prefix);
 // The Qwen MoE block's names under `prefix` (qwen2_moe, qwen3_next, qwen3_5_moe): llama_attention_names, the router
 // mlp.gate, the dense mlp.{gate,up,down}_proj, mlp.shared_expert.* and mlp.shared_expert_gate.
 LayerNames qwen_shared_expert_names(const std::string& prefix);
+// The DeepSeek MoE block's FFN names under `prefix` (glm4_moe, deepseek_v3, kimi_k2): the router mlp.gate with its
+// e_score_correction_bias, the dense mlp.{gate,up,down}_proj and mlp.shared_experts.*, into `n`.
+void group_moe_names(const std::string& prefix, LayerNames* n);
 // A SwiGLU MLP's three projections `prefix`{gate,up,down}_proj.weight into the given names.
 void swiglu_names(const std::string& prefix, std::string* gate, std::string* up, std::string* down);
 // Routed expert parts stored one tensor each: `prefix`{gate}.weight, {up}.weight, {down}.weight.

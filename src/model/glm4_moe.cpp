@@ -27,10 +27,7 @@ void read_config(const ConfigReader& r, ModelConfig* c) {
 LayerNames layer_names(const ModelConfig&, int layer) {
   const std::string p = "model.layers." + std::to_string(layer) + ".";
   LayerNames n = llama_attention_names(p);
-  n.router = p + "mlp.gate.weight";
-  n.router_correction = p + "mlp.gate.e_score_correction_bias";
-  swiglu_names(p + "mlp.", &n.mlp_gate, &n.mlp_up, &n.mlp_down);
-  swiglu_names(p + "mlp.shared_experts.", &n.shared_gate, &n.shared_up, &n.shared_down);
+  group_moe_names(p, &n);
   return n;
 }
 
