@@ -1,8 +1,10 @@
-# Sourced by the tests/cli/fuzz_*.sh runners: builds one libFuzzer target of tests/fuzz/ with clang
-# (-fsanitize=fuzzer,address,undefined) from only the sources it needs, and runs it for a bounded time over its seed
-# corpus, tests/fuzz/corpus/NAME/ (copied: what the run adds is thrown away). Skips, exiting 0, when clang cannot
-# build a libFuzzer binary. Environment: FUZZ_SECONDS (default 15) bounds the run; FUZZ_CXX picks the compiler;
-# FUZZ_KEEP=DIR keeps the built binary in DIR (for a long run by hand, docs/results/2026-12-01-fuzzing.md);
+# Sourced by the tests/cli/fuzz_*.sh runners: builds one libFuzzer target of tests/fuzz/ through the CMake option
+# SEEDLING_FUZZ (tests/fuzz/CMakeLists.txt: clang, -fsanitize=fuzzer,address,undefined, only the sources its parser
+# needs) and runs it for a bounded time over its seed corpus, tests/fuzz/corpus/NAME/ (copied: what the run adds is
+# thrown away). Skips, exiting 0, when clang cannot link a libFuzzer binary.
+# The fuzz build folder is FUZZ_BUILD, else fuzz-build/ beside the seedling binary ctest passes as $1, else
+# build-fuzz/ in the repository; it is configured once and shared by the runners (under a lock).
+# Environment: FUZZ_SECONDS (default 15) bounds the run; FUZZ_CXX picks the compiler (default clang++);
 # FUZZ_ARTIFACTS (default $TMPDIR or /tmp) receives a failing input.
 set -euo pipefail
 fuzz_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
@@ -11,6 +13,13 @@ fuzz_work="$(mktemp -d)"
 trap 'rm -rf "$fuzz_work"' EXIT
 corpus="$fuzz_work/corpus"
 mkdir -p "$corpus"
+if [ -n "${FUZZ_BUILD:-}" ]; then
+  fuzz_dir="$FUZZ_BUILD"
+elif [ -n "${1:-}" ] && [ -d "$(dirname "$1")" ]; then
+  fuzz_dir="$(cd "$(dirname "$1")" && pwd)/fuzz-build"
+else
+  fuzz_dir="$fuzz_root/build-fuzz"
+fi
 
 if ! command -v "$fuzz_cxx" >/dev/null 2>&1; then
   echo "SKIP: $fuzz_cxx not installed (apt-get install clang)"; exit 0
@@ -20,42 +29,37 @@ if ! "$fuzz_cxx" -fsanitize=fuzzer "$fuzz_work/probe.cpp" -o "$fuzz_work/probe" 
   echo "SKIP: $fuzz_cxx cannot link -fsanitize=fuzzer here"; exit 0
 fi
 
-# What read_model_config needs (model/model_config.cpp and every family's config reader, io/gguf.cpp to refuse a
-# GGUF file; with core/mapped_file.cpp, which targets name themselves), for targets that read config.json.
-# shellcheck disable=SC2034
-families=(src/model/model_config.cpp src/model/config.cpp src/model/family.cpp src/model/glm4_moe.cpp
-  src/model/gpt_oss.cpp src/model/mixtral.cpp src/model/olmoe.cpp src/model/qwen2_moe.cpp src/model/qwen3_moe.cpp
-  src/model/qwen3_next.cpp src/model/qwen3_5_moe.cpp src/model/deepseek_v3.cpp
-  src/io/gguf.cpp)
-
-# fuzz_build NAME ARGS...: compiles tests/fuzz/NAME.cpp with ARGS (sources under src/, given relative to the
-# repository root, and libraries) into $fuzz_work/NAME.
+# fuzz_build NAME: configures the fuzz build folder when it is not (with the C compiler beside FUZZ_CXX) and builds
+# target NAME into $fuzz_dir/fuzz/NAME.
 fuzz_build() {
-  local name=$1 arg
-  shift
-  local args=()
-  for arg in "$@"; do
-    case $arg in
-      src/*) args+=("$fuzz_root/$arg") ;;
-      *) args+=("$arg") ;;
-    esac
-  done
-  echo "$name: building"
-  "$fuzz_cxx" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-    -I"$fuzz_root/src" -I"$fuzz_root/tests/fuzz" "$fuzz_root/tests/fuzz/$name.cpp" "${args[@]}" \
-    -o "$fuzz_work/$name"
-  if [ -n "${FUZZ_KEEP:-}" ]; then mkdir -p "$FUZZ_KEEP" && cp "$fuzz_work/$name" "$FUZZ_KEEP/"; fi
+  local name=$1 cc
+  cc="$(dirname "$(command -v "$fuzz_cxx")")/$(basename "$fuzz_cxx" | sed 's/clang++/clang/')"
+  mkdir -p "$(dirname "$fuzz_dir")"
+  echo "$name: building in $fuzz_dir"
+  (
+    flock 9
+    if [ ! -f "$fuzz_dir/build.ninja" ]; then
+      cmake -S "$fuzz_root" -B "$fuzz_dir" -G Ninja -DSEEDLING_FUZZ=ON -DSEEDLING_CUDA=OFF \
+        -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$fuzz_cxx" -DCMAKE_C_COMPILER="$cc" >/dev/null
+    fi
+    cmake --build "$fuzz_dir" --target "$name" >"$fuzz_work/build.log" 2>&1 || { cat "$fuzz_work/build.log"; exit 1; }
+  ) 9>"$fuzz_dir.lock"
 }
 
-# fuzz_run NAME MAX_LEN: runs $fuzz_work/NAME for FUZZ_SECONDS over tests/fuzz/corpus/NAME plus what the runner put
-# in $corpus, with tests/fuzz/NAME.dict and tests/fuzz/numbers.dict; on a crash, leak, timeout or sanitizer report prints the log's tail and the input, and fails.
+# fuzz_run NAME: runs $fuzz_dir/fuzz/NAME for FUZZ_SECONDS over tests/fuzz/corpus/NAME plus what the runner put in
+# $corpus and the seeds and input length tests/fuzz/targets.txt gives it, with tests/fuzz/NAME.dict and
+# tests/fuzz/numbers.dict; on a crash, leak, timeout or sanitizer report prints the log's tail and the input, and fails.
 fuzz_run() {
-  local name=$1 max_len=$2 seconds="${FUZZ_SECONDS:-15}" artifacts="${FUZZ_ARTIFACTS:-${TMPDIR:-/tmp}}"
+  local name=$1 seconds="${FUZZ_SECONDS:-15}" artifacts="${FUZZ_ARTIFACTS:-${TMPDIR:-/tmp}}"
+  local max_len seeds
+  read -r max_len seeds < <(awk -v n="$name" '$1 == n { print $2, $3 }' "$fuzz_root/tests/fuzz/targets.txt")
+  [ -n "$max_len" ] || { echo "FAIL: $name is not listed in tests/fuzz/targets.txt"; exit 1; }
   cp "$fuzz_root/tests/fuzz/corpus/$name"/* "$corpus/" 2>/dev/null || true
+  if [ -n "$seeds" ]; then cp "$fuzz_root/$seeds"/* "$corpus/" 2>/dev/null || true; fi
   # libFuzzer takes one dictionary: the target's own words, then the numbers every parser converts.
   cat "$fuzz_root/tests/fuzz/$name.dict" "$fuzz_root/tests/fuzz/numbers.dict" >"$fuzz_work/dict" 2>/dev/null || true
   echo "$name: running for ${seconds}s"
-  "$fuzz_work/$name" -artifact_prefix="$fuzz_work/" -max_total_time="$seconds" -max_len="$max_len" -timeout=10 \
+  "$fuzz_dir/fuzz/$name" -artifact_prefix="$fuzz_work/" -max_total_time="$seconds" -max_len="$max_len" -timeout=10 \
     -rss_limit_mb=2048 -dict="$fuzz_work/dict" -print_final_stats=1 "$corpus" >"$fuzz_work/log" 2>&1 || {
     tail -n 40 "$fuzz_work/log"
     local found
