@@ -30,6 +30,13 @@ A sidecar JSON "<out>.meta.json" (the out path with a trailing .gz and .csv remo
 folder, the text file's sha256, ctx, number of tokens, top_k, number of experts, MoE layers, dtype, device and the
 library versions, plus per-layer expert-use counts.
 
+Next-layer prediction (--predict-out FILE): what a prefetcher could know one layer early. For every MoE layer l
+whose previous layer l-1 exists, layer l's router is applied early to the residual stream that leaves layer l-1,
+normalised by layer l's post_attention_layernorm (layer l's attention has not run yet: Pre-gated MoE, ProMoE and fMoE
+predict this way). FILE is a CSV `token_index,layer,predicted_ids`, the 2k experts of highest early score in
+descending order (k = num_experts_per_tok); the sidecar JSON gets, per layer, precision@k (the share of the k
+predicted experts that the router then chose) and recall@2k (the share of the chosen k among the 2k predicted).
+
 How routing is read: a forward pre-hook on each layer's router module (`layer.mlp.gate`, an nn.Linear in
 transformers 4.x and a Qwen3MoeTopKRouter in 5.x, both with a `.weight` of shape [n_experts, hidden]) takes its input
 hidden states and recomputes logits = F.linear(x, weight), softmax in float32, top-k and renormalisation exactly as
@@ -155,6 +162,54 @@ class RouteRecorder:
         return out
 
 
+class NextLayerPredictor:
+    """Hooks every decoder layer's output; after a forward, .take(B, L) applies each MoE layer's router early to the
+    previous layer's output (normalised by the MoE layer's post_attention_layernorm) and returns
+    {layer: ids [B, L, 2k]} on the CPU, for the MoE layers that have a previous layer."""
+
+    def __init__(self, model, top_k: int):
+        inner = getattr(model, "model", model)
+        self.layers = inner.layers
+        self.width = 2 * top_k
+        self.routers = dict(find_routers(model))
+        self._out: dict[int, object] = {}
+        self._handles = []
+
+    def attach(self):
+        for i, layer in enumerate(self.layers):
+            self._handles.append(layer.register_forward_hook(self._make_hook(i)))
+        return self
+
+    def detach(self):
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+    def _make_hook(self, i):
+        def hook(module, args, output):
+            self._out[i] = output[0] if isinstance(output, (tuple, list)) else output
+
+        return hook
+
+    def take(self):
+        import torch
+        import torch.nn.functional as F
+
+        got = {}
+        with torch.no_grad():
+            for li, router in self.routers.items():
+                if li == 0 or (li - 1) not in self._out:
+                    continue
+                h = self._out[li - 1]
+                xn = self.layers[li].post_attention_layernorm(h)
+                x = xn.reshape(-1, router.weight.shape[1])
+                probs = F.softmax(F.linear(x, router.weight), dim=-1, dtype=torch.float32)
+                ids = torch.topk(probs, self.width, dim=-1).indices
+                got[li] = ids.view(*h.shape[:-1], self.width).cpu()
+        self._out = {}
+        return got
+
+
 def load_model(model_dir: str, dtype_name: str = "float32", device: str = "auto"):
     torch = _need("torch")
     transformers = _need("transformers")
@@ -203,21 +258,31 @@ def meta_path_for(out_path: str) -> str:
 
 
 def record_trace(model, ids, out_path: str, ctx: int = 512, device: str | None = None, batch_windows: int = 16,
-                 extra_meta: dict | None = None):
-    """Run the model over ids in windows of ctx and write the CSV trace. Returns the meta dict."""
+                 extra_meta: dict | None = None, predict_out: str | None = None):
+    """Run the model over ids in windows of ctx and write the CSV trace (and, with predict_out, the next-layer
+    predictions). Returns the meta dict."""
+    import contextlib
+
     import torch
 
     if device is None:
         device = next(model.parameters()).device
     rec = RouteRecorder(model).attach()
+    pred = NextLayerPredictor(model, rec.top_k).attach() if predict_out else None
+    hit_k: dict[int, int] = {}
+    hit_2k: dict[int, int] = {}
+    n_pred: dict[int, int] = {}
     counts = {li: [0] * rec.n_experts for li in rec.layers}
     n = len(ids)
     starts = list(range(0, n, ctx))
     t0 = time.time()
     rows = 0
     try:
-        with _open_out(out_path) as f, torch.no_grad():
+        with _open_out(out_path) as f, (_open_out(predict_out) if predict_out else contextlib.nullcontext()) as pf, \
+                torch.no_grad():
             f.write("token_index,layer,expert_ids,weights,token_id\n")
+            if pf is not None:
+                pf.write("token_index,layer,predicted_ids\n")
             i = 0
             while i < len(starts):
                 # batch windows of equal length together (all full windows; the short last one alone)
@@ -229,6 +294,7 @@ def record_trace(model, ids, out_path: str, ctx: int = 512, device: str | None =
                 x = torch.tensor([ids[s:s + L] for s in group], dtype=torch.long, device=device)
                 model(input_ids=x, use_cache=False)
                 got = rec.take()
+                early = pred.take() if pred is not None else {}
                 B = len(group)
                 per_layer = {}
                 for li in rec.layers:
@@ -246,9 +312,24 @@ def record_trace(model, ids, out_path: str, ctx: int = 512, device: str | None =
                             buf.append(f"{s + t},{li},{' '.join(map(str, e))},{' '.join('%.6f' % v for v in w)},{tid}\n")
                 rows += len(buf)
                 f.write("".join(buf))
+                pbuf = []
+                for li, p in early.items():
+                    p = p.tolist()
+                    for b, s in enumerate(group):
+                        for t in range(L):
+                            chosen = set(per_layer[li][0][b][t])
+                            guess = p[b][t]
+                            hit_k[li] = hit_k.get(li, 0) + len(chosen.intersection(guess[: rec.top_k]))
+                            hit_2k[li] = hit_2k.get(li, 0) + len(chosen.intersection(guess))
+                            n_pred[li] = n_pred.get(li, 0) + rec.top_k
+                            pbuf.append(f"{s + t},{li},{' '.join(map(str, guess))}\n")
+                if pf is not None:
+                    pf.write("".join(pbuf))
                 i += B
     finally:
         rec.detach()
+        if pred is not None:
+            pred.detach()
     try:
         import transformers
 
@@ -275,6 +356,15 @@ def record_trace(model, ids, out_path: str, ctx: int = 512, device: str | None =
         "transformers_version": tf_version,
         "seconds": round(time.time() - t0, 2),
     }
+    if predict_out:
+        meta["next_layer_prediction"] = {
+            "file": os.path.basename(predict_out),
+            "rule": "layer l's router on layer l's post_attention_layernorm of the residual stream leaving layer l-1",
+            "precision_at_k": {str(li): round(hit_k[li] / n_pred[li], 4) for li in sorted(n_pred)},
+            "recall_at_2k": {str(li): round(hit_2k[li] / n_pred[li], 4) for li in sorted(n_pred)},
+            "precision_at_k_mean": round(sum(hit_k.values()) / max(1, sum(n_pred.values())), 4),
+            "recall_at_2k_mean": round(sum(hit_2k.values()) / max(1, sum(n_pred.values())), 4),
+        }
     if extra_meta:
         meta.update(extra_meta)
     with open(meta_path_for(out_path), "w") as f:
@@ -291,6 +381,7 @@ def main(argv=None):
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     ap.add_argument("--device", default="auto", help="auto, cuda, cpu")
     ap.add_argument("--max-tokens", type=int, default=0, help="only the first N tokens (0 = all)")
+    ap.add_argument("--predict-out", default="", help="also write next-layer predictions here (.csv or .csv.gz)")
     a = ap.parse_args(argv)
     for p in (os.path.join(a.model, "config.json"), os.path.join(a.model, "tokenizer.json"), a.text):
         if not os.path.exists(p):
@@ -302,7 +393,7 @@ def main(argv=None):
     model, device = load_model(a.model, a.dtype, a.device)
     meta = record_trace(model, ids, a.out, ctx=a.ctx, device=device, extra_meta={
         "model_dir": os.path.abspath(a.model), "text_file": os.path.abspath(a.text), "text_sha256": sha,
-        "text_bytes": nbytes})
+        "text_bytes": nbytes}, predict_out=a.predict_out or None)
     log(f"wrote {a.out}: {meta['rows']} rows, router mismatches {meta['router_index_mismatches']}/"
         f"{meta['router_tokens_compared']}, {meta['seconds']} s")
 

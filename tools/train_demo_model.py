@@ -1142,6 +1142,8 @@ def parse_args(argv=None):
     ap.add_argument("--ctx", type=int, default=256, help="perplexity window (tokens)")
     ap.add_argument("--trace-ctx", type=int, default=512, help="route-trace window (tokens)")
     ap.add_argument("--no-trace", action="store_true")
+    ap.add_argument("--trace-predict", action="store_true",
+                    help="with the trace, the next-layer predictions (record_route_trace.py --predict-out)")
     a = ap.parse_args(argv)
     if a.experts < 32 or a.top_k < 4:
         ap.error("the issue asks for >= 32 experts and top-k >= 4")
@@ -1476,10 +1478,15 @@ def main(argv=None):
     if not args.no_trace:
         try:
             tpath = os.path.join(art, "route_trace_heldout.csv.gz")
+            ppath = os.path.join(art, "route_prediction_heldout.csv.gz") if args.trace_predict else None
             meta = rrt.record_trace(loaded, held_file_ids, tpath, ctx=args.trace_ctx, device=device, extra_meta={
                 "model_dir": args.model_name, "text_file": "heldout.txt",
                 "text_sha256": hashlib.sha256(held_text.encode()).hexdigest(),
-                "text_bytes": len(held_text.encode())})
+                "text_bytes": len(held_text.encode())}, predict_out=ppath)
+            if ppath:
+                nl = meta["next_layer_prediction"]
+                log(f"   next-layer prediction: precision@k {nl['precision_at_k_mean']}, "
+                    f"recall@2k {nl['recall_at_2k_mean']}")
             log(f"h. route trace: {meta['rows']} rows, router index mismatches {meta['router_index_mismatches']}/"
                 f"{meta['router_tokens_compared']}")
         except Exception as e:
