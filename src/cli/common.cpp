@@ -38,9 +38,11 @@ void add_model_flags(CLI::App* cmd, ModelFlags* f) {
   cmd->add_option("--device", f->device, "where the forward runs: cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_option("--vram-budget", f->vram_budget,
                   "VRAM for routed experts, e.g. 8G (--device cuda; default: all when they fit, else what is free)");
-  cmd->add_option("--route-replay", f->route_replay,
-                  "measuring tool: take every token's experts and weights from the route trace FILE instead of the "
-                  "router (same routes on different models; changes logits)");
+  cmd->add_option(
+      "--route-replay", f->route_replay,
+      "measuring tool: take every token's experts and weights from the route trace FILE instead of the "
+      "router (same routes on different models; changes logits; with --device cuda too, prompts of up to 512 tokens "
+      "when the trace came from the CPU)");
   cmd->add_option("--cpu-dot", f->cpu_dot,
                   "how the CPU multiplies q4/q8 weights: float (default; activations kept in float) or int8 "
                   "(activations quantized to int8 per block: llama.cpp's trade, faster, ~0.0007 KLD)")

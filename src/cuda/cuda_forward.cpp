@@ -174,6 +174,7 @@ class CudaForward final : public DeviceForward {
   int rows_per_forward() const override { return 4096; }
   double last_device_seconds() const override { return device_seconds_; }
   ExpertStats expert_stats() const override { return experts_ ? experts_->stats() : ExpertStats{}; }
+  void set_route_source(RouteSource* s) override { route_source_ = s; }
 
  private:
   // One layer's device copies, by role (model/family.h): what the family's schema lists for the layer's plan.
@@ -195,6 +196,9 @@ class CudaForward final : public DeviceForward {
   void attention(int layer, float* x, float* xn);
   void moe(int layer, float* x, float* xn);
   void shared_expert(int layer, float* x, const float* xn);
+  // --route-replay: the router's top-k of the batch's rows to the host, replaced there by route_source_ row by row
+  // (as decoder.cpp's route does), and back (a measuring tool: it waits for the router at every MoE layer).
+  void replay_routes(int layer, int* ids, float* weights);
 
   const ModelConfig c_;
   cudaStream_t stream_ = nullptr;
@@ -230,6 +234,8 @@ class CudaForward final : public DeviceForward {
   cudaEvent_t span_[2] = {};  // recorded around a forward's device work
   double device_seconds_ = 0.0;
   std::vector<int> ids_host_;
+  std::vector<float> weights_host_;
+  RouteSource* route_source_ = nullptr;
 
   // Decode as one CUDA graph (batch 1, every expert resident): the graph reads token, position and cache row from
   // the batch description in device memory, and decode attention sizes its splits from the cache's capacity read
@@ -432,7 +438,8 @@ void CudaForward::forward(std::span<const BatchRow> rows, float* logits) {
   prompt_runs_ = std::move(runs);
   decode_rows_ = int64_t(decode.size());
   const int64_t W = int64_t(wanted.size());
-  const bool graphed = graphs_ && M == 1 && decode_rows_ == 1 && W == 1 && experts_->resident();
+  const bool graphed =
+      graphs_ && M == 1 && decode_rows_ == 1 && W == 1 && experts_->resident() && route_source_ == nullptr;
   // One upload of the batch description.
   auto align = [](size_t n) { return (n + 15) / 16 * 16; };
   const size_t o_pos = align(tokens.size() * 4), o_kv = o_pos + align(pos.size() * 4),
@@ -687,6 +694,7 @@ void CudaForward::moe(int layer, float* x, float* xn) {
     cuda::router_route(router, M, E, K, router_policy(rp, lw.v(Role::RouterBias), lw.v(Role::RouterCorrection)), ids,
                        weights, stream_);
   }
+  if (route_source_ != nullptr) replay_routes(layer, ids, weights);
   const cuda::ExpertLayout& el = experts_->layout();
   const cuda::ExpertMath& em = lw.expert_math;
   // One pass over every chosen expert: down products and combine in one launch. Several passes (a VRAM cache
@@ -729,6 +737,26 @@ void CudaForward::moe(int layer, float* x, float* xn) {
   used.erase(std::unique(used.begin(), used.end()), used.end());
   experts_->run_layer(layer, used, run);
   if (eout != nullptr) cuda::moe_combine(eout, weights, M, K, H, x, stream_);  // x += sum_s w_s * expert_s
+}
+
+void CudaForward::replay_routes(int layer, int* ids, float* weights) {
+  const int64_t M = m_, K = c_.experts_per_token;
+  ids_host_.resize(size_t(M * K));
+  weights_host_.resize(size_t(M * K));
+  check(cudaMemcpyAsync(ids_host_.data(), ids, size_t(M * K) * sizeof(int), cudaMemcpyDeviceToHost, stream_),
+        "copying the routes back");
+  check(cudaMemcpyAsync(weights_host_.data(), weights, size_t(M * K) * sizeof(float), cudaMemcpyDeviceToHost, stream_),
+        "copying the route weights back");
+  check(cudaStreamSynchronize(stream_), "the router");
+  for (int64_t i = 0; i < M; ++i) {
+    route_source_->route(layer, int(i), {ids_host_.data() + i * K, size_t(K)},
+                         {weights_host_.data() + i * K, size_t(K)});
+  }
+  check(cudaMemcpyAsync(ids, ids_host_.data(), size_t(M * K) * sizeof(int), cudaMemcpyHostToDevice, stream_),
+        "uploading the replayed routes");
+  check(cudaMemcpyAsync(weights, weights_host_.data(), size_t(M * K) * sizeof(float), cudaMemcpyHostToDevice, stream_),
+        "uploading the replayed route weights");
+  check(cudaStreamSynchronize(stream_), "uploading the replayed routes");  // the host vectors are reused
 }
 
 // The shared expert (decoder.cpp's moe, after the routed sum): a SwiGLU MLP of norm(x), added to x, times

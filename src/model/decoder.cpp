@@ -22,8 +22,6 @@ void Model::forward(std::span<const BatchRow> rows, float* logits) {
     if (observer_ != nullptr || activation_observer_ != nullptr) {
       fail("route traces and activation statistics are recorded by the CPU forward only: run without --device cuda");
     }
-    if (route_source_ != nullptr)
-      fail("--route-replay replays routes in the CPU forward only: run without --device cuda");
     return device_->forward(rows, logits);
   }
   std::vector<float> x(size_t(M * H)), xn(size_t(M * H)), delta(size_t(M * H));

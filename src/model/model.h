@@ -96,6 +96,8 @@ class DeviceForward {
   // Seconds the device spent on the last forward, from its first copy or launch to its logits on the host (0 where
   // not measured): against the wall time of a step, what the host adds.
   virtual double last_device_seconds() const { return 0.0; }
+  // Routes to replace the router's (Model::set_route_source hands its source on); null: the router's own.
+  virtual void set_route_source(RouteSource* s) = 0;
 };
 
 class Model {
@@ -116,13 +118,20 @@ class Model {
   void set_expert_provider(std::unique_ptr<ExpertProvider> p) { experts_ = std::move(p); }
   void set_route_observer(RouteObserver* o) { observer_ = o; }
   // Replaces the router's choices with the source's (a measuring tool that changes logits); null: the router's own.
-  void set_route_source(RouteSource* s) { route_source_ = s; }
+  // (The device forward, when set, gets the same source and asks it the same way.)
+  void set_route_source(RouteSource* s) {
+    route_source_ = s;
+    if (device_) device_->set_route_source(s);
+  }
   // Sees the input of every matrix product of the forward (imatrix); null: none. Never changes a logit.
   void set_activation_observer(ActivationObserver* o) { activation_observer_ = o; }
   // Weights as loaded (views into the mapped files) and the RoPE table, for a device forward to copy.
   const ModelWeights& weights() const { return w_; }
   const ops::Rope& rope() const { return rope_; }
-  void set_device_forward(std::unique_ptr<DeviceForward> f) { device_ = std::move(f); }
+  void set_device_forward(std::unique_ptr<DeviceForward> f) {
+    device_ = std::move(f);
+    if (device_) device_->set_route_source(route_source_);
+  }
   DeviceForward* device_forward() const { return device_.get(); }
 
   // Runs the rows (several sequences may share a batch; rows of one sequence come in position order). Writes the
