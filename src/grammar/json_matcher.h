@@ -21,13 +21,13 @@ struct Frame {
   int32_t node = 0;
   uint8_t kind = 0;
   uint8_t phase = 0;
-  uint16_t small = 0;   // key: the property chosen; number: digits in the current part; literal: which one
-  uint32_t count = 0;   // string: code points; array: items begun; key, enum: trie node; literal: bytes matched
-  uint8_t esc = 0;      // string: escape state
-  uint8_t rem = 0;      // string: UTF-8 continuation bytes still due
+  uint16_t small = 0;      // key: the property chosen; number: digits in the current part; literal: which one
+  uint32_t count = 0;      // string: code points; array: items begun; key, enum: trie node; literal: bytes matched
+  uint8_t esc = 0;         // string: escape state
+  uint8_t rem = 0;         // string: UTF-8 continuation bytes still due
   uint8_t lo = 0, hi = 0;  // string: the range of the next continuation byte
-  uint16_t hex = 0;     // string: the \u digits so far
-  uint64_t seen = 0;    // object: properties already written (and dead ones)
+  uint16_t hex = 0;        // string: the \u digits so far
+  uint64_t seen = 0;       // object: properties already written (and dead ones)
   bool operator==(const Frame&) const = default;
 };
 

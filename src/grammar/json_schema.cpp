@@ -17,15 +17,15 @@ SchemaError::SchemaError(std::string keyword_, std::string path_, const std::str
 namespace {
 
 const std::set<std::string>& annotations() {
-  static const std::set<std::string> s = {"title",    "description", "default",  "examples",  "$comment", "$schema",
-                                          "$id",      "deprecated",  "readOnly", "writeOnly", "$defs",    "definitions"};
+  static const std::set<std::string> s = {"title", "description", "default",  "examples",  "$comment", "$schema",
+                                          "$id",   "deprecated",  "readOnly", "writeOnly", "$defs",    "definitions"};
   return s;
 }
 
 const std::set<std::string>& supported() {
-  static const std::set<std::string> s = {"type",     "properties", "required",  "additionalProperties",
-                                          "items",    "enum",       "const",     "anyOf",
-                                          "oneOf",    "$ref",       "minItems",  "maxItems",
+  static const std::set<std::string> s = {"type",      "properties", "required", "additionalProperties",
+                                          "items",     "enum",       "const",    "anyOf",
+                                          "oneOf",     "$ref",       "minItems", "maxItems",
                                           "minLength", "maxLength"};
   return s;
 }
@@ -63,7 +63,8 @@ void trie_insert(std::vector<TrieNode>& tries, int32_t root, const std::string& 
 
 uint64_t fill_below(std::vector<TrieNode>& tries, int32_t at) {
   uint64_t m = tries[size_t(at)].terminal >= 0 ? uint64_t(1) << tries[size_t(at)].terminal : 0;
-  for (size_t i = 0; i < tries[size_t(at)].children.size(); ++i) m |= fill_below(tries, tries[size_t(at)].children[i].second);
+  for (size_t i = 0; i < tries[size_t(at)].children.size(); ++i)
+    m |= fill_below(tries, tries[size_t(at)].children[i].second);
   tries[size_t(at)].below = m;
   return m;
 }
@@ -104,7 +105,9 @@ class Compiler {
   const Json& resolve(const std::string& ref, const std::string& path) {
     if (ref == "#") return root_;
     if (ref.rfind("#/", 0) != 0) {
-      refuse("$ref", path, fmt::format("'{}' is not a local reference (expected \"#\", \"#/$defs/NAME\" or \"#/definitions/NAME\")", ref));
+      refuse("$ref", path,
+             fmt::format("'{}' is not a local reference (expected \"#\", \"#/$defs/NAME\" or \"#/definitions/NAME\")",
+                         ref));
     }
     try {
       const Json::json_pointer ptr(ref.substr(1));
@@ -117,7 +120,8 @@ class Compiler {
 
   int32_t compile(const Json& s, const std::string& path) {
     if (s.is_boolean()) return s.get<bool>() ? kAnyNode : kNeverNode;
-    if (!s.is_object()) throw SchemaError("", path, fmt::format("the schema at {} must be an object or a boolean", path));
+    if (!s.is_object())
+      throw SchemaError("", path, fmt::format("the schema at {} must be an object or a boolean", path));
     if (auto it = memo_.find(path); it != memo_.end()) return it->second;
     for (auto it = s.begin(); it != s.end(); ++it) {
       if (annotations().count(it.key()) || supported().count(it.key())) continue;
@@ -158,7 +162,8 @@ class Compiler {
       const Json& alts = s[key];
       if (!alts.is_array() || alts.empty()) refuse(key, path, "expected a non-empty array of schemas");
       n.kind = SchemaNode::Kind::kAnyOf;
-      for (size_t i = 0; i < alts.size(); ++i) n.alternatives.push_back(compile(alts[i], fmt::format("{}/{}/{}", path, key, i)));
+      for (size_t i = 0; i < alts.size(); ++i)
+        n.alternatives.push_back(compile(alts[i], fmt::format("{}/{}/{}", path, key, i)));
     }
     if (n.kind == SchemaNode::Kind::kAnyOf) {
       g_->nodes[size_t(id)] = std::move(n);
@@ -207,10 +212,9 @@ class Compiler {
   SchemaNode typed(const Json& s, const std::string& path) {
     SchemaNode n;
     if (s.contains("type")) {
-      static const std::map<std::string, uint8_t> names = {{"object", kObject},   {"array", kArray},
-                                                           {"string", kString},   {"number", kNumber},
-                                                           {"integer", kInteger}, {"boolean", kBoolean},
-                                                           {"null", kNull}};
+      static const std::map<std::string, uint8_t> names = {
+          {"object", kObject},   {"array", kArray},     {"string", kString}, {"number", kNumber},
+          {"integer", kInteger}, {"boolean", kBoolean}, {"null", kNull}};
       const Json& t = s["type"];
       std::vector<Json> list = t.is_array() ? std::vector<Json>(t.begin(), t.end()) : std::vector<Json>{t};
       n.types = 0;
@@ -243,7 +247,8 @@ class Compiler {
       for (const Json& r : req) {
         if (!r.is_string()) refuse("required", path, "expected an array of property names");
         const std::string name = r.get<std::string>();
-        auto it = std::find_if(n.properties.begin(), n.properties.end(), [&](const Property& p) { return p.name == name; });
+        auto it =
+            std::find_if(n.properties.begin(), n.properties.end(), [&](const Property& p) { return p.name == name; });
         if (it == n.properties.end()) {  // required but not listed: an additional property, which must be allowed
           n.properties.push_back({name, n.additional});
           it = n.properties.end() - 1;
@@ -253,7 +258,8 @@ class Compiler {
       }
     }
     if (n.properties.size() > kMaxProperties) {
-      refuse("properties", path, fmt::format("{} properties; at most {} are supported in one object", n.properties.size(), kMaxProperties));
+      refuse("properties", path,
+             fmt::format("{} properties; at most {} are supported in one object", n.properties.size(), kMaxProperties));
     }
     if (s.contains("properties")) {
       for (Property& p : n.properties) {
@@ -311,8 +317,9 @@ class Compiler {
     }
     fill_live(*g_);
     if (nodes[size_t(g_->root)].live_types == 0) {
-      throw SchemaError("", "#", "the schema admits no value (an empty enum, required properties no value satisfies, "
-                                 "minItems above maxItems, ...)");
+      throw SchemaError("", "#",
+                        "the schema admits no value (an empty enum, required properties no value satisfies, "
+                        "minItems above maxItems, ...)");
     }
   }
 

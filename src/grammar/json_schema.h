@@ -68,10 +68,10 @@ struct SchemaNode {
   uint8_t live_types = kAllTypes;  // those of them some value satisfies (filled after compiling)
   // objects
   std::vector<Property> properties;
-  uint64_t required = 0;     // bits of `properties`
-  uint64_t dead = 0;         // optional properties no value satisfies: never offered
+  uint64_t required = 0;          // bits of `properties`
+  uint64_t dead = 0;              // optional properties no value satisfies: never offered
   int32_t additional = kAnyNode;  // node of other properties' values; -1: none allowed
-  int32_t key_trie = -1;     // root of the property-name trie (escaped names)
+  int32_t key_trie = -1;          // root of the property-name trie (escaped names)
   // arrays
   int32_t items = kAnyNode;  // -1: no item allowed
   uint32_t min_items = 0, max_items = UINT32_MAX;

@@ -9,7 +9,6 @@
 namespace seedling::grammar {
 
 namespace {
-constexpr size_t kCachedMasks = 32;
 
 void set_bit(std::vector<uint64_t>& bits, int32_t id) {
   bits[size_t(id) >> 6] |= uint64_t(1) << (id & 63);
@@ -39,7 +38,7 @@ TokenTrie::TokenTrie(const std::vector<TokenBytes>& tokens, size_t vocab) : voca
   byte_.push_back(0);
   depth_.push_back(0);
   end_.push_back(0);
-  std::vector<uint32_t> path = {0};  // node at each depth of the previous string
+  std::vector<uint32_t> path = {0};                // node at each depth of the previous string
   std::vector<std::pair<uint32_t, int32_t>> ends;  // (node, id)
   const std::string* prev = nullptr;
   for (const int32_t id : order) {
@@ -116,6 +115,11 @@ std::string TokenConstraint::state_key() const {
 
 void TokenConstraint::allowed(std::vector<uint64_t>& bits) {
   SEEDLING_CHECK(active(), "a mask asked for before the constraint starts");
+  if (cache_size_ == 0) {
+    compute(bits);
+    ++computed_;
+    return;
+  }
   std::string key = state_key();
   if (auto it = cache_.find(key); it != cache_.end()) {
     lru_.splice(lru_.begin(), lru_, it->second);
@@ -127,7 +131,7 @@ void TokenConstraint::allowed(std::vector<uint64_t>& bits) {
   ++computed_;
   lru_.emplace_front(key, bits);
   cache_[std::move(key)] = lru_.begin();
-  if (lru_.size() > kCachedMasks) {
+  if (lru_.size() > cache_size_) {
     cache_.erase(lru_.back().first);
     lru_.pop_back();
   }

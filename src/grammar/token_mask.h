@@ -38,8 +38,8 @@ class TokenTrie {
   friend class TokenConstraint;
   size_t vocab_;
   size_t max_depth_ = 0;
-  std::vector<std::string> bytes_;   // by id ("" for tokens left out)
-  std::vector<uint8_t> byte_;        // per node, depth-first order; node 0 is the root
+  std::vector<std::string> bytes_;  // by id ("" for tokens left out)
+  std::vector<uint8_t> byte_;       // per node, depth-first order; node 0 is the root
   std::vector<uint16_t> depth_;
   std::vector<uint32_t> end_;        // one past the node's subtree
   std::vector<uint32_t> ids_begin_;  // tokens ending at node i: ids_[ids_begin_[i], ids_begin_[i + 1])
@@ -65,6 +65,8 @@ class TokenConstraint {
   bool done() const { return active() && matcher_.done(); }
   bool can_end() const { return active() && matcher_.can_end(); }
   const JsonMatcher& matcher() const { return matcher_; }
+  // How many masks the cache keeps (32 by default; 0: none, each mask computed).
+  void set_cache_size(size_t n) { cache_size_ = n; }
   // Masks computed and masks found in the cache so far.
   size_t computed() const { return computed_; }
   size_t cached() const { return cached_; }
@@ -84,6 +86,7 @@ class TokenConstraint {
   // masks by state, least recently used last
   std::list<std::pair<std::string, std::vector<uint64_t>>> lru_;
   std::unordered_map<std::string, decltype(lru_)::iterator> cache_;
+  size_t cache_size_ = 32;
   size_t computed_ = 0, cached_ = 0;
 };
 

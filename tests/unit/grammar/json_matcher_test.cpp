@@ -31,26 +31,58 @@ TEST(JsonMatcher, AnyValueIsJsonSyntax) {
                {"{}", "[]", "0", "-0", "-0.5e+3", "1E10", "12.50", "\"\"", "true", "false", "null", "{\"a\": [1, {}]}",
                 " {\"a\":1}", "[1,\n  2]", "\"\\u00e9\\n\\\"\\\\\\/\\b\\f\\r\\t\"", "\"\\ud83d\\ude00\"",
                 "\"日本語 😀\"", "{\"\": {\"\": []}}"},
-               {"", "{", "[1,]", "[,1]", "{\"a\"}", "{\"a\":}", "{,}", "01", "-", "1.", ".5", "1e", "+1", "--1", "tru",
-                "nul", "True", "\"abc", "'a'", "\"\\x\"", "\"\\u12\"", "\"\\ud83d\"", "\"\\ude00\"",
-                "\"\\ud83d\\u0041\"", "\"a\nb\"", "\"\xC3\"", "\"\xC0\xAF\"", "\"\xED\xA0\x80\"", "\"\xF4\x90\x80\x80\"",
-                "\"\xFF\"", "{} ", "1 2", "[1]]", "{\"a\":1,}", "[1  ,2]", "[1,\t2]"});
+               {"",
+                "{",
+                "[1,]",
+                "[,1]",
+                "{\"a\"}",
+                "{\"a\":}",
+                "{,}",
+                "01",
+                "-",
+                "1.",
+                ".5",
+                "1e",
+                "+1",
+                "--1",
+                "tru",
+                "nul",
+                "True",
+                "\"abc",
+                "'a'",
+                "\"\\x\"",
+                "\"\\u12\"",
+                "\"\\ud83d\"",
+                "\"\\ude00\"",
+                "\"\\ud83d\\u0041\"",
+                "\"a\nb\"",
+                "\"\xC3\"",
+                "\"\xC0\xAF\"",
+                "\"\xED\xA0\x80\"",
+                "\"\xF4\x90\x80\x80\"",
+                "\"\xFF\"",
+                "{} ",
+                "1 2",
+                "[1]]",
+                "{\"a\":1,}",
+                "[1  ,2]",
+                "[1,\t2]"});
 }
 
 TEST(JsonMatcher, WhitespaceIsBounded) {
   auto g = compile("true");
   EXPECT_TRUE(JsonMatcher::matches(g, "{\n" + std::string(20, ' ') + "\"a\": 1\n}"));
   EXPECT_FALSE(JsonMatcher::matches(g, "{\n" + std::string(21, ' ') + "\"a\": 1\n}"));
-  EXPECT_FALSE(JsonMatcher::matches(g, "{  \"a\": 1}"));   // two spaces
+  EXPECT_FALSE(JsonMatcher::matches(g, "{  \"a\": 1}"));    // two spaces
   EXPECT_FALSE(JsonMatcher::matches(g, "{\n\n\"a\": 1}"));  // two newlines
   EXPECT_TRUE(JsonMatcher::matches(g, "{\n\t\t\"a\" : [ 1 , 2 ] }"));
   EXPECT_FALSE(JsonMatcher::matches(g, "{}\n"));  // nothing after the value: only the end
 }
 
 TEST(JsonMatcher, NumbersAndIntegers) {
-  expect_texts(R"({"type": "number"})", {"0", "-0.5e+3", "3.25", "1e-7", "-12E+04", "9999999999999999"},
-               {"1.", "00", "-", "1e", "1e+", "\"1\"", "NaN", "Infinity", "12345678901234567", "1.12345678901234567",
-                "1e1234"});
+  expect_texts(
+      R"({"type": "number"})", {"0", "-0.5e+3", "3.25", "1e-7", "-12E+04", "9999999999999999"},
+      {"1.", "00", "-", "1e", "1e+", "\"1\"", "NaN", "Infinity", "12345678901234567", "1.12345678901234567", "1e1234"});
   expect_texts(R"({"type": "integer"})", {"0", "-7", "123"}, {"1.0", "1e3", "-", "01", "-0.5e+3"});
   expect_texts(R"({"type": ["integer", "null"]})", {"5", "null"}, {"5.5", "true"});
 }
@@ -121,8 +153,8 @@ TEST(JsonMatcher, AnyOfOneOfAndNestedRefs) {
                 R"({"tree": {"v": 0}, "pets": [{"kind": "cat", "lives": 9}, {"kind": "dog", "good": true}]})",
                 R"({"tree": {"v": 0}, "id": "x"})", R"({"tree": {"v": 0}, "id": 7})"},
                {R"({"tree": {"kids": []}})", R"({"tree": {"v": 1, "kids": [{"v": "2"}]}})",
-                R"({"tree": {"v": 0}, "pets": [{"kind": "cat"}]})", R"({"tree": {"v": 0}, "pets": [{"kind": "dog", "lives": 1}]})",
-                R"({"tree": {"v": 0}, "id": null})"});
+                R"({"tree": {"v": 0}, "pets": [{"kind": "cat"}]})",
+                R"({"tree": {"v": 0}, "pets": [{"kind": "dog", "lives": 1}]})", R"({"tree": {"v": 0}, "id": null})"});
   expect_texts(R"({"anyOf": [{"type": "string", "maxLength": 1}, {"type": "string", "minLength": 3}]})",
                {"\"a\"", "\"abc\""}, {"\"ab\""});
   expect_texts(R"({"$ref": "#/$defs/list", "$defs": {"list": {"type": ["array", "null"], "items": {"$ref": "#"}}}})",
@@ -131,7 +163,8 @@ TEST(JsonMatcher, AnyOfOneOfAndNestedRefs) {
 
 TEST(JsonMatcher, JsonObjectIsAnyObject) {
   auto g = Grammar::any_object();
-  for (const char* t : {"{}", "{\"a\": [1, 2, {\"b\": null}]}", "{\"x\": \"\\u00e9\"}"}) EXPECT_TRUE(JsonMatcher::matches(g, t)) << t;
+  for (const char* t : {"{}", "{\"a\": [1, 2, {\"b\": null}]}", "{\"x\": \"\\u00e9\"}"})
+    EXPECT_TRUE(JsonMatcher::matches(g, t)) << t;
   for (const char* t : {"[]", "1", "\"{}\"", "{"}) EXPECT_FALSE(JsonMatcher::matches(g, t)) << t;
 }
 
