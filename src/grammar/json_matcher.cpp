@@ -14,7 +14,7 @@ enum NumPhase : uint8_t { kNumMinus, kNumZero, kNumInt, kNumDot, kNumFrac, kNumE
 constexpr uint16_t kAdditionalKey = 0xFFFF;
 constexpr uint32_t kOffTrie = UINT32_MAX;
 constexpr uint16_t kMaxIndent = 20;
-constexpr uint16_t kMaxIntDigits = 16, kMaxFracDigits = 16, kMaxExpDigits = 3;
+constexpr uint16_t kMaxIntDigits = 16, kMaxFracDigits = 16, kMaxExpDigits = 2;  // below 1e116: a finite double
 constexpr size_t kMaxThreads = 64;
 constexpr const char* kLiterals[3] = {"true", "false", "null"};
 constexpr uint8_t kLiteralSize[3] = {4, 5, 4};

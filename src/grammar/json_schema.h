@@ -8,8 +8,8 @@
 // any other keyword is a SchemaError naming it, since it would constrain values the matcher does not check.
 // What generation writes is narrower than what the schema admits in three ways, so that output always ends:
 // whitespace between tokens is "", one space, or a newline and at most 20 spaces or tabs; numbers have at most 16
-// integer digits, 16 fraction digits and 3 exponent digits (integer: no fraction or exponent); enum and const
-// values are written compactly, as JSON.stringify writes them, and property names literally (no \u escapes).
+// integer digits, 16 fraction digits and 2 exponent digits, so a finite double (integer: no fraction or exponent); enum
+// and const values are written compactly, as JSON.stringify writes them, and property names literally (no \u escapes).
 #pragma once
 
 #include <cstdint>
