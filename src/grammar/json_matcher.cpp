@@ -145,12 +145,12 @@ struct Stepper {
       if (t.top < 0) return;
       Frame f = a.links[size_t(t.top)].frame;
       const SchemaNode& n = g.nodes[size_t(f.node)];
+      if (ws && (f.kind == kValue || f.kind == kObj || f.kind == kArr)) {  // between tokens
+        if (take_ws(t, c)) out.push_back(t);
+        return;
+      }
       switch (f.kind) {
         case kValue: {
-          if (ws) {
-            if (take_ws(t, c)) out.push_back(t);
-            return;
-          }
           if (n.kind == SchemaNode::Kind::kAnyOf) {
             for (const int32_t alt : n.alternatives) {
               Thread u = t;
@@ -199,10 +199,6 @@ struct Stepper {
           return;
         }
         case kObj: {
-          if (ws) {
-            if (take_ws(t, c)) out.push_back(t);
-            return;
-          }
           const bool closing = c == '}' && (f.phase == kObjOpen || f.phase == kObjAfterValue);
           if (closing) {
             if (!required_met(n, f.seen)) return;
@@ -268,10 +264,6 @@ struct Stepper {
           return;
         }
         case kArr: {
-          if (ws) {
-            if (take_ws(t, c)) out.push_back(t);
-            return;
-          }
           const bool counted = n.min_items > 0 || n.max_items != UINT32_MAX;
           if (c == ']') {
             if (f.count < n.min_items) return;
@@ -312,6 +304,8 @@ struct Stepper {
         case kNum: {
           const bool integer = (n.live_types & kNumber) == 0;
           const bool digit = is_digit(c);
+          // Digits of the current part, at most `max` of them; false when the byte is not one.
+          auto digit_of = [&](uint16_t max) { return digit && f.small < max && ++f.small; };
           bool took = true;
           switch (f.phase) {
             case kNumMinus:
@@ -321,27 +315,12 @@ struct Stepper {
               break;
             case kNumZero:
             case kNumInt:
-              if (digit && f.phase == kNumInt) {
-                if (f.small >= kMaxIntDigits) return;
-                ++f.small;
-              } else if (c == '.' && !integer) {
+            case kNumFrac:
+              if (digit && f.phase != kNumZero) {
+                if (!digit_of(f.phase == kNumInt ? kMaxIntDigits : kMaxFracDigits)) return;
+              } else if (c == '.' && !integer && f.phase != kNumFrac) {
                 f.phase = kNumDot;
               } else if ((c == 'e' || c == 'E') && !integer) {
-                f.phase = kNumE;
-              } else {
-                took = false;
-              }
-              break;
-            case kNumDot:
-              if (!digit) return;
-              f.phase = kNumFrac;
-              f.small = 1;
-              break;
-            case kNumFrac:
-              if (digit) {
-                if (f.small >= kMaxFracDigits) return;
-                ++f.small;
-              } else if (c == 'e' || c == 'E') {
                 f.phase = kNumE;
               } else {
                 took = false;
@@ -350,25 +329,18 @@ struct Stepper {
             case kNumE:
               if (c == '+' || c == '-') {
                 f.phase = kNumESign;
-              } else if (digit) {
-                f.phase = kNumExp;
-                f.small = 1;
-              } else {
-                return;
+                break;
               }
-              break;
-            case kNumESign:
+              [[fallthrough]];
+            case kNumDot:
+            case kNumESign:  // a digit must come
               if (!digit) return;
-              f.phase = kNumExp;
+              f.phase = f.phase == kNumDot ? kNumFrac : kNumExp;
               f.small = 1;
               break;
             case kNumExp:
-              if (digit) {
-                if (f.small >= kMaxExpDigits) return;
-                ++f.small;
-              } else {
-                took = false;
-              }
+              if (digit && !digit_of(kMaxExpDigits)) return;
+              took = digit;
               break;
           }
           if (took) {

@@ -28,16 +28,8 @@ struct SchemaError : std::runtime_error {
   std::string keyword, path;
 };
 
-enum TypeBits : uint8_t {
-  kObject = 1,
-  kArray = 2,
-  kString = 4,
-  kNumber = 8,
-  kInteger = 16,
-  kBoolean = 32,
-  kNull = 64,
-  kAllTypes = 127,
-};
+enum TypeBits : uint8_t { kObject = 1, kArray = 2, kString = 4, kNumber = 8, kInteger = 16, kBoolean = 32, kNull = 64 };
+inline constexpr uint8_t kAllTypes = 127;
 
 // A byte trie (property names, enum literals): node 0 of each trie is its root.
 struct TrieNode {
