@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 
 #include "core/error.h"
@@ -83,8 +84,9 @@ double Sampler::next_uniform() {
   return double(z >> 11) * 0x1.0p-53;
 }
 
-int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> context) {
-  const int32_t t = draw(logits, context);
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> context,
+                        std::span<const uint64_t> allowed) {
+  const int32_t t = draw(logits, context, allowed);
   if (p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f) {
     if (generated_count_.size() < logits.size()) generated_count_.resize(logits.size(), 0);
     ++generated_count_[size_t(t)];
@@ -92,9 +94,19 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   return t;
 }
 
-int32_t Sampler::draw(std::span<const float> logits, std::span<const int32_t> context) {
+int32_t Sampler::draw(std::span<const float> logits, std::span<const int32_t> context,
+                      std::span<const uint64_t> allowed) {
   work_.assign(logits.begin(), logits.end());
   const int n = int(work_.size());
+  if (!allowed.empty()) {
+    bool any = false;
+    for (size_t t = 0; t < size_t(n); ++t) {
+      const bool ok = t / 64 < allowed.size() && ((allowed[t / 64] >> (t % 64)) & 1);
+      if (!ok) work_[t] = -std::numeric_limits<float>::infinity();
+      any = any || ok;
+    }
+    SEEDLING_CHECK(any, "the allowed-token mask allows no token");
+  }
   for (const auto& [t, b] : p_.logit_bias) {
     if (t >= n) fail("logit bias: token id {} is not below the vocabulary size {}", t, n);
     work_[size_t(t)] += b;
@@ -125,6 +137,8 @@ int32_t Sampler::draw(std::span<const float> logits, std::span<const int32_t> co
   } else {
     std::sort(ids_.begin(), ids_.end(), by_logit);
   }
+  // Masked tokens (-inf, sorted last) are never candidates, even where rounding leaves mass for the last ones.
+  while (keep > 1 && work_[size_t(ids_[size_t(keep - 1)])] == -std::numeric_limits<float>::infinity()) --keep;
   // Softmax over the kept candidates.
   std::vector<double> prob(static_cast<size_t>(keep));
   const double mx = work_[size_t(ids_[0])];

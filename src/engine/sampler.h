@@ -1,9 +1,9 @@
 // engine/sampler.h - picks the next token from logits: greedy, or sampled with the usual filters.
 //
-// Order: logit bias -> repetition penalty -> presence and frequency penalties -> temperature -> top-k -> top-p ->
-// min-p -> draw (transformers' order of its processors, with OpenAI's bias and penalties first). temperature 0 is
-// greedy (argmax, lowest id on ties) over the biased and penalised logits. The generator is splitmix64 seeded by
-// `seed`, so the same seed and logits give the same tokens on every machine.
+// Order: the allowed-token mask (-inf) -> logit bias -> repetition penalty -> presence and frequency penalties ->
+// temperature -> top-k -> top-p -> min-p -> draw (transformers' order of its processors, with OpenAI's bias and
+// penalties first). temperature 0 is greedy (argmax, lowest id on ties) over the biased and penalised logits. The
+// generator is splitmix64 seeded by `seed`, so the same seed and logits give the same tokens on every machine.
 #pragma once
 
 #include <cstdint>
@@ -30,13 +30,16 @@ struct SamplerParams {
 class Sampler {
  public:
   explicit Sampler(SamplerParams p);
-  // `context` holds the ids the repetition penalty looks at (prompt and generated so far).
-  int32_t sample(std::span<const float> logits, std::span<const int32_t> context);
+  // `context` holds the ids the repetition penalty looks at (prompt and generated so far). `allowed`, when not
+  // empty, is a bitset over the ids (bit id % 64 of word id / 64; structured output): the others get -inf before
+  // anything else, so neither greedy nor sampling picks them. At least one id must be allowed.
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> context,
+                 std::span<const uint64_t> allowed = {});
   const SamplerParams& params() const { return p_; }
 
  private:
   double next_uniform();  // [0, 1)
-  int32_t draw(std::span<const float> logits, std::span<const int32_t> context);
+  int32_t draw(std::span<const float> logits, std::span<const int32_t> context, std::span<const uint64_t> allowed);
 
   SamplerParams p_;
   uint64_t state_;

@@ -192,6 +192,64 @@ GenerationParams parse_generation(const Json& b, bool chat) {
   return g;
 }
 
+}  // namespace
+
+std::shared_ptr<const grammar::Grammar> parse_response_format(const Json& f, const std::string& param, bool nested) {
+  if (!f.is_object()) throw wrong_type(param, "an object", f);
+  const Json* type = field(f, "type");
+  if (type == nullptr)
+    throw ApiError(400, fmt::format("'{}.type' is required", param), param + ".type", "missing_required_parameter");
+  if (!type->is_string()) throw wrong_type(param + ".type", "a string", *type);
+  const std::string t = type->get<std::string>();
+  auto only = [&](const Json& o, const std::string& where, const std::set<std::string>& keys) {
+    for (auto it = o.begin(); it != o.end(); ++it) {
+      if (!keys.count(it.key())) {
+        throw ApiError(400, fmt::format("unrecognized argument supplied: '{}.{}'", where, it.key()),
+                       where + "." + it.key(), "unknown_parameter");
+      }
+    }
+  };
+  if (t == "text") {
+    only(f, param, {"type"});
+    return nullptr;
+  }
+  if (t == "json_object") {
+    only(f, param, {"type"});
+    return grammar::Grammar::any_object();
+  }
+  if (t != "json_schema") {
+    throw bad_value(param + ".type", fmt::format("'{}' is not one of text, json_object, json_schema", t));
+  }
+  const Json* spec = &f;
+  std::string where = param;
+  if (nested) {
+    only(f, param, {"type", "json_schema"});
+    spec = field(f, "json_schema");
+    where = param + ".json_schema";
+    if (spec == nullptr)
+      throw ApiError(400, fmt::format("'{}' is required", where), where, "missing_required_parameter");
+    if (!spec->is_object()) throw wrong_type(where, "an object", *spec);
+    only(*spec, where, {"name", "description", "schema", "strict"});
+  } else {
+    only(f, param, {"type", "name", "description", "schema", "strict"});
+  }
+  if (auto name = string(*spec, "name"); name && name->empty()) throw bad_value(where + ".name", "must not be empty");
+  (void)string(*spec, "description");
+  (void)boolean(*spec, "strict");  // the output always follows the schema
+  const Json* schema = field(*spec, "schema");
+  const std::string sp = where + ".schema";
+  if (schema == nullptr) throw ApiError(400, fmt::format("'{}' is required", sp), sp, "missing_required_parameter");
+  if (!schema->is_object() && !schema->is_boolean()) throw wrong_type(sp, "an object", *schema);
+  try {
+    return grammar::Grammar::from_schema(*schema);
+  } catch (const grammar::SchemaError& e) {
+    throw ApiError(400, fmt::format("'{}': {}", sp, e.what()), sp,
+                   e.keyword.empty() ? "invalid_schema" : "unsupported_schema_keyword");
+  }
+}
+
+namespace {
+
 // Message content as the template wants it: a string. Text parts are joined; other parts are refused.
 std::string content_text(const Json& c, const std::string& param) {
   if (c.is_null()) return "";
@@ -299,12 +357,7 @@ ChatRequest parse_chat_request(const Json& b, bool template_has_tools) {
   if (logprobs) r.gen.logprobs = int(top.value_or(0));
   (void)boolean(b, "parallel_tool_calls");
   (void)string(b, "reasoning_effort");  // the template's own switch is chat_template_kwargs.enable_thinking
-  if (const Json* rf = field(b, "response_format")) {
-    if (!rf->is_object()) throw wrong_type("response_format", "an object", *rf);
-    if (string(*rf, "type").value_or("") != "text") {
-      throw unsupported("response_format", "only {\"type\": \"text\"} (no structured output)");
-    }
-  }
+  if (const Json* rf = field(b, "response_format")) r.gen.grammar = parse_response_format(*rf, "response_format", true);
   if (const Json* kw = field(b, "chat_template_kwargs")) {
     if (!kw->is_object()) throw wrong_type("chat_template_kwargs", "an object", *kw);
     r.template_kwargs = *kw;
@@ -437,14 +490,10 @@ ResponsesRequest parse_responses_request(const Json& b, bool template_has_tools)
         "previous_response_id",
         fmt::format("'{}': nothing is stored here; send the whole conversation in 'input'", prev->dump()));
   }
+  std::shared_ptr<const grammar::Grammar> format;
   if (const Json* t = field(b, "text")) {
     if (!t->is_object()) throw wrong_type("text", "an object", *t);
-    if (const Json* f = field(*t, "format")) {
-      if (!f->is_object()) throw wrong_type("text.format", "an object", *f);
-      if (string(*f, "type").value_or("") != "text") {
-        throw unsupported("text.format", "only {\"type\": \"text\"} (no structured output)");
-      }
-    }
+    if (const Json* f = field(*t, "format")) format = parse_response_format(*f, "text.format", false);
   }
   if (const Json* r = field(b, "reasoning"); r && !r->is_object()) throw wrong_type("reasoning", "an object", *r);
   if (const Json* inc = field(b, "include"); inc && !inc->is_array()) throw wrong_type("include", "an array", *inc);
@@ -547,6 +596,7 @@ ResponsesRequest parse_responses_request(const Json& b, bool template_has_tools)
     if (e.param.rfind("messages", 0) == 0) e.param = "input" + e.param.substr(8);
     throw;
   }
+  r.chat.gen.grammar = format;
   r.echo = {{"instructions", b.contains("instructions") ? b["instructions"] : Json(nullptr)},
             {"max_output_tokens", b.contains("max_output_tokens") ? b["max_output_tokens"] : Json(nullptr)},
             {"temperature", r.chat.gen.sampling.temperature},
@@ -554,7 +604,8 @@ ResponsesRequest parse_responses_request(const Json& b, bool template_has_tools)
             {"tools", b.contains("tools") ? b["tools"] : Json::array()},
             {"tool_choice", b.contains("tool_choice") ? b["tool_choice"] : Json("auto")},
             {"parallel_tool_calls", b.contains("parallel_tool_calls") ? b["parallel_tool_calls"] : Json(true)},
-            {"metadata", b.contains("metadata") ? b["metadata"] : Json::object()}};
+            {"metadata", b.contains("metadata") ? b["metadata"] : Json::object()},
+            {"text", {{"format", format ? b["text"]["format"] : Json{{"type", "text"}}}}}};
   return r;
 }
 

@@ -1,10 +1,10 @@
 // serve/api.h - the OpenAI request bodies read into typed requests, and OpenAI-style errors.
 //
 // Every field is checked for its type and range; a field the server does not implement (tools when the template
-// has none, structured output, ...) or does not know is refused with a 400 naming it. presence_penalty,
-// frequency_penalty and logit_bias are honoured (engine/sampler.h). Fields that change nothing here are checked and
-// ignored: store, metadata, service_tier, reasoning_effort, user, parallel_tool_calls. Nothing wrong is silently
-// ignored or defaulted.
+// has none, a schema keyword the matcher does not check, ...) or does not know is refused with a 400 naming it.
+// presence_penalty, frequency_penalty and logit_bias are honoured (engine/sampler.h), response_format by constrained
+// decoding. Fields that change nothing here are checked and ignored: store, metadata, service_tier, reasoning_effort,
+// user, parallel_tool_calls. Nothing wrong is silently ignored or defaulted.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "grammar/json_schema.h"
 #include "serve/reply.h"
 
 namespace seedling::serve {
@@ -46,6 +47,9 @@ struct GenerationParams {
   bool ignore_eos = false;     // extension (as vLLM's): generate up to max_tokens whatever the model says
   int logprobs = -1;           // -1: none; else each token's log-probability with this many alternatives
   int n = 1;                   // choices: n sequences from the one prompt, choice i sampled with seed + i
+  // response_format json_object / json_schema (text.format for /v1/responses): the grammar the output follows, by
+  // constrained decoding (grammar/token_mask.h); null for text.
+  std::shared_ptr<const grammar::Grammar> grammar;
 };
 inline constexpr int kMaxChoices = 16;  // the largest n a request may ask
 
@@ -66,7 +70,7 @@ struct CompletionRequest {
 // message items with text parts, function_call and function_call_output items) become the messages, function
 // tools the chat tools; `echo` keeps what a response object repeats back (instructions, max_output_tokens,
 // temperature, top_p, tools, tool_choice, parallel_tool_calls, metadata). Nothing is stored, so
-// previous_response_id is refused; text.format other than text is refused (no structured output yet).
+// previous_response_id is refused; text.format json_object and json_schema are structured output, as chat's.
 struct ResponsesRequest {
   ChatRequest chat;
   nlohmann::ordered_json echo;
@@ -81,6 +85,12 @@ std::string response_item_id(const char* kind, const std::string& id, int index 
 nlohmann::ordered_json response_reasoning_item(const std::string& id, const std::string& text, const char* status);
 nlohmann::ordered_json response_message_item(const std::string& id, const std::string& text, const char* status);
 nlohmann::ordered_json response_call_item(const ToolCall& call, const std::string& id, int index, const char* status);
+
+// A response format read into a grammar (null for {"type": "text"}): chat's response_format (`nested`: the schema
+// under "json_schema") or the Responses API's text.format (name, schema and strict beside the type). `param` names
+// it in errors; a schema the compiler refuses is a 400 naming the keyword and where it is.
+std::shared_ptr<const grammar::Grammar> parse_response_format(const nlohmann::ordered_json& format,
+                                                              const std::string& param, bool nested);
 
 // The request body as a JSON object; 400 when it is not one.
 nlohmann::ordered_json parse_body(const std::string& body);

@@ -171,7 +171,20 @@ void Scheduler::finish(Slot& s, Finish f, const std::string& error) {
 
 void Scheduler::sample(Slot& s, const float* logits) {
   const int V = engine_.model().config().vocab_size;
-  const int32_t t = s.sampler->sample({logits, size_t(V)}, s.context);
+  grammar::TokenConstraint* constraint = s.job->request.constraint.get();
+  std::span<const uint64_t> allowed;
+  if (constraint != nullptr && constraint->active()) {
+    constraint->allowed(mask_);
+    if (std::all_of(mask_.begin(), mask_.end(), [](uint64_t w) { return w == 0; })) {
+      return finish(s, Finish::kError,
+                    "structured output: no token of the vocabulary continues the JSON here (the vocabulary lacks the "
+                    "bytes it needs)");
+    }
+    allowed = mask_;
+  }
+  const int32_t t = s.sampler->sample({logits, size_t(V)}, s.context, allowed);
+  if (constraint != nullptr)
+    SEEDLING_CHECK(constraint->accept(t), "the sampler picked token {}, which the mask refused", t);
   const double now = seconds();
   if (metrics_ != nullptr) {
     metrics_->add_generated_tokens(1);
@@ -192,6 +205,7 @@ void Scheduler::sample(Slot& s, const float* logits) {
     s.job->stream->push(t, nullptr);
   }
   if (std::find(r.stop_ids.begin(), r.stop_ids.end(), t) != r.stop_ids.end()) return finish(s, Finish::kStop);
+  if (constraint != nullptr && constraint->done() && r.stop_ids.empty()) return finish(s, Finish::kStop);
   if (s.generated >= r.max_tokens) return finish(s, Finish::kLength);
   if (int(s.fed.size()) + 1 > engine_.max_context()) return finish(s, Finish::kLength);
   s.last = t;

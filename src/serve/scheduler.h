@@ -22,6 +22,7 @@
 
 #include "engine/engine.h"
 #include "engine/sampler.h"
+#include "grammar/token_mask.h"
 #include "serve/metrics.h"
 
 namespace seedling::serve {
@@ -32,6 +33,10 @@ struct Request {
   SamplerParams sampling;
   std::vector<int32_t> stop_ids;  // generation ends after one of these (it is counted, and never shown as text)
   int logprobs = -1;              // -1: none; else each token's log-probability and this many alternatives
+  // Structured output: each step samples among the tokens it allows and then takes the chosen one; once the value
+  // is complete only stop_ids are allowed (and with none, ignore_eos, the request ends there as stopped). One per
+  // request: a choice of n has its own.
+  std::shared_ptr<grammar::TokenConstraint> constraint = nullptr;
 };
 
 enum class Finish { kRunning, kStop, kLength, kCancelled, kError };
@@ -116,6 +121,7 @@ class Scheduler {
   void admit();  // under mu_
   void finish(Slot& s, Finish f, const std::string& error = {});
   void sample(Slot& s, const float* logits);
+  std::vector<uint64_t> mask_;  // the allowed tokens of the slot being sampled (structured output)
   void publish();
 
   Engine& engine_;

@@ -29,6 +29,7 @@ class BpeModel {
   int32_t token_to_id(std::string_view token) const;  // -1 when absent
   const std::string* id_to_token(int32_t id) const;   // nullptr when absent
   int32_t max_id() const { return static_cast<int32_t>(tokens_.size()) - 1; }
+  int32_t unk_id() const { return unk_id_; }  // -1 when the model has none
 
  private:
   void merge_word(std::string_view piece, std::vector<int32_t>& out) const;

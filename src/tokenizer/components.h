@@ -68,6 +68,10 @@ class Decoder {
   virtual ~Decoder() = default;
   // HF's decode_chain: tokens in, tokens out; the final text is their concatenation.
   virtual void decode_chain(std::vector<std::string>& tokens) const = 0;
+  // What decode_chain makes of one token in the middle of a long sequence, as raw bytes (no UTF-8 repair):
+  // `joined` says an earlier step fused the tokens into one text, so that steps acting on the text's ends (Strip,
+  // ByteFallback's whole-token match) leave a middle token alone; a step that fuses sets it.
+  virtual void token_bytes(std::string& token, bool& joined) const = 0;
 };
 std::unique_ptr<Decoder> make_decoder(const Json& j, const JsonContext& ctx);
 

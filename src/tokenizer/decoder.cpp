@@ -32,6 +32,21 @@ class ByteLevelDecoder : public Decoder {
     append_utf8_lossy(text, bytes);
     tokens.assign(1, std::move(text));
   }
+  void token_bytes(std::string& t, bool& joined) const override {
+    const ByteLevelTable& table = byte_level_table();
+    std::string bytes;
+    size_t i = 0;
+    while (i < t.size()) {
+      char32_t cp = next_code_point(t, i);
+      if (cp >= table.char_to_byte.size() || table.char_to_byte[cp] < 0) {
+        bytes = t;  // a char outside the table: the token keeps its own bytes, as decode_chain does
+        break;
+      }
+      bytes += static_cast<char>(table.char_to_byte[cp]);
+    }
+    t = std::move(bytes);
+    joined = true;
+  }
 };
 
 class MetaspaceDecoder : public Decoder {
@@ -61,6 +76,19 @@ class MetaspaceDecoder : public Decoder {
       }
       tokens[k] = std::move(out);
     }
+  }
+  void token_bytes(std::string& t, bool&) const override {  // not the first token: every replacement is a space
+    std::string out;
+    size_t i = 0;
+    while (i < t.size()) {
+      size_t at = i;
+      if (next_code_point(t, i) == replacement_) {
+        out += ' ';
+      } else {
+        out.append(t, at, i - at);
+      }
+    }
+    t = std::move(out);
   }
 
  private:
@@ -111,6 +139,10 @@ class ByteFallbackDecoder : public Decoder {
     flush();
     tokens = std::move(out);
   }
+  void token_bytes(std::string& t, bool& joined) const override {
+    unsigned char b;
+    if (!joined && parse_byte_token(t, b)) t.assign(1, static_cast<char>(b));
+  }
 };
 
 class FuseDecoder : public Decoder {
@@ -120,6 +152,7 @@ class FuseDecoder : public Decoder {
     for (const std::string& t : tokens) all += t;
     tokens.assign(1, std::move(all));
   }
+  void token_bytes(std::string&, bool& joined) const override { joined = true; }
 };
 
 class StripDecoder : public Decoder {
@@ -129,36 +162,41 @@ class StripDecoder : public Decoder {
     stop_ = json_at(j, "stop", ctx).get<size_t>();
   }
   void decode_chain(std::vector<std::string>& tokens) const override {
-    std::vector<std::pair<size_t, char32_t>> chars;  // (byte offset, code point)
-    for (std::string& t : tokens) {
-      chars.clear();
-      size_t i = 0;
-      while (i < t.size()) {
-        size_t at = i;
-        chars.emplace_back(at, next_code_point(t, i));
-      }
-      size_t start_cut = 0;
-      for (size_t k = 0; k < start_ && k < chars.size(); ++k) {
-        if (chars[k].second != content_) break;
-        start_cut = k + 1;
-      }
-      size_t stop_cut = chars.size();
-      for (size_t k = 0; k < stop_ && k < chars.size(); ++k) {
-        size_t index = chars.size() - k - 1;
-        if (chars[index].second != content_) break;
-        stop_cut = index;
-      }
-      if (stop_cut <= start_cut) {
-        t.clear();
-        continue;
-      }
-      size_t a = start_cut < chars.size() ? chars[start_cut].first : t.size();
-      size_t b = stop_cut < chars.size() ? chars[stop_cut].first : t.size();
-      t = t.substr(a, b - a);
-    }
+    for (std::string& t : tokens) strip(t);
+  }
+  // Strip acts on each token; after a fuse the one token is the whole text, whose ends a middle token is not.
+  void token_bytes(std::string& t, bool& joined) const override {
+    if (!joined) strip(t);
   }
 
  private:
+  void strip(std::string& t) const {
+    std::vector<std::pair<size_t, char32_t>> chars;  // (byte offset, code point)
+    size_t i = 0;
+    while (i < t.size()) {
+      size_t at = i;
+      chars.emplace_back(at, next_code_point(t, i));
+    }
+    size_t start_cut = 0;
+    for (size_t k = 0; k < start_ && k < chars.size(); ++k) {
+      if (chars[k].second != content_) break;
+      start_cut = k + 1;
+    }
+    size_t stop_cut = chars.size();
+    for (size_t k = 0; k < stop_ && k < chars.size(); ++k) {
+      size_t index = chars.size() - k - 1;
+      if (chars[index].second != content_) break;
+      stop_cut = index;
+    }
+    if (stop_cut <= start_cut) {
+      t.clear();
+      return;
+    }
+    size_t a = start_cut < chars.size() ? chars[start_cut].first : t.size();
+    size_t b = stop_cut < chars.size() ? chars[stop_cut].first : t.size();
+    t = t.substr(a, b - a);
+  }
+
   char32_t content_;
   size_t start_ = 0, stop_ = 0;
 };
@@ -171,6 +209,7 @@ class ReplaceDecoder : public Decoder {
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (std::string& t : tokens) t = pattern_.replace_all(t, content_);
   }
+  void token_bytes(std::string& t, bool&) const override { t = pattern_.replace_all(t, content_); }
 
  private:
   Pattern pattern_;
@@ -182,6 +221,9 @@ class SequenceDecoder : public Decoder {
   explicit SequenceDecoder(std::vector<std::unique_ptr<Decoder>> steps) : steps_(std::move(steps)) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (const auto& d : steps_) d->decode_chain(tokens);
+  }
+  void token_bytes(std::string& t, bool& joined) const override {
+    for (const auto& d : steps_) d->token_bytes(t, joined);
   }
 
  private:

@@ -305,6 +305,23 @@ bool Tokenizer::is_special(int32_t id) const {
   return id >= 0 && static_cast<size_t>(id) < s.added_by_id.size() && s.added_by_id[id] && s.added_by_id[id]->special;
 }
 
+TokenBytes Tokenizer::token_bytes(int32_t id) const {
+  const State& s = *state_;
+  if (id >= 0 && static_cast<size_t>(id) < s.added_by_id.size() && s.added_by_id[id]) {
+    return {s.added_by_id[id]->content, false};
+  }
+  const std::string* t = s.model->id_to_token(id);
+  if (!t) return {};
+  TokenBytes out{*t, id != s.model->unk_id()};
+  if (!s.decoder) {
+    out.bytes.insert(0, 1, ' ');  // decode() joins the tokens with spaces when there is no decoder
+    return out;
+  }
+  bool joined = false;
+  s.decoder->token_bytes(out.bytes, joined);
+  return out;
+}
+
 size_t Tokenizer::vocab_size() const {
   return std::max(static_cast<size_t>(state_->model->max_id() + 1), state_->added_by_id.size());
 }

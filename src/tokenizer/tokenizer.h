@@ -24,6 +24,16 @@ struct AddedToken {
   bool lstrip = false, rstrip = false, single_word = false, normalized = false;
 };
 
+// What one token stands for in the text: `bytes` exactly as decode() writes them for a token in the middle of a
+// sequence, before any UTF-8 repair (a ByteLevel token's bytes through the GPT-2 map reversed, a `<0xNN>` byte-fallback
+// token its byte, Metaspace's marker a space), so a token that holds part of a character holds just those bytes.
+// `text` is false for added tokens (special or not), the unknown token and ids without a token: they are markers,
+// not text spelt byte by byte, and constrained output never picks them.
+struct TokenBytes {
+  std::string bytes;
+  bool text = false;
+};
+
 class Tokenizer {
  public:
   // `path` is a tokenizer.json file.
@@ -39,6 +49,7 @@ class Tokenizer {
   int32_t token_to_id(std::string_view token) const;  // -1 when absent
   std::string id_to_token(int32_t id) const;          // "" when absent
   bool is_special(int32_t id) const;
+  TokenBytes token_bytes(int32_t id) const;
   size_t vocab_size() const;  // largest id + 1, over the model vocab and the added tokens
   const std::vector<AddedToken>& added_tokens() const;
 

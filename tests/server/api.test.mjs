@@ -1,5 +1,5 @@
 // tests/server/api.test.mjs - `seedling serve` driven by the official openai npm package: chat completions streaming
-// and not, n choices, the Responses API, text completions, stop strings, usage and stream_options.include_usage, seeded sampling, and the errors a
+// and not, n choices, the Responses API, structured output (response_format json_schema), text completions, stop strings, usage and stream_options.include_usage, seeded sampling, and the errors a
 // client sees (401 with --api-key, 400 for unsupported parameters; logprobs in both forms and for a context that is too long, 503 with
 // Retry-After beyond --max-queue).
 // Invariant: every expected answer is computed, never written down: streaming equals non-streaming, greedy equals
@@ -223,6 +223,81 @@ describe('responses API', () => {
   test('previous_response_id is refused with 400 naming it (nothing is stored)', async () => {
     await rejectsWith(fixture.openai.responses.create({ model: MODEL_ID(), input: 'hi', previous_response_id: 'resp_x' }),
       400, OpenAI.BadRequestError, 'previous_response_id');
+  });
+});
+
+describe('structured output', () => {
+  // The demo model writes Python, never JSON, unless the schema makes it: every seed's reply must JSON.parse and
+  // have the schema's fields with their types, and end with "stop".
+  const schema = {
+    type: 'object',
+    properties: {
+      title: { type: 'string', maxLength: 16 },
+      year: { type: 'integer' },
+      rating: { type: 'number' },
+      genre: { enum: ['drama', 'comedy', 'horror'] },
+      cast: { type: 'array', items: { $ref: '#/$defs/actor' }, maxItems: 2 },
+    },
+    required: ['title', 'year', 'rating', 'genre', 'cast'],
+    additionalProperties: false,
+    $defs: {
+      actor: {
+        type: 'object',
+        properties: { name: { type: 'string', maxLength: 10 }, lead: { type: 'boolean' } },
+        required: ['name', 'lead'],
+        additionalProperties: false,
+      },
+    },
+  };
+  const movieFormat = { type: 'json_schema', json_schema: { name: 'movie', schema, strict: true } };
+  const checkMovie = (text) => {
+    const m = JSON.parse(text);
+    assert.deepEqual(Object.keys(m).sort(), ['cast', 'genre', 'rating', 'title', 'year']);
+    assert.equal(typeof m.title, 'string');
+    assert.ok([...m.title].length <= 16, m.title);
+    assert.ok(Number.isInteger(m.year), text);
+    assert.equal(typeof m.rating, 'number');
+    assert.ok(['drama', 'comedy', 'horror'].includes(m.genre), text);
+    assert.ok(Array.isArray(m.cast) && m.cast.length <= 2, text);
+    for (const a of m.cast) {
+      assert.deepEqual(Object.keys(a).sort(), ['lead', 'name']);
+      assert.equal(typeof a.name, 'string');
+      assert.equal(typeof a.lead, 'boolean');
+    }
+  };
+  test('chat.completions.create with response_format json_schema (strict, store: false) gives JSON of the schema', async () => {
+    for (const seed of [1, 2, 3, 4]) {
+      const res = await fixture.openai.chat.completions.create({
+        model: MODEL_ID(), messages: [{ role: 'user', content: 'A movie, as JSON.' }], max_tokens: 300,
+        temperature: 1, seed, store: false, response_format: movieFormat });
+      assert.equal(res.choices[0].finish_reason, 'stop', res.choices[0].message.content);
+      checkMovie(res.choices[0].message.content);
+    }
+  });
+  test('streamed, n: 2, and responses.create with text.format follow it too', async () => {
+    const body = { model: MODEL_ID(), messages: [{ role: 'user', content: 'A movie.' }], max_tokens: 300,
+      temperature: 1, seed: 7, n: 2, store: false, response_format: movieFormat };
+    const whole = await fixture.openai.chat.completions.create(body);
+    assert.equal(whole.choices.length, 2);
+    for (const c of whole.choices) checkMovie(c.message.content);
+    const texts = ['', ''];
+    for await (const chunk of await fixture.openai.chat.completions.create({ ...body, stream: true })) {
+      for (const c of chunk.choices) texts[c.index] += c.delta?.content ?? '';
+    }
+    assert.deepEqual(texts, whole.choices.map((c) => c.message.content));
+    const r = await fixture.openai.responses.create({ model: MODEL_ID(), input: 'A movie.', max_output_tokens: 300,
+      seed: 3, store: false, text: { format: { type: 'json_schema', name: 'movie', schema, strict: true } } });
+    assert.equal(r.status, 'completed');
+    checkMovie(r.output_text);
+    const o = await fixture.openai.chat.completions.create({ model: MODEL_ID(), messages: [{ role: 'user', content: 'x' }],
+      max_tokens: 300, seed: 2, response_format: { type: 'json_object' } });
+    if (o.choices[0].finish_reason === 'stop') assert.equal(typeof JSON.parse(o.choices[0].message.content), 'object');
+  });
+  test('a schema keyword the matcher does not check is a 400 naming it', async () => {
+    const bad = { ...schema, properties: { ...schema.properties, title: { type: 'string', pattern: '^[A-Z]' } } };
+    await rejectsWith(fixture.openai.chat.completions.create({ model: MODEL_ID(), messages: [{ role: 'user', content: 'x' }],
+      max_tokens: 8, response_format: { type: 'json_schema', json_schema: { name: 'm', schema: bad, strict: true } } }),
+    400, OpenAI.BadRequestError, 'pattern');
   });
 });
 

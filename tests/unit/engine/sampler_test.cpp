@@ -153,3 +153,41 @@ TEST(Sampler, RejectsBadParameters) {
 }
 
 }  // namespace seedling
+
+namespace seedling {
+namespace {
+
+// Structured output's mask: a disallowed token is never picked, greedy or sampled, however likely; the draws among
+// the allowed ones keep their relative odds.
+TEST(SamplerMask, DisallowedTokensAreNeverPicked) {
+  std::vector<float> logits(200, 0.0f);
+  logits[7] = 50.0f;  // by far the most likely, and disallowed
+  logits[130] = 1.0f;
+  std::vector<uint64_t> allowed(4, 0);
+  for (int id : {3, 130, 199}) allowed[size_t(id) / 64] |= uint64_t(1) << (id % 64);
+  Sampler greedy({});
+  EXPECT_EQ(greedy.sample(logits, {}, allowed), 130);
+  EXPECT_EQ(greedy.sample(logits, {}), 7);
+  for (float temp : {0.5f, 1.0f, 2.0f}) {
+    for (int top_k : {0, 1, 2, 50}) {
+      SamplerParams p;
+      p.temperature = temp;
+      p.top_k = top_k;
+      p.top_p = 0.999f;
+      p.seed = 11;
+      Sampler s(p);
+      int picked_130 = 0;
+      for (int i = 0; i < 300; ++i) {
+        const int32_t t = s.sample(logits, {}, allowed);
+        ASSERT_TRUE(t == 3 || t == 130 || t == 199) << t;
+        picked_130 += t == 130;
+      }
+      EXPECT_GT(picked_130, 0);
+    }
+  }
+  std::vector<uint64_t> none(4, 0);
+  EXPECT_THROW(greedy.sample(logits, {}, none), Error);
+}
+
+}  // namespace
+}  // namespace seedling

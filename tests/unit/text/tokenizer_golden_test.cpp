@@ -4,6 +4,7 @@
 // byte for byte. bench.json's 10 MB corpus is regenerated here and its ids compared by hash.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -107,6 +108,97 @@ TEST(TokenizerGolden, IdsAndTextEqualHuggingFaceTokenizers) {
       for (const auto& e : errors) s += "\n  " + e;
       return s;
     }();
+  }
+}
+
+// Tokenizer::token_bytes against the same goldens: the bytes of an encoding's tokens, concatenated, are its text.
+// The text is the UTF-8 input where HF decodes the ids back to it (every lossless tokenizer), else HF's decoded text
+// (a normalizer changed it); a decoder that drops the first token's leading space (Metaspace, Strip) is the one
+// difference allowed, at the start. Every prefix of the multi-byte texts' ids spells a byte prefix of the text, where
+// decode() shows U+FFFD for the partial character.
+TEST(TokenizerGolden, TokenBytesOfAnEncodingAreItsText) {
+  auto files = golden_files();
+  if (files.empty()) GTEST_SKIP() << "no goldens in " << (kDataDir / "golden");
+  size_t exact_inputs = 0, checked = 0, prefixes = 0;
+  for (const fs::path& file : files) {
+    Json g = Json::parse(test::read_test_file(file));
+    fs::path tok_path = kDataDir / g.at("tokenizer").get<std::string>();
+    SCOPED_TRACE(file.filename().string());
+    Tokenizer tk = Tokenizer::from_json(test::read_test_file(tok_path), tok_path.string());
+    auto spelt = [&](const std::vector<int32_t>& ids) {
+      std::string out;
+      for (int32_t id : ids) out += tk.token_bytes(id).bytes;
+      return out;
+    };
+    auto same_text = [](const std::string& ours, const std::string& want) {
+      return ours == want || (!ours.empty() && ours[0] == ' ' && ours.compare(1, std::string::npos, want) == 0);
+    };
+    for (const Json& c : g.at("cases")) {
+      if (!c.at("decoded").is_string()) continue;
+      const std::string text = c.at("text").get<std::string>(), decoded = c.at("decoded").get<std::string>();
+      const auto ids = ids_of(c.at("ids"));
+      // The unknown token spells "<unk>", not the text it replaced. An added token spells its content, which HF
+      // sends through the decoder too (ByteLevel reads "ü" as the byte 0xFC: U+FFFD); neither is text here.
+      if (decoded.find("<unk>") != std::string::npos) continue;
+      if (decoded.find("\xEF\xBF\xBD") != std::string::npos && text.find("\xEF\xBF\xBD") == std::string::npos) continue;
+      const std::string ours = spelt(ids);
+      const std::string& want = decoded == text ? text : decoded;
+      exact_inputs += decoded == text;
+      ++checked;
+      EXPECT_TRUE(same_text(ours, want)) << c.at("name").get<std::string>() << ": " << Json(ours).dump()
+                                         << " != " << Json(want).dump();
+    }
+    for (const Json& p : g.at("prefix_decodes")) {
+      const std::string text = p.at("text").get<std::string>();
+      const auto ids = ids_of(p.at("ids"));
+      if (tk.decode(ids, false) != text) continue;
+      for (size_t k = 1; k <= ids.size(); ++k) {
+        std::string ours = spelt({ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k)});
+        if (!text.starts_with(ours) && ours.starts_with(" ")) ours.erase(0, 1);
+        EXPECT_TRUE(text.starts_with(ours))
+            << "prefix " << k << ": " << Json(ours).dump(-1, ' ', false, Json::error_handler_t::replace);
+        ++prefixes;
+      }
+      EXPECT_TRUE(same_text(spelt(ids), text));
+    }
+  }
+  EXPECT_GT(exact_inputs, 500u) << checked << " cases checked";
+  EXPECT_GT(prefixes, 100u);
+}
+
+// The real Qwen3 and Mistral vocabularies: byte tokens are their byte (all 256 reachable, as constrained output
+// needs), added tokens are flagged, and a text with partial characters in its tokens spells it exactly.
+TEST(TokenizerGolden, TokenBytesOfRealVocabularies) {
+  {
+    fs::path path = kDataDir / "real/qwen3.json.xz";
+    Tokenizer tk = Tokenizer::from_json(test::read_test_file(path), path.string());
+    EXPECT_EQ(tk.vocab_size(), 151669u);
+    std::vector<bool> single(256, false);
+    for (size_t id = 0; id < tk.vocab_size(); ++id) {
+      TokenBytes b = tk.token_bytes(int32_t(id));
+      if (b.text && b.bytes.size() == 1) single[static_cast<unsigned char>(b.bytes[0])] = true;
+    }
+    EXPECT_EQ(std::count(single.begin(), single.end(), true), 256);
+    EXPECT_FALSE(tk.token_bytes(tk.token_to_id("<|im_end|>")).text);
+    EXPECT_FALSE(tk.token_bytes(tk.token_to_id("<think>")).text);  // added, not special: still not text
+    EXPECT_EQ(tk.token_bytes(tk.token_to_id("\u0120{")).bytes, " {");
+    const std::string text = "{\"name\": \"日本語 😀 \\u00e9\", \"x\": -0.5e+3}\n";
+    std::string spelt;
+    for (int32_t id : tk.encode(text, false)) spelt += tk.token_bytes(id).bytes;
+    EXPECT_EQ(spelt, text);
+  }
+  {
+    fs::path path = kDataDir / "real/mistral-7b-v0.1.json.xz";
+    Tokenizer tk = Tokenizer::from_json(test::read_test_file(path), path.string());
+    EXPECT_EQ(tk.token_bytes(tk.token_to_id("<0x0A>")).bytes, "\n");
+    EXPECT_EQ(tk.token_bytes(tk.token_to_id("<0xE6>")).bytes, "\xE6");
+    EXPECT_TRUE(tk.token_bytes(tk.token_to_id("<0xE6>")).text);
+    EXPECT_FALSE(tk.token_bytes(tk.token_to_id("<s>")).text);
+    EXPECT_FALSE(tk.token_bytes(tk.token_to_id("<unk>")).text);
+    const std::string text = "Hello, {\"日本語\": [1, 2]} 😀";
+    std::string spelt;
+    for (int32_t id : tk.encode(text, false)) spelt += tk.token_bytes(id).bytes;
+    EXPECT_EQ(spelt, " " + text);  // the ▁ the pre-tokenizer prepends, which decode() drops from the first token
   }
 }
 
