@@ -2,7 +2,8 @@
 // input is a schema, a NUL byte, then a text. A schema that is not JSON or that the compiler refuses (SchemaError) is
 // fine; any other exception, crash or sanitizer report is not. The text is fed byte by byte; the matcher's promises
 // are checked: a text it accepts whole is JSON that nlohmann accepts, and every prefix it takes can still be
-// completed (some byte is taken, or the value may end). Built and run by tests/cli/fuzz_json_schema.sh.
+// completed (some byte is taken, or the value may end). Built by tests/fuzz/CMakeLists.txt, run by
+// tests/cli/fuzz_json_schema.sh.
 #include <cstdint>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
