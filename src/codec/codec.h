@@ -42,6 +42,7 @@
 #include <cstring>
 #include <optional>
 
+#include "codec/ggml_quants.h"
 #include "core/codec_layout.h"
 #include "core/dtype.h"
 
@@ -91,8 +92,9 @@ inline float mxfp4_scale(uint8_t e) {
   return f;
 }
 
-// Element k of a stored row, as float; the scalar definition every kernel must match bit for bit. Float and affine
-// codecs only: a seed matrix's elements come from seed::decode_seed_matrix (ops::Matrix::at handles both).
+// Element k of a stored row, as float; the scalar definition every kernel must match bit for bit. Float, affine,
+// MXFP4, FP8 and ggml codecs only: a seed matrix's elements come from seed::decode_seed_matrix (ops::Matrix::at handles
+// both).
 inline float codec_value(Codec c, const uint8_t* row, int64_t k) {
   if (c == Codec::F32) {
     float v;
@@ -116,6 +118,7 @@ inline float codec_value(Codec c, const uint8_t* row, int64_t k) {
     std::memcpy(&d, block, 4);
     return kE4m3Values.v[block[4 + j]] * d;
   }
+  if (codec_is_ggml(c)) return ggml::ggml_value(c, block, int(j));
   uint16_t dh, mh;
   std::memcpy(&dh, block, 2);
   std::memcpy(&mh, block + 2, 2);
