@@ -20,7 +20,7 @@ The key `seedling.oracle.T` says what computed `T.values`: "gguf-py" wherever th
 ik_llama.cpp's gguf-py has no MXFP4; there the values come from ggml's own `dequantize_row_mxfp4` in the
 `--ggml-lib` build of the same tree (mainline gguf-py's MXFP4 computes the same exact products). With --ggml-lib,
 every other type is also decoded by ggml's C `dequantize_row_*` and the key `seedling.ggml_c_equal.T` records
-whether it gave gguf-py's bits (informational; the C is built with FMA contraction, numpy never fuses).
+whether it gave gguf-py's bits (informational; true for every type today).
 
 Seeded, so a rerun writes the same file. tests/unit/engine/ggml_codec_test.cpp reads it.
 """
