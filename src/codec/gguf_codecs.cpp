@@ -1,47 +1,29 @@
 // codec/gguf_codecs.cpp - see gguf_codecs.h.
 #include "codec/gguf_codecs.h"
 
+#include <utility>
+
 #include "core/error.h"
 
 namespace seedling {
 
+namespace {
+// The decoded types and their codecs.
+constexpr std::pair<GgmlType, Codec> kDecoded[] = {
+    {GgmlType::F32, Codec::F32},          {GgmlType::F16, Codec::F16},       {GgmlType::BF16, Codec::BF16},
+    {GgmlType::Q8_0, Codec::Q8_0},        {GgmlType::Q4_0, Codec::Q4_0},     {GgmlType::Q4_1, Codec::Q4_G32},
+    {GgmlType::Q5_0, Codec::Q5_0},        {GgmlType::Q5_1, Codec::Q5_1},     {GgmlType::Q2_K, Codec::Q2_K},
+    {GgmlType::Q3_K, Codec::Q3_K},        {GgmlType::Q4_K, Codec::Q4_K},     {GgmlType::Q5_K, Codec::Q5_K},
+    {GgmlType::Q6_K, Codec::Q6_K},        {GgmlType::IQ4_NL, Codec::IQ4_NL}, {GgmlType::IQ4_XS, Codec::IQ4_XS},
+    {GgmlType::MXFP4, Codec::MXFP4_GGML},
+};
+}  // namespace
+
 std::optional<Codec> codec_of_ggml_type(GgmlType t) {
-  switch (t) {
-    case GgmlType::F32:
-      return Codec::F32;
-    case GgmlType::F16:
-      return Codec::F16;
-    case GgmlType::BF16:
-      return Codec::BF16;
-    case GgmlType::Q8_0:
-      return Codec::Q8_0;
-    case GgmlType::Q4_0:
-      return Codec::Q4_0;
-    case GgmlType::Q4_1:
-      return Codec::Q4_G32;
-    case GgmlType::Q5_0:
-      return Codec::Q5_0;
-    case GgmlType::Q5_1:
-      return Codec::Q5_1;
-    case GgmlType::Q2_K:
-      return Codec::Q2_K;
-    case GgmlType::Q3_K:
-      return Codec::Q3_K;
-    case GgmlType::Q4_K:
-      return Codec::Q4_K;
-    case GgmlType::Q5_K:
-      return Codec::Q5_K;
-    case GgmlType::Q6_K:
-      return Codec::Q6_K;
-    case GgmlType::IQ4_NL:
-      return Codec::IQ4_NL;
-    case GgmlType::IQ4_XS:
-      return Codec::IQ4_XS;
-    case GgmlType::MXFP4:
-      return Codec::MXFP4_GGML;
-    default:
-      return std::nullopt;
+  for (const auto& [type, codec] : kDecoded) {
+    if (type == t) return codec;
   }
+  return std::nullopt;
 }
 
 std::string decoded_ggml_type_names() {
