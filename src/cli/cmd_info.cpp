@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "codec/gguf_codecs.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "cuda/device.h"
@@ -129,9 +130,11 @@ int run_gguf(const std::string& path) {
   std::printf("tensors:          %zu, %s of data (from byte %llu)\n", g.tensors().size(), byte_text(total).c_str(),
               (unsigned long long)g.data_offset());
   for (const auto& [id, cb] : by_type) {
-    std::printf("  %-8s %6d tensor%s %14llu bytes  %5.1f%%\n", ggml_type_name(GgmlType(id)).c_str(), cb.first,
+    const std::optional<Codec> codec = codec_of_ggml_type(GgmlType(id));
+    std::printf("  %-8s %6d tensor%s %14llu bytes  %5.1f%%  %s\n", ggml_type_name(GgmlType(id)).c_str(), cb.first,
                 cb.first == 1 ? " " : "s", (unsigned long long)cb.second,
-                total > 0 ? 100.0 * double(cb.second) / double(total) : 0.0);
+                total > 0 ? 100.0 * double(cb.second) / double(total) : 0.0,
+                codec ? fmt::format("codec {}", codec_name(*codec)).c_str() : "not decoded");
   }
   std::printf("runs:             not yet (GGUF files are read by `seedling info` only so far)\n");
   return 0;

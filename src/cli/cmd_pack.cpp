@@ -107,7 +107,11 @@ class SearchProgress {
 std::optional<Codec> codec_flag(const std::string& value, const char* flag) {
   if (value == "stored") return std::nullopt;
   const std::optional<Codec> c = parse_codec(value);
-  if (!c) fail("{} '{}' is unknown (known: stored, {})", flag, value, codec_names());
+  if (!c) fail("{} '{}' is unknown (known: stored, {})", flag, value, encoder_codec_names());
+  if (!codec_has_encoder(*c)) {
+    fail("{} '{}': a ggml type, read as a GGUF file stores it; pack cannot encode it (known: stored, {})", flag, value,
+         encoder_codec_names());
+  }
   return c;
 }
 

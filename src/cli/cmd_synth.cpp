@@ -223,9 +223,11 @@ void random_seed_blob(Codec c, uint64_t seed, int64_t rows, int64_t cols, float 
 // to `codec` row by row (or random seed blobs), so a model larger than memory is made without an HF copy first.
 int run_packed(const SynthFlags& f, const ordered_json& cfg) {
   const std::optional<Codec> codec = parse_codec(f.packed);
-  if (!codec) fail("synth: --packed '{}' is unknown (known: {})", f.packed, codec_names());
+  if (!codec || !codec_has_encoder(*codec))
+    fail("synth: --packed '{}' is unknown (known: {})", f.packed, encoder_codec_names());
   const std::optional<Codec> dense = parse_codec(f.dense);
-  if (!dense) fail("synth: --dense '{}' is unknown (known: {})", f.dense, codec_names());
+  if (!dense || !codec_has_encoder(*dense))
+    fail("synth: --dense '{}' is unknown (known: {})", f.dense, encoder_codec_names());
   if (codec_is_seed(*dense)) fail("synth: --dense '{}' is a seed codec, which only routed experts may use", f.dense);
   const fs::path cfg_dir = f.out + ".config";
   fs::remove_all(cfg_dir);

@@ -33,8 +33,18 @@
 // (model/fp8_weights.cpp): a byte rearrangement, never a requantization, for any block width that is a multiple
 // of 32.
 //
+// ggml's quant types (q8_0, q4_0, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs, mxfp4_ggml;
+// docs/formats/gguf.md): the blocks a GGUF file stores, read as stored and never written by Seedling (no encoder).
+// Each value is gguf-py's dequantization of its block, the same float32 operations in the same order, one function
+// per type in codec/ggml_quants.h; for example q4_k's value[j] = (d * scale[s]) * q[j] - (dmin * min[s]) per
+// sub-block s of 32. ggml's Q4_1 is q4_g32 above, byte for byte and value for value; F32, F16 and BF16 are the float
+// codecs. mxfp4_ggml is MXFP4 in ggml's nibble order (element i low, i + 16 high, not 2i / 2i + 1 as mxfp4 above),
+// value[j] = (2^(e - 127) / 2) * (2 * fp4(code[j])), equal to mxfp4's for the same code and e < 255. Rows are whole
+// blocks (32 elements, 256 for the K types and iq4_xs). Bits per weight: q8_0 8.5, q4_0 4.5, q5_0 5.5, q5_1 6.0,
+// q2_k 2.625, q3_k 3.4375, q4_k 4.5, q5_k 5.5, q6_k 6.5625, iq4_nl 4.5, iq4_xs 4.25, mxfp4_ggml 4.25.
+//
 // The enum, names, block structs and sizes are core/codec_layout.h (below io/, which sizes tensors with them); the
-// values are here. Everything is inline.
+// values are here and in codec/ggml_quants.h. Everything is inline.
 #pragma once
 
 #include <cstddef>
@@ -42,6 +52,7 @@
 #include <cstring>
 #include <optional>
 
+#include "codec/ggml_quants.h"
 #include "core/codec_layout.h"
 #include "core/dtype.h"
 
@@ -91,8 +102,9 @@ inline float mxfp4_scale(uint8_t e) {
   return f;
 }
 
-// Element k of a stored row, as float; the scalar definition every kernel must match bit for bit. Float and affine
-// codecs only: a seed matrix's elements come from seed::decode_seed_matrix (ops::Matrix::at handles both).
+// Element k of a stored row, as float; the scalar definition every kernel must match bit for bit. Float, affine,
+// MXFP4, FP8 and ggml codecs only: a seed matrix's elements come from seed::decode_seed_matrix (ops::Matrix::at handles
+// both).
 inline float codec_value(Codec c, const uint8_t* row, int64_t k) {
   if (c == Codec::F32) {
     float v;
@@ -116,6 +128,7 @@ inline float codec_value(Codec c, const uint8_t* row, int64_t k) {
     std::memcpy(&d, block, 4);
     return kE4m3Values.v[block[4 + j]] * d;
   }
+  if (codec_is_ggml(c)) return ggml::ggml_value(c, block, int(j));
   uint16_t dh, mh;
   std::memcpy(&dh, block, 2);
   std::memcpy(&mh, block + 2, 2);

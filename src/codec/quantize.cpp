@@ -101,7 +101,25 @@ void encode_fp8_group(const float* x, int64_t n, uint8_t* block) {
 
 }  // namespace
 
+bool codec_has_encoder(Codec c) {
+  return !codec_is_ggml(c);
+}
+
+std::string encoder_codec_names() {
+  std::string s;
+  for (Codec c : kAllCodecs) {
+    if (!codec_has_encoder(c)) continue;
+    if (!s.empty()) s += ", ";
+    s += codec_name(c);
+  }
+  return s;
+}
+
 void encode_row(Codec c, const float* x, int64_t cols, uint8_t* out) {
+  if (codec_is_ggml(c)) {
+    fail("encode: {} has no encoder (ggml's types are read as a GGUF file stores them; encoders: {})", codec_name(c),
+         encoder_codec_names());
+  }
   switch (c) {
     case Codec::F32:
       std::memcpy(out, x, size_t(cols) * 4);

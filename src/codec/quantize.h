@@ -7,14 +7,21 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "codec/codec.h"
 #include "core/dtype.h"
 
 namespace seedling {
 
+// Whether Seedling can write codec c (encode_row, or codec/seed_search.h for the seed tiers): every codec but
+// ggml's types, which are read as a GGUF file stores them and never written.
+bool codec_has_encoder(Codec c);
+// The codecs with an encoder, for error messages ("f32, f16, ..., fp8_g32"): what pack and synth can write.
+std::string encoder_codec_names();
+
 // Encodes one row of `cols` float32 values into codec_row_bytes(c, cols) bytes at `out`. Throws Error when a value
-// is not finite or a group's scale or minimum does not fit float16.
+// is not finite or a group's scale or minimum does not fit float16, or when c has no encoder (naming it).
 void encode_row(Codec c, const float* x, int64_t cols, uint8_t* out);
 
 // Encodes rows x cols elements stored as `src_dtype` (f32, f16 or bf16) into codec_matrix_bytes(c, rows, cols)

@@ -67,7 +67,33 @@ inline SeedSliceLayout seed_slice_layout(SeedTier t, int64_t rows, int64_t cols)
 
 }  // namespace seed
 
-enum class Codec : uint8_t { F32, F16, BF16, Q8_G32, Q8_G64, Q4_G32, Q4_G64, P3, P4, S3, MXFP4, FP8_G32 };
+// The ggml types (Q8_0 .. MXFP4_GGML) come last, so the numbers before them (cuda/codec_ids.h) stay as they were.
+enum class Codec : uint8_t {
+  F32,
+  F16,
+  BF16,
+  Q8_G32,
+  Q8_G64,
+  Q4_G32,
+  Q4_G64,
+  P3,
+  P4,
+  S3,
+  MXFP4,
+  FP8_G32,
+  Q8_0,
+  Q4_0,
+  Q5_0,
+  Q5_1,
+  Q2_K,
+  Q3_K,
+  Q4_K,
+  Q5_K,
+  Q6_K,
+  IQ4_NL,
+  IQ4_XS,
+  MXFP4_GGML,
+};
 
 struct BlockQ8G32 {
   uint16_t d;  // scale, float16
@@ -96,14 +122,91 @@ struct BlockFp8G32 {
   uint8_t q[32];  // FP8 e4m3 (e4m3fn: bias 7, no infinities, 0x7F / 0xFF NaN) codes
 };
 static_assert(sizeof(BlockFp8G32) == 36, "fp8_g32 block is 36 bytes");
+
+// ggml's blocks as GGUF files store them (ggml-common.h's block_q8_0 ... block_mxfp4, the same fields in the same
+// order; every uint16_t is an IEEE float16). ggml's Q4_1 is BlockQ4G32 byte for byte, so it is the codec q4_g32.
+// What the bytes mean: codec/ggml_quants.h. Each 32-element run of 16 nibble bytes holds element i in the low
+// nibble of byte i and element i + 16 in its high nibble, as BlockQ4G32 does.
+struct BlockQ8_0 {
+  uint16_t d;
+  int8_t qs[32];
+};
+struct BlockQ4_0 {
+  uint16_t d;
+  uint8_t qs[16];
+};
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];  // bit i (of the little-endian u32): the 5th bit of element i
+  uint8_t qs[16];
+};
+struct BlockQ5_1 {
+  uint16_t d, m;
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+// The K types: super-blocks of 256 elements in sub-blocks of 16 (Q2_K, Q3_K, Q6_K) or 32 (Q4_K, Q5_K).
+inline constexpr int kQK_K = 256;
+struct BlockQ2_K {
+  uint8_t scales[16];  // per sub-block of 16: low nibble the scale, high nibble the min, both times d / dmin
+  uint8_t qs[64];      // 2-bit codes
+  uint16_t d, dmin;
+};
+struct BlockQ3_K {
+  uint8_t hmask[32];   // the high (3rd) bit of each code
+  uint8_t qs[64];      // the low 2 bits
+  uint8_t scales[12];  // 16 6-bit scales, offset by 32
+  uint16_t d;
+};
+struct BlockQ4_K {
+  uint16_t d, dmin;
+  uint8_t scales[12];  // 8 6-bit scales and 8 6-bit mins
+  uint8_t qs[128];
+};
+struct BlockQ5_K {
+  uint16_t d, dmin;
+  uint8_t scales[12];
+  uint8_t qh[32];  // the 5th bit of each code
+  uint8_t qs[128];
+};
+struct BlockQ6_K {
+  uint8_t ql[128];    // the low 4 bits
+  uint8_t qh[64];     // the high 2 bits
+  int8_t scales[16];  // per sub-block of 16
+  uint16_t d;
+};
+struct BlockIq4Nl {
+  uint16_t d;
+  uint8_t qs[16];  // indices into the 16 non-linear levels
+};
+struct BlockIq4Xs {
+  uint16_t d;
+  uint16_t scales_h;    // the high 2 bits of 8 6-bit scales
+  uint8_t scales_l[4];  // their low 4 bits
+  uint8_t qs[128];
+};
+struct BlockMxfp4Ggml {
+  uint8_t e;       // e8m0 scale
+  uint8_t qs[16];  // FP4 e2m1 codes: low nibble element i, high nibble element i + 16 (unlike BlockMxfp4)
+};
+static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24,
+              "ggml's 32-element blocks");
+static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
+                  sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210,
+              "ggml's K blocks");
+static_assert(sizeof(BlockIq4Nl) == 18 && sizeof(BlockIq4Xs) == 136 && sizeof(BlockMxfp4Ggml) == 17,
+              "ggml's IQ4 and MXFP4 blocks");
+
 static_assert(sizeof(BlockQ8G32) == 4 + 32, "q8_g32 block is 36 bytes");
 static_assert(sizeof(BlockQ8G64) == 4 + 64, "q8_g64 block is 68 bytes");
 static_assert(sizeof(BlockQ4G32) == 4 + 16, "q4_g32 block is 20 bytes");
 static_assert(sizeof(BlockQ4G64) == 4 + 32, "q4_g64 block is 36 bytes");
 
-inline constexpr Codec kAllCodecs[] = {Codec::F32,    Codec::F16,    Codec::BF16,   Codec::Q8_G32,
-                                       Codec::Q8_G64, Codec::Q4_G32, Codec::Q4_G64, Codec::P3,
-                                       Codec::P4,     Codec::S3,     Codec::MXFP4,  Codec::FP8_G32};
+inline constexpr Codec kAllCodecs[] = {Codec::F32,    Codec::F16,     Codec::BF16,   Codec::Q8_G32,    Codec::Q8_G64,
+                                       Codec::Q4_G32, Codec::Q4_G64,  Codec::P3,     Codec::P4,        Codec::S3,
+                                       Codec::MXFP4,  Codec::FP8_G32, Codec::Q8_0,   Codec::Q4_0,      Codec::Q5_0,
+                                       Codec::Q5_1,   Codec::Q2_K,    Codec::Q3_K,   Codec::Q4_K,      Codec::Q5_K,
+                                       Codec::Q6_K,   Codec::IQ4_NL,  Codec::IQ4_XS, Codec::MXFP4_GGML};
 
 inline std::string_view codec_name(Codec c) {
   switch (c) {
@@ -131,6 +234,30 @@ inline std::string_view codec_name(Codec c) {
       return "mxfp4";
     case Codec::FP8_G32:
       return "fp8_g32";
+    case Codec::Q8_0:
+      return "q8_0";
+    case Codec::Q4_0:
+      return "q4_0";
+    case Codec::Q5_0:
+      return "q5_0";
+    case Codec::Q5_1:
+      return "q5_1";
+    case Codec::Q2_K:
+      return "q2_k";
+    case Codec::Q3_K:
+      return "q3_k";
+    case Codec::Q4_K:
+      return "q4_k";
+    case Codec::Q5_K:
+      return "q5_k";
+    case Codec::Q6_K:
+      return "q6_k";
+    case Codec::IQ4_NL:
+      return "iq4_nl";
+    case Codec::IQ4_XS:
+      return "iq4_xs";
+    case Codec::MXFP4_GGML:
+      return "mxfp4_ggml";
   }
   return "?";
 }
@@ -159,6 +286,10 @@ inline bool codec_is_float(Codec c) {
 inline bool codec_is_affine(Codec c) {
   return c >= Codec::Q8_G32 && c <= Codec::Q4_G64;
 }
+// ggml's quant blocks as GGUF stores them (codec/ggml_quants.h); read as stored, never encoded by Seedling.
+inline bool codec_is_ggml(Codec c) {
+  return c >= Codec::Q8_0 && c <= Codec::MXFP4_GGML;
+}
 inline bool codec_is_seed(Codec c) {
   return c == Codec::P3 || c == Codec::P4 || c == Codec::S3;
 }
@@ -171,20 +302,34 @@ inline seed::SeedTier codec_seed_tier(Codec c) {
 inline Codec seed_tier_codec(seed::SeedTier t) {
   return t == seed::SeedTier::P3 ? Codec::P3 : t == seed::SeedTier::P4 ? Codec::P4 : Codec::S3;
 }
+// Bits of one stored code of an affine or MXFP4 codec.
 inline int codec_bits(Codec c) {
   return c == Codec::Q4_G32 || c == Codec::Q4_G64 || c == Codec::MXFP4 ? 4 : 8;
 }
-// Group size of an affine codec; 1 for float codecs.
-inline int64_t codec_group(Codec c) {
+// Elements of one block (an affine codec's group, a ggml type's block or super-block); 1 for float codecs.
+constexpr int64_t codec_group(Codec c) {
   switch (c) {
     case Codec::Q8_G32:
     case Codec::Q4_G32:
     case Codec::MXFP4:
     case Codec::FP8_G32:
+    case Codec::Q8_0:
+    case Codec::Q4_0:
+    case Codec::Q5_0:
+    case Codec::Q5_1:
+    case Codec::IQ4_NL:
+    case Codec::MXFP4_GGML:
       return 32;
     case Codec::Q8_G64:
     case Codec::Q4_G64:
       return 64;
+    case Codec::Q2_K:
+    case Codec::Q3_K:
+    case Codec::Q4_K:
+    case Codec::Q5_K:
+    case Codec::Q6_K:
+    case Codec::IQ4_XS:
+      return kQK_K;
     default:
       return 1;
   }
@@ -211,6 +356,30 @@ inline size_t codec_block_bytes(Codec c) {
       return sizeof(BlockMxfp4);
     case Codec::FP8_G32:
       return sizeof(BlockFp8G32);
+    case Codec::Q8_0:
+      return sizeof(BlockQ8_0);
+    case Codec::Q4_0:
+      return sizeof(BlockQ4_0);
+    case Codec::Q5_0:
+      return sizeof(BlockQ5_0);
+    case Codec::Q5_1:
+      return sizeof(BlockQ5_1);
+    case Codec::Q2_K:
+      return sizeof(BlockQ2_K);
+    case Codec::Q3_K:
+      return sizeof(BlockQ3_K);
+    case Codec::Q4_K:
+      return sizeof(BlockQ4_K);
+    case Codec::Q5_K:
+      return sizeof(BlockQ5_K);
+    case Codec::Q6_K:
+      return sizeof(BlockQ6_K);
+    case Codec::IQ4_NL:
+      return sizeof(BlockIq4Nl);
+    case Codec::IQ4_XS:
+      return sizeof(BlockIq4Xs);
+    case Codec::MXFP4_GGML:
+      return sizeof(BlockMxfp4Ggml);
     case Codec::P3:
     case Codec::P4:
     case Codec::S3:

@@ -21,6 +21,17 @@ void matmul(const float* x, int64_t m, const Matrix& w, float* y);
 // The MXFP4 kernel matmul hands those weights to (ops/matmul_mxfp4.cpp).
 void mxfp4_matmul(const float* x, int64_t m, const Matrix& w, float* y);
 
+// ggml's quant blocks (codec/ggml_quants.h: q8_0 ... iq4_xs, mxfp4_ggml) take the float path: each weight widened
+// in SIMD lanes exactly as the reference computes it (ops/ggml_decode-inl.h), then multiplied and added in the
+// order above. Plain decoding reads each weight through the scalar reference instead: the same bits, slower; for
+// tests and the bench. Simd unless set.
+enum class GgmlDecode : uint8_t { Simd, Plain };
+GgmlDecode ggml_decode();
+void set_ggml_decode(GgmlDecode mode);
+// A row of `cols` elements (whole blocks) of ggml codec c widened to float by the kernels' SIMD decoder: each value
+// codec_value's bit for bit.
+void ggml_decode_row(Codec c, const uint8_t* row, int64_t cols, float* out);
+
 // How matmul multiplies affine weights on the CPU. Read once from SEEDLING_CPU_DOT (float or int8; any other value
 // fails, naming it); Float when unset. set_cpu_dot overrides it (the commands' --cpu-dot, tests, benches).
 enum class CpuDot : uint8_t { Float, Int8 };

@@ -4,6 +4,8 @@
 // multiply-adds over k in steps of the vector width, then the lanes are summed, then the k tail (cols not a
 // multiple of the width) is added one term at a time. Tiles of up to 4 x 4 outputs share loads but never
 // share accumulators, so the tile shape, the batch size m and the thread split leave every result's bits alone.
+// A row of W is read front to back by a row reader: StoredRow (LoadWeights below) or, for ggml's quant blocks,
+// GgmlRow (ops/ggml_decode-inl.h); either way each weight is codec_value's, bit for bit.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/matmul_fast.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -15,6 +17,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "ops/ggml_decode-inl.h"
 #include "ops/matmul.h"
 #include "ops/seed_matmul.h"
 
@@ -82,18 +85,28 @@ HWY_INLINE float LoadWeight(const void* row, int64_t k) {
   return codec_value(T, static_cast<const uint8_t*>(row), k);
 }
 
-// y[i][n0 + j] for i < TM, j < TN.
-template <Codec T, int TM, int TN>
+// A stored row of a float, affine or FP8 codec, L weights at a time.
+template <Codec T>
+struct StoredRow {
+  static constexpr Codec kCodec = T;
+  const uint8_t* row = nullptr;
+  HWY_INLINE VF Load(DF df, int64_t k) const { return LoadWeights<T>(df, row, k); }
+};
+
+// y[i][n0 + j] for i < TM, j < TN; R reads the rows of W.
+template <class R, int TM, int TN>
 HWY_INLINE void Tile(const float* x, int64_t K, const uint8_t* w, size_t w_row_bytes, float* y, int64_t ldy) {
   const DF df;
   const int64_t L = int64_t(hn::Lanes(df));
   VF acc[TM][TN];
   for (int i = 0; i < TM; ++i)
     for (int j = 0; j < TN; ++j) acc[i][j] = hn::Zero(df);
+  R rows[TN];
+  for (int j = 0; j < TN; ++j) rows[j].row = w + size_t(j) * w_row_bytes;
   const int64_t k_vec = K - K % L;
   for (int64_t k = 0; k < k_vec; k += L) {
     VF wv[TN];
-    for (int j = 0; j < TN; ++j) wv[j] = LoadWeights<T>(df, w + size_t(j) * w_row_bytes, k);
+    for (int j = 0; j < TN; ++j) wv[j] = rows[j].Load(df, k);
     for (int i = 0; i < TM; ++i) {
       const VF xv = hn::LoadU(df, x + i * K + k);
       for (int j = 0; j < TN; ++j) acc[i][j] = hn::MulAdd(xv, wv[j], acc[i][j]);
@@ -104,7 +117,7 @@ HWY_INLINE void Tile(const float* x, int64_t K, const uint8_t* w, size_t w_row_b
       float s = hn::GetLane(hn::SumOfLanes(df, acc[i][j]));
       const void* wrow = w + size_t(j) * w_row_bytes;
       for (int64_t k = k_vec; k < K; ++k) {
-        const float p = x[i * K + k] * LoadWeight<T>(wrow, k);
+        const float p = x[i * K + k] * LoadWeight<R::kCodec>(wrow, k);
         s = s + p;
       }
       y[i * ldy + j] = s;
@@ -112,17 +125,17 @@ HWY_INLINE void Tile(const float* x, int64_t K, const uint8_t* w, size_t w_row_b
   }
 }
 
-template <Codec T, int TN>
+template <class R, int TN>
 HWY_INLINE void Columns(const float* x, int64_t m, const uint8_t* w, size_t w_row_bytes, int64_t K, float* y,
                         int64_t ldy) {
   int64_t i = 0;
-  for (; i + 4 <= m; i += 4) Tile<T, 4, TN>(x + i * K, K, w, w_row_bytes, y + i * ldy, ldy);
-  for (; i < m; ++i) Tile<T, 1, TN>(x + i * K, K, w, w_row_bytes, y + i * ldy, ldy);
+  for (; i + 4 <= m; i += 4) Tile<R, 4, TN>(x + i * K, K, w, w_row_bytes, y + i * ldy, ldy);
+  for (; i < m; ++i) Tile<R, 1, TN>(x + i * K, K, w, w_row_bytes, y + i * ldy, ldy);
 }
 
-template <Codec T>
+template <class R>
 void MatmulRangeT(const float* x, int64_t m, const Matrix& w, float* y, int64_t n0, int64_t n1) {
-  const size_t row_bytes = codec_row_bytes(T, w.cols);
+  const size_t row_bytes = codec_row_bytes(R::kCodec, w.cols);
   const auto* base = static_cast<const uint8_t*>(w.data);
   // Blocks of rows keep a slice of x in cache while the weights stream past it.
   constexpr int64_t kRowBlock = 32;
@@ -131,9 +144,72 @@ void MatmulRangeT(const float* x, int64_t m, const Matrix& w, float* y, int64_t 
     const float* xb = x + i0 * w.cols;
     float* yb = y + i0 * w.rows;
     int64_t n = n0;
-    for (; n + 4 <= n1; n += 4) Columns<T, 4>(xb, mb, base + size_t(n) * row_bytes, row_bytes, w.cols, yb + n, w.rows);
-    for (; n < n1; ++n) Columns<T, 1>(xb, mb, base + size_t(n) * row_bytes, row_bytes, w.cols, yb + n, w.rows);
+    for (; n + 4 <= n1; n += 4) Columns<R, 4>(xb, mb, base + size_t(n) * row_bytes, row_bytes, w.cols, yb + n, w.rows);
+    for (; n < n1; ++n) Columns<R, 1>(xb, mb, base + size_t(n) * row_bytes, row_bytes, w.cols, yb + n, w.rows);
   }
+}
+
+// A ggml codec's rows are whole blocks (as a GGUF stores them) and a chunk of L weights stays in one sub-block.
+void CheckGgml(const char* what, Codec c, int64_t cols) {
+  const int64_t L = int64_t(hn::Lanes(DF()));
+  if (L > 16 || 16 % L != 0) fail("{}: {} needs a vector width dividing 16 floats, not {}", what, codec_name(c), L);
+  if (cols % codec_group(c) != 0) {
+    fail("{}: a {} row holds whole blocks of {} elements, not {}", what, codec_name(c), codec_group(c), cols);
+  }
+}
+
+template <Codec T>
+using GgmlSimd = GgmlRow<T, false>;
+template <Codec T>
+using GgmlPlain = GgmlRow<T, true>;
+
+// R<T> for the ggml codec c.
+template <template <Codec> class R, class F>
+HWY_INLINE void WithGgmlRow(Codec c, F&& f) {
+  switch (c) {
+    case Codec::Q8_0:
+      return f(R<Codec::Q8_0>());
+    case Codec::Q4_0:
+      return f(R<Codec::Q4_0>());
+    case Codec::Q5_0:
+      return f(R<Codec::Q5_0>());
+    case Codec::Q5_1:
+      return f(R<Codec::Q5_1>());
+    case Codec::Q2_K:
+      return f(R<Codec::Q2_K>());
+    case Codec::Q3_K:
+      return f(R<Codec::Q3_K>());
+    case Codec::Q4_K:
+      return f(R<Codec::Q4_K>());
+    case Codec::Q5_K:
+      return f(R<Codec::Q5_K>());
+    case Codec::Q6_K:
+      return f(R<Codec::Q6_K>());
+    case Codec::IQ4_NL:
+      return f(R<Codec::IQ4_NL>());
+    case Codec::IQ4_XS:
+      return f(R<Codec::IQ4_XS>());
+    case Codec::MXFP4_GGML:
+      return f(R<Codec::MXFP4_GGML>());
+    default:
+      fail("{} is not a ggml codec", codec_name(c));
+  }
+}
+
+void GgmlMatmulRange(const float* x, int64_t m, const Matrix& w, float* y, int64_t n0, int64_t n1) {
+  CheckGgml("matmul", w.codec, w.cols);
+  const auto run = [&](auto reader) { MatmulRangeT<decltype(reader)>(x, m, w, y, n0, n1); };
+  if (ggml_decode() == GgmlDecode::Plain) return WithGgmlRow<GgmlPlain>(w.codec, run);
+  WithGgmlRow<GgmlSimd>(w.codec, run);
+}
+
+void GgmlDecodeRow(Codec c, const uint8_t* row, int64_t cols, float* out) {
+  CheckGgml("ggml_decode_row", c, cols);
+  WithGgmlRow<GgmlSimd>(c, [&](auto reader) {
+    const DF df;
+    reader.row = row;
+    for (int64_t k = 0; k < cols; k += int64_t(hn::Lanes(df))) hn::StoreU(reader.Load(df, k), df, out + k);
+  });
 }
 
 void MatmulRange(const float* x, int64_t m, const Matrix& w, float* y, int64_t n0, int64_t n1) {
@@ -145,26 +221,39 @@ void MatmulRange(const float* x, int64_t m, const Matrix& w, float* y, int64_t n
   }
   switch (w.codec) {
     case Codec::F32:
-      return MatmulRangeT<Codec::F32>(x, m, w, y, n0, n1);
+      return MatmulRangeT<StoredRow<Codec::F32>>(x, m, w, y, n0, n1);
     case Codec::BF16:
-      return MatmulRangeT<Codec::BF16>(x, m, w, y, n0, n1);
+      return MatmulRangeT<StoredRow<Codec::BF16>>(x, m, w, y, n0, n1);
     case Codec::F16:
-      return MatmulRangeT<Codec::F16>(x, m, w, y, n0, n1);
+      return MatmulRangeT<StoredRow<Codec::F16>>(x, m, w, y, n0, n1);
     case Codec::Q8_G32:
-      return MatmulRangeT<Codec::Q8_G32>(x, m, w, y, n0, n1);
+      return MatmulRangeT<StoredRow<Codec::Q8_G32>>(x, m, w, y, n0, n1);
     case Codec::Q8_G64:
-      return MatmulRangeT<Codec::Q8_G64>(x, m, w, y, n0, n1);
+      return MatmulRangeT<StoredRow<Codec::Q8_G64>>(x, m, w, y, n0, n1);
     case Codec::Q4_G32:
-      return MatmulRangeT<Codec::Q4_G32>(x, m, w, y, n0, n1);
+      return MatmulRangeT<StoredRow<Codec::Q4_G32>>(x, m, w, y, n0, n1);
     case Codec::Q4_G64:
-      return MatmulRangeT<Codec::Q4_G64>(x, m, w, y, n0, n1);
+      return MatmulRangeT<StoredRow<Codec::Q4_G64>>(x, m, w, y, n0, n1);
     case Codec::P3:
     case Codec::P4:
     case Codec::S3:
     case Codec::FP8_G32:
-      return MatmulRangeT<Codec::FP8_G32>(x, m, w, y, n0, n1);
+      return MatmulRangeT<StoredRow<Codec::FP8_G32>>(x, m, w, y, n0, n1);
     case Codec::MXFP4:
       break;  // matmul() hands seed and MXFP4 matrices to their own kernels before any range is cut
+    case Codec::Q8_0:
+    case Codec::Q4_0:
+    case Codec::Q5_0:
+    case Codec::Q5_1:
+    case Codec::Q2_K:
+    case Codec::Q3_K:
+    case Codec::Q4_K:
+    case Codec::Q5_K:
+    case Codec::Q6_K:
+    case Codec::IQ4_NL:
+    case Codec::IQ4_XS:
+    case Codec::MXFP4_GGML:
+      return GgmlMatmulRange(x, m, w, y, n0, n1);
   }
   fail("matmul: unsupported weight codec {}", int(w.codec));
 }
@@ -215,12 +304,27 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace seedling::ops {
 HWY_EXPORT(MatmulRange);
+HWY_EXPORT(GgmlDecodeRow);
 HWY_EXPORT(Dot);
 HWY_EXPORT(Axpy);
 HWY_EXPORT(StreamSum);
 
 void matmul_range(const float* x, int64_t m, const Matrix& w, float* y, int64_t n0, int64_t n1) {
   HWY_DYNAMIC_DISPATCH(MatmulRange)(x, m, w, y, n0, n1);
+}
+
+namespace {
+std::atomic<GgmlDecode> g_ggml_decode{GgmlDecode::Simd};
+}
+GgmlDecode ggml_decode() {
+  return g_ggml_decode.load(std::memory_order_relaxed);
+}
+void set_ggml_decode(GgmlDecode mode) {
+  g_ggml_decode.store(mode, std::memory_order_relaxed);
+}
+
+void ggml_decode_row(Codec c, const uint8_t* row, int64_t cols, float* out) {
+  HWY_DYNAMIC_DISPATCH(GgmlDecodeRow)(c, row, cols, out);
 }
 
 void matmul(const float* x, int64_t m, const Matrix& w, float* y) {

@@ -27,7 +27,15 @@ info_has "$g/gpt_oss_mxfp4.gguf" "architecture:     gpt-oss" '  rope.scaling.typ
   "  attention.sliding_window               6" "  MXFP4         6 tensors         156672 bytes" \
   "  BF16         12 tensors         116736 bytes"
 info_has "$g/every_type.gguf" 'name:             "every type"' 'tokenizer:        "gpt2", 5 tokens, 1 merges' \
-  "  Q4_K          1 tensor             144 bytes"
+  "  Q4_K          1 tensor             144 bytes   36.1%  codec q4_k" "  I32           1 tensor              20 bytes" \
+  "  5.0%  not decoded" "  MXFP4         1 tensor              51 bytes   12.8%  codec mxfp4_ggml"
+info_has "$g/qwen3moe_q4_1.gguf" "  Q4_1         16 tensors          51200 bytes   94.8%  codec q4_g32"
+# The GGUF codecs are read as stored: pack and synth name them as ones they cannot write.
+expect_error "pack --experts q4_k is refused by name" \
+  "error: --experts 'q4_k': a ggml type, read as a GGUF file stores it; pack cannot encode it (known: stored, f32, .*, fp8_g32)$" \
+  "$bin" pack -m "$m/hf" -o "$tmp/p" --experts q4_k
+expect_error "synth --packed iq4_xs is refused" "synth: --packed 'iq4_xs' is unknown (known: f32, .*, fp8_g32)$" \
+  "$bin" synth --packed iq4_xs -o "$tmp/s"
 
 # A GGUF file given to any other command: one error saying so, whatever the command.
 for cmd in "run --ids 1,2" "logits --ids 1 -o $tmp/l.f32" "bench" "chat" "perplexity -f $data/demo/heldout.txt" \

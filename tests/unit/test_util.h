@@ -1,6 +1,10 @@
 // Helpers shared by the unit tests: data paths, scratch folders, reading golden files.
 #pragma once
 
+#include <gtest/gtest.h>
+#include <hwy/targets.h>
+
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -77,6 +81,25 @@ inline std::string error_of(const std::function<void()>& f) {
     return e.what();
   }
   return "(no error)";
+}
+
+// gamma_n = n u / (1 - n u), u = 2^-24: the bound on the relative error of any order of n float operations that
+// each round once (Higham, Accuracy and Stability of Numerical Algorithms, 3.1).
+inline double rounding_gamma(double n) {
+  const double u = std::ldexp(1.0, -24);
+  return n * u / (1.0 - n * u);
+}
+
+// Runs fn once under each SIMD target this binary has and this CPU runs (the scalar fallback included), so every
+// dispatch path is held to the same tests, then restores the normal choice.
+template <class F>
+void for_each_simd_target(F&& fn) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    fn();
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 // The prompt ids of a tiny golden checkpoint (tests/data/models/NAME/reference.json, key "ids").

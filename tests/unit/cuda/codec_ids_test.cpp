@@ -5,8 +5,10 @@
 
 #include <bit>
 #include <cstdint>
+#include <string>
 
 #include "codec/codec.h"
+#include "cuda/kernels.h"
 
 namespace seedling {
 namespace {
@@ -31,6 +33,17 @@ TEST(CudaCodecIds, Fp4AsFp16BitsAreTheValuesTimes2ToTheMinus14) {
       ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want)) << "word " << cw << " code " << j;
     }
   }
+}
+
+// ggml's GGUF types have no CUDA kernel yet: has_kernel refuses each (so the upload names it), and the list of
+// codecs with kernels that the refusal prints leaves them out.
+TEST(CudaCodecIds, GgufCodecsHaveNoKernelYet) {
+  for (Codec c : kAllCodecs) {
+    if (!codec_is_ggml(c)) continue;
+    EXPECT_FALSE(cuda::has_kernel(c)) << codec_name(c);
+  }
+  EXPECT_EQ(cuda::kernel_codec_names().find("q4_k"), std::string::npos);
+  EXPECT_NE(cuda::kernel_codec_names().find("q4_g32"), std::string::npos);
 }
 
 }  // namespace

@@ -5,7 +5,6 @@
 #include "ops/seed_matmul.h"
 
 #include <gtest/gtest.h>
-#include <hwy/targets.h>
 
 #include <cmath>
 #include <cstring>
@@ -14,9 +13,12 @@
 
 #include "codec/lfsr.h"
 #include "core/thread_pool.h"
+#include "test_util.h"
 
 using namespace seedling;
 using namespace seedling::seed;
+using seedling::test::for_each_simd_target;
+using seedling::test::rounding_gamma;
 
 namespace {
 
@@ -46,25 +48,6 @@ void expect_rows_equal_spec(const SeedMatrix& sm) {
         << seed_tier_name(sm.tier) << " row " << r;
     ASSERT_EQ(row[size_t(sm.cols)], 12345.0f) << "wrote past the row";
   }
-}
-
-// gamma_n = n u / (1 - n u), u = 2^-24: the bound on the relative error of any order of n float operations that
-// each round once (Higham, Accuracy and Stability of Numerical Algorithms, 3.1).
-double rounding_gamma(double n) {
-  const double u = std::ldexp(1.0, -24);
-  return n * u / (1.0 - n * u);
-}
-
-// Runs fn once under each SIMD target this binary has and this CPU runs (the scalar fallback included), so every
-// dispatch path is held to the same tests, then restores the normal choice.
-template <class F>
-void for_each_simd_target(F&& fn) {
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    hwy::SetSupportedTargetsForTest(target);
-    SCOPED_TRACE(hwy::TargetName(target));
-    fn();
-  }
-  hwy::SetSupportedTargetsForTest(0);
 }
 
 }  // namespace
