@@ -12,7 +12,8 @@ Needs numpy and a llama.cpp-family tree's gguf-py (GGUFWriter, an independent wr
   vocab 64) packed by `seedling pack --experts q4_g32 --dense q4_g32` (the packed folder, kept), then
   tools/packed_to_gguf.py: every Q4_1 tensor of the GGUF holds the packed folder's bytes.
 - gpt_oss_mxfp4.gguf: tools/gpt_oss_bench_model.py gguf of tests/data/models/gpt_oss_mxfp4/hub (MXFP4, BF16, F32).
-- tests/fuzz/corpus/fuzz_gguf/: the seeds of the GGUF fuzz target (fuzz_seeds below).
+- tests/fuzz/corpus/fuzz_gguf/: the seeds of the GGUF fuzz target (fuzz_seeds below; qwen3moe_keys_gpt2 reaches the
+  mapping onto a family and the tokenizer).
 """
 import json
 import os
@@ -96,11 +97,47 @@ def fuzz_seeds(g, folder):
     data = bytearray(open(path, "rb").read())
     data[4:8] = struct.pack("<I", 2)  # version 2 has version 3's layout (3 allowed big-endian files)
     open(path, "wb").write(bytes(data))
+    mapping_seed(g, os.path.join(folder, "qwen3moe_keys_gpt2"))
     src = os.path.join(HERE, "qwen3moe_q4_1.gguf")
     r = g.GGUFReader(src)
     first = r.tensors[0]
     open(os.path.join(folder, "qwen3moe_q4_1_cut"), "wb").write(open(src, "rb").read()[:first.data_offset +
                                                                                          first.n_bytes])
+
+
+def mapping_seed(g, path):
+    """The metadata of a small qwen3moe (every key model/gguf_config.cpp reads, YaRN RoPE) and a gpt2 tokenizer
+    (tokens, types, merges, pre-tokenizer qwen2, BOS added, a chat template), no tensors: a seed that reaches the
+    mapping and the tokenizer of the fuzz target."""
+    w = g.GGUFWriter(path, arch="qwen3moe")
+    w.add_block_count(2)
+    w.add_context_length(256)
+    w.add_embedding_length(64)
+    w.add_feed_forward_length(64)
+    w.add_expert_feed_forward_length(32)
+    w.add_head_count(2)
+    w.add_head_count_kv(1)
+    w.add_key_length(32)
+    w.add_value_length(32)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_expert_count(4)
+    w.add_expert_used_count(2)
+    w.add_rope_freq_base(10000.0)
+    w.add_rope_scaling_type(g.RopeScalingType.YARN)
+    w.add_rope_scaling_factor(4.0)
+    w.add_rope_scaling_orig_ctx_len(128)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    w.add_token_list(["<s>", "</s>", "a", "b", "ab", "\u0120", "\u0120a"])
+    w.add_token_types([3, 3, 1, 1, 1, 1, 1])
+    w.add_token_merges(["a b", "\u0120 a"])
+    w.add_bos_token_id(0)
+    w.add_eos_token_id(1)
+    w.add_add_bos_token(True)
+    w.add_chat_template("{% for m in messages %}{{ m['content'] }}{% endfor %}")
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.close()
 
 
 def bf16_bytes(x):
