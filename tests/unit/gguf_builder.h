@@ -69,6 +69,14 @@ struct GgufBuilder {
     for (size_t k = 0; k < nbytes; ++k) data += char(uint8_t(k + seed));
     return *this;
   }
+  // A tensor holding `bytes` (its rows, as the type lays them out), at the next aligned offset.
+  GgufBuilder& raw_tensor(const std::string& name, const std::vector<uint64_t>& dims, GgmlType type,
+                          const std::string& bytes) {
+    while (data.size() % alignment != 0) data += '\0';
+    info(name, dims, uint32_t(type), data.size());
+    data += bytes;
+    return *this;
+  }
   std::string bytes() const {
     std::string s = "GGUF" + le<uint32_t>(version) + le<uint64_t>(n_tensors) + le<uint64_t>(n_keys) + keys + infos;
     while (s.size() % alignment != 0) s += '\0';

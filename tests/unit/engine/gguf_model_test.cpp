@@ -6,10 +6,12 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 
 #include "engine/engine.h"
 #include "gguf_builder.h"
 #include "io/gguf_codec.h"
+#include "io/safetensors.h"
 #include "model/gguf_config.h"
 #include "model/model.h"
 #include "test_util.h"
@@ -62,7 +64,174 @@ std::string map_error(const test::GgufBuilder& b) {
   return test::error_of([&] { map_gguf_model(GgufFile(dir / "m.gguf")); });
 }
 
+// olmoe and gpt-oss in llama.cpp's layout, written here from the tiny checkpoints because this tree's
+// convert_hf_to_gguf.py converts neither: the names and dimensions its loader reads (llama.cpp's
+// src/llama-load-tensors.cpp: gpt-oss's post_attention_norm, attn_sinks, ffn_gate_inp.bias, the experts'
+// ffn_{gate,up,down}_exps.{weight,bias} with gate and up apart; olmoe's attn_q_norm / attn_k_norm over the whole
+// projection and stacked experts), the bf16 bytes of the folder moved, never changed.
+class LayoutWriter {
+ public:
+  explicit LayoutWriter(const std::string& dir) : ck_(dir) {}
+  test::GgufBuilder& b() { return b_; }
+  // The tensor as stored, dimensions reversed (ne0 first).
+  void same(const std::string& gguf, const std::string& hf) {
+    const TensorInfo& t = ck_.get(hf);
+    std::vector<uint64_t> dims(t.shape.rbegin(), t.shape.rend());
+    b_.raw_tensor(gguf, dims, GgmlType::BF16, std::string(reinterpret_cast<const char*>(t.data), t.nbytes));
+  }
+  // Per-expert tensors `hf(e)` (rows, cols) stacked: [E x rows x cols].
+  void stacked(const std::string& gguf, const std::function<std::string(int)>& hf, int experts) {
+    std::string bytes;
+    std::vector<int64_t> shape;
+    for (int e = 0; e < experts; ++e) {
+      const TensorInfo& t = ck_.get(hf(e));
+      shape = t.shape;
+      bytes.append(reinterpret_cast<const char*>(t.data), t.nbytes);
+    }
+    b_.raw_tensor(gguf, {uint64_t(shape[1]), uint64_t(shape[0]), uint64_t(experts)}, GgmlType::BF16, bytes);
+  }
+  // gpt-oss's (E, H, 2I) gate_up_proj (gate and up interleaved along the last axis) or (E, I, H) down_proj as the
+  // [E x rows x cols] experts llama.cpp reads: rows `out` of every `step` from `offset` of the last axis, transposed.
+  void transposed(const std::string& gguf, const std::string& hf, int step, int offset) {
+    const TensorInfo& t = ck_.get(hf);
+    const int64_t E = t.shape[0], in = t.shape[1], all = t.shape[2], out = all / step;
+    const auto* src = reinterpret_cast<const uint16_t*>(t.data);
+    std::string bytes(size_t(E * out * in) * 2, '\0');
+    auto* dst = reinterpret_cast<uint16_t*>(bytes.data());
+    for (int64_t e = 0; e < E; ++e) {
+      for (int64_t r = 0; r < out; ++r) {
+        for (int64_t c = 0; c < in; ++c) dst[(e * out + r) * in + c] = src[(e * in + c) * all + r * step + offset];
+      }
+    }
+    b_.raw_tensor(gguf, {uint64_t(in), uint64_t(out), uint64_t(E)}, GgmlType::BF16, bytes);
+  }
+  // A (E, 2I) gate_up bias's entries `offset`, `offset + step`, ...: [E x I].
+  void strided_bias(const std::string& gguf, const std::string& hf, int step, int offset) {
+    const TensorInfo& t = ck_.get(hf);
+    const int64_t E = t.shape[0], all = t.shape[1], out = all / step;
+    const auto* src = reinterpret_cast<const uint16_t*>(t.data);
+    std::string bytes(size_t(E * out) * 2, '\0');
+    auto* dst = reinterpret_cast<uint16_t*>(bytes.data());
+    for (int64_t e = 0; e < E; ++e) {
+      for (int64_t r = 0; r < out; ++r) dst[e * out + r] = src[e * all + r * step + offset];
+    }
+    b_.raw_tensor(gguf, {uint64_t(out), uint64_t(E)}, GgmlType::BF16, bytes);
+  }
+  void u32(const std::string& key, int64_t v) { b_.key(key, GgufType::U32, uint32_t(v)); }
+  void f32(const std::string& key, double v) { b_.key(key, GgufType::F32, float(v)); }
+
+ private:
+  Checkpoint ck_;
+  test::GgufBuilder b_;
+};
+
+// Keys every llama-style architecture has, from the folder's config.json.
+void common_keys(LayoutWriter& w, const std::string& arch, const nlohmann::json& c) {
+  w.b().str("general.architecture", arch);
+  w.u32(arch + ".block_count", c["num_hidden_layers"]);
+  w.u32(arch + ".context_length", c["max_position_embeddings"]);
+  w.u32(arch + ".embedding_length", c["hidden_size"]);
+  w.u32(arch + ".attention.head_count", c["num_attention_heads"]);
+  w.u32(arch + ".attention.head_count_kv", c["num_key_value_heads"]);
+  w.f32(arch + ".attention.layer_norm_rms_epsilon", c["rms_norm_eps"]);
+  w.u32(arch + ".expert_used_count", c["num_experts_per_tok"]);
+  w.f32(arch + ".rope.freq_base", c["rope_parameters"]["rope_theta"]);
+}
+
+std::string olmoe_gguf(const test::ScratchDir& dir) {
+  const std::string hf = test::data_path("models/olmoe_a/hf");
+  const nlohmann::json c = test::read_json(hf + "/config.json");
+  LayoutWriter w(hf);
+  common_keys(w, "olmoe", c);
+  w.u32("olmoe.expert_count", c["num_experts"]);
+  w.u32("olmoe.feed_forward_length", c["intermediate_size"]);
+  w.f32("olmoe.attention.clamp_kqv", c["clip_qkv"]);
+  w.same("token_embd.weight", "model.embed_tokens.weight");
+  w.same("output_norm.weight", "model.norm.weight");
+  w.same("output.weight", "lm_head.weight");
+  for (int l = 0; l < c["num_hidden_layers"].get<int>(); ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".", b = "blk." + std::to_string(l) + ".";
+    w.same(b + "attn_norm.weight", p + "input_layernorm.weight");
+    w.same(b + "ffn_norm.weight", p + "post_attention_layernorm.weight");
+    for (auto [g, h] :
+         {std::pair{"attn_q", "q_proj"}, {"attn_k", "k_proj"}, {"attn_v", "v_proj"}, {"attn_output", "o_proj"}}) {
+      w.same(b + g + ".weight", p + "self_attn." + h + ".weight");
+    }
+    w.same(b + "attn_q_norm.weight", p + "self_attn.q_norm.weight");
+    w.same(b + "attn_k_norm.weight", p + "self_attn.k_norm.weight");
+    w.same(b + "ffn_gate_inp.weight", p + "mlp.gate.weight");
+    for (auto [g, h] :
+         {std::pair{"ffn_gate_exps", "gate_proj"}, {"ffn_up_exps", "up_proj"}, {"ffn_down_exps", "down_proj"}}) {
+      w.stacked(
+          b + g + ".weight", [&, h = h](int e) { return p + "mlp.experts." + std::to_string(e) + "." + h + ".weight"; },
+          c["num_experts"]);
+    }
+  }
+  test::write_file(dir / "olmoe.gguf", w.b().bytes());
+  return dir / "olmoe.gguf";
+}
+
+std::string gpt_oss_gguf(const test::ScratchDir& dir) {
+  const std::string hf = test::data_path("models/gpt_oss_a/hf");
+  const nlohmann::json c = test::read_json(hf + "/config.json");
+  const nlohmann::json& rope = c["rope_parameters"];
+  LayoutWriter w(hf);
+  common_keys(w, "gpt-oss", c);
+  w.u32("gpt-oss.expert_count", c["num_local_experts"]);
+  w.u32("gpt-oss.expert_feed_forward_length", c["intermediate_size"]);
+  w.u32("gpt-oss.attention.key_length", c["head_dim"]);
+  w.u32("gpt-oss.attention.value_length", c["head_dim"]);
+  w.u32("gpt-oss.attention.sliding_window", c["sliding_window"]);
+  w.b().str("gpt-oss.rope.scaling.type", "yarn");
+  w.f32("gpt-oss.rope.scaling.factor", rope["factor"]);
+  w.u32("gpt-oss.rope.scaling.original_context_length", rope["original_max_position_embeddings"]);
+  w.same("token_embd.weight", "model.embed_tokens.weight");
+  w.same("output_norm.weight", "model.norm.weight");
+  w.same("output.weight", "lm_head.weight");
+  for (int l = 0; l < c["num_hidden_layers"].get<int>(); ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".", b = "blk." + std::to_string(l) + ".";
+    w.same(b + "attn_norm.weight", p + "input_layernorm.weight");
+    w.same(b + "post_attention_norm.weight", p + "post_attention_layernorm.weight");
+    for (auto [g, h] :
+         {std::pair{"attn_q", "q_proj"}, {"attn_k", "k_proj"}, {"attn_v", "v_proj"}, {"attn_output", "o_proj"}}) {
+      w.same(b + g + ".weight", p + "self_attn." + h + ".weight");
+      w.same(b + g + ".bias", p + "self_attn." + h + ".bias");
+    }
+    w.same(b + "attn_sinks.weight", p + "self_attn.sinks");
+    w.same(b + "ffn_gate_inp.weight", p + "mlp.router.weight");
+    w.same(b + "ffn_gate_inp.bias", p + "mlp.router.bias");
+    w.transposed(b + "ffn_gate_exps.weight", p + "mlp.experts.gate_up_proj", 2, 0);
+    w.transposed(b + "ffn_up_exps.weight", p + "mlp.experts.gate_up_proj", 2, 1);
+    w.transposed(b + "ffn_down_exps.weight", p + "mlp.experts.down_proj", 1, 0);
+    w.strided_bias(b + "ffn_gate_exps.bias", p + "mlp.experts.gate_up_proj_bias", 2, 0);
+    w.strided_bias(b + "ffn_up_exps.bias", p + "mlp.experts.gate_up_proj_bias", 2, 1);
+    w.same(b + "ffn_down_exps.bias", p + "mlp.experts.down_proj_bias");
+  }
+  test::write_file(dir / "gpt_oss.gguf", w.b().bytes());
+  return dir / "gpt_oss.gguf";
+}
+
 }  // namespace
+
+// olmoe and gpt-oss in llama.cpp's layout (LayoutWriter above): the folder's logits bit for bit, so the mapping reads
+// every part where the family's plan needs it (gpt-oss: sinks, the router bias, the experts' gate and up biases
+// joined, sliding layers every other one from the first, YaRN untruncated; olmoe: whole-projection q/k norms, clip).
+TEST(GgufModel, OlmoeAndGptOssInLlamaCppsLayoutRunAsTheirFolders) {
+  test::ScratchDir dir("gguf-layout");
+  for (auto [name, gguf] : {std::pair{"olmoe_a", olmoe_gguf(dir)}, std::pair{"gpt_oss_a", gpt_oss_gguf(dir)}}) {
+    const std::vector<int32_t> ids = reference_ids(name);
+    const std::vector<float> x = logits_of(gguf, ids),
+                             y = logits_of(test::data_path("models/" + std::string(name) + "/hf"), ids);
+    EXPECT_EQ(max_abs_diff(x, y), 0.0) << name;
+    const ModelConfig a = map_gguf_model(GgufFile(gguf)).c,
+                      b = read_model_config(test::data_path("models/" + std::string(name) + "/hf"));
+    for (int l = 0; l < b.num_layers; ++l) {
+      EXPECT_EQ(a.plan(l).attn.window, b.plan(l).attn.window) << name << " layer " << l;
+      EXPECT_EQ(a.plan(l).attn.clip_qkv, b.plan(l).attn.clip_qkv) << name << " layer " << l;
+    }
+    EXPECT_EQ(a.rope.truncate, b.rope.truncate) << name;
+  }
+}
 
 // Oracle 1: tests/data/gguf/qwen3moe_q4_1.gguf holds the bytes of the packed folder beside it (tools/packed_to_gguf.py:
 // Q4_1 is q4_g32 byte for byte, norms widened exactly to f32).
