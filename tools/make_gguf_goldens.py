@@ -60,9 +60,7 @@ def kquant_folder(path):
     """A random qwen3_moe whose rows are whole 256-wide K-quant blocks (hidden 256, head_dim 64, expert width 256, 4
     experts, 2 layers, vocab 256; 2.1M parameters, bf16): llama-quantize writes real Q4_K / Q6_K / IQ4_XS blocks for
     it, where the demo's 192-wide rows fall back to other types. numpy only; seeded."""
-    import struct
-
-    import numpy as np
+    from gguf_bench_common import random_qwen3_moe
 
     cfg = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "attention_bias": False,
            "bos_token_id": 1, "eos_token_id": 2, "decoder_sparse_step": 1, "mlp_only_layers": [], "head_dim": 64,
@@ -71,50 +69,7 @@ def kquant_folder(path):
            "num_key_value_heads": 2, "num_experts": 4, "num_experts_per_tok": 2, "num_hidden_layers": 2,
            "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": False, "vocab_size": 256,
            "torch_dtype": "bfloat16"}
-    os.makedirs(path)
-    json.dump(cfg, open(os.path.join(path, "config.json"), "w"), indent=2)
-    rng = np.random.default_rng(2025)
-    tensors = {}
-
-    def bf16(x):
-        u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-        return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16).tobytes()
-
-    def mat(name, rows, cols):
-        tensors[name] = ((rows, cols), bf16(rng.normal(0, cols ** -0.5, (rows, cols))))
-
-    def vec(name, n):
-        tensors[name] = ((n,), bf16(1 + 0.1 * rng.normal(size=n)))
-
-    h, hd, w = cfg["hidden_size"], cfg["head_dim"], cfg["moe_intermediate_size"]
-    mat("model.embed_tokens.weight", cfg["vocab_size"], h)
-    mat("lm_head.weight", cfg["vocab_size"], h)
-    vec("model.norm.weight", h)
-    for i in range(cfg["num_hidden_layers"]):
-        p = "model.layers.%d." % i
-        vec(p + "input_layernorm.weight", h)
-        vec(p + "post_attention_layernorm.weight", h)
-        mat(p + "self_attn.q_proj.weight", 4 * hd, h)
-        mat(p + "self_attn.k_proj.weight", 2 * hd, h)
-        mat(p + "self_attn.v_proj.weight", 2 * hd, h)
-        mat(p + "self_attn.o_proj.weight", h, 4 * hd)
-        vec(p + "self_attn.q_norm.weight", hd)
-        vec(p + "self_attn.k_norm.weight", hd)
-        mat(p + "mlp.gate.weight", cfg["num_experts"], h)
-        for e in range(cfg["num_experts"]):
-            mat(p + "mlp.experts.%d.gate_proj.weight" % e, w, h)
-            mat(p + "mlp.experts.%d.up_proj.weight" % e, w, h)
-            mat(p + "mlp.experts.%d.down_proj.weight" % e, h, w)
-    header, blobs, off = {}, [], 0
-    for name in sorted(tensors):
-        shape, data = tensors[name]
-        header[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [off, off + len(data)]}
-        blobs.append(data)
-        off += len(data)
-    hj = json.dumps(header, separators=(",", ":")).encode()
-    hj += b" " * (-(8 + len(hj)) % 8)
-    with open(os.path.join(path, "model.safetensors"), "wb") as f:
-        f.write(struct.pack("<Q", len(hj)) + hj + b"".join(blobs))
+    random_qwen3_moe(path, cfg, 2025)
 
 
 def fixed_copy(src, dst):

@@ -15,7 +15,6 @@ Needs numpy and a llama.cpp-family tree's gguf-py (GGUFWriter, an independent wr
 - tests/fuzz/corpus/fuzz_gguf/: the seeds of the GGUF fuzz target (fuzz_seeds below; qwen3moe_keys_gpt2 reaches the
   mapping onto a family and the tokenizer).
 """
-import json
 import os
 import shutil
 import struct
@@ -27,6 +26,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from gguf_bench_common import random_qwen3_moe  # noqa: E402
 
 
 def counting_bytes(n):
@@ -140,26 +141,6 @@ def mapping_seed(g, path):
     w.close()
 
 
-def bf16_bytes(x):
-    """float32 -> bf16 little-endian bytes, round to nearest even."""
-    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    u = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-    return u.tobytes()
-
-
-def write_safetensors(path, tensors):
-    header, blobs, off = {}, [], 0
-    for name in sorted(tensors):
-        shape, data = tensors[name]
-        header[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [off, off + len(data)]}
-        blobs.append(data)
-        off += len(data)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-(8 + len(h)) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
-
-
 def tiny_qwen3_moe(folder):
     cfg = {
         "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "attention_bias": False,
@@ -169,38 +150,7 @@ def tiny_qwen3_moe(folder):
         "num_experts": 4, "num_experts_per_tok": 2, "num_hidden_layers": 2, "rms_norm_eps": 1e-6,
         "rope_theta": 10000.0, "tie_word_embeddings": False, "vocab_size": 64, "dtype": "bfloat16",
     }
-    os.makedirs(folder)
-    json.dump(cfg, open(os.path.join(folder, "config.json"), "w"), indent=2)
-    rng = np.random.default_rng(25)
-    h, hd, w, v = cfg["hidden_size"], cfg["head_dim"], cfg["moe_intermediate_size"], cfg["vocab_size"]
-    t = {}
-
-    def mat(name, rows, cols):
-        t[name] = ((rows, cols), bf16_bytes(rng.normal(0, cols ** -0.5, (rows, cols))))
-
-    def vec(name, n):
-        t[name] = ((n,), bf16_bytes(1 + 0.1 * rng.normal(size=n)))
-
-    mat("model.embed_tokens.weight", v, h)
-    mat("lm_head.weight", v, h)
-    vec("model.norm.weight", h)
-    for i in range(cfg["num_hidden_layers"]):
-        p = "model.layers.%d." % i
-        vec(p + "input_layernorm.weight", h)
-        vec(p + "post_attention_layernorm.weight", h)
-        mat(p + "self_attn.q_proj.weight", 2 * hd, h)
-        mat(p + "self_attn.k_proj.weight", hd, h)
-        mat(p + "self_attn.v_proj.weight", hd, h)
-        mat(p + "self_attn.o_proj.weight", h, 2 * hd)
-        vec(p + "self_attn.q_norm.weight", hd)
-        vec(p + "self_attn.k_norm.weight", hd)
-        mat(p + "mlp.gate.weight", cfg["num_experts"], h)
-        for e in range(cfg["num_experts"]):
-            q = p + "mlp.experts.%d." % e
-            mat(q + "gate_proj.weight", w, h)
-            mat(q + "up_proj.weight", w, h)
-            mat(q + "down_proj.weight", h, w)
-    write_safetensors(os.path.join(folder, "model.safetensors"), t)
+    random_qwen3_moe(folder, cfg, 25)
 
 
 def run(*args):

@@ -41,20 +41,24 @@ std::vector<int32_t> reference_ids(const std::string& model) {
   return test::read_json(test::data_path("models/" + model + "/reference.json"))["ids"].get<std::vector<int32_t>>();
 }
 
-// The metadata of a small qwen3moe: every key the mapping reads, no tensors.
-test::GgufBuilder qwen3moe_keys(const std::string& arch = "qwen3moe") {
+// The metadata of a small qwen3moe (or another architecture's keys of the same names): every key the mapping reads
+// but `without`, attention.head_count_kv `kv_heads`; no tensors.
+test::GgufBuilder qwen3moe_keys(const std::string& arch = "qwen3moe", const std::string& without = "",
+                                uint32_t kv_heads = 1) {
   test::GgufBuilder b;
-  b.str("general.architecture", arch)
-      .key(arch + ".block_count", GgufType::U32, uint32_t(2))
-      .key(arch + ".embedding_length", GgufType::U32, uint32_t(64))
-      .key(arch + ".attention.head_count", GgufType::U32, uint32_t(2))
-      .key(arch + ".attention.head_count_kv", GgufType::U32, uint32_t(1))
-      .key(arch + ".attention.key_length", GgufType::U32, uint32_t(32))
-      .key(arch + ".attention.layer_norm_rms_epsilon", GgufType::F32, 1e-6f)
-      .key(arch + ".expert_count", GgufType::U32, uint32_t(4))
-      .key(arch + ".expert_used_count", GgufType::U32, uint32_t(2))
-      .key(arch + ".expert_feed_forward_length", GgufType::U32, uint32_t(32))
-      .key(arch + ".vocab_size", GgufType::U32, uint32_t(64));
+  b.str("general.architecture", arch);
+  for (auto [key, value] : {std::pair{"block_count", 2u},
+                            {"embedding_length", 64u},
+                            {"attention.head_count", 2u},
+                            {"attention.head_count_kv", kv_heads},
+                            {"attention.key_length", 32u},
+                            {"expert_count", 4u},
+                            {"expert_used_count", 2u},
+                            {"expert_feed_forward_length", 32u},
+                            {"vocab_size", 64u}}) {
+    if (key != without) b.key(arch + "." + key, GgufType::U32, uint32_t(value));
+  }
+  b.key(arch + ".attention.layer_norm_rms_epsilon", GgufType::F32, 1e-6f);
   return b;
 }
 
@@ -138,6 +142,27 @@ void common_keys(LayoutWriter& w, const std::string& arch, const nlohmann::json&
   w.f32(arch + ".rope.freq_base", c["rope_parameters"]["rope_theta"]);
 }
 
+// The tensors every llama-style layout has: embedding, final norm, head; per layer the two norms (the FFN's named
+// `ffn_norm`) and q/k/v/o (with their biases when `biases`); then `rest(p, b)` with the layer's Hugging Face and GGUF
+// prefixes.
+void llama_layout(LayoutWriter& w, int layers, const char* ffn_norm, bool biases,
+                  const std::function<void(const std::string&, const std::string&)>& rest) {
+  w.same("token_embd.weight", "model.embed_tokens.weight");
+  w.same("output_norm.weight", "model.norm.weight");
+  w.same("output.weight", "lm_head.weight");
+  for (int l = 0; l < layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".", b = "blk." + std::to_string(l) + ".";
+    w.same(b + "attn_norm.weight", p + "input_layernorm.weight");
+    w.same(b + ffn_norm + ".weight", p + "post_attention_layernorm.weight");
+    for (auto [g, h] :
+         {std::pair{"attn_q", "q_proj"}, {"attn_k", "k_proj"}, {"attn_v", "v_proj"}, {"attn_output", "o_proj"}}) {
+      w.same(b + g + ".weight", p + "self_attn." + h + ".weight");
+      if (biases) w.same(b + g + ".bias", p + "self_attn." + h + ".bias");
+    }
+    rest(p, b);
+  }
+}
+
 std::string olmoe_gguf(const test::ScratchDir& dir) {
   const std::string hf = test::data_path("models/olmoe_a/hf");
   const nlohmann::json c = test::read_json(hf + "/config.json");
@@ -146,17 +171,7 @@ std::string olmoe_gguf(const test::ScratchDir& dir) {
   w.u32("olmoe.expert_count", c["num_experts"]);
   w.u32("olmoe.feed_forward_length", c["intermediate_size"]);
   w.f32("olmoe.attention.clamp_kqv", c["clip_qkv"]);
-  w.same("token_embd.weight", "model.embed_tokens.weight");
-  w.same("output_norm.weight", "model.norm.weight");
-  w.same("output.weight", "lm_head.weight");
-  for (int l = 0; l < c["num_hidden_layers"].get<int>(); ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".", b = "blk." + std::to_string(l) + ".";
-    w.same(b + "attn_norm.weight", p + "input_layernorm.weight");
-    w.same(b + "ffn_norm.weight", p + "post_attention_layernorm.weight");
-    for (auto [g, h] :
-         {std::pair{"attn_q", "q_proj"}, {"attn_k", "k_proj"}, {"attn_v", "v_proj"}, {"attn_output", "o_proj"}}) {
-      w.same(b + g + ".weight", p + "self_attn." + h + ".weight");
-    }
+  llama_layout(w, c["num_hidden_layers"], "ffn_norm", false, [&](const std::string& p, const std::string& b) {
     w.same(b + "attn_q_norm.weight", p + "self_attn.q_norm.weight");
     w.same(b + "attn_k_norm.weight", p + "self_attn.k_norm.weight");
     w.same(b + "ffn_gate_inp.weight", p + "mlp.gate.weight");
@@ -166,7 +181,7 @@ std::string olmoe_gguf(const test::ScratchDir& dir) {
           b + g + ".weight", [&, h = h](int e) { return p + "mlp.experts." + std::to_string(e) + "." + h + ".weight"; },
           c["num_experts"]);
     }
-  }
+  });
   test::write_file(dir / "olmoe.gguf", w.b().bytes());
   return dir / "olmoe.gguf";
 }
@@ -185,18 +200,7 @@ std::string gpt_oss_gguf(const test::ScratchDir& dir) {
   w.b().str("gpt-oss.rope.scaling.type", "yarn");
   w.f32("gpt-oss.rope.scaling.factor", rope["factor"]);
   w.u32("gpt-oss.rope.scaling.original_context_length", rope["original_max_position_embeddings"]);
-  w.same("token_embd.weight", "model.embed_tokens.weight");
-  w.same("output_norm.weight", "model.norm.weight");
-  w.same("output.weight", "lm_head.weight");
-  for (int l = 0; l < c["num_hidden_layers"].get<int>(); ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".", b = "blk." + std::to_string(l) + ".";
-    w.same(b + "attn_norm.weight", p + "input_layernorm.weight");
-    w.same(b + "post_attention_norm.weight", p + "post_attention_layernorm.weight");
-    for (auto [g, h] :
-         {std::pair{"attn_q", "q_proj"}, {"attn_k", "k_proj"}, {"attn_v", "v_proj"}, {"attn_output", "o_proj"}}) {
-      w.same(b + g + ".weight", p + "self_attn." + h + ".weight");
-      w.same(b + g + ".bias", p + "self_attn." + h + ".bias");
-    }
+  llama_layout(w, c["num_hidden_layers"], "post_attention_norm", true, [&](const std::string& p, const std::string& b) {
     w.same(b + "attn_sinks.weight", p + "self_attn.sinks");
     w.same(b + "ffn_gate_inp.weight", p + "mlp.router.weight");
     w.same(b + "ffn_gate_inp.bias", p + "mlp.router.bias");
@@ -206,7 +210,7 @@ std::string gpt_oss_gguf(const test::ScratchDir& dir) {
     w.strided_bias(b + "ffn_gate_exps.bias", p + "mlp.experts.gate_up_proj_bias", 2, 0);
     w.strided_bias(b + "ffn_up_exps.bias", p + "mlp.experts.gate_up_proj_bias", 2, 1);
     w.same(b + "ffn_down_exps.bias", p + "mlp.experts.down_proj_bias");
-  }
+  });
   test::write_file(dir / "gpt_oss.gguf", w.b().bytes());
   return dir / "gpt_oss.gguf";
 }
@@ -334,47 +338,21 @@ TEST(GgufModel, UnmappedArchitectureNamesTheMappedOnes) {
 }
 
 TEST(GgufModel, MissingRequiredKeyNamesIt) {
-  test::GgufBuilder b;
-  b.str("general.architecture", "qwen3moe").key("qwen3moe.vocab_size", GgufType::U32, uint32_t(64));
-  EXPECT_HAS(map_error(b), "m.gguf: missing key 'qwen3moe.embedding_length' (expected an integer)");
-  test::GgufBuilder c;
-  c.str("general.architecture", "qwen3moe")
-      .key("qwen3moe.vocab_size", GgufType::U32, uint32_t(64))
-      .key("qwen3moe.block_count", GgufType::U32, uint32_t(2))
-      .key("qwen3moe.embedding_length", GgufType::U32, uint32_t(64))
-      .key("qwen3moe.attention.head_count", GgufType::U32, uint32_t(2))
-      .key("qwen3moe.attention.layer_norm_rms_epsilon", GgufType::F32, 1e-6f)
-      .key("qwen3moe.expert_count", GgufType::U32, uint32_t(4))
-      .key("qwen3moe.expert_used_count", GgufType::U32, uint32_t(2));
-  EXPECT_HAS(map_error(c), "missing key 'qwen3moe.expert_feed_forward_length'");
+  EXPECT_HAS(map_error(qwen3moe_keys("qwen3moe", "embedding_length")),
+             "m.gguf: missing key 'qwen3moe.embedding_length' (expected an integer)");
+  EXPECT_HAS(map_error(qwen3moe_keys("qwen3moe", "expert_feed_forward_length")),
+             "missing key 'qwen3moe.expert_feed_forward_length'");
 }
 
 TEST(GgufModel, AValueTheFamilyRefusesNamesTheGgufKey) {
-  test::GgufBuilder d;
-  d.str("general.architecture", "qwen3moe")
-      .key("qwen3moe.vocab_size", GgufType::U32, uint32_t(64))
-      .key("qwen3moe.block_count", GgufType::U32, uint32_t(2))
-      .key("qwen3moe.embedding_length", GgufType::U32, uint32_t(64))
-      .key("qwen3moe.attention.head_count", GgufType::U32, uint32_t(2))
-      .key("qwen3moe.attention.head_count_kv", GgufType::U32, uint32_t(3))
-      .key("qwen3moe.attention.layer_norm_rms_epsilon", GgufType::F32, 1e-6f)
-      .key("qwen3moe.expert_count", GgufType::U32, uint32_t(4))
-      .key("qwen3moe.expert_used_count", GgufType::U32, uint32_t(2))
-      .key("qwen3moe.expert_feed_forward_length", GgufType::U32, uint32_t(32));
-  EXPECT_HAS(map_error(d),
+  EXPECT_HAS(map_error(qwen3moe_keys("qwen3moe", "", 3)),
              "key 'qwen3moe.attention.head_count_kv' (config.json's num_key_value_heads): 3 must be "
              "positive and divide num_attention_heads 2");
 }
 
 TEST(GgufModel, LlamaWithoutExpertsIsRefused) {
-  test::GgufBuilder b;
-  b.str("general.architecture", "llama")
-      .key("llama.vocab_size", GgufType::U32, uint32_t(64))
-      .key("llama.block_count", GgufType::U32, uint32_t(2))
-      .key("llama.embedding_length", GgufType::U32, uint32_t(64))
-      .key("llama.attention.head_count", GgufType::U32, uint32_t(2))
-      .key("llama.attention.layer_norm_rms_epsilon", GgufType::F32, 1e-5f);
-  EXPECT_HAS(map_error(b), "key 'llama.expert_count' is missing: a model without routed experts");
+  EXPECT_HAS(map_error(qwen3moe_keys("llama", "expert_count")),
+             "key 'llama.expert_count' is missing: a model without routed experts");
 }
 
 TEST(GgufModel, RopeScalingTypesAndRefusals) {
