@@ -1,6 +1,9 @@
-"""What tools/gpt_oss_bench_model.py and tools/packed_to_gguf.py share: bf16 bytes widened to float32, and the
-GGUF header of a MoE transformer without a tokenizer (llama-bench feeds random ids). numpy only."""
+"""What tools/gpt_oss_bench_model.py, tools/packed_to_gguf.py, tools/make_gguf_goldens.py and
+tests/data/gguf/make_files.py share: bf16 bytes to and from float32, the GGUF header of a MoE transformer without a
+tokenizer (llama-bench feeds random ids), a random qwen3_moe folder. numpy only."""
+import json
 import os
+import struct
 
 import numpy as np
 
@@ -43,3 +46,62 @@ def write(w, path):
     w.write_tensors_to_file(progress=False)
     w.close()
     print("wrote %s (%.2f GB)" % (path, os.path.getsize(path) / 1e9))
+
+
+def bf16_bytes(x):
+    """float32 -> bf16 little-endian bytes, round to nearest even."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    u = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    return u.tobytes()
+
+
+def write_safetensors(path, tensors):
+    """{name: (shape, bf16 bytes)} as a safetensors file, names sorted."""
+    header, blobs, off = {}, [], 0
+    for name in sorted(tensors):
+        shape, data = tensors[name]
+        header[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [off, off + len(data)]}
+        blobs.append(data)
+        off += len(data)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-(8 + len(h)) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def random_qwen3_moe(folder, cfg, seed):
+    """A qwen3_moe folder of `cfg` (config.json) with bf16 weights from numpy's default_rng(seed): matrices
+    N(0, 1/fan_in), norms 1 + N(0, 0.01), every layer routed experts."""
+    os.makedirs(folder)
+    json.dump(cfg, open(os.path.join(folder, "config.json"), "w"), indent=2)
+    rng = np.random.default_rng(seed)
+    h, hd, w, v = cfg["hidden_size"], cfg["head_dim"], cfg["moe_intermediate_size"], cfg["vocab_size"]
+    q, kv = cfg["num_attention_heads"] * hd, cfg["num_key_value_heads"] * hd
+    t = {}
+
+    def mat(name, rows, cols):
+        t[name] = ((rows, cols), bf16_bytes(rng.normal(0, cols ** -0.5, (rows, cols))))
+
+    def vec(name, n):
+        t[name] = ((n,), bf16_bytes(1 + 0.1 * rng.normal(size=n)))
+
+    mat("model.embed_tokens.weight", v, h)
+    mat("lm_head.weight", v, h)
+    vec("model.norm.weight", h)
+    for i in range(cfg["num_hidden_layers"]):
+        p = "model.layers.%d." % i
+        vec(p + "input_layernorm.weight", h)
+        vec(p + "post_attention_layernorm.weight", h)
+        mat(p + "self_attn.q_proj.weight", q, h)
+        mat(p + "self_attn.k_proj.weight", kv, h)
+        mat(p + "self_attn.v_proj.weight", kv, h)
+        mat(p + "self_attn.o_proj.weight", h, q)
+        vec(p + "self_attn.q_norm.weight", hd)
+        vec(p + "self_attn.k_norm.weight", hd)
+        mat(p + "mlp.gate.weight", cfg["num_experts"], h)
+        for e in range(cfg["num_experts"]):
+            x = p + "mlp.experts.%d." % e
+            mat(x + "gate_proj.weight", w, h)
+            mat(x + "up_proj.weight", w, h)
+            mat(x + "down_proj.weight", h, w)
+    write_safetensors(os.path.join(folder, "model.safetensors"), t)

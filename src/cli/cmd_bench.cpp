@@ -53,6 +53,8 @@ uint64_t touch_weights(const Model& model) {
   };
   if (model.packed()) {
     for (const auto& [name, t] : model.packed()->tensors()) touch(t.data, t.bytes);
+  } else if (model.gguf()) {
+    for (const GgufTensor& t : model.gguf()->tensors()) touch(t.data, t.nbytes);
   } else {
     for (const auto& [name, t] : model.checkpoint().all()) touch(t->data, t->nbytes);
   }

@@ -8,11 +8,13 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "codec/gguf_codecs.h"
+#include "io/gguf_codec.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "cuda/device.h"
 #include "io/gguf.h"
+#include "model/gguf_config.h"
+#include "tokenizer/gguf_vocab.h"
 
 namespace seedling::cli {
 
@@ -89,8 +91,9 @@ std::string byte_text(uint64_t bytes) {
   return fmt::format("{:.2f} {}", v, units[u]);
 }
 
-// A GGUF file: what it holds (its metadata and tensors), read and checked by GgufFile; nothing runs yet.
-int run_gguf(const std::string& path) {
+// A GGUF file: what it holds (its metadata and tensors), read and checked by GgufFile, and what it runs as (its
+// family, its tokenizer); false when its architecture maps onto no family.
+bool print_gguf(const std::string& path) {
   const GgufFile g(path);
   std::printf("gguf:             %s (version %u, %s, data aligned to %u)\n", path.c_str(), g.version(),
               byte_text(g.file_size()).c_str(), g.alignment());
@@ -130,19 +133,44 @@ int run_gguf(const std::string& path) {
   std::printf("tensors:          %zu, %s of data (from byte %llu)\n", g.tensors().size(), byte_text(total).c_str(),
               (unsigned long long)g.data_offset());
   for (const auto& [id, cb] : by_type) {
-    const std::optional<Codec> codec = codec_of_ggml_type(GgmlType(id));
+    const std::optional<Codec> codec = ggml_codec(GgmlType(id));
     std::printf("  %-8s %6d tensor%s %14llu bytes  %5.1f%%  %s\n", ggml_type_name(GgmlType(id)).c_str(), cb.first,
                 cb.first == 1 ? " " : "s", (unsigned long long)cb.second,
                 total > 0 ? 100.0 * double(cb.second) / double(total) : 0.0,
                 codec ? fmt::format("codec {}", codec_name(*codec)).c_str() : "not decoded");
   }
-  std::printf("runs:             not yet (GGUF files are read by `seedling info` only so far)\n");
-  return 0;
+  try {
+    const GgufModel m = map_gguf_model(g);
+    std::printf("maps onto:        %s (docs/formats/gguf.md)\n", m.family->model_type);
+  } catch (const Error& e) {
+    std::printf("maps onto:        nothing: %s\n", e.what());
+    std::printf("runs:             no\n");
+    return false;
+  }
+  try {
+    (void)gguf_tokenizer(g);
+    std::printf("text:             yes (tokenizer.ggml.* read as a tokenizer%s)\n",
+                g.has("tokenizer.chat_template") ? ", tokenizer.chat_template as the chat template" : "");
+  } catch (const Error& e) {
+    std::printf("text:             no: %s (token ids only: --ids)\n", e.what());
+  }
+  return true;
 }
 
 int run(const ModelFlags& f) {
-  if (!f.model.empty() && is_gguf_file(f.model)) return run_gguf(f.model);
-  auto model = load_model(f);
+  std::unique_ptr<Model> model;
+  if (!f.model.empty() && is_gguf_file(f.model)) {
+    if (!print_gguf(f.model)) return 0;
+    try {
+      model = load_model(f);
+    } catch (const Error& e) {
+      std::printf("runs:             no: %s\n", e.what());
+      return 0;
+    }
+    std::printf("runs:             yes\n");
+  } else {
+    model = load_model(f);
+  }
   const ModelConfig& c = model->config();
   const Model::Sizes s = model->sizes();
   int moe_layers = 0;
@@ -169,7 +197,7 @@ int run(const ModelFlags& f) {
   if (state > 0)
     std::printf(" + %s of recurrent state (conv windows and delta-rule states, float32)", byte_text(state).c_str());
   std::printf("\n");
-  if (model->packed() == nullptr) {  // tensors of the folder the text model does not read, by their prefix
+  if (model->packed() == nullptr && model->gguf() == nullptr) {  // tensors the text model does not read, by prefix
     std::map<std::string, int> unread;
     for (const auto& [name, t] : model->checkpoint().all()) {
       for (const char* prefix : {"model.visual.", "mtp."}) {

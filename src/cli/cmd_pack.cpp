@@ -1,4 +1,5 @@
-// cli/cmd_pack.cpp - `seedling pack`: a Hugging Face folder -> a packed folder (docs/formats/packed.md).
+// cli/cmd_pack.cpp - `seedling pack`: a Hugging Face folder or a GGUF file -> a packed folder
+// (docs/formats/packed.md).
 //
 // Routed experts go to one file per MoE layer, one 4 KiB-aligned blob per expert, in --experts CODEC; dense
 // matrices (attention projections, dense MLPs, embeddings, head) in --dense CODEC; norms, biases and routers stay
@@ -7,6 +8,7 @@
 // searched (codec/seed_search.h, every thread; or with --search-device cuda on the GPU, cuda/seed_search.h, the same
 // blobs bit for bit) into one slice blob, with one progress line for the whole search, weighted by the expert's
 // input energies when --imatrix names a file.
+#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -24,7 +26,10 @@
 #endif
 #include "io/packed_writer.h"
 #include "model/expert_parts.h"
+#include "model/gguf_source.h"
 #include "model/imatrix.h"
+#include "template/chat_template.h"
+#include "tokenizer/gguf_vocab.h"
 
 namespace seedling::cli {
 
@@ -169,6 +174,103 @@ void encode_seed_part(Codec c, const ops::Matrix& t, const float* h, uint32_t n_
   std::memcpy(out, blob.data(), blob.size());
 }
 
+// A GGUF file (docs/formats/gguf.md): every tensor as model/gguf_source.h hands it out (bytes as stored, llama's q/k
+// rows in the Hugging Face order), routed experts one blob each, each part in its stored codec unless --experts
+// names one; the config.json the metadata stands for; tokenizer.json and tokenizer_config.json (chat template,
+// BOS/EOS) from its tokenizer.* keys when it has a tokenizer Seedling reads.
+int pack_gguf(const PackFlags& f, const std::optional<Codec>& expert_codec, const std::optional<Codec>& dense_codec) {
+  if (expert_codec && codec_is_seed(*expert_codec)) {
+    fail(
+        "pack: --experts {} from a GGUF file is not supported yet (seed tiers are searched from a Hugging Face "
+        "folder)",
+        f.experts);
+  }
+  if (fs::exists(f.out) && !f.force) fail("pack: {} exists (pass --force to replace it)", f.out);
+  const GgufFile g(f.model);
+  const GgufModel gm = map_gguf_model(g);
+  const ModelConfig& c = gm.c;
+  const Family& fam = *gm.family;
+  std::vector<std::vector<uint8_t>> owned;
+  const std::unique_ptr<WeightSource> src = make_gguf_source(g, gm, &owned);
+  const int64_t H = c.hidden_size;
+  struct Item {
+    TensorSpec spec;
+    WeightView view;
+    Codec codec;
+  };
+  std::vector<Item> resident;
+  std::vector<std::array<PackedWriter::Part, 3>> expert_parts(size_t(c.num_layers));
+  uint64_t total = 0;
+  for_each_tensor(
+      c, fam, !c.tie_word_embeddings || src->has(fam.lm_head),
+      [&](const TensorSpec& spec) {
+        const WeightView v = src->get(spec.name);
+        const Codec codec = spec.dense && dense_codec ? *dense_codec : v.codec;
+        total += codec_tensor_bytes(codec, spec.shape);
+        resident.push_back({spec, v, codec});
+      },
+      [&](int l) {
+        const int64_t I = c.plan(l).ffn.width;
+        const ExpertWeights e0 = src->expert(l, 0, {}, I, H);
+        const ops::Matrix* m[3] = {&e0.gate, &e0.up, &e0.down};
+        uint64_t blob = 0;
+        for (int p = 0; p < 3; ++p) {
+          const Codec codec = expert_codec ? *expert_codec : m[p]->codec;
+          expert_parts[size_t(l)][size_t(p)] = {codec, m[p]->rows, m[p]->cols};
+          blob += (codec_matrix_bytes(codec, m[p]->rows, m[p]->cols) + 63) / 64 * 64;
+        }
+        total += (blob + 4095) / 4096 * 4096 * uint64_t(c.num_experts);
+      });
+  src->finish();  // nothing of the file left behind
+  const ordered_json config = ordered_json::parse(gm.config.dump());
+  const ordered_json source = {{"created_by", "seedling pack"},
+                               {"from", fs::absolute(f.model).string()},
+                               {"gguf_architecture", gm.arch->arch},
+                               {"experts", f.experts},
+                               {"dense", f.dense}};
+  PackedWriter w(f.out, config, source);
+  w.set_total_bytes(total);
+  for (const Item& it : resident) {
+    const std::vector<int64_t>& s = it.spec.shape;
+    int64_t n = 1;
+    for (int64_t d : s) n *= d;
+    const int64_t rows = s.size() == 1 ? 1 : s[0], cols = n / rows;
+    w.add_resident(it.spec.name, it.codec, s, [&](uint8_t* out) {
+      encode_parallel(it.codec, ops::Matrix{it.view.codec, it.view.data, rows, cols}, out);
+    });
+  }
+  for (int l = 0; l < c.num_layers; ++l) {
+    if (!c.has_experts(l)) continue;
+    const int64_t I = c.plan(l).ffn.width;
+    const PackedWriter::Part parts[3] = {expert_parts[size_t(l)][0], expert_parts[size_t(l)][1],
+                                         expert_parts[size_t(l)][2]};
+    w.add_expert_layer(l, c.num_experts, parts, [&](int e, int p, uint8_t* out) {
+      const ExpertWeights x = src->expert(l, e, {}, I, H);
+      encode_parallel(parts[p].codec, p == 0 ? x.gate : p == 1 ? x.up : x.down, out);
+    });
+  }
+  std::string text = "no tokenizer";
+  try {
+    const std::string tokenizer = gguf_tokenizer_json(g);
+    std::ofstream(fs::path(w.partial_dir()) / "tokenizer.json", std::ios::binary) << tokenizer;
+    text = "tokenizer.json";
+  } catch (const Error& e) {
+    std::fprintf(stderr, "pack: no tokenizer.json: %s\n", e.what());
+  }
+  if (g.has("tokenizer.chat_template")) {
+    const ModelChatTemplate t = gguf_chat_template(g);
+    nlohmann::json tc = {{"chat_template", t.source}};
+    if (t.has_bos_token) tc["bos_token"] = t.bos_token;
+    if (t.has_eos_token) tc["eos_token"] = t.eos_token;
+    std::ofstream(fs::path(w.partial_dir()) / "tokenizer_config.json", std::ios::binary) << tc.dump(2) << "\n";
+    text += ", the chat template";
+  }
+  const uint64_t bytes = w.finish();
+  std::printf("wrote %s: %.3f GB from %s (%s as %s; experts %s, dense %s; %s)\n", f.out.c_str(), double(bytes) / 1e9,
+              f.model.c_str(), gm.arch->arch, fam.model_type, f.experts.c_str(), f.dense.c_str(), text.c_str());
+  return 0;
+}
+
 int run(const PackFlags& f) {
   const std::optional<Codec> expert_codec = codec_flag(f.experts, "--experts");
   const std::optional<Codec> dense_codec = codec_flag(f.dense, "--dense");
@@ -195,6 +297,7 @@ int run(const PackFlags& f) {
     if (d.devices.empty()) fail("--search-device cuda: no CUDA device: {}", d.why_none);
   }
   if (is_packed_model_dir(f.model)) fail("pack: {} is already a packed folder", f.model);
+  if (is_gguf_file(f.model)) return pack_gguf(f, expert_codec, dense_codec);
   if (fs::exists(f.out) && !f.force) fail("pack: {} exists (pass --force to replace it)", f.out);
   const Family* fam_ptr = nullptr;
   const ModelConfig c = read_model_config(f.model, &fam_ptr);
@@ -332,7 +435,8 @@ int run(const PackFlags& f) {
 void add_pack(CLI::App& app, int* status) {
   auto f = std::make_shared<PackFlags>();
   CLI::App* cmd = app.add_subcommand("pack", "Pack a Hugging Face folder for streaming (docs/formats/packed.md)");
-  cmd->add_option("-m,--model", f->model, "Hugging Face model folder")->required();
+  cmd->add_option("-m,--model", f->model, "Hugging Face model folder, or a GGUF file (its bytes kept as stored)")
+      ->required();
   cmd->add_option("-o,--output", f->out, "output folder")->required();
   cmd->add_option("--experts", f->experts,
                   "codec of routed experts: stored, bf16, q8_g32, q8_g64, q4_g32, q4_g64, mxfp4, fp8_g32, or a seed "

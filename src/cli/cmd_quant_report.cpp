@@ -28,6 +28,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/perplexity.h"
+#include "io/gguf.h"
 #include "io/packed_model.h"
 #include "io/safetensors.h"
 #include "model/imatrix.h"
@@ -219,6 +220,10 @@ int run_weights(const QuantReportFlags& f) {
   if (f.rows < 1) fail("quant-report: --rows {} must be at least 1", f.rows);
   if (is_packed_model_dir(f.model))
     fail("quant-report: {} is a packed folder; -m takes the Hugging Face folder it was packed from", f.model);
+  if (is_gguf_file(f.model)) {
+    fail("quant-report: {} is a GGUF file; -m takes a Hugging Face folder (a GGUF is compared with --against)",
+         f.model);
+  }
   const Family* fam = nullptr;
   const ModelConfig c = read_model_config(f.model, &fam);
   const Checkpoint ck(f.model);

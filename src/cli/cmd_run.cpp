@@ -14,6 +14,7 @@
 #include "cli/sampling_flags.h"
 #include "core/error.h"
 #include "engine/generate.h"
+#include "tokenizer/gguf_vocab.h"
 #include "tokenizer/tokenizer.h"
 
 namespace seedling::cli {
@@ -42,9 +43,16 @@ void write(FILE* fp, const std::string& s) {
 int run(const RunFlags& f) {
   if (f.prompt.empty() == f.ids.empty()) fail("run: give exactly one of -p TEXT or --ids 1,2,3");
   auto model = load_model(f.model);
-  const bool has_tokenizer = std::filesystem::exists(std::filesystem::path(model->dir()) / "tokenizer.json");
   std::optional<Tokenizer> tok;
-  if (has_tokenizer) tok = Tokenizer::from_file(find_tokenizer_file(model->dir()));
+  if (model->gguf() != nullptr) {  // its tokenizer.ggml.* metadata, when it has a tokenizer Seedling runs
+    try {
+      tok = gguf_tokenizer(*model->gguf());
+    } catch (const Error& e) {
+      if (!f.prompt.empty()) fail("{}; so -p cannot be used: give --ids", e.what());
+    }
+  } else if (std::filesystem::exists(std::filesystem::path(model->dir()) / "tokenizer.json")) {
+    tok = Tokenizer::from_file(find_tokenizer_file(model->dir()));
+  }
   if (!f.prompt.empty() && !tok) {
     find_tokenizer_file(model->dir());  // names a tokenizer it cannot read (tiktoken.model)
     fail("{}: no tokenizer.json, so -p cannot be used; give --ids", model->dir());

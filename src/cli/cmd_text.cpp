@@ -5,7 +5,6 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
-#include "io/gguf.h"
 #include "tokenizer/tokenizer.h"
 
 namespace seedling::cli {
@@ -22,8 +21,8 @@ struct DetokenizeFlags {
   bool skip_special = false;
 };
 
+// A folder's tokenizer.json, a tokenizer.json, or a GGUF file (Tokenizer::from_file reads its metadata).
 std::string tokenizer_path(const std::string& m) {
-  refuse_gguf_model(m);  // its tokenizer is not read yet
   return find_tokenizer_file(m.empty() ? default_model_dir() : m);
 }
 
@@ -50,7 +49,7 @@ int detokenize(const DetokenizeFlags& f) {
 void add_tokenize(CLI::App& app, int* status) {
   auto f = std::make_shared<TokenizeFlags>();
   CLI::App* cmd = app.add_subcommand("tokenize", "Text on stdin -> token ids, comma-separated, on the last line");
-  cmd->add_option("-m,--model", f->model, "model folder or tokenizer.json (default: the bundled model)");
+  cmd->add_option("-m,--model", f->model, "model folder, tokenizer.json or GGUF file (default: the bundled model)");
   cmd->add_flag("--no-special", f->no_special, "do not add the tokenizer's special tokens (BOS/EOS)");
   cmd->callback([f, status] { *status = tokenize(*f); });
 }

@@ -571,10 +571,4 @@ bool is_gguf_file(const std::string& path) {
   return in.read(head, 4) && std::memcmp(head, kMagic, 4) == 0;
 }
 
-void refuse_gguf_model(const std::string& path) {
-  if (is_gguf_file(path)) {
-    fail("{}: a GGUF file: Seedling reads GGUF files with `seedling info` only so far (running them is to come)", path);
-  }
-}
-
 }  // namespace seedling

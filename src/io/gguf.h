@@ -8,7 +8,8 @@
 // against the file before anything is read or handed out, so a truncated or lying file is one Error naming the file
 // and the key or tensor, not a read past the end of the mapping.
 //
-// This is the reader alone: no tensor is decoded and no GGUF model runs yet (issue 25).
+// This is the reader alone: io/gguf_codec.h says which tensors' types are codecs, model/gguf_config.h maps the
+// architectures onto families, tokenizer/gguf_vocab.h reads the tokenizer.
 #pragma once
 
 #include <cstdint>
@@ -182,8 +183,5 @@ class GgufFile {
 
 // True when `path` is a regular file named *.gguf or starting with GGUF's magic.
 bool is_gguf_file(const std::string& path);
-// Until GGUF models run (issue 25), every command but `seedling info` refuses a GGUF file: throws this one Error
-// when `path` is a GGUF file (is_gguf_file), else returns.
-void refuse_gguf_model(const std::string& path);
 
 }  // namespace seedling

@@ -9,7 +9,9 @@
 #include "core/error.h"
 #include "experts/resident_experts.h"
 #include "model/expert_parts.h"
+#include "model/gguf_source.h"
 #include "model/mla.h"
+#include "model/weight_source.h"
 
 namespace seedling {
 
@@ -17,27 +19,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-// One stored tensor as a weight source hands it out: its codec, bytes and shape, and where it came from.
-struct WeightView {
-  Codec codec = Codec::F32;
-  const void* data = nullptr;
-  std::vector<int64_t> shape;
-  std::string file;  // for error messages
-};
-
-// Where the weights of a model come from: a Hugging Face checkpoint or a packed folder. Model::load asks by
-// tensor name and does every shape check itself, so both sources are held to the same rules.
-class WeightSource {
- public:
-  virtual ~WeightSource() = default;
-  virtual bool has(const std::string& name) const = 0;
-  virtual WeightView get(const std::string& name) const = 0;
-  // gate, up, down of one routed expert, as (rows, cols) matrices; `parts` says where the checkpoint keeps them.
-  virtual ExpertWeights expert(int layer, int expert, const ExpertParts& parts, int64_t I, int64_t H) const = 0;
-  // The default provider over the experts table built from expert() views.
-  virtual std::unique_ptr<ExpertProvider> resident_experts(std::vector<std::vector<ExpertWeights>> table) = 0;
-};
 
 class CheckpointSource final : public WeightSource {
  public:
@@ -265,15 +246,22 @@ void load_tensor(const WeightSource& src, const ModelConfig& c, const TensorSpec
 std::unique_ptr<Model> Model::load(const std::string& dir) {
   auto m = std::unique_ptr<Model>(new Model());
   m->dir_ = dir;
-  m->config_ = read_model_config(dir, &m->family_);
   std::unique_ptr<WeightSource> source;
-  if (is_packed_model_dir(dir)) {
+  if (is_gguf_file(dir)) {  // model/gguf_config.h: the architecture mapped onto its family
+    m->gguf_ = std::make_shared<const GgufFile>(dir);
+    const GgufModel gm = map_gguf_model(*m->gguf_);
+    m->config_ = gm.c;
+    m->family_ = gm.family;
+    source = make_gguf_source(*m->gguf_, gm, &m->rearranged_);
+  } else if (is_packed_model_dir(dir)) {
+    m->config_ = read_model_config(dir, &m->family_);
     m->packed_ = PackedModel::open(dir);
     if (m->packed_->config() != read_json_file(fs::path(dir) / "config.json")) {
       fail("{}/manifest.json: key 'config' differs from {}/config.json", dir, dir);
     }
     source = std::make_unique<PackedSource>(m->packed_);
   } else {
+    m->config_ = read_model_config(dir, &m->family_);
     m->checkpoint_ = std::make_unique<Checkpoint>(dir);
     source = std::make_unique<CheckpointSource>(*m->checkpoint_, m->config_.num_experts, &m->rearranged_,
                                                 Fp8Blocks{m->config_.fp8_block_rows, m->config_.fp8_block_cols});
@@ -326,13 +314,16 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
       }
     }
   }
+  source->finish();
   m->experts_ = source->resident_experts(std::move(experts));
   m->rope_ = make_rope(c);
   return m;
 }
 
 const Checkpoint& Model::checkpoint() const {
-  if (checkpoint_ == nullptr) fail("{}: a packed folder has no Hugging Face checkpoint", dir_);
+  if (checkpoint_ == nullptr) {
+    fail("{}: a {} has no Hugging Face checkpoint", dir_, gguf_ != nullptr ? "GGUF file" : "packed folder");
+  }
   return *checkpoint_;
 }
 

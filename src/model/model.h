@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "experts/expert_provider.h"
+#include "io/gguf.h"
 #include "io/packed_model.h"
 #include "io/safetensors.h"
 #include "kv/kv_cache.h"
@@ -102,9 +103,10 @@ class DeviceForward {
 
 class Model {
  public:
-  // Reads config.json and the safetensors of a Hugging Face folder, or a packed folder (one with manifest.json,
-  // docs/formats/packed.md); checks every tensor's presence, codec and shape the same way for both. Experts stay
-  // mapped (the resident provider) unless set_expert_provider replaces it.
+  // Reads config.json and the safetensors of a Hugging Face folder, a packed folder (one with manifest.json,
+  // docs/formats/packed.md) or a GGUF file (docs/formats/gguf.md; `dir` is then the file); checks every tensor's
+  // presence, codec and shape the same way for all three. Experts stay mapped (the resident provider) unless
+  // set_expert_provider replaces it.
   static std::unique_ptr<Model> load(const std::string& dir);
 
   const ModelConfig& config() const { return config_; }
@@ -114,6 +116,8 @@ class Model {
   const Checkpoint& checkpoint() const;
   // The packed folder's manifest, blob locations and decoder (for a streamed provider); null for an HF folder.
   std::shared_ptr<const PackedModel> packed() const { return packed_; }
+  // The GGUF file the model was loaded from (model/gguf_config.h); null for a folder.
+  std::shared_ptr<const GgufFile> gguf() const { return gguf_; }
   ExpertProvider& experts() { return *experts_; }
   void set_expert_provider(std::unique_ptr<ExpertProvider> p) { experts_ = std::move(p); }
   void set_route_observer(RouteObserver* o) { observer_ = o; }
@@ -161,6 +165,7 @@ class Model {
   const Family* family_ = nullptr;
   std::unique_ptr<Checkpoint> checkpoint_;
   std::shared_ptr<const PackedModel> packed_;
+  std::shared_ptr<const GgufFile> gguf_;
   ModelWeights w_;
   std::unique_ptr<ExpertProvider> experts_;
   ops::Rope rope_;
@@ -182,7 +187,8 @@ nlohmann::json read_json_file(const std::filesystem::path& path);
 // What a sequence keeps per layer between forwards, as each layer's mixer needs it (kv/kv_cache.h).
 std::vector<KvLayerShape> cache_shapes(const ModelConfig& c);
 
-// Reads and validates config.json of a folder: family, typed config, and generation_config.json's eos ids.
+// Reads and validates config.json of a folder: family, typed config, and generation_config.json's eos ids; or the
+// metadata of a GGUF file, mapped onto its family (model/gguf_config.h).
 ModelConfig read_model_config(const std::string& dir, const Family** family = nullptr);
 
 }  // namespace seedling

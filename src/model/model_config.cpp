@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "io/gguf.h"
+#include "model/gguf_config.h"
 #include "model/model.h"
 
 namespace seedling {
@@ -70,7 +71,11 @@ bool folder_stores_tensor(const std::string& config_path, const std::string& ten
 ModelConfig read_model_config(const std::string& dir, const Family** family_out) {
   const fs::path cfg_path = fs::path(dir) / "config.json";
   if (!fs::exists(dir)) fail("{}: no such model folder", dir);
-  refuse_gguf_model(dir);
+  if (is_gguf_file(dir)) {  // its metadata, mapped onto a family (model/gguf_config.h)
+    const GgufModel m = map_gguf_model(GgufFile(dir));
+    if (family_out != nullptr) *family_out = m.family;
+    return m.c;
+  }
   if (!fs::is_directory(dir)) {
     fail("{}: a file, not a model folder (expected a Hugging Face folder with config.json, or a packed folder)", dir);
   }

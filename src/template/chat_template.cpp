@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "io/gguf.h"
 #include "template/template_ast.h"
 #include "template/template_render.h"
 
@@ -66,6 +67,7 @@ void read_special_token(const nlohmann::json& config, const char* key, const std
 }  // namespace
 
 ModelChatTemplate find_model_chat_template(const std::filesystem::path& model_dir) {
+  if (is_gguf_file(model_dir.string())) return gguf_chat_template(GgufFile(model_dir.string()));
   ModelChatTemplate result;
   const auto jinja_path = model_dir / "chat_template.jinja";
   const auto config_path = model_dir / "tokenizer_config.json";

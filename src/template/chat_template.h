@@ -16,6 +16,8 @@
 
 namespace seedling {
 
+class GgufFile;
+
 namespace tmpl {
 struct Stmt;
 }
@@ -50,10 +52,15 @@ struct ModelChatTemplate {
   bool has_eos_token = false;
 };
 
-// Finds the chat template of a model folder: chat_template.jinja beside tokenizer.json (what transformers 5.x
-// writes), else the "chat_template" key of tokenizer_config.json (a string, or a list of {name, template} from which
-// "default" is taken). bos_token/eos_token come from tokenizer_config.json (a string or {"content": ...}).
-// Fails when the folder has no template.
+// Finds the chat template of a model folder (or of a GGUF file: gguf_chat_template): chat_template.jinja beside
+// tokenizer.json (what transformers 5.x writes), else the "chat_template" key of tokenizer_config.json (a string, or a
+// list of {name, template} from which "default" is taken). bos_token/eos_token come from tokenizer_config.json (a
+// string or {"content": ...}). Fails when the folder has no template.
 ModelChatTemplate find_model_chat_template(const std::filesystem::path& model_dir);
+
+// The chat template of a GGUF file (template/gguf_chat_template.cpp): `tokenizer.chat_template`, with the texts of
+// tokenizer.ggml.bos_token_id and eos_token_id as bos_token and eos_token. Fails, naming the file and the key, when
+// it has none.
+ModelChatTemplate gguf_chat_template(const GgufFile& g);
 
 }  // namespace seedling

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/components.h"
+#include "tokenizer/gguf_vocab.h"
 #include "tokenizer/unicode.h"
 
 namespace seedling {
@@ -140,6 +141,7 @@ struct Tokenizer::State {
 };
 
 Tokenizer Tokenizer::from_file(const std::filesystem::path& path) {
+  if (is_gguf_file(path.string())) return gguf_tokenizer(GgufFile(path.string()));  // tokenizer/gguf_vocab.h
   return from_json(read_file(path), path.string());
 }
 

@@ -36,7 +36,7 @@ struct TokenBytes {
 
 class Tokenizer {
  public:
-  // `path` is a tokenizer.json file.
+  // `path` is a tokenizer.json file, or a GGUF file (its tokenizer.ggml.* metadata: tokenizer/gguf_vocab.h).
   static Tokenizer from_file(const std::filesystem::path& path);
   // `name` stands for the file in error messages.
   static Tokenizer from_json(std::string_view json_text, const std::string& name);
@@ -77,7 +77,8 @@ class StreamDecoder {
   std::string prefix_text_;  // decode(ids_[0, read_))
 };
 
-// The tokenizer.json of a model: `path` is a model folder (tokenizer.json inside) or a tokenizer.json file.
+// The tokenizer.json of a model: `path` is a model folder (tokenizer.json inside) or a tokenizer.json file (or a
+// GGUF file, returned as it is: from_file reads its metadata).
 std::filesystem::path find_tokenizer_file(const std::filesystem::path& path);
 
 }  // namespace seedling

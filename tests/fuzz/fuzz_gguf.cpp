@@ -1,14 +1,17 @@
 // Fuzz target: the GGUF reader (io/gguf.h). Each input is written as a .gguf file and opened; then every metadata
-// value is read through every typed accessor and every tensor's bytes are touched. Any input must end in a file
-// whose tensors hold what their type and dimensions say, inside the file, aligned and not overlapping, and whose
-// values all read back, or in a seedling::Error, never a crash, leak, hang or sanitizer report. Built and run by
-// tests/cli/fuzz_gguf.sh.
+// value is read through every typed accessor and every tensor's bytes are touched; then the metadata is mapped onto
+// a family (model/gguf_config.h) and a tokenizer.json (tokenizer/gguf_vocab.h), each ending in a value or an Error. Any
+// input must end in a file whose tensors hold what their type and dimensions say, inside the file, aligned and not
+// overlapping, and whose values all read back, or in a seedling::Error, never a crash, leak, hang or sanitizer report.
+// Built and run by tests/cli/fuzz_gguf.sh.
 #include <cstdint>
 #include <cstdlib>
 
 #include "core/error.h"
 #include "fuzz_files.h"
 #include "io/gguf.h"
+#include "model/gguf_config.h"
+#include "tokenizer/gguf_vocab.h"
 
 namespace {
 
@@ -92,6 +95,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (file.version() != 2 && file.version() != 3) std::abort();
     check_values(file);
     check_tensors(file);
+    either([&] {
+      const seedling::GgufModel m = seedling::map_gguf_model(file);
+      if (m.c.layers.size() != size_t(m.c.num_layers) || m.c.num_layers <= 0 || m.c.hidden_size <= 0) std::abort();
+    });
+    either([&] {
+      if (seedling::gguf_tokenizer_json(file).empty()) std::abort();
+    });
   } catch (const seedling::Error&) {
   }
   return 0;

@@ -12,9 +12,9 @@ Needs numpy and a llama.cpp-family tree's gguf-py (GGUFWriter, an independent wr
   vocab 64) packed by `seedling pack --experts q4_g32 --dense q4_g32` (the packed folder, kept), then
   tools/packed_to_gguf.py: every Q4_1 tensor of the GGUF holds the packed folder's bytes.
 - gpt_oss_mxfp4.gguf: tools/gpt_oss_bench_model.py gguf of tests/data/models/gpt_oss_mxfp4/hub (MXFP4, BF16, F32).
-- tests/fuzz/corpus/fuzz_gguf/: the seeds of the GGUF fuzz target (fuzz_seeds below).
+- tests/fuzz/corpus/fuzz_gguf/: the seeds of the GGUF fuzz target (fuzz_seeds below; qwen3moe_keys_gpt2 reaches the
+  mapping onto a family and the tokenizer).
 """
-import json
 import os
 import shutil
 import struct
@@ -26,6 +26,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from gguf_bench_common import random_qwen3_moe  # noqa: E402
 
 
 def counting_bytes(n):
@@ -96,6 +98,7 @@ def fuzz_seeds(g, folder):
     data = bytearray(open(path, "rb").read())
     data[4:8] = struct.pack("<I", 2)  # version 2 has version 3's layout (3 allowed big-endian files)
     open(path, "wb").write(bytes(data))
+    mapping_seed(g, os.path.join(folder, "qwen3moe_keys_gpt2"))
     src = os.path.join(HERE, "qwen3moe_q4_1.gguf")
     r = g.GGUFReader(src)
     first = r.tensors[0]
@@ -103,24 +106,39 @@ def fuzz_seeds(g, folder):
                                                                                          first.n_bytes])
 
 
-def bf16_bytes(x):
-    """float32 -> bf16 little-endian bytes, round to nearest even."""
-    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    u = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-    return u.tobytes()
-
-
-def write_safetensors(path, tensors):
-    header, blobs, off = {}, [], 0
-    for name in sorted(tensors):
-        shape, data = tensors[name]
-        header[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [off, off + len(data)]}
-        blobs.append(data)
-        off += len(data)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-(8 + len(h)) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+def mapping_seed(g, path):
+    """The metadata of a small qwen3moe (every key model/gguf_config.cpp reads, YaRN RoPE) and a gpt2 tokenizer
+    (tokens, types, merges, pre-tokenizer qwen2, BOS added, a chat template), no tensors: a seed that reaches the
+    mapping and the tokenizer of the fuzz target."""
+    w = g.GGUFWriter(path, arch="qwen3moe")
+    w.add_block_count(2)
+    w.add_context_length(256)
+    w.add_embedding_length(64)
+    w.add_feed_forward_length(64)
+    w.add_expert_feed_forward_length(32)
+    w.add_head_count(2)
+    w.add_head_count_kv(1)
+    w.add_key_length(32)
+    w.add_value_length(32)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_expert_count(4)
+    w.add_expert_used_count(2)
+    w.add_rope_freq_base(10000.0)
+    w.add_rope_scaling_type(g.RopeScalingType.YARN)
+    w.add_rope_scaling_factor(4.0)
+    w.add_rope_scaling_orig_ctx_len(128)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    w.add_token_list(["<s>", "</s>", "a", "b", "ab", "\u0120", "\u0120a"])
+    w.add_token_types([3, 3, 1, 1, 1, 1, 1])
+    w.add_token_merges(["a b", "\u0120 a"])
+    w.add_bos_token_id(0)
+    w.add_eos_token_id(1)
+    w.add_add_bos_token(True)
+    w.add_chat_template("{% for m in messages %}{{ m['content'] }}{% endfor %}")
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.close()
 
 
 def tiny_qwen3_moe(folder):
@@ -132,38 +150,7 @@ def tiny_qwen3_moe(folder):
         "num_experts": 4, "num_experts_per_tok": 2, "num_hidden_layers": 2, "rms_norm_eps": 1e-6,
         "rope_theta": 10000.0, "tie_word_embeddings": False, "vocab_size": 64, "dtype": "bfloat16",
     }
-    os.makedirs(folder)
-    json.dump(cfg, open(os.path.join(folder, "config.json"), "w"), indent=2)
-    rng = np.random.default_rng(25)
-    h, hd, w, v = cfg["hidden_size"], cfg["head_dim"], cfg["moe_intermediate_size"], cfg["vocab_size"]
-    t = {}
-
-    def mat(name, rows, cols):
-        t[name] = ((rows, cols), bf16_bytes(rng.normal(0, cols ** -0.5, (rows, cols))))
-
-    def vec(name, n):
-        t[name] = ((n,), bf16_bytes(1 + 0.1 * rng.normal(size=n)))
-
-    mat("model.embed_tokens.weight", v, h)
-    mat("lm_head.weight", v, h)
-    vec("model.norm.weight", h)
-    for i in range(cfg["num_hidden_layers"]):
-        p = "model.layers.%d." % i
-        vec(p + "input_layernorm.weight", h)
-        vec(p + "post_attention_layernorm.weight", h)
-        mat(p + "self_attn.q_proj.weight", 2 * hd, h)
-        mat(p + "self_attn.k_proj.weight", hd, h)
-        mat(p + "self_attn.v_proj.weight", hd, h)
-        mat(p + "self_attn.o_proj.weight", h, 2 * hd)
-        vec(p + "self_attn.q_norm.weight", hd)
-        vec(p + "self_attn.k_norm.weight", hd)
-        mat(p + "mlp.gate.weight", cfg["num_experts"], h)
-        for e in range(cfg["num_experts"]):
-            q = p + "mlp.experts.%d." % e
-            mat(q + "gate_proj.weight", w, h)
-            mat(q + "up_proj.weight", w, h)
-            mat(q + "down_proj.weight", h, w)
-    write_safetensors(os.path.join(folder, "model.safetensors"), t)
+    random_qwen3_moe(folder, cfg, 25)
 
 
 def run(*args):

@@ -1,4 +1,4 @@
-// ggml's quant types as Seedling codecs (codec/ggml_quants.h, codec/gguf_codecs.h, ops/ggml_decode-inl.h), held to
+// ggml's quant types as Seedling codecs (codec/ggml_quants.h, io/gguf_codec.h, ops/ggml_decode-inl.h), held to
 // vectors that gguf-py wrote (tests/data/gguf/quant_vectors.gguf, tests/data/gguf/make_quant_vectors.py): random
 // blocks of every decoded type with edge cases, and gguf-py's float32 dequantization of them.
 //
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "codec/codec.h"
-#include "codec/gguf_codecs.h"
+#include "io/gguf_codec.h"
 #include "codec/quantize.h"
 #include "core/thread_pool.h"
 #include "io/gguf.h"
@@ -44,13 +44,13 @@ std::vector<Vectors> all_vectors() {
   std::vector<Vectors> out;
   const GgufFile& f = vector_file();
   for (const GgmlTypeInfo& info : ggml_types()) {
-    if (!codec_of_ggml_type(info.type)) continue;
+    if (!ggml_codec(info.type)) continue;
     const GgufTensor& blocks = f.tensor(std::string(info.name) + ".blocks");
     const GgufTensor& values = f.tensor(std::string(info.name) + ".values");
     EXPECT_EQ(blocks.type, info.type);
     EXPECT_EQ(values.type, GgmlType::F32);
     EXPECT_EQ(blocks.dims, values.dims) << info.name;
-    const Codec c = gguf_tensor_codec(blocks);
+    const Codec c = gguf_tensor_codec(f, blocks);
     const ops::Matrix w{c, blocks.data, blocks.dims[1], blocks.dims[0]};
     EXPECT_EQ(w.nbytes(), blocks.nbytes) << info.name;
     out.push_back({info.type, info.name, c, w, reinterpret_cast<const float*>(values.data)});
@@ -73,7 +73,7 @@ uint32_t bits(float f) {
 TEST(GgmlCodec, EveryDecodedTypeHasGgmlsBlockSizeAndAName) {
   int decoded = 0;
   for (const GgmlTypeInfo& info : ggml_types()) {
-    const std::optional<Codec> c = codec_of_ggml_type(info.type);
+    const std::optional<Codec> c = ggml_codec(info.type);
     if (!c) continue;
     ++decoded;
     EXPECT_EQ(codec_group(*c), int64_t(info.block_elems)) << info.name;
@@ -81,8 +81,8 @@ TEST(GgmlCodec, EveryDecodedTypeHasGgmlsBlockSizeAndAName) {
     EXPECT_EQ(parse_codec(codec_name(*c)), c) << info.name;
   }
   EXPECT_EQ(decoded, 16);  // F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K .. Q6_K, IQ4_NL, IQ4_XS, MXFP4
-  EXPECT_EQ(codec_of_ggml_type(GgmlType::Q4_1), Codec::Q4_G32);  // the same block byte for byte
-  EXPECT_EQ(codec_of_ggml_type(GgmlType::MXFP4), Codec::MXFP4_GGML);
+  EXPECT_EQ(ggml_codec(GgmlType::Q4_1), Codec::Q4_G32);  // the same block byte for byte
+  EXPECT_EQ(ggml_codec(GgmlType::MXFP4), Codec::MXFP4_GGML);
   EXPECT_EQ(codec_name(Codec::Q4_K), "q4_k");
   EXPECT_TRUE(codec_is_ggml(Codec::IQ4_XS));
   EXPECT_FALSE(codec_is_ggml(Codec::Q4_G32));
@@ -93,12 +93,12 @@ TEST(GgmlCodec, OtherGgmlTypesAreRefusedByName) {
   for (const GgmlType t :
        {GgmlType::Q8_1, GgmlType::Q8_K, GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ3_XXS, GgmlType::IQ1_S,
         GgmlType::IQ3_S, GgmlType::IQ2_S, GgmlType::IQ1_M, GgmlType::I8, GgmlType::I32, GgmlType::F64}) {
-    EXPECT_FALSE(codec_of_ggml_type(t).has_value()) << ggml_type_name(t);
+    EXPECT_FALSE(ggml_codec(t).has_value()) << ggml_type_name(t);
     GgufTensor tensor;
     tensor.name = "blk.0.ffn_down_exps.weight";
     tensor.type = t;
-    const std::string e = test::error_of([&] { gguf_tensor_codec(tensor); });
-    EXPECT_NE(e.find("tensor 'blk.0.ffn_down_exps.weight': ggml type " + ggml_type_name(t) + " is not one"),
+    const std::string e = test::error_of([&] { gguf_tensor_codec(vector_file(), tensor); });
+    EXPECT_NE(e.find("tensor 'blk.0.ffn_down_exps.weight' is " + ggml_type_name(t) + ", which Seedling does not"),
               std::string::npos)
         << e;
     EXPECT_NE(e.find("Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, BF16, MXFP4"), std::string::npos) << e;

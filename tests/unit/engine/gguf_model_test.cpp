@@ -1,0 +1,411 @@
+// GGUF files as models (model/gguf_config.h, model/gguf_source.h): the same bytes as a packed folder give the same
+// logits bit for bit; files written by llama.cpp's own converter (tests/data/gguf/llama_cpp/) give the logits of the
+// Hugging Face folders they were converted from; every missing key, unmapped architecture, refused type and tensor
+// left unread is one Error naming the file and the key or tensor.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <functional>
+
+#include "engine/engine.h"
+#include "gguf_builder.h"
+#include "io/gguf_codec.h"
+#include "io/safetensors.h"
+#include "model/gguf_config.h"
+#include "model/model.h"
+#include "test_util.h"
+
+namespace seedling {
+
+namespace {
+
+#define EXPECT_HAS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << (msg)
+
+std::vector<float> logits_of(const std::string& path, const std::vector<int32_t>& ids) {
+  auto model = Model::load(path);
+  Engine engine(*model, {});
+  const int seq = engine.add_sequence();
+  SequenceStep step{seq, ids, true};
+  return engine.step({&step, 1});
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) worst = std::max(worst, std::fabs(double(a[i]) - b[i]));
+  return worst;
+}
+
+std::vector<int32_t> reference_ids(const std::string& model) {
+  return test::read_json(test::data_path("models/" + model + "/reference.json"))["ids"].get<std::vector<int32_t>>();
+}
+
+// The metadata of a small qwen3moe (or another architecture's keys of the same names): every key the mapping reads
+// but `without`, attention.head_count_kv `kv_heads`; no tensors.
+test::GgufBuilder qwen3moe_keys(const std::string& arch = "qwen3moe", const std::string& without = "",
+                                uint32_t kv_heads = 1) {
+  test::GgufBuilder b;
+  b.str("general.architecture", arch);
+  for (auto [key, value] : {std::pair{"block_count", 2u},
+                            {"embedding_length", 64u},
+                            {"attention.head_count", 2u},
+                            {"attention.head_count_kv", kv_heads},
+                            {"attention.key_length", 32u},
+                            {"expert_count", 4u},
+                            {"expert_used_count", 2u},
+                            {"expert_feed_forward_length", 32u},
+                            {"vocab_size", 64u}}) {
+    if (key != without) b.key(arch + "." + key, GgufType::U32, uint32_t(value));
+  }
+  b.key(arch + ".attention.layer_norm_rms_epsilon", GgufType::F32, 1e-6f);
+  return b;
+}
+
+std::string map_error(const test::GgufBuilder& b) {
+  test::ScratchDir dir("gguf-map");
+  test::write_file(dir / "m.gguf", b.bytes());
+  return test::error_of([&] { map_gguf_model(GgufFile(dir / "m.gguf")); });
+}
+
+// olmoe and gpt-oss in llama.cpp's layout, written here from the tiny checkpoints because this tree's
+// convert_hf_to_gguf.py converts neither: the names and dimensions its loader reads (llama.cpp's
+// src/llama-load-tensors.cpp: gpt-oss's post_attention_norm, attn_sinks, ffn_gate_inp.bias, the experts'
+// ffn_{gate,up,down}_exps.{weight,bias} with gate and up apart; olmoe's attn_q_norm / attn_k_norm over the whole
+// projection and stacked experts), the bf16 bytes of the folder moved, never changed.
+class LayoutWriter {
+ public:
+  explicit LayoutWriter(const std::string& dir) : ck_(dir) {}
+  test::GgufBuilder& b() { return b_; }
+  // The tensor as stored, dimensions reversed (ne0 first).
+  void same(const std::string& gguf, const std::string& hf) {
+    const TensorInfo& t = ck_.get(hf);
+    std::vector<uint64_t> dims(t.shape.rbegin(), t.shape.rend());
+    b_.raw_tensor(gguf, dims, GgmlType::BF16, std::string(reinterpret_cast<const char*>(t.data), t.nbytes));
+  }
+  // Per-expert tensors `hf(e)` (rows, cols) stacked: [E x rows x cols].
+  void stacked(const std::string& gguf, const std::function<std::string(int)>& hf, int experts) {
+    std::string bytes;
+    std::vector<int64_t> shape;
+    for (int e = 0; e < experts; ++e) {
+      const TensorInfo& t = ck_.get(hf(e));
+      shape = t.shape;
+      bytes.append(reinterpret_cast<const char*>(t.data), t.nbytes);
+    }
+    b_.raw_tensor(gguf, {uint64_t(shape[1]), uint64_t(shape[0]), uint64_t(experts)}, GgmlType::BF16, bytes);
+  }
+  // gpt-oss's (E, H, 2I) gate_up_proj (gate and up interleaved along the last axis) or (E, I, H) down_proj as the
+  // [E x rows x cols] experts llama.cpp reads: rows `out` of every `step` from `offset` of the last axis, transposed.
+  void transposed(const std::string& gguf, const std::string& hf, int step, int offset) {
+    const TensorInfo& t = ck_.get(hf);
+    const int64_t E = t.shape[0], in = t.shape[1], all = t.shape[2], out = all / step;
+    const auto* src = reinterpret_cast<const uint16_t*>(t.data);
+    std::string bytes(size_t(E * out * in) * 2, '\0');
+    auto* dst = reinterpret_cast<uint16_t*>(bytes.data());
+    for (int64_t e = 0; e < E; ++e) {
+      for (int64_t r = 0; r < out; ++r) {
+        for (int64_t c = 0; c < in; ++c) dst[(e * out + r) * in + c] = src[(e * in + c) * all + r * step + offset];
+      }
+    }
+    b_.raw_tensor(gguf, {uint64_t(in), uint64_t(out), uint64_t(E)}, GgmlType::BF16, bytes);
+  }
+  // A (E, 2I) gate_up bias's entries `offset`, `offset + step`, ...: [E x I].
+  void strided_bias(const std::string& gguf, const std::string& hf, int step, int offset) {
+    const TensorInfo& t = ck_.get(hf);
+    const int64_t E = t.shape[0], all = t.shape[1], out = all / step;
+    const auto* src = reinterpret_cast<const uint16_t*>(t.data);
+    std::string bytes(size_t(E * out) * 2, '\0');
+    auto* dst = reinterpret_cast<uint16_t*>(bytes.data());
+    for (int64_t e = 0; e < E; ++e) {
+      for (int64_t r = 0; r < out; ++r) dst[e * out + r] = src[e * all + r * step + offset];
+    }
+    b_.raw_tensor(gguf, {uint64_t(out), uint64_t(E)}, GgmlType::BF16, bytes);
+  }
+  void u32(const std::string& key, int64_t v) { b_.key(key, GgufType::U32, uint32_t(v)); }
+  void f32(const std::string& key, double v) { b_.key(key, GgufType::F32, float(v)); }
+
+ private:
+  Checkpoint ck_;
+  test::GgufBuilder b_;
+};
+
+// Keys every llama-style architecture has, from the folder's config.json.
+void common_keys(LayoutWriter& w, const std::string& arch, const nlohmann::json& c) {
+  w.b().str("general.architecture", arch);
+  w.u32(arch + ".block_count", c["num_hidden_layers"]);
+  w.u32(arch + ".context_length", c["max_position_embeddings"]);
+  w.u32(arch + ".embedding_length", c["hidden_size"]);
+  w.u32(arch + ".attention.head_count", c["num_attention_heads"]);
+  w.u32(arch + ".attention.head_count_kv", c["num_key_value_heads"]);
+  w.f32(arch + ".attention.layer_norm_rms_epsilon", c["rms_norm_eps"]);
+  w.u32(arch + ".expert_used_count", c["num_experts_per_tok"]);
+  w.f32(arch + ".rope.freq_base", c["rope_parameters"]["rope_theta"]);
+}
+
+// The tensors every llama-style layout has: embedding, final norm, head; per layer the two norms (the FFN's named
+// `ffn_norm`) and q/k/v/o (with their biases when `biases`); then `rest(p, b)` with the layer's Hugging Face and GGUF
+// prefixes.
+void llama_layout(LayoutWriter& w, int layers, const char* ffn_norm, bool biases,
+                  const std::function<void(const std::string&, const std::string&)>& rest) {
+  w.same("token_embd.weight", "model.embed_tokens.weight");
+  w.same("output_norm.weight", "model.norm.weight");
+  w.same("output.weight", "lm_head.weight");
+  for (int l = 0; l < layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".", b = "blk." + std::to_string(l) + ".";
+    w.same(b + "attn_norm.weight", p + "input_layernorm.weight");
+    w.same(b + ffn_norm + ".weight", p + "post_attention_layernorm.weight");
+    for (auto [g, h] :
+         {std::pair{"attn_q", "q_proj"}, {"attn_k", "k_proj"}, {"attn_v", "v_proj"}, {"attn_output", "o_proj"}}) {
+      w.same(b + g + ".weight", p + "self_attn." + h + ".weight");
+      if (biases) w.same(b + g + ".bias", p + "self_attn." + h + ".bias");
+    }
+    rest(p, b);
+  }
+}
+
+std::string olmoe_gguf(const test::ScratchDir& dir) {
+  const std::string hf = test::data_path("models/olmoe_a/hf");
+  const nlohmann::json c = test::read_json(hf + "/config.json");
+  LayoutWriter w(hf);
+  common_keys(w, "olmoe", c);
+  w.u32("olmoe.expert_count", c["num_experts"]);
+  w.u32("olmoe.feed_forward_length", c["intermediate_size"]);
+  w.f32("olmoe.attention.clamp_kqv", c["clip_qkv"]);
+  llama_layout(w, c["num_hidden_layers"], "ffn_norm", false, [&](const std::string& p, const std::string& b) {
+    w.same(b + "attn_q_norm.weight", p + "self_attn.q_norm.weight");
+    w.same(b + "attn_k_norm.weight", p + "self_attn.k_norm.weight");
+    w.same(b + "ffn_gate_inp.weight", p + "mlp.gate.weight");
+    for (auto [g, h] :
+         {std::pair{"ffn_gate_exps", "gate_proj"}, {"ffn_up_exps", "up_proj"}, {"ffn_down_exps", "down_proj"}}) {
+      w.stacked(
+          b + g + ".weight", [&, h = h](int e) { return p + "mlp.experts." + std::to_string(e) + "." + h + ".weight"; },
+          c["num_experts"]);
+    }
+  });
+  test::write_file(dir / "olmoe.gguf", w.b().bytes());
+  return dir / "olmoe.gguf";
+}
+
+std::string gpt_oss_gguf(const test::ScratchDir& dir) {
+  const std::string hf = test::data_path("models/gpt_oss_a/hf");
+  const nlohmann::json c = test::read_json(hf + "/config.json");
+  const nlohmann::json& rope = c["rope_parameters"];
+  LayoutWriter w(hf);
+  common_keys(w, "gpt-oss", c);
+  w.u32("gpt-oss.expert_count", c["num_local_experts"]);
+  w.u32("gpt-oss.expert_feed_forward_length", c["intermediate_size"]);
+  w.u32("gpt-oss.attention.key_length", c["head_dim"]);
+  w.u32("gpt-oss.attention.value_length", c["head_dim"]);
+  w.u32("gpt-oss.attention.sliding_window", c["sliding_window"]);
+  w.b().str("gpt-oss.rope.scaling.type", "yarn");
+  w.f32("gpt-oss.rope.scaling.factor", rope["factor"]);
+  w.u32("gpt-oss.rope.scaling.original_context_length", rope["original_max_position_embeddings"]);
+  llama_layout(w, c["num_hidden_layers"], "post_attention_norm", true, [&](const std::string& p, const std::string& b) {
+    w.same(b + "attn_sinks.weight", p + "self_attn.sinks");
+    w.same(b + "ffn_gate_inp.weight", p + "mlp.router.weight");
+    w.same(b + "ffn_gate_inp.bias", p + "mlp.router.bias");
+    w.transposed(b + "ffn_gate_exps.weight", p + "mlp.experts.gate_up_proj", 2, 0);
+    w.transposed(b + "ffn_up_exps.weight", p + "mlp.experts.gate_up_proj", 2, 1);
+    w.transposed(b + "ffn_down_exps.weight", p + "mlp.experts.down_proj", 1, 0);
+    w.strided_bias(b + "ffn_gate_exps.bias", p + "mlp.experts.gate_up_proj_bias", 2, 0);
+    w.strided_bias(b + "ffn_up_exps.bias", p + "mlp.experts.gate_up_proj_bias", 2, 1);
+    w.same(b + "ffn_down_exps.bias", p + "mlp.experts.down_proj_bias");
+  });
+  test::write_file(dir / "gpt_oss.gguf", w.b().bytes());
+  return dir / "gpt_oss.gguf";
+}
+
+}  // namespace
+
+// olmoe and gpt-oss in llama.cpp's layout (LayoutWriter above): the folder's logits bit for bit, so the mapping reads
+// every part where the family's plan needs it (gpt-oss: sinks, the router bias, the experts' gate and up biases
+// joined, sliding layers every other one from the first, YaRN untruncated; olmoe: whole-projection q/k norms, clip).
+TEST(GgufModel, OlmoeAndGptOssInLlamaCppsLayoutRunAsTheirFolders) {
+  test::ScratchDir dir("gguf-layout");
+  for (auto [name, gguf] : {std::pair{"olmoe_a", olmoe_gguf(dir)}, std::pair{"gpt_oss_a", gpt_oss_gguf(dir)}}) {
+    const std::vector<int32_t> ids = reference_ids(name);
+    const std::vector<float> x = logits_of(gguf, ids),
+                             y = logits_of(test::data_path("models/" + std::string(name) + "/hf"), ids);
+    EXPECT_EQ(max_abs_diff(x, y), 0.0) << name;
+    const ModelConfig a = map_gguf_model(GgufFile(gguf)).c,
+                      b = read_model_config(test::data_path("models/" + std::string(name) + "/hf"));
+    for (int l = 0; l < b.num_layers; ++l) {
+      EXPECT_EQ(a.plan(l).attn.window, b.plan(l).attn.window) << name << " layer " << l;
+      EXPECT_EQ(a.plan(l).attn.clip_qkv, b.plan(l).attn.clip_qkv) << name << " layer " << l;
+    }
+    EXPECT_EQ(a.rope.truncate, b.rope.truncate) << name;
+  }
+}
+
+// Oracle 1: tests/data/gguf/qwen3moe_q4_1.gguf holds the bytes of the packed folder beside it (tools/packed_to_gguf.py:
+// Q4_1 is q4_g32 byte for byte, norms widened exactly to f32).
+TEST(GgufModel, SameBytesAsThePackedFolderSameLogits) {
+  const std::string gguf = test::data_path("gguf/qwen3moe_q4_1.gguf"), packed = test::data_path("gguf/qwen3moe_q4_1");
+  const GgufModel m = map_gguf_model(GgufFile(gguf));
+  EXPECT_STREQ(m.family->model_type, "qwen3_moe");
+  const ModelConfig a = m.c, b = read_model_config(packed);
+  EXPECT_EQ(a.vocab_size, b.vocab_size);
+  EXPECT_EQ(a.hidden_size, b.hidden_size);
+  EXPECT_EQ(a.num_layers, b.num_layers);
+  EXPECT_EQ(a.num_heads, b.num_heads);
+  EXPECT_EQ(a.num_kv_heads, b.num_kv_heads);
+  EXPECT_EQ(a.head_dim, b.head_dim);
+  EXPECT_EQ(a.num_experts, b.num_experts);
+  EXPECT_EQ(a.experts_per_token, b.experts_per_token);
+  EXPECT_EQ(a.moe_intermediate_size, b.moe_intermediate_size);
+  EXPECT_EQ(a.rms_norm_eps, b.rms_norm_eps);
+  EXPECT_EQ(a.rope.theta, b.rope.theta);
+  EXPECT_EQ(a.norm_topk_prob, b.norm_topk_prob);
+  EXPECT_EQ(a.layer_has_experts, b.layer_has_experts);
+  EXPECT_EQ(a.tie_word_embeddings, b.tie_word_embeddings);
+  const std::vector<int32_t> ids = {1, 7, 33, 2, 63, 0, 12, 45};
+  const std::vector<float> x = logits_of(gguf, ids), y = logits_of(packed, ids);
+  EXPECT_EQ(max_abs_diff(x, y), 0.0);
+  EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0);
+}
+
+// Oracle 2: llama.cpp's convert_hf_to_gguf.py on the tiny checkpoints (tests/data/gguf/llama_cpp/README.md). The
+// bf16 matrices are the folder's bytes (llama's permuted q/k rows put back), so the logits are the folder's bit for
+// bit, and within the golden tolerance of transformers' float64 reference.
+class ConvertedCheckpoint : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ConvertedCheckpoint, LogitsOfTheFolderItWasConvertedFrom) {
+  const std::string name = GetParam();
+  const std::string gguf = test::data_path("gguf/llama_cpp/" + name + "_bf16.gguf");
+  std::string folder = test::data_path("models/" + name + "/hf");
+  const std::vector<int32_t> ids = reference_ids(name);
+  test::ScratchDir dir("gguf-converted");
+  if (name == "glm4_moe_a") {
+    // llama.cpp's glm4moe has no group-limited routing (GLM-4.5 has one group), so the converter drops n_group and
+    // topk_group; the folder it equals is this one with both 1.
+    std::filesystem::copy(folder, dir.str(), std::filesystem::copy_options::recursive);
+    nlohmann::json cfg = test::read_json(dir / "config.json");
+    cfg["n_group"] = 1;
+    cfg["topk_group"] = 1;
+    test::write_file(dir / "config.json", cfg.dump());
+    folder = dir.str();
+  }
+  const std::vector<float> x = logits_of(gguf, ids), y = logits_of(folder, ids);
+  EXPECT_EQ(max_abs_diff(x, y), 0.0) << name;
+  if (name != "glm4_moe_a") {
+    EXPECT_LE(max_abs_diff(x, test::read_f32(test::data_path("models/" + name + "/logits.f32"))), 1e-4) << name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(LlamaCpp, ConvertedCheckpoint,
+                         ::testing::Values("qwen3_moe_a", "mixtral_a", "qwen2_moe_a", "glm4_moe_a"));
+
+// The converted checkpoints map as their folders' configs do: dense layers by the tensors present (mlp_only_layers),
+// the tied head, biases, the shared expert, glm4moe's MTP layer stored past block_count - nextn_predict_layers.
+TEST(GgufModel, ConvertedConfigsMapAsTheirFolders) {
+  for (const char* name : {"qwen3_moe_a", "mixtral_a", "qwen2_moe_a", "glm4_moe_a"}) {
+    const GgufModel m = map_gguf_model(GgufFile(test::data_path("gguf/llama_cpp/" + std::string(name) + "_bf16.gguf")));
+    const ModelConfig f = read_model_config(test::data_path("models/" + std::string(name) + "/hf"));
+    EXPECT_EQ(m.c.model_type, f.model_type);
+    EXPECT_EQ(m.c.num_layers, f.num_layers) << name;
+    EXPECT_EQ(m.c.layer_has_experts, f.layer_has_experts) << name;
+    EXPECT_EQ(m.c.stored_extra_layers, f.stored_extra_layers) << name;
+    EXPECT_EQ(m.c.rotary_dim(), f.rotary_dim()) << name;
+    EXPECT_EQ(m.c.rope.theta, f.rope.theta) << name;
+    for (int l = 0; l < f.num_layers; ++l) {
+      EXPECT_EQ(m.c.plan(l).ffn.width, f.plan(l).ffn.width) << name << " layer " << l;
+      EXPECT_EQ(m.c.plan(l).ffn.shared_width, f.plan(l).ffn.shared_width) << name << " layer " << l;
+      EXPECT_EQ(m.c.plan(l).ffn.shared_gate, f.plan(l).ffn.shared_gate) << name << " layer " << l;
+      EXPECT_EQ(m.c.plan(l).ffn.router.renormalize, f.plan(l).ffn.router.renormalize) << name << " layer " << l;
+      EXPECT_EQ(m.c.plan(l).ffn.router.scale, f.plan(l).ffn.router.scale) << name << " layer " << l;
+      EXPECT_EQ(m.c.plan(l).attn.qkv_bias, f.plan(l).attn.qkv_bias) << name << " layer " << l;
+      EXPECT_EQ(m.c.plan(l).attn.qk_norm, f.plan(l).attn.qk_norm) << name << " layer " << l;
+    }
+  }
+}
+
+// llama-quantize's Q8_0 against the float model of its gguf-py-dequantized weights (make_gguf_goldens.py
+// dequantize). Q8_0 values d * q (f16 d, int8 q) are exact in float32, so the two forwards differ only in the order
+// of float32 additions: 1e-4 is far above that (logits of size ~3).
+TEST(GgufModel, LlamaQuantizeQ8_0AgainstItsDequantizedWeights) {
+  if (!ggml_codec(GgmlType::Q8_0)) GTEST_SKIP() << "Q8_0 is not a codec yet (io/gguf_codec.h)";
+  const std::vector<int32_t> ids = {1, 5, 77, 200, 13, 42, 99, 128, 255, 0, 64, 31};
+  const std::vector<float> got = logits_of(test::data_path("gguf/llama_cpp/kquant_qwen3moe_q8_0.gguf"), ids);
+  EXPECT_LE(
+      max_abs_diff(got, test::read_f32(test::data_path("gguf/llama_cpp/kquant_qwen3moe_q8_0.dequantized_logits.f32"))),
+      1e-4);
+}
+
+TEST(GgufModel, UnmappedArchitectureNamesTheMappedOnes) {
+  EXPECT_HAS(map_error(qwen3moe_keys("falcon")),
+             "key 'general.architecture': 'falcon' is not mapped onto a Seedling family (mapped: qwen3moe, llama (with "
+             "experts), olmoe, qwen2moe, glm4moe, gpt-oss)");
+}
+
+TEST(GgufModel, MissingRequiredKeyNamesIt) {
+  EXPECT_HAS(map_error(qwen3moe_keys("qwen3moe", "embedding_length")),
+             "m.gguf: missing key 'qwen3moe.embedding_length' (expected an integer)");
+  EXPECT_HAS(map_error(qwen3moe_keys("qwen3moe", "expert_feed_forward_length")),
+             "missing key 'qwen3moe.expert_feed_forward_length'");
+}
+
+TEST(GgufModel, AValueTheFamilyRefusesNamesTheGgufKey) {
+  EXPECT_HAS(map_error(qwen3moe_keys("qwen3moe", "", 3)),
+             "key 'qwen3moe.attention.head_count_kv' (config.json's num_key_value_heads): 3 must be "
+             "positive and divide num_attention_heads 2");
+}
+
+TEST(GgufModel, LlamaWithoutExpertsIsRefused) {
+  EXPECT_HAS(map_error(qwen3moe_keys("llama", "expert_count")),
+             "key 'llama.expert_count' is missing: a model without routed experts");
+}
+
+TEST(GgufModel, RopeScalingTypesAndRefusals) {
+  test::GgufBuilder b = qwen3moe_keys();
+  b.str("qwen3moe.rope.scaling.type", "yarn")
+      .key("qwen3moe.rope.scaling.factor", GgufType::F32, 4.0f)
+      .key("qwen3moe.rope.scaling.original_context_length", GgufType::U32, uint32_t(4096));
+  test::ScratchDir dir("gguf-rope");
+  test::write_file(dir / "y.gguf", b.bytes());
+  const GgufModel m = map_gguf_model(GgufFile(dir / "y.gguf"));
+  EXPECT_EQ(m.c.rope.type, "yarn");
+  EXPECT_EQ(m.c.rope.factor, 4.0);
+  EXPECT_EQ(m.c.rope.original_max_position_embeddings, 4096);
+  test::GgufBuilder c = qwen3moe_keys();
+  c.str("qwen3moe.rope.scaling.type", "longrope");
+  EXPECT_HAS(map_error(c),
+             "key 'qwen3moe.rope.scaling.type' is 'longrope': not supported (supported: none, linear, yarn)");
+  test::GgufBuilder d = qwen3moe_keys();
+  d.str("qwen3moe.rope.scaling.type", "yarn").key("qwen3moe.rope.scaling.factor", GgufType::F32, 4.0f);
+  EXPECT_HAS(map_error(d), "missing key 'qwen3moe.rope.scaling.original_context_length'");
+}
+
+// A type that is not a codec yet is refused by its name, naming the tensor; a tensor no role reads is an Error.
+TEST(GgufModel, RefusedTypesAndUnreadTensorsAreNamed) {
+  EXPECT_EQ(ggml_codec(GgmlType::Q4_1), Codec::Q4_G32);
+  EXPECT_EQ(ggml_codec(GgmlType::BF16), Codec::BF16);
+  EXPECT_FALSE(ggml_codec(GgmlType::IQ2_XS));
+  EXPECT_HAS(ggml_types_read(), "F32, F16");
+  test::ScratchDir dir("gguf-types");
+  const std::string mx = test::data_path("gguf/gpt_oss_mxfp4.gguf");
+  if (!ggml_codec(GgmlType::MXFP4)) {
+    EXPECT_HAS(test::error_of([&] { Model::load(mx); }),
+               "gpt_oss_mxfp4.gguf: tensor 'blk.0.ffn_gate_exps.weight' is "
+               "MXFP4, which Seedling does not compute on yet");
+  }
+  // The packed-bytes file with one more tensor: the mapping would drop it.
+  const GgufFile src(test::data_path("gguf/qwen3moe_q4_1.gguf"));
+  test::GgufBuilder b;
+  for (const auto& [key, v] : src.metadata()) {
+    if (v.type == GgufType::String) b.str(key, std::string(v.str));
+    if (v.type == GgufType::U32) b.key(key, GgufType::U32, uint32_t(v.u));
+    if (v.type == GgufType::F32) b.key(key, GgufType::F32, float(v.f));
+    if (v.type == GgufType::Bool) b.key(key, GgufType::Bool, uint8_t(v.b));
+  }
+  for (const GgufTensor& t : src.tensors()) {
+    std::vector<uint64_t> dims(t.dims.begin(), t.dims.end());
+    b.tensor(t.name, dims, t.type, t.nbytes);
+  }
+  b.tensor("blk.0.attn_q.bias", {64}, GgmlType::F32, 256);
+  test::write_file(dir / "extra.gguf", b.bytes());
+  EXPECT_HAS(test::error_of([&] { Model::load(dir / "extra.gguf"); }),
+             "extra.gguf: tensor 'blk.0.attn_q.bias' is not read by the qwen3moe mapping (as qwen3_moe), so running "
+             "would drop it");
+}
+
+}  // namespace seedling
