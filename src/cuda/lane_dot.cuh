@@ -252,14 +252,21 @@ __device__ __forceinline__ void affine_group_dot_shaped(const uint8_t* const (&w
   }
 }
 
+// Whether every row of each x (rows ldx floats apart) starts 16-byte aligned.
+template <int NW>
+__device__ __forceinline__ bool rows_aligned16(const float* const (&xs)[NW], int64_t ldx) {
+  bool aligned = ldx % 4 == 0;
+#pragma unroll
+  for (int v = 0; v < NW; ++v) aligned = aligned && reinterpret_cast<uintptr_t>(xs[v]) % 16 == 0;
+  return aligned;
+}
+
 // affine_group_dot_shaped, kWhole when the shape allows it.
 template <CodecId C, int R, int NW, bool SameX = false>
 __device__ __forceinline__ void affine_group_dot(const uint8_t* const (&wrows)[NW], int64_t cols,
                                                  const float* const (&xs)[NW], int64_t ldx, int rows,
                                                  float (&acc)[NW][R]) {
-  bool aligned = ldx % 4 == 0;
-#pragma unroll
-  for (int v = 0; v < NW; ++v) aligned = aligned && reinterpret_cast<uintptr_t>(xs[v]) % 16 == 0;
+  const bool aligned = rows_aligned16(xs, ldx);
   if (aligned && cols % Unit<C>::G == 0) {
     affine_group_dot_shaped<C, R, NW, SameX, true>(wrows, cols, xs, ldx, rows, aligned, acc);
   } else {
@@ -504,9 +511,7 @@ template <int R, int NW, bool SameX>
 __device__ __forceinline__ void mxfp4_group_dot(const uint8_t* const (&wrows)[NW], int64_t cols,
                                                 const float* const (&xs)[NW], int64_t ldx, int rows,
                                                 float (&acc)[NW][R]) {
-  bool aligned = ldx % 4 == 0;
-#pragma unroll
-  for (int v = 0; v < NW; ++v) aligned = aligned && reinterpret_cast<uintptr_t>(xs[v]) % 16 == 0;
+  const bool aligned = rows_aligned16(xs, ldx);
   if (aligned && cols % Unit<Id::MXFP4>::G == 0) {
     mxfp4_group_dot_shaped<R, NW, SameX>(wrows, cols, xs, ldx, rows, acc);
   } else {
