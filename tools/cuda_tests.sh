@@ -156,4 +156,17 @@ min=$("$bin" logits -m "$tmp/rp" --ids 1 -o "$tmp/x.f32" --device cuda --vram-bu
   --route-replay "$tmp/moved.csv" 2>/dev/null
 cmp -s "$tmp/gpu_r.f32" "$tmp/gpu_rc.f32" || { echo "FAIL route replay: VRAM-cache logits differ from all in VRAM"; exit 1; }
 printf "ok   %-18s --route-replay: cuda within %s of cpu on moved routes; VRAM cache = all in VRAM\n" "$m" "$err"
+# MXFP4 rows are rearranged wherever they land in VRAM (cuda/mxfp4_layout.h): gpt_oss_mxfp4 packed as stored, its
+# experts all in VRAM, in top-k VRAM slots fed from pinned host memory, and through three tiers give the same bits.
+ids=$(reference_ids gpt_oss_mxfp4)
+"$bin" pack -m "$models/gpt_oss_mxfp4/hub" -o "$tmp/p" --force >/dev/null 2>&1
+min=$("$bin" logits -m "$tmp/p" --ids 1 -o "$tmp/x.f32" --device cuda --vram-budget 1 2>&1 |
+  grep -o 'at least [0-9]* bytes' | grep -o '[0-9]*' || true)
+[ -n "$min" ] || { echo "FAIL gpt_oss_mxfp4: a 1-byte VRAM budget on the pack named no minimum"; exit 1; }
+"$bin" logits -m "$tmp/p" --ids "$ids" -o "$tmp/gpu_all.f32" --device cuda 2>/dev/null
+"$bin" logits -m "$tmp/p" --ids "$ids" -o "$tmp/gpu_slots.f32" --device cuda --vram-budget "$min" 2>/dev/null
+"$bin" logits -m "$tmp/p" --ids "$ids" -o "$tmp/gpu3.f32" --device cuda --expert-slots 4 --vram-budget "$min" 2>/dev/null
+cmp -s "$tmp/gpu_all.f32" "$tmp/gpu_slots.f32" || { echo "FAIL gpt_oss_mxfp4: VRAM-slot logits differ"; exit 1; }
+cmp -s "$tmp/gpu_all.f32" "$tmp/gpu3.f32" || { echo "FAIL gpt_oss_mxfp4: three-tier logits differ"; exit 1; }
+echo "ok   gpt_oss_mxfp4      packed: top-k VRAM slots and three tiers = all in VRAM bit for bit"
 echo "ok   all CUDA tests"

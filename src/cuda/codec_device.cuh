@@ -19,6 +19,7 @@
 
 #include "cuda/codec_ids.h"
 #include "cuda/kernels.h"
+#include "cuda/mxfp4_layout.h"
 #include "cuda/seed_device.cuh"
 
 namespace seedling::cuda {
@@ -70,22 +71,33 @@ struct Unit<Id::MXFP4> {
 };
 
 // MXFP4's values are widened where they are multiplied (lane_dot.cuh's mxfp4_group_dot), not by load_unit.
-// An e8m0 scale byte as the float 2^(e - 127), exactly (e = 0 is the subnormal 2^-127; e = 255 is refused at load).
+// An e8m0 scale byte as the float 2^(e - 127), exactly: e << 23 for e > 0, the subnormal 2^-127 (0x00400000, which
+// every e << 23 with e > 0 exceeds) for e = 0; e = 255 is refused at load.
 __device__ __forceinline__ float e8m0_scale(uint32_t e) {
-  return e == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(e << 23);
+  return __uint_as_float(max(e << 23, 0x00400000u));
+}
+// Scale byte J of the word s (four consecutive scales of mxfp4_layout.h) as e8m0_scale gives it, the byte shifted
+// straight into the float's exponent field.
+template <int J>
+__device__ __forceinline__ float e8m0_scale_byte(uint32_t s) {
+  const uint32_t bits = J < 3 ? (s << (23 - 8 * J)) & 0x7F800000u : (s >> 1) & 0x7F800000u;
+  return __uint_as_float(max(bits, 0x00400000u));
 }
 
-// Four FP4 codes (nibble j of the low 16 bits of cw) as their values times 2^-14, exactly (codec_ids.h's
-// fp4x4_f16_bits, then fp16 -> float, which is exact): a few integer operations and two conversions instead of
-// fp4_value's arithmetic per code. The caller scales the sum of these times x by kFp4Unscale.
-__device__ __forceinline__ void fp4x4_times_2m14(uint32_t cw, float (&q)[4]) {
-  uint32_t lo = 0, hi = 0;
-  fp4x4_f16_bits(cw, lo, hi);
-  __half2 h_lo, h_hi;
-  memcpy(&h_lo, &lo, sizeof(lo));
-  memcpy(&h_hi, &hi, sizeof(hi));
-  const float2 a = __half22float2(h_lo), b = __half22float2(h_hi);
-  q[0] = a.x, q[1] = a.y, q[2] = b.x, q[3] = b.y;
+// A lane's codes of two blocks (w: block A's in the low 16 bits, code j in nibble j; block B's in the high 16 bits) as
+// their values times 2^-14, exactly (codec_ids.h's fp4x8_f16_bits, then fp16 -> float, which is exact). The caller
+// scales the sum of these times x by kFp4Unscale.
+__device__ __forceinline__ void fp4x8_times_2m14(uint32_t w, float (&qa)[4], float (&qb)[4]) {
+  uint32_t h[4] = {};
+  fp4x8_f16_bits(w, h);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    __half2 p;
+    memcpy(&p, &h[j], sizeof(p));
+    const float2 f = __half22float2(p);
+    qa[j] = f.x;
+    qb[j] = f.y;
+  }
 }
 
 // Widens one 32-bit code word of an affine unit (d, m: the unit's scale and offset), unfused as codec_value:
@@ -157,7 +169,8 @@ __host__ __device__ constexpr seeddev::Geom seed_geom(CodecId c) {
   return c == Id::P3 ? seeddev::kP3 : c == Id::P4 ? seeddev::kP4 : seeddev::kS3;
 }
 
-// Bytes of one stored row; 0 for the seed codecs, whose rows are not contiguous (row_at finds them).
+// Bytes of one row in VRAM (as stored, but MXFP4's in mxfp4_layout.h's layout); 0 for the seed codecs, whose rows are
+// not contiguous (row_at finds them).
 template <CodecId C>
 __host__ __device__ __forceinline__ size_t row_bytes_of(int64_t cols) {
   if constexpr (is_seed(C)) {
@@ -166,6 +179,7 @@ __host__ __device__ __forceinline__ size_t row_bytes_of(int64_t cols) {
     constexpr int G = Unit<C>::G;
     if constexpr (C == Id::F32) return size_t(cols) * 4;
     if constexpr (C == Id::F16 || C == Id::BF16) return size_t(cols) * 2;
+    if constexpr (C == Id::MXFP4) return mxfp4::row_bytes(cols);  // the device layout (mxfp4_layout.h)
     return size_t((cols + G - 1) / G) * Unit<C>::bytes;
   }
 }

@@ -12,6 +12,7 @@
 
 #include "codec/codec.h"
 #include "core/error.h"
+#include "cuda/device_layout.h"
 #include "cuda/gemm.h"
 #include "cuda/kernels.h"
 #include "cuda/vram_experts.h"
@@ -357,9 +358,18 @@ DeviceMatrix CudaForward::upload(const ops::Matrix& m) {
     return d;
   }
   void* p = nullptr;
-  check(cudaMalloc(&p, m.nbytes()), "allocating VRAM for a weight");
+  check(cudaMalloc(&p, cuda::device_matrix_bytes(m.codec, m.rows, m.cols)), "allocating VRAM for a weight");
   owned_.push_back(p);
-  check(cudaMemcpy(p, m.data, m.nbytes(), cudaMemcpyHostToDevice), "copying a weight to VRAM");
+  if (cuda::rearranged_on_device(m.codec)) {  // the stored bytes into VRAM, then into their VRAM form there
+    void* stored = nullptr;
+    check(cudaMalloc(&stored, m.nbytes()), "allocating VRAM for a weight");
+    check(cudaMemcpy(stored, m.data, m.nbytes(), cudaMemcpyHostToDevice), "copying a weight to VRAM");
+    cuda::to_device_layout(m.codec, stored, p, m.rows, m.cols, nullptr);
+    check(cudaStreamSynchronize(nullptr), "rearranging a weight in VRAM");
+    check(cudaFree(stored), "freeing a weight's stored copy");
+  } else {
+    check(cudaMemcpy(p, m.data, m.nbytes(), cudaMemcpyHostToDevice), "copying a weight to VRAM");
+  }
   uploaded_[m.data] = p;
   d.data = p;
   return d;

@@ -97,7 +97,9 @@ struct RouterPolicy {
 void router_route(const float* logits, int64_t m, int e, int k, const RouterPolicy& p, int* ids, float* weights,
                   cudaStream_t stream);
 
-// Where one layer's experts sit: each expert is one blob [gate (I x H)][up (I x H)][down (H x I)] at table[e].
+// Where one layer's experts sit: each expert is one blob [gate (I x H)][up (I x H)][down (H x I)] at table[e]. The
+// kernels read blobs in their VRAM form (device_layout.h: MXFP4 rows rearranged, the offsets of device_expert_layout);
+// pack_expert_blob writes the packed form, whose layout this struct also describes.
 struct ExpertLayout {
   Codec gate_up = codec_ids::F32;
   Codec down = codec_ids::F32;

@@ -252,14 +252,21 @@ __device__ __forceinline__ void affine_group_dot_shaped(const uint8_t* const (&w
   }
 }
 
+// Whether every row of each x (rows ldx floats apart) starts 16-byte aligned.
+template <int NW>
+__device__ __forceinline__ bool rows_aligned16(const float* const (&xs)[NW], int64_t ldx) {
+  bool aligned = ldx % 4 == 0;
+#pragma unroll
+  for (int v = 0; v < NW; ++v) aligned = aligned && reinterpret_cast<uintptr_t>(xs[v]) % 16 == 0;
+  return aligned;
+}
+
 // affine_group_dot_shaped, kWhole when the shape allows it.
 template <CodecId C, int R, int NW, bool SameX = false>
 __device__ __forceinline__ void affine_group_dot(const uint8_t* const (&wrows)[NW], int64_t cols,
                                                  const float* const (&xs)[NW], int64_t ldx, int rows,
                                                  float (&acc)[NW][R]) {
-  bool aligned = ldx % 4 == 0;
-#pragma unroll
-  for (int v = 0; v < NW; ++v) aligned = aligned && reinterpret_cast<uintptr_t>(xs[v]) % 16 == 0;
+  const bool aligned = rows_aligned16(xs, ldx);
   if (aligned && cols % Unit<C>::G == 0) {
     affine_group_dot_shaped<C, R, NW, SameX, true>(wrows, cols, xs, ldx, rows, aligned, acc);
   } else {
@@ -332,74 +339,183 @@ __device__ __forceinline__ void seed_group_dot(const SeedRow (&wrows)[NW], int64
   }
 }
 
-// MXFP4 (codec.h): as the affine codecs, 8 lanes share a block and the warp's 4 groups take blocks grp, grp + 4, ...;
-// lane t reads the block's scale byte and its two code bytes (elements 4t .. 4t + 3, so a group's x is 32 contiguous
-// floats) and adds 2^(e - 127) * sum(fp4 * x) over them: the scale is a power of 2, so that product is exact and the
-// result is the sum of the exact weights times x, rounded in this fixed order. A block is 17 bytes at any offset:
-// bytes are read one by one.
+// MXFP4 (codec.h), rows in mxfp4_layout.h's device layout: as the affine codecs, 8 lanes share a block and the warp's
+// 4 groups take blocks grp, grp + 4, ...; lane t adds 2^(e - 127) * sum(fp4 * x) over the block's elements 4t .. 4t + 3
+// (a group's x is 32 contiguous floats): the scale is a power of 2, so that product is exact and the result is the sum
+// of the exact weights times x, rounded in this fixed order. A lane reads a chunk's codes (2K bytes: one 16-byte load
+// in a chunk of 32 blocks) and its group's K scales in one load each, for NW rows, before it widens any.
+template <int K>
+struct Mxfp4Lane {
+  uint32_t code[(K + 1) / 2];   // blocks 2i and 2i + 1 in word i (K = 1: one block, the high half zero)
+  uint32_t scale[(K + 3) / 4];  // block i's scale in byte i % 4 of word i / 4
+};
+
+template <int K>
+__device__ __forceinline__ void mxfp4_load(const uint8_t* row, int64_t nb, int64_t b, int lane, Mxfp4Lane<K>& d) {
+  const uint8_t* c = row + 16 * b + 2 * K * lane;
+  const uint8_t* s = row + mxfp4::scales_at(nb) + b + K * (lane / 8);
+  if constexpr (K == 8) {
+    const uint4 v = *reinterpret_cast<const uint4*>(c);
+    const uint2 e = *reinterpret_cast<const uint2*>(s);
+    d.code[0] = v.x, d.code[1] = v.y, d.code[2] = v.z, d.code[3] = v.w;
+    d.scale[0] = e.x, d.scale[1] = e.y;
+  } else if constexpr (K == 4) {
+    const uint2 v = *reinterpret_cast<const uint2*>(c);
+    d.code[0] = v.x, d.code[1] = v.y;
+    d.scale[0] = *reinterpret_cast<const uint32_t*>(s);
+  } else if constexpr (K == 2) {
+    d.code[0] = *reinterpret_cast<const uint32_t*>(c);
+    d.scale[0] = *reinterpret_cast<const uint16_t*>(s);
+  } else {
+    d.code[0] = *reinterpret_cast<const uint16_t*>(c);
+    d.scale[0] = *s;
+  }
+}
+
+// The chunk of K that starts at block b (of nb): each of the lane's blocks b + grp + 4i in order, every block whole and
+// x 16-byte aligned.
+template <int K, int R, int NW, bool SameX>
+__device__ __forceinline__ void mxfp4_chunk(const uint8_t* const (&wrows)[NW], int64_t nb, int64_t b,
+                                            const float* const (&xs)[NW], int64_t ldx, int rows, float (&acc)[NW][R]) {
+  constexpr int G = Unit<Id::MXFP4>::G;
+  const int lane = threadIdx.x % kWarp, grp = lane / 8, t = lane % 8;
+  if (K == 1 && b + grp >= nb) return;  // the last chunk may hold fewer than 4 blocks
+  Mxfp4Lane<K> d[NW];
+#pragma unroll
+  for (int v = 0; v < NW; ++v) mxfp4_load<K>(wrows[v], nb, b, lane, d[v]);
+  constexpr int kPer = K == 1 ? 1 : 2;  // blocks of a code word
+  // Block i of the chunk for weight row v (its 4 codes q, times 2^-14) against its inputs xv of each row r.
+  const auto add_block = [&](int v, int i, const float(&q)[4], const float(&xv)[R][4]) {
+    const uint32_t sw = d[v].scale[i / 4];
+    const float scale = i % 4 == 0   ? e8m0_scale_byte<0>(sw)
+                        : i % 4 == 1 ? e8m0_scale_byte<1>(sw)
+                        : i % 4 == 2 ? e8m0_scale_byte<2>(sw)
+                                     : e8m0_scale_byte<3>(sw);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (r >= rows) break;
+      float sq = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) sq = fmaf(q[j], xv[r][j], sq);
+      acc[v][r] = fmaf(scale, sq * kFp4Unscale, acc[v][r]);
+    }
+  };
+  const auto block_inputs = [&](const float* x, int i, float(&xv)[R][4]) {
+    const int64_t k0 = (b + grp + 4 * i) * G;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (r >= rows) break;
+      const float4 f = *reinterpret_cast<const float4*>(x + r * ldx + k0 + 4 * t);
+      xv[r][0] = f.x, xv[r][1] = f.y, xv[r][2] = f.z, xv[r][3] = f.w;
+    }
+  };
+  if constexpr (SameX) {  // each block's inputs read once for all NW weight rows
+#pragma unroll
+    for (int i2 = 0; i2 < (K + 1) / 2; ++i2) {
+      float xv[kPer][R][4];
+#pragma unroll
+      for (int h = 0; h < kPer; ++h) block_inputs(xs[0], 2 * i2 + h, xv[h]);
+#pragma unroll
+      for (int v = 0; v < NW; ++v) {
+        float q[2][4];  // blocks 2 i2 and 2 i2 + 1, elements 4t .. 4t + 3, times 2^-14
+        fp4x8_times_2m14(d[v].code[i2], q[0], q[1]);
+#pragma unroll
+        for (int h = 0; h < kPer; ++h) add_block(v, 2 * i2 + h, q[h], xv[h]);
+      }
+    }
+  } else {  // weight row by weight row, each with its own x
+#pragma unroll
+    for (int v = 0; v < NW; ++v) {
+#pragma unroll
+      for (int i2 = 0; i2 < (K + 1) / 2; ++i2) {
+        float q[2][4];
+        fp4x8_times_2m14(d[v].code[i2], q[0], q[1]);
+#pragma unroll
+        for (int h = 0; h < kPer; ++h) {
+          float xv[R][4];
+          block_inputs(xs[v], 2 * i2 + h, xv);
+          add_block(v, 2 * i2 + h, q[h], xv);
+        }
+      }
+    }
+  }
+}
+
+// Every block whole and x 16-byte aligned: the row's chunks in order.
+template <int R, int NW, bool SameX>
+__device__ __forceinline__ void mxfp4_group_dot_shaped(const uint8_t* const (&wrows)[NW], int64_t cols,
+                                                       const float* const (&xs)[NW], int64_t ldx, int rows,
+                                                       float (&acc)[NW][R]) {
+  const int64_t nb = mxfp4::blocks(cols);
+  int64_t b = 0;
+  for (; b + mxfp4::kChunkMax <= nb; b += mxfp4::kChunkMax)
+    mxfp4_chunk<8, R, NW, SameX>(wrows, nb, b, xs, ldx, rows, acc);
+  if (nb - b >= 16) {
+    mxfp4_chunk<4, R, NW, SameX>(wrows, nb, b, xs, ldx, rows, acc);
+    b += 16;
+  }
+  if (nb - b >= 8) {
+    mxfp4_chunk<2, R, NW, SameX>(wrows, nb, b, xs, ldx, rows, acc);
+    b += 8;
+  }
+  if (nb - b >= 4) {
+    mxfp4_chunk<1, R, NW, SameX>(wrows, nb, b, xs, ldx, rows, acc);
+    b += 4;
+  }
+  if (b < nb) mxfp4_chunk<1, R, NW, SameX>(wrows, nb, b, xs, ldx, rows, acc);
+}
+
+// The same sums block by block, each block's codes and scale found by mxfp4_layout.h's offsets: for rows whose blocks
+// are not all whole or whose x is not 16-byte aligned (few registers and little code, so the chunked path beside it
+// keeps its registers; the operations and their order are the chunked path's).
+template <int R, int NW>
+__device__ __forceinline__ void mxfp4_group_dot_any(const uint8_t* const (&wrows)[NW], int64_t cols,
+                                                    const float* const (&xs)[NW], int64_t ldx, int rows, bool aligned,
+                                                    float (&acc)[NW][R]) {
+  constexpr int G = Unit<Id::MXFP4>::G;
+  const int lane = threadIdx.x % kWarp, grp = lane / 8, t = lane % 8;
+  const int64_t nb = mxfp4::blocks(cols);
+  for (int64_t u = grp; u < nb; u += 4) {
+    const int64_t k0 = u * G;
+    const size_t at = mxfp4::code_at(nb, u, t);
+    const size_t sat = mxfp4::scale_at(nb, u);
+#pragma unroll
+    for (int v = 0; v < NW; ++v) {
+      const uint8_t* c = wrows[v] + at;
+      float q[2][4];
+      fp4x8_times_2m14(uint32_t(c[0]) | uint32_t(c[1]) << 8, q[0], q[1]);
+      const float scale = e8m0_scale(wrows[v][sat]);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        if (r >= rows) break;
+        const float* xr = xs[v] + r * ldx + k0;
+        float xv[4];
+        if (k0 + G <= cols && aligned) {
+          const float4 f = *reinterpret_cast<const float4*>(xr + 4 * t);
+          xv[0] = f.x, xv[1] = f.y, xv[2] = f.z, xv[3] = f.w;
+        } else {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) xv[j] = k0 + 4 * t + j < cols ? xr[4 * t + j] : 0.0f;
+        }
+        float sq = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) sq = fmaf(q[0][j], xv[j], sq);
+        acc[v][r] = fmaf(scale, sq * kFp4Unscale, acc[v][r]);
+      }
+    }
+  }
+}
+
+// The chunked path where every block is whole and x 16-byte aligned, else mxfp4_group_dot_any.
 template <int R, int NW, bool SameX>
 __device__ __forceinline__ void mxfp4_group_dot(const uint8_t* const (&wrows)[NW], int64_t cols,
                                                 const float* const (&xs)[NW], int64_t ldx, int rows,
                                                 float (&acc)[NW][R]) {
-  constexpr int G = Unit<Id::MXFP4>::G, kBatch = NW == 1 ? 8 : 4;
-  const int lane = threadIdx.x % kWarp, grp = lane / 8, t = lane % 8;
-  const int64_t units = (cols + G - 1) / G;
-  bool aligned = ldx % 4 == 0;
-#pragma unroll
-  for (int v = 0; v < NW; ++v) aligned = aligned && reinterpret_cast<uintptr_t>(xs[v]) % 16 == 0;
-  // The lane's 4 inputs of block k0 of row xr: one 16-byte load where the block is whole and x aligned.
-  const auto inputs = [&](const float* xr, int64_t k0, float(&xv)[4]) {
-    if (k0 + G <= cols && aligned) {
-      const float4 f = *reinterpret_cast<const float4*>(xr + 4 * t);
-      xv[0] = f.x, xv[1] = f.y, xv[2] = f.z, xv[3] = f.w;
-    } else {
-#pragma unroll
-      for (int j = 0; j < 4; ++j) xv[j] = k0 + 4 * t + j < cols ? xr[4 * t + j] : 0.0f;
-    }
-  };
-  for (int64_t u0 = grp; u0 < units; u0 += 4 * kBatch) {
-    uint32_t sc[NW][kBatch], cw[NW][kBatch];  // the scale byte, the lane's two code bytes
-#pragma unroll
-    for (int i = 0; i < kBatch; ++i) {
-      const int64_t u = u0 + 4 * i;
-#pragma unroll
-      for (int v = 0; v < NW; ++v) {
-        if (u < units) {
-          const uint8_t* b = wrows[v] + u * Unit<Id::MXFP4>::bytes;
-          sc[v][i] = b[0];
-          cw[v][i] = uint32_t(b[1 + 2 * t]) | uint32_t(b[2 + 2 * t]) << 8;
-        }
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < kBatch; ++i) {
-      const int64_t u = u0 + 4 * i;
-      if (u >= units) break;
-      const int64_t k0 = u * G;
-      float xv[R][4];  // SameX: each row's inputs read once for all NW weight rows; else per weight row
-      if constexpr (SameX) {
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          if (r >= rows) break;
-          inputs(xs[0] + r * ldx + k0, k0, xv[r]);
-        }
-      }
-#pragma unroll
-      for (int v = 0; v < NW; ++v) {
-        const float scale = e8m0_scale(sc[v][i]);
-        float q[4];  // elements 4t .. 4t + 3, times 2^-14
-        fp4x4_times_2m14(cw[v][i], q);
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          if (r >= rows) break;
-          if constexpr (!SameX) inputs(xs[v] + r * ldx + k0, k0, xv[r]);
-          float sq = 0.0f;
-#pragma unroll
-          for (int j = 0; j < 4; ++j) sq = fmaf(q[j], xv[r][j], sq);
-          acc[v][r] = fmaf(scale, sq * kFp4Unscale, acc[v][r]);
-        }
-      }
-    }
+  const bool aligned = rows_aligned16(xs, ldx);
+  if (aligned && cols % Unit<Id::MXFP4>::G == 0) {
+    mxfp4_group_dot_shaped<R, NW, SameX>(wrows, cols, xs, ldx, rows, acc);
+  } else {
+    mxfp4_group_dot_any<R, NW>(wrows, cols, xs, ldx, rows, aligned, acc);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "cuda/device_layout.h"
 #include "experts/streamed_experts.h"
 
 namespace seedling::cuda {
@@ -31,7 +32,7 @@ int first_moe_layer(const ModelConfig& c) {
 
 }  // namespace
 
-ExpertLayout expert_layout(Model& model) {
+ExpertLayout packed_expert_layout(Model& model) {
   const ModelConfig& c = model.config();
   ExpertLayout l;
   const int first = first_moe_layer(c);
@@ -48,6 +49,20 @@ ExpertLayout expert_layout(Model& model) {
   return l;
 }
 
+ExpertLayout expert_layout(Model& model) {
+  return device_expert_layout(packed_expert_layout(model));
+}
+
+void VramExperts::land(uint8_t* dst, const uint8_t* src, cudaStream_t stream) {
+  if (vram_staging_ == nullptr) {
+    check(cudaMemcpyAsync(dst, src, layout_.bytes, cudaMemcpyHostToDevice, stream), "copying an expert to VRAM");
+    return;
+  }
+  check(cudaMemcpyAsync(vram_staging_, src, packed_.bytes, cudaMemcpyHostToDevice, stream),
+        "copying an expert to VRAM");
+  expert_to_device_layout(vram_staging_, packed_, dst, layout_, stream);
+}
+
 VramExperts::VramExperts(Model& model, const CudaForwardOptions& o, uint64_t free_bytes, cudaStream_t compute)
     : compute_(compute) {
   const ModelConfig& c = model.config();
@@ -61,7 +76,8 @@ VramExperts::VramExperts(Model& model, const CudaForwardOptions& o, uint64_t fre
   if (moe_layers == 0) return;
   ExpertProvider& provider = model.experts();
   // One layout for every expert: the first expert's codecs and shapes; any other expert that differs is refused.
-  layout_ = expert_layout(model);
+  packed_ = packed_expert_layout(model);
+  layout_ = device_expert_layout(packed_);
   for (const Codec codec : {layout_.gate_up, layout_.down}) {
     if (!has_kernel(codec)) {
       fail("--device cuda: the routed experts are stored as {}, which has no CUDA kernel ({} have)", codec_name(codec),
@@ -116,18 +132,21 @@ VramExperts::VramExperts(Model& model, const CudaForwardOptions& o, uint64_t fre
     }
   }
   const size_t table_entries = size_t(c.num_layers) * size_t(c.num_experts);
+  if (rearranged_on_device(packed_))
+    check(cudaMalloc(&vram_staging_, packed_.bytes), "allocating an expert staging blob");
   if (resident_) {
     check(cudaMalloc(&vram_, size_t(total)), "allocating VRAM for the experts");
     check(cudaMalloc(&tables_dev_, table_entries * sizeof(void*)), "allocating the expert tables");
     std::vector<const uint8_t*> tables(table_entries, nullptr);
-    std::vector<uint8_t> packed(layout_.bytes);
+    std::vector<uint8_t> packed(packed_.bytes);
     for (int l = 0; l < c.num_layers; ++l) {
       const int li = layer_index_[size_t(l)];
       if (li < 0) continue;
       for (int e = 0; e < c.num_experts; ++e) {
         uint8_t* blob = vram_ + (size_t(li) * size_t(c.num_experts) + size_t(e)) * layout_.bytes;
-        fetch_expert_blob(provider, l, e, layout_, packed.data());
-        check(cudaMemcpy(blob, packed.data(), layout_.bytes, cudaMemcpyHostToDevice), "copying an expert to VRAM");
+        fetch_expert_blob(provider, l, e, packed_, packed.data());
+        land(blob, packed.data(), nullptr);
+        check(cudaStreamSynchronize(nullptr), "copying an expert to VRAM");  // `packed` is refilled next
         tables[size_t(l) * size_t(c.num_experts) + size_t(e)] = blob;
       }
     }
@@ -139,11 +158,12 @@ VramExperts::VramExperts(Model& model, const CudaForwardOptions& o, uint64_t fre
   if (streamed) {
     start_three_tier(*streamed, c.experts_per_token);
   } else {
-    check(cudaHostAlloc(&host_, size_t(total), cudaHostAllocDefault), "allocating pinned host memory for the experts");
+    const size_t host_bytes = size_t(moe_layers) * size_t(c.num_experts) * packed_.bytes;
+    check(cudaHostAlloc(&host_, host_bytes, cudaHostAllocDefault), "allocating pinned host memory for the experts");
     for (int l = 0; l < c.num_layers; ++l) {
       if (layer_index_[size_t(l)] < 0) continue;
       for (int e = 0; e < c.num_experts; ++e) {
-        fetch_expert_blob(provider, l, e, layout_, host_blob(l, e));
+        fetch_expert_blob(provider, l, e, packed_, host_blob(l, e));
       }
     }
   }
@@ -161,11 +181,11 @@ VramExperts::VramExperts(Model& model, const CudaForwardOptions& o, uint64_t fre
 
 void VramExperts::start_three_tier(ExpertProvider& provider, int buffers) {
   provider_ = &provider;
-  check(cudaHostAlloc(&staging_, size_t(buffers) * layout_.bytes, cudaHostAllocDefault),
+  check(cudaHostAlloc(&staging_, size_t(buffers) * packed_.bytes, cudaHostAllocDefault),
         "allocating the pinned expert staging buffers");
   std::vector<uint8_t*> ring;
   for (int b = 0; b < buffers; ++b) {
-    ring.push_back(staging_ + size_t(b) * layout_.bytes);
+    ring.push_back(staging_ + size_t(b) * packed_.bytes);
     cudaEvent_t start = nullptr, end = nullptr;
     check(cudaEventCreate(&start), "creating a staging copy timing event");
     staged_start_.push_back(start);
@@ -174,11 +194,10 @@ void VramExperts::start_three_tier(ExpertProvider& provider, int buffers) {
   }
   auto send = [this](int b, const uint8_t* data, int slot) {
     check(cudaEventRecord(staged_start_[size_t(b)], copy_), "timing an expert copy");
-    check(cudaMemcpyAsync(vram_ + size_t(slot) * layout_.bytes, data, layout_.bytes, cudaMemcpyHostToDevice, copy_),
-          "copying an expert to its VRAM slot");
+    land(vram_ + size_t(slot) * layout_.bytes, data, copy_);
     check(cudaEventRecord(staged_end_[size_t(b)], copy_), "timing an expert copy");
   };
-  ring_ = std::make_unique<StagingRing>(std::move(ring), layout_, send, [this](int b) { reclaim(b); });
+  ring_ = std::make_unique<StagingRing>(std::move(ring), packed_, send, [this](int b) { reclaim(b); });
 }
 
 void VramExperts::reclaim(int b) {
@@ -198,6 +217,7 @@ VramExperts::~VramExperts() {
   if (copy_end_) cudaEventDestroy(copy_end_);
   if (copy_) cudaStreamDestroy(copy_);
   if (vram_) cudaFree(vram_);
+  if (vram_staging_) cudaFree(vram_staging_);
   if (tables_dev_) cudaFree(tables_dev_);
   if (host_) cudaFreeHost(host_);
   if (table_host_) cudaFreeHost(table_host_);
@@ -205,7 +225,7 @@ VramExperts::~VramExperts() {
 
 uint8_t* VramExperts::host_blob(int layer, int expert) const {
   const size_t li = size_t(layer_index_[size_t(layer)]);
-  return host_ + (li * size_t(num_experts_) + size_t(expert)) * layout_.bytes;
+  return host_ + (li * size_t(num_experts_) + size_t(expert)) * packed_.bytes;
 }
 
 void VramExperts::run_layer(int layer, std::span<const int> used,
@@ -228,10 +248,9 @@ void VramExperts::run_layer(int layer, std::span<const int> used,
         } else {
           if (!copied) check(cudaEventRecord(copy_start_, copy_), "timing the expert copies");
           copied = true;
-          check(cudaMemcpyAsync(slot, host_blob(layer, e), layout_.bytes, cudaMemcpyHostToDevice, copy_),
-                "copying an expert to its VRAM slot");
+          land(slot, host_blob(layer, e), copy_);
         }
-        bytes_copied_ += layout_.bytes;
+        bytes_copied_ += packed_.bytes;
       }
       table_host_[e] = slot;
       pinned.push_back(a->slot);

@@ -1,7 +1,8 @@
 // cuda/vram_experts.h - routed experts on the GPU: all in VRAM, or a VRAM slot cache fed from host memory or NVMe.
 //
-// Each expert is one blob [gate][up][down] (cuda/kernels.h ExpertLayout), the same bytes as the model's provider
-// hands out, so where a blob sits never changes a number. Resident: every blob in VRAM and one device table of
+// Each expert is one blob [gate][up][down] (cuda/kernels.h ExpertLayout), the bytes the model's provider hands out
+// (MXFP4's rearranged by a kernel where they land in VRAM, cuda/device_layout.h), so where a blob sits never changes a
+// number; host memory and PCIe carry the packed blob. Resident: every blob in VRAM and one device table of
 // pointers per layer, so the kernels find experts without the host. Cached: `slots` VRAM slots kept by the same
 // ExpertSlotCache (LRU) as the CPU's streamed provider; after each router the host learns the chosen experts,
 // copies the missed ones on their own stream (timed with events: stats() reports their PCIe GB/s as
@@ -31,7 +32,10 @@
 
 namespace seedling::cuda {
 
-// The blob layout of the model's routed experts, from its first expert (bytes padded to 256 per matrix).
+// The blob layout of the model's routed experts as packed on the host (pack_expert_blob), from its first expert
+// (bytes padded to 256 per matrix).
+ExpertLayout packed_expert_layout(Model& model);
+// The same blobs as they sit in VRAM, what the kernels read (device_expert_layout of the packed one): a VRAM slot.
 ExpertLayout expert_layout(Model& model);
 
 class VramExperts {
@@ -60,8 +64,13 @@ class VramExperts {
   uint8_t* host_blob(int layer, int expert) const;
   void start_three_tier(ExpertProvider& provider, int buffers);
   void reclaim(int buffer);  // waits for a staging buffer's copy and adds its time to copy_seconds_
+  // Enqueues packed blob `src` (host memory) into VRAM blob `dst` on `stream`: a copy, or where the layouts differ a
+  // copy into vram_staging_ and the rearranging kernel (the next copy into vram_staging_ waits for it on `stream`).
+  void land(uint8_t* dst, const uint8_t* src, cudaStream_t stream);
 
-  ExpertLayout layout_;
+  ExpertLayout layout_;              // in VRAM
+  ExpertLayout packed_;              // in host memory and over PCIe
+  uint8_t* vram_staging_ = nullptr;  // one packed blob in VRAM, where packed_ and layout_ differ
   int num_layers_ = 0, num_experts_ = 0;
   bool resident_ = false;
   cudaStream_t compute_ = nullptr, copy_ = nullptr;

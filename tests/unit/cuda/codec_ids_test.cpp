@@ -14,23 +14,29 @@ namespace seedling {
 namespace {
 
 using cuda::codec_ids::fp4_value;
-using cuda::codec_ids::fp4x4_f16_bits;
+using cuda::codec_ids::fp4x8_f16_bits;
 using cuda::codec_ids::kFp4Unscale;
 
-// Every 16-bit word of four FP4 codes: each fp16 that fp4x4_f16_bits makes, widened and times 2^14, is fp4_value of
-// its code bit for bit (the sign of -0 included), and fp4_value is codec.h's table.
+// Every 16-bit word of four FP4 codes, in the low and in the high half of a word (the other half another word):
+// each fp16 that fp4x8_f16_bits makes, widened and times 2^14, is fp4_value of its code bit for bit (the sign of -0
+// included), and fp4_value is codec.h's table.
 TEST(CudaCodecIds, Fp4AsFp16BitsAreTheValuesTimes2ToTheMinus14) {
   for (int c = 0; c < 16; ++c) {
     EXPECT_EQ(std::bit_cast<uint32_t>(fp4_value(uint32_t(c))), std::bit_cast<uint32_t>(kFp4Values[c])) << c;
   }
   for (uint32_t cw = 0; cw < 0x10000u; ++cw) {
-    uint32_t lo = 0, hi = 0;
-    fp4x4_f16_bits(cw, lo, hi);
-    const uint16_t halves[4] = {uint16_t(lo), uint16_t(lo >> 16), uint16_t(hi), uint16_t(hi >> 16)};
-    for (int j = 0; j < 4; ++j) {
-      const float got = f16_to_f32(halves[j]) * kFp4Unscale;
-      const float want = fp4_value((cw >> (4 * j)) & 0xfu);
-      ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want)) << "word " << cw << " code " << j;
+    const uint32_t other = (cw * 40503u + 12345u) & 0xffffu;
+    for (const uint32_t w : {cw | other << 16, other | cw << 16}) {
+      uint32_t h[4] = {};
+      fp4x8_f16_bits(w, h);
+      for (int j = 0; j < 4; ++j) {
+        for (int half = 0; half < 2; ++half) {
+          const float got = f16_to_f32(uint16_t(h[j] >> (16 * half))) * kFp4Unscale;
+          const float want = fp4_value((w >> (16 * half + 4 * j)) & 0xfu);
+          ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want))
+              << "word " << w << " block " << half << " code " << j;
+        }
+      }
     }
   }
 }

@@ -12,6 +12,7 @@
 #include "codec/quantize.h"
 #include "codec/seed_codec.h"
 #include "cuda/device.h"
+#include "cuda/device_layout.h"
 #include "cuda/kernels.h"
 #include "test_util.h"
 
@@ -91,6 +92,26 @@ inline std::vector<uint8_t> encoded(Codec c, int64_t rows, int64_t cols, uint32_
   const std::vector<float> w = gaussian(size_t(rows * cols), seed, 0.05f);
   std::vector<uint8_t> out(codec_matrix_bytes(c, rows, cols));
   encode_matrix(c, DType::F32, w.data(), rows, cols, out.data());
+  return out;
+}
+
+// A stored rows x cols matrix of codec c in VRAM as the kernels read it (cuda/device_layout.h: MXFP4 rearranged).
+inline DeviceVec<uint8_t> device_weights(Codec c, const std::vector<uint8_t>& stored, int64_t rows, int64_t cols) {
+  DeviceVec<uint8_t> in(stored), out(cuda::device_matrix_bytes(c, rows, cols));
+  cuda::to_device_layout(c, in.get(), out.get(), rows, cols, nullptr);
+  cuda::check(cudaDeviceSynchronize(), "test to_device_layout");
+  return out;
+}
+
+// n expert blobs packed as `stored` (one after another) in VRAM as the kernels read them, `device` apart.
+inline DeviceVec<uint8_t> device_blobs(const std::vector<uint8_t>& blobs, const cuda::ExpertLayout& stored, int n,
+                                       const cuda::ExpertLayout& device) {
+  DeviceVec<uint8_t> in(blobs), out(size_t(n) * device.bytes);
+  for (int e = 0; e < n; ++e) {
+    cuda::expert_to_device_layout(in.get() + size_t(e) * stored.bytes, stored, out.get() + size_t(e) * device.bytes,
+                                  device, nullptr);
+  }
+  cuda::check(cudaDeviceSynchronize(), "test expert_to_device_layout");
   return out;
 }
 

@@ -52,7 +52,7 @@ TEST(ExpertStaging, MissesThroughTheStreamedProviderLandInTheirSlotsAsTheAllPinn
   const test::ScratchDir tmp("staging");
   test::pack_checkpoint(test::data_path("models/qwen3_moe_a/hf"), tmp / "p", "--experts q8_g32");
   auto mapped = Model::load(tmp / "p");  // ResidentExperts: the all-pinned path's source
-  const cuda::ExpertLayout layout = cuda::expert_layout(*mapped);
+  const cuda::ExpertLayout layout = cuda::packed_expert_layout(*mapped);
   const ModelConfig& c = mapped->config();
   const int k = c.experts_per_token;
   ASSERT_GT(layout.bytes, 0u);
@@ -114,7 +114,7 @@ TEST(ExpertStaging, AnExpertOfAnotherLayoutIsOneClearErrorAndTheNextFetchStillFi
   const test::ScratchDir tmp("staging_bad");
   test::pack_checkpoint(test::data_path("models/qwen3_moe_a/hf"), tmp / "p", "--experts q8_g32");
   auto packed = Model::load(tmp / "p");
-  cuda::ExpertLayout layout = cuda::expert_layout(*packed);
+  cuda::ExpertLayout layout = cuda::packed_expert_layout(*packed);
   const int k = packed->config().experts_per_token;
   StreamedOptions so;
   so.min_slots = k;
@@ -146,7 +146,7 @@ TEST(ExpertStaging, PackedBlobPaddingIsZeroAndPartsSitAtTheLayoutsOffsets) {
   const test::ScratchDir tmp("staging_pack");
   test::pack_checkpoint(test::data_path("models/mixtral_a/hf"), tmp / "p", "--experts q4_g64");
   auto model = Model::load(tmp / "p");
-  const cuda::ExpertLayout l = cuda::expert_layout(*model);
+  const cuda::ExpertLayout l = cuda::packed_expert_layout(*model);
   const int layer = model->config().layer_has_experts[0] ? 0 : 1;
   std::vector<uint8_t> blob(l.bytes, 0xab);
   cuda::fetch_expert_blob(model->experts(), layer, 1, l, blob.data());

@@ -75,7 +75,7 @@ TEST_P(CudaMatmulTest, MatchesReferenceAndRowsAreIndependentOfTheBatch) {
   std::vector<float> want(size_t(m * rows));
   ops::ref::matmul(x.data(), m, w, want.data());
 
-  DeviceVec<uint8_t> dw(wbytes);
+  DeviceVec<uint8_t> dw = test::device_weights(codec, wbytes, rows, cols);
   DeviceVec<float> dx(x), dy(test::poisoned(size_t(m * rows))), dy1(test::poisoned(size_t(rows)));
   const cuda::DeviceMatrix dm{codec, dw.get(), rows, cols};
   cuda::matmul(dx.get(), m, dm, dy.get(), false, nullptr);
@@ -100,7 +100,7 @@ TEST_P(CudaMatmulTest, MatchesReferenceAndRowsAreIndependentOfTheBatch) {
 
 INSTANTIATE_TEST_SUITE_P(Codecs, CudaMatmulTest,
                          ::testing::Combine(::testing::ValuesIn(test::kCudaCoreCodecs),
-                                            ::testing::Values(64, 100, 2048)),
+                                            ::testing::Values(64, 100, 1900, 2048, 2880)),
                          [](const auto& info) {
                            return std::string(codec_name(std::get<0>(info.param))) + "_cols" +
                                   std::to_string(std::get<1>(info.param));
@@ -129,7 +129,8 @@ TEST(CudaKernels, MatvecWithFusedNormEqualsNormThenMatmulBitForBit) {
       const std::vector<uint8_t> wq = encoded(c, rq, cols, 1), wk = encoded(c, rk, cols, 2),
                                  wv = encoded(c, rk, cols, 3);
       const std::vector<float> x = random_floats(size_t(cols), 4, 2.0f), nw = random_floats(size_t(cols), 5);
-      DeviceVec<uint8_t> dq(wq), dk(wk), dv(wv);
+      DeviceVec<uint8_t> dq = test::device_weights(c, wq, rq, cols), dk = test::device_weights(c, wk, rk, cols),
+                         dv = test::device_weights(c, wv, rk, cols);
       DeviceVec<float> dx(x), dn(nw), xn_ref(static_cast<size_t>(cols)), xn(test::poisoned(size_t(cols)));
       const cuda::DeviceMatrix ws[3] = {{c, dq.get(), rq, cols}, {c, dk.get(), rk, cols}, {c, dv.get(), rk, cols}};
       DeviceVec<float> yq(test::poisoned(size_t(rq))), yk(test::poisoned(size_t(rk))), yv(test::poisoned(size_t(rk)));
@@ -158,7 +159,7 @@ TEST(CudaKernels, MatvecWithFusedNormEqualsNormThenMatmulBitForBit) {
     for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{12290, 256}, {12289, 256}, {12290, 2048}}) {
       const std::vector<uint8_t> wh = encoded(c, rows, cols, 6);
       const std::vector<float> x = random_floats(size_t(cols), 7, 2.0f), nw = random_floats(size_t(cols), 8);
-      DeviceVec<uint8_t> dh(wh);
+      DeviceVec<uint8_t> dh = test::device_weights(c, wh, rows, cols);
       DeviceVec<float> dx(x), dn(nw), xn_ref(static_cast<size_t>(cols)), xn(static_cast<size_t>(cols));
       DeviceVec<float> y(test::poisoned(size_t(rows))), ref(static_cast<size_t>(rows));
       const cuda::DeviceMatrix head{c, dh.get(), rows, cols};
@@ -368,8 +369,9 @@ TEST(CudaKernels, RouterSoftmaxTopKMatchesCpu) {
 
 namespace {
 
-// E expert blobs of random gate (I x H), up and down (H x I) in codec c, each part 256-aligned as VramExperts places
-// them; expert e's matrices from seeds seed + e, seed + 100 + e, seed + 200 + e. l gets their layout.
+// E expert blobs of random gate (I x H), up and down (H x I) in codec c, each part 256-aligned as pack_expert_blob
+// packs them; expert e's matrices from seeds seed + e, seed + 100 + e, seed + 200 + e. l gets their (packed) layout;
+// test::device_blobs puts them in VRAM as the kernels read them.
 std::vector<uint8_t> expert_blobs(Codec c, int64_t H, int64_t I, int E, uint32_t seed, cuda::ExpertLayout& l) {
   l.gate_up = l.down = c;
   l.hidden = H;
@@ -389,8 +391,8 @@ std::vector<uint8_t> expert_blobs(Codec c, int64_t H, int64_t I, int E, uint32_t
   return blobs;
 }
 
-// Expert e's gate and up sums for one row x on the CPU (ops::ref::matmul) into gv and uv (I each); returns its down
-// matrix.
+// Expert e's gate and up sums for one row x on the CPU (ops::ref::matmul) into gv and uv (I each), from blobs packed
+// as l (expert_blobs'); returns its down matrix.
 ops::Matrix cpu_gate_up(const std::vector<uint8_t>& blobs, const cuda::ExpertLayout& l, int e, const float* x,
                         std::vector<float>& gv, std::vector<float>& uv) {
   const uint8_t* b = blobs.data() + size_t(e) * l.bytes;
@@ -510,15 +512,16 @@ TEST(CudaKernels, ExpertBiasesAndClampedSwigluMatchCpu) {
     for (const bool clamped : {false, true}) {
       const int64_t H = 128, I = 96, m = 3;
       const int E = 4, k = 2;
-      cuda::ExpertLayout l;
-      const std::vector<uint8_t> blobs = expert_blobs(c, H, I, E, 400, l);
+      cuda::ExpertLayout pl;
+      const std::vector<uint8_t> blobs = expert_blobs(c, H, I, E, 400, pl);
+      const cuda::ExpertLayout l = cuda::device_expert_layout(pl);
       const std::vector<int> ids = {3, 0, 2, 3, 1, 2};
       const std::vector<float> weights = {0.6f, 0.4f, 0.5f, 0.5f, 0.8f, 0.2f};
       // x large enough that gate and up pass the clamp's limit for some outputs.
       const std::vector<float> x = random_floats(size_t(m * H), 70, 40.0f), resid = random_floats(size_t(m * H), 71);
       const std::vector<float> gb = random_floats(size_t(E * I), 72), ub = random_floats(size_t(E * I), 73),
                                dbias = random_floats(size_t(E * H), 74);
-      DeviceVec<uint8_t> db(blobs);
+      DeviceVec<uint8_t> db = test::device_blobs(blobs, pl, E, l);
       std::vector<const uint8_t*> table(static_cast<size_t>(E));
       for (int e = 0; e < E; ++e) table[size_t(e)] = db.get() + size_t(e) * l.bytes;
       DeviceVec<const uint8_t*> dt(table);
@@ -536,7 +539,7 @@ TEST(CudaKernels, ExpertBiasesAndClampedSwigluMatchCpu) {
       for (int j = 0; j < m * k; ++j) {
         const int e = ids[size_t(j)];
         std::vector<float> gv, uv, a(static_cast<size_t>(I)), dv(static_cast<size_t>(H));
-        const ops::Matrix d = cpu_gate_up(blobs, l, e, x.data() + (j / k) * H, gv, uv);
+        const ops::Matrix d = cpu_gate_up(blobs, pl, e, x.data() + (j / k) * H, gv, uv);
         ops::add_to(gv.data(), gb.data() + e * I, I);
         ops::add_to(uv.data(), ub.data() + e * I, I);
         if (clamped) {
@@ -607,13 +610,14 @@ TEST(CudaKernels, ExpertProductsAndCombineMatchCpu) {
   for (const Codec c : {Codec::BF16, Codec::Q8_G32, Codec::Q4_G64, Codec::P3, Codec::P4, Codec::S3, Codec::MXFP4}) {
     const int64_t H = 128, I = 96, m = 3;
     const int E = 5, k = 2;
-    cuda::ExpertLayout l;
-    const std::vector<uint8_t> blobs = expert_blobs(c, H, I, E, 100, l);
+    cuda::ExpertLayout pl;
+    const std::vector<uint8_t> blobs = expert_blobs(c, H, I, E, 100, pl);
+    const cuda::ExpertLayout l = cuda::device_expert_layout(pl);
     const std::vector<int> ids = {4, 0, 2, 4, 1, 3};  // rows' chosen experts; expert 3 absent on the device
     const std::vector<float> weights = {0.7f, 0.3f, 0.5f, 0.5f, 0.9f, 0.1f};
     const std::vector<float> x = random_floats(size_t(m * H), 8);
     const std::vector<float> resid = random_floats(size_t(m * H), 9);
-    DeviceVec<uint8_t> db(blobs);
+    DeviceVec<uint8_t> db = test::device_blobs(blobs, pl, E, l);
     std::vector<const uint8_t*> table(static_cast<size_t>(E));
     for (int e = 0; e < E; ++e) table[size_t(e)] = e == 3 ? nullptr : db.get() + size_t(e) * l.bytes;
     DeviceVec<const uint8_t*> dt(table);
@@ -630,7 +634,7 @@ TEST(CudaKernels, ExpertProductsAndCombineMatchCpu) {
         continue;
       }
       std::vector<float> gv, uv, a(static_cast<size_t>(I)), dv(static_cast<size_t>(H));
-      const ops::Matrix d = cpu_gate_up(blobs, l, e, x.data() + (j / k) * H, gv, uv);
+      const ops::Matrix d = cpu_gate_up(blobs, pl, e, x.data() + (j / k) * H, gv, uv);
       ops::silu_mul(gv.data(), uv.data(), a.data(), I);
       for (int64_t n = 0; n < I; ++n)
         ASSERT_NEAR(act[size_t(j * I + n)], a[size_t(n)], 1e-5 * (1 + std::fabs(a[size_t(n)])));
@@ -673,6 +677,53 @@ TEST(CudaKernels, ExpertProductsAndCombineMatchCpu) {
                               nullptr);
     ASSERT_EQ(act_long.download(), dact.download()) << codec_name(c);
     ASSERT_EQ(r_long.download(), r_fused.download()) << codec_name(c);
+  }
+}
+
+// MXFP4 experts at gpt-oss's width (hidden 2,880: gate/up rows of 90 blocks, every chunk kind of mxfp4_layout.h, which
+// the gate/up launch stages with x in shared memory) and at a width it does not stage (4,128: 2,208 bytes a row), with
+// down rows of 60 blocks (chunks of 32, 16, 8 and 4): against the CPU, and down + combine fused = the two launches.
+TEST(CudaKernels, Mxfp4ExpertsAtGptOssWidthsMatchCpu) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  for (const int64_t H : {int64_t(2880), int64_t(4128)}) {
+    const int64_t I = 1900, m = 2;
+    const int E = 3, k = 2;
+    cuda::ExpertLayout pl;
+    const std::vector<uint8_t> blobs = expert_blobs(Codec::MXFP4, H, I, E, 500, pl);
+    const cuda::ExpertLayout l = cuda::device_expert_layout(pl);
+    const std::vector<int> ids = {2, 0, 1, 2};
+    const std::vector<float> weights = {0.6f, 0.4f, 0.3f, 0.7f};
+    const std::vector<float> x = random_floats(size_t(m * H), 90), resid = random_floats(size_t(m * H), 91);
+    DeviceVec<uint8_t> db = test::device_blobs(blobs, pl, E, l);
+    std::vector<const uint8_t*> table(static_cast<size_t>(E));
+    for (int e = 0; e < E; ++e) table[size_t(e)] = db.get() + size_t(e) * l.bytes;
+    DeviceVec<const uint8_t*> dt(table);
+    DeviceVec<int> di(ids);
+    DeviceVec<float> dx(x), dw(weights), dact(test::poisoned(size_t(m * k * I))),
+        dout(test::poisoned(size_t(m * k * H)));
+    cuda::expert_gate_up(dx.get(), m, k, di.get(), dt.get(), E, l, dact.get(), nullptr);
+    cuda::expert_down(dact.get(), m * k, di.get(), dt.get(), l, dout.get(), nullptr);
+    const std::vector<float> act = dact.download(), out = dout.download();
+    for (int j = 0; j < m * k; ++j) {
+      const int e = ids[size_t(j)];
+      std::vector<float> gv, uv, a(static_cast<size_t>(I)), dv(static_cast<size_t>(H));
+      const ops::Matrix d = cpu_gate_up(blobs, pl, e, x.data() + (j / k) * H, gv, uv);
+      ops::silu_mul(gv.data(), uv.data(), a.data(), I);
+      for (int64_t n = 0; n < I; ++n) {
+        ASSERT_NEAR(act[size_t(j * I + n)], a[size_t(n)], 1e-4 * (1 + std::fabs(a[size_t(n)])))
+            << "H " << H << " pair " << j << " out " << n;
+      }
+      const std::vector<float> act_j(act.begin() + j * I, act.begin() + (j + 1) * I);
+      ops::ref::matmul(act_j.data(), 1, d, dv.data());
+      for (int64_t h = 0; h < H; ++h) {
+        const double bound = double(I + 8) * kU * abs_dot(act_j, 0, d, h) + 1e-30;
+        ASSERT_LE(std::fabs(out[size_t(j * H + h)] - dv[size_t(h)]), bound) << "H " << H << " pair " << j;
+      }
+    }
+    DeviceVec<float> r_sep(resid), r_fused(resid);
+    cuda::moe_combine(dout.get(), dw.get(), m, k, H, r_sep.get(), nullptr);
+    cuda::expert_down_combine(dact.get(), m, k, di.get(), dw.get(), dt.get(), E, l, r_fused.get(), nullptr, nullptr);
+    ASSERT_EQ(r_fused.download(), r_sep.download()) << "H " << H;
   }
 }
 
