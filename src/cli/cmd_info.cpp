@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "io/gguf_codec.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "cuda/device.h"
 #include "io/gguf.h"
+#include "io/gguf_codec.h"
 #include "model/gguf_config.h"
 #include "tokenizer/gguf_vocab.h"
 

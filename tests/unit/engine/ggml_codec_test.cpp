@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "codec/codec.h"
-#include "io/gguf_codec.h"
 #include "codec/quantize.h"
 #include "core/thread_pool.h"
 #include "io/gguf.h"
+#include "io/gguf_codec.h"
 #include "ops/matmul.h"
 #include "test_util.h"
 
