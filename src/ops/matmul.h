@@ -81,7 +81,13 @@ void matmul_batch(const std::vector<MatmulJob>& jobs);
 
 // The pieces matmul and matmul_batch are made of: outputs [n0, n1) of every row, on the calling thread.
 void matmul_range(const float* x, int64_t m, const Matrix& w, float* y, int64_t n0, int64_t n1);  // float path
-void matmul_int8_range(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1);
+// int8 has two kernels with the same bits: Rows (a block's codes loaded once for 4 rows, outputs reduced across
+// lanes; for one row) and Gemm (a tile of outputs repacked to one output a lane, reused by every row; for more).
+// Auto takes Gemm from kInt8GemmRows rows. Tests name one to hold each to the definition.
+enum class Int8Kernel : uint8_t { Auto, Rows, Gemm };
+inline constexpr int64_t kInt8GemmRows = 2;  // bench/int8_gemm_bench.cpp: Gemm from 2 rows, Rows for 1
+void matmul_int8_range(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1,
+                       Int8Kernel kernel = Int8Kernel::Auto);
 // Outputs per int8 tile for codec c on this CPU (a piece of whole tiles runs fastest); 0: no SIMD kernel here.
 size_t int8_tile_outputs(Codec c);
 

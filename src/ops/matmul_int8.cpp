@@ -6,11 +6,15 @@
 // may hold any of its partial sums; those of TN outputs are then reduced into one vector whose lane j is output j's
 // sum, and the float steps (scale, d, m, the sum over blocks in order) run lane by lane, one output a lane, as the
 // scalar definition does them. Targets without fixed 128-bit blocks (SVE, RVV, scalar) run ref::matmul_int8.
+// Batches of kInt8GemmRows rows or more (prefill) take the GEMM form below (GemmRangeT): a tile of outputs
+// repacked once so that every lane holds one output from the first multiply on, then every row against it; its
+// integer sums are the same exact sums and its float steps the same, so it gives the decode kernel's bits.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/matmul_int8.cpp"
 #ifndef HWY_WANT_AVX3_DL
 #define HWY_WANT_AVX3_DL  // Highway 1.0 compiles its VNNI target (AVX3_DL) only when asked
 #endif
+#include <hwy/aligned_allocator.h>
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
@@ -235,27 +239,185 @@ void Int8RangeT(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64
   }
 }
 
-void Int8Range(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1) {
+// ---- The GEMM form, for many rows (prefill): a tile of outputs repacked once, then every row against it ----
+//
+// A tile is TN outputs, TN = the int32 lanes of a full vector. Repacked, its block b is G/4 byte vectors, vector v
+// holding in bytes 4j..4j+3 four codes of output j (the block's elements kElem<T>(v)..+3), then d and m of the TN
+// outputs as float vectors. A row's four activations at those elements, broadcast to every lane, and one lane-local
+// dot per vector (int32 lane j = the sum of its own four byte products) give lane j output j's exact integer sum
+// with no reduction across lanes; the float steps are TileRows's, lane by lane. Rows run TM at a time (8 with 32
+// vector registers, else 4) over the repacked tile, which stays in L1/L2 while the rows stream by.
+
+template <Codec T>
+constexpr int64_t kElem(size_t v) {  // first element of a block's vector v in the repacked tile
+  return kQ4<T> ? (v % 2 == 0 ? 0 : kGroup<T> / 2) + 4 * int64_t(v / 2) : 4 * int64_t(v);
+}
+
+// acc + per int32 lane the sum of that lane's four byte products w * x (w unsigned codes, x signed int8).
+// kSmall: every code is at most 15 (q4).
+template <bool kSmall, class D8, class D32>
+HWY_INLINE hn::Vec<D32> LaneDot(D8 d8, D32 d32, hn::Vec<D32> acc, hn::Vec<D8> w, hn::Vec<D8> x) {
+#if HWY_TARGET == HWY_AVX3_DL
+  return Dot<kSmall>(d8, d32, acc, w, x);  // vpdpbusd sums each lane's own four products
+#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+  const auto maddubs = [&](hn::Vec<D8> small) {  // codes 0..15: pmaddubsw pairs within +-3810, pmaddwd lane-local
+    const hn::Repartition<int16_t, D8> d16;
+    if constexpr (hn::MaxLanes(D8()) == 64) {
+      return hn::Vec<D32>{_mm512_madd_epi16(_mm512_maddubs_epi16(small.raw, x.raw), hn::Set(d16, int16_t{1}).raw)};
+    } else {
+      return hn::Vec<D32>{_mm256_madd_epi16(_mm256_maddubs_epi16(small.raw, x.raw), hn::Set(d16, int16_t{1}).raw)};
+    }
+  };
+  if constexpr (kSmall) {
+    return hn::Add(acc, maddubs(w));
+  } else {  // w = 16 hi + lo, both 0..15: two exact sums
+    const auto lo = maddubs(hn::And(w, hn::Set(d8, uint8_t{0x0F})));
+    return hn::Add(acc, hn::Add(lo, hn::ShiftLeft<4>(maddubs(hn::ShiftRight<4>(w)))));
+  }
+#else
+  // Even and odd bytes widened in place to int16 (products within +-32,385), then each int32 lane's two int16
+  // halves added: every product stays in its own lane.
+  const hn::Repartition<int16_t, D8> d16;
+  const hn::Repartition<uint16_t, D8> du16;
+  const auto wu = hn::BitCast(du16, w);
+  const auto xs = hn::BitCast(d16, x);
+  const auto even =
+      hn::Mul(hn::BitCast(d16, hn::And(wu, hn::Set(du16, uint16_t{0x00FF}))), hn::ShiftRight<8>(hn::ShiftLeft<8>(xs)));
+  const auto odd = hn::Mul(hn::BitCast(d16, hn::ShiftRight<8>(wu)), hn::ShiftRight<8>(xs));
+  const auto halves = [&](hn::Vec<decltype(d16)> p) {
+    const auto q = hn::BitCast(d32, p);
+    return hn::Add(hn::ShiftRight<16>(hn::ShiftLeft<16>(q)), hn::ShiftRight<16>(q));
+  };
+  return hn::Add(acc, hn::Add(halves(even), halves(odd)));
+#endif
+}
+
+// Block b of the tile whose output j is the weight row at row0 + offset[j], repacked into dst (G/4 + 2 vectors).
+template <Codec T, class D8>
+HWY_INLINE void RepackBlock(D8 d8, const uint8_t* row0, hn::Vec<hn::Repartition<int32_t, D8>> offset, size_t at,
+                            uint8_t* HWY_RESTRICT dst) {
+  constexpr int64_t G = kGroup<T>;
+  const hn::Repartition<int32_t, D8> d32;
+  const hn::RebindToUnsigned<decltype(d32)> du32;
+  const hn::Rebind<float, decltype(d32)> df;
+  constexpr size_t V = hn::MaxLanes(D8());
+  const uint8_t* codes = row0 + at + 4;
+  if constexpr (kQ4<T>) {  // dword h: elements 4h.. in its low nibbles, G/2 + 4h.. in its high ones
+    const auto mask = hn::Set(du32, 0x0F0F0F0Fu);
+    for (size_t h = 0; h < size_t(G) / 8; ++h) {
+      const auto v = hn::BitCast(du32, hn::GatherOffset(d32, reinterpret_cast<const int32_t*>(codes + 4 * h), offset));
+      hn::Store(hn::BitCast(d8, hn::And(v, mask)), d8, dst + 2 * h * V);
+      hn::Store(hn::BitCast(d8, hn::And(hn::ShiftRight<4>(v), mask)), d8, dst + (2 * h + 1) * V);
+    }
+  } else {
+    for (size_t h = 0; h < size_t(G) / 4; ++h)
+      hn::Store(hn::BitCast(d8, hn::GatherOffset(d32, reinterpret_cast<const int32_t*>(codes + 4 * h), offset)), d8,
+                dst + h * V);
+  }
+  const auto dm = hn::GatherOffset(d32, reinterpret_cast<const int32_t*>(row0 + at), offset);
+  auto* f = reinterpret_cast<float*>(dst + size_t(G) / 4 * V);
+  hn::Store(F16ToF32(d32, dm), df, f);
+  hn::Store(F16ToF32(d32, hn::BitCast(d32, hn::ShiftRight<16>(hn::BitCast(du32, dm)))), df, f + hn::Lanes(df));
+}
+
+// Rows [i0, i0 + TM) against a repacked tile: count outputs into y (row stride ldy).
+template <Codec T, size_t TM, class D8>
+HWY_INLINE void GemmRows(D8 d8, const Int8Rows& xq, int64_t i0, const uint8_t* HWY_RESTRICT tile, float* y, int64_t ldy,
+                         int64_t count) {
+  constexpr int64_t G = kGroup<T>;
+  constexpr size_t V = hn::MaxLanes(D8()), NV = size_t(G) / 4, kStride = (NV + 2) * V;
+  const hn::Repartition<int32_t, D8> d32;
+  const hn::Rebind<float, decltype(d32)> df;
+  hn::Vec<decltype(df)> acc[TM];
+  for (size_t r = 0; r < TM; ++r) acc[r] = hn::Zero(df);
+  for (int64_t b = 0; b < xq.blocks; ++b) {
+    const uint8_t* src = tile + size_t(b) * kStride;
+    const int8_t* x[TM];
+    for (size_t r = 0; r < TM; ++r) x[r] = xq.q.data() + ((i0 + int64_t(r)) * xq.blocks + b) * G;
+    hn::Vec<decltype(d32)> dot[TM];
+    for (size_t r = 0; r < TM; ++r) dot[r] = hn::Zero(d32);
+    for (size_t v = 0; v < NV; ++v) {
+      const auto w = hn::Load(d8, src + v * V);
+      for (size_t r = 0; r < TM; ++r) {
+        int32_t four;
+        std::memcpy(&four, x[r] + kElem<T>(v), 4);
+        dot[r] = LaneDot<kQ4<T>>(d8, d32, dot[r], w, hn::BitCast(d8, hn::Set(d32, four)));
+      }
+    }
+    const auto* f = reinterpret_cast<const float*>(src + NV * V);
+    const auto d = hn::Load(df, f), mn = hn::Load(df, f + hn::Lanes(df));
+    for (size_t r = 0; r < TM; ++r) {
+      const size_t index = size_t((i0 + int64_t(r)) * xq.blocks + b);
+      const auto s = hn::Add(hn::Mul(d, hn::ConvertTo(df, dot[r])), hn::Mul(mn, hn::Set(df, xq.sum[index])));
+      acc[r] = hn::Add(acc[r], hn::Mul(hn::Set(df, xq.scale[index]), s));
+    }
+  }
+  HWY_ALIGN float out[hn::MaxLanes(decltype(df)())];
+  for (size_t r = 0; r < TM; ++r) {
+    hn::Store(acc[r], df, out);
+    std::copy(out, out + count, y + (i0 + int64_t(r)) * ldy);
+  }
+}
+
+// Outputs [n0, n1) of every row: each tile of TN outputs repacked once, then all rows, TM at a time.
+template <Codec T>
+void GemmRangeT(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1) {
+  const hn::ScalableTag<uint8_t> d8;
+  const hn::Repartition<int32_t, decltype(d8)> d32;
+  constexpr size_t TN = hn::MaxLanes(decltype(d32)()), V = hn::MaxLanes(decltype(d8)());
+  constexpr size_t kStride = (size_t(kGroup<T>) / 4 + 2) * V, kMaxTM = TN >= 16 ? 8 : 4;
+  const size_t row_bytes = codec_row_bytes(T, w.cols);
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  thread_local hwy::AlignedFreeUniquePtr<uint8_t[]> tile;
+  thread_local size_t capacity = 0;
+  const size_t need = size_t(xq.blocks) * kStride;
+  if (capacity < need) tile = hwy::AllocateAligned<uint8_t>(capacity = need);
+  HWY_ALIGN int32_t offsets[TN];
+  for (int64_t n = n0; n < n1; n += int64_t(TN)) {
+    const int64_t count = std::min(int64_t(TN), n1 - n);
+    for (size_t j = 0; j < TN; ++j) offsets[j] = int32_t(size_t(std::min(int64_t(j), count - 1)) * row_bytes);
+    const auto offset = hn::Load(d32, offsets);
+    const uint8_t* row0 = base + size_t(n) * row_bytes;
+    for (int64_t b = 0; b < xq.blocks; ++b)
+      RepackBlock<T>(d8, row0, offset, size_t(b) * kBlockBytes<T>, tile.get() + size_t(b) * kStride);
+    int64_t i = 0;
+    for (; i + int64_t(kMaxTM) <= xq.rows; i += int64_t(kMaxTM))
+      GemmRows<T, kMaxTM>(d8, xq, i, tile.get(), y + n, w.rows, count);
+    if constexpr (kMaxTM > 4) {
+      if (i + 4 <= xq.rows) GemmRows<T, 4>(d8, xq, i, tile.get(), y + n, w.rows, count), i += 4;
+    }
+    if (i + 2 <= xq.rows) GemmRows<T, 2>(d8, xq, i, tile.get(), y + n, w.rows, count), i += 2;
+    if (i < xq.rows) GemmRows<T, 1>(d8, xq, i, tile.get(), y + n, w.rows, count);
+  }
+}
+
+template <Codec T>
+void RangeT(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1, Int8Kernel kernel) {
+  const bool gemm = kernel == Int8Kernel::Gemm || (kernel == Int8Kernel::Auto && xq.rows >= kInt8GemmRows);
+  return gemm ? GemmRangeT<T>(xq, w, y, n0, n1) : Int8RangeT<T>(xq, w, y, n0, n1);
+}
+
+void Int8Range(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1, Int8Kernel kernel) {
   switch (w.codec) {
     case Codec::Q8_G32:
-      return Int8RangeT<Codec::Q8_G32>(xq, w, y, n0, n1);
+      return RangeT<Codec::Q8_G32>(xq, w, y, n0, n1, kernel);
     case Codec::Q8_G64:
-      return Int8RangeT<Codec::Q8_G64>(xq, w, y, n0, n1);
+      return RangeT<Codec::Q8_G64>(xq, w, y, n0, n1, kernel);
     case Codec::Q4_G32:
-      return Int8RangeT<Codec::Q4_G32>(xq, w, y, n0, n1);
+      return RangeT<Codec::Q4_G32>(xq, w, y, n0, n1, kernel);
     case Codec::Q4_G64:
-      return Int8RangeT<Codec::Q4_G64>(xq, w, y, n0, n1);
+      return RangeT<Codec::Q4_G64>(xq, w, y, n0, n1, kernel);
     default:
       fail("matmul_int8: {} is not an affine codec", codec_name(w.codec));
   }
 }
-// Outputs per tile (int32 lanes of a block's byte vector): every chunk of the thread split is whole tiles.
-size_t TileOutputs(Codec c) {
-  return codec_group(c) == 32 ? hn::MaxLanes(hn::Repartition<int32_t, hn::CappedTag<uint8_t, 32>>())
-                              : hn::MaxLanes(hn::Repartition<int32_t, hn::CappedTag<uint8_t, 64>>());
+// Outputs per tile: the GEMM's (int32 lanes of a full vector), a multiple of the decode kernel's (those of a
+// block's byte vector), so every chunk of the thread split is whole tiles of either.
+size_t TileOutputs(Codec) {
+  return hn::MaxLanes(hn::Repartition<int32_t, hn::ScalableTag<uint8_t>>());
 }
 #else
-void Int8Range(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1) {
+void Int8Range(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1, Int8Kernel) {
   fail("matmul_int8: no SIMD kernel on this target");
 }
 // 0: run the reference.
@@ -306,8 +468,8 @@ void quantize_int8_rows(const float* x, int64_t m, int64_t cols, int64_t group, 
 size_t int8_tile_outputs(Codec c) {
   return HWY_DYNAMIC_DISPATCH(TileOutputs)(c);
 }
-void matmul_int8_range(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1) {
-  HWY_DYNAMIC_DISPATCH(Int8Range)(xq, w, y, n0, n1);
+void matmul_int8_range(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1, Int8Kernel kernel) {
+  HWY_DYNAMIC_DISPATCH(Int8Range)(xq, w, y, n0, n1, kernel);
 }
 
 void matmul_int8(const float* x, int64_t m, const Matrix& w, float* y) {

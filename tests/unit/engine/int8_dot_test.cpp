@@ -155,6 +155,60 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Int8DotTest,
                                   "_" + std::to_string(std::get<2>(p)) + "x" + std::to_string(std::get<3>(p));
                          });
 
+class Int8GemmTest : public ::testing::TestWithParam<std::tuple<Codec, int>> {};
+
+// Both int8 kernels (Rows, for decode; Gemm, for prefill: a tile of outputs repacked, then every row) and
+// matmul_int8's own choice give the definition's bits for 1..70 rows (Gemm's passes of 8, 4, 2 and 1 rows), 37
+// outputs (short tiles), K with a short last block, 1-3 threads, on every target of this CPU.
+TEST_P(Int8GemmTest, BothKernelsEqualTheDefinitionForAnyRowCountAndThreads) {
+  const Codec c = std::get<0>(GetParam());
+  const int cols = std::get<1>(GetParam());
+  const int rows = 37, max_m = 70;
+  auto wf = test::gaussian(size_t(rows * cols), 21);
+  auto x = test::gaussian(size_t(max_m * cols), 22);
+  for (int64_t k = 0; k < cols; ++k) {  // extremes, as above: codes 0 and 255 (15) against x at +-127
+    x[size_t(k)] = k % 3 == 0 ? -2.0f : 2.0f;
+    wf[size_t(k)] = x[size_t(k)] > 0 ? 1.0f : -1.0f;
+  }
+  for (int64_t k = 0; k < cols; ++k) x[size_t(3 * cols + k)] = 0.0f;  // a row of zeros (scale 0)
+  const auto bytes = encode(c, wf, rows, cols);
+  const Matrix w{c, bytes.data(), rows, cols};
+  std::vector<float> want(size_t(max_m * rows));
+  ref::matmul_int8(x.data(), max_m, w, want.data());
+  for_each_target([&](const std::string& target) {
+    const size_t tile = int8_tile_outputs(c);
+    if (tile == 0) return;  // no SIMD kernel on this target: matmul_int8 is the definition itself
+    Int8Rows xq;
+    for (int m = 1; m <= max_m; ++m) {
+      const int threads = 1 + m % 3;
+      ThreadPool::set_global_threads(threads);
+      quantize_int8_rows(x.data(), m, cols, codec_group(c), xq);
+      for (const Int8Kernel kernel : {Int8Kernel::Rows, Int8Kernel::Gemm, Int8Kernel::Auto}) {
+        std::vector<float> got(size_t(m * rows), -1.0f);
+        if (kernel == Int8Kernel::Auto) {
+          matmul_int8(x.data(), m, w, got.data());
+        } else {  // pieces of whole tiles over the pool, as matmul_int8 splits them
+          const size_t tiles = (size_t(rows) + tile - 1) / tile;
+          ThreadPool::global().parallel_for(tiles, 1, [&](size_t t0, size_t t1) {
+            matmul_int8_range(xq, w, got.data(), int64_t(t0 * tile), std::min(int64_t(t1 * tile), int64_t(rows)),
+                              kernel);
+          });
+        }
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0)
+            << target << " kernel " << int(kernel) << " rows " << m << " threads " << threads;
+      }
+    }
+  });
+  restore_threads();
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, Int8GemmTest,
+                         ::testing::Combine(::testing::ValuesIn(kAffine), ::testing::Values(40, 200)),
+                         [](const auto& info) {
+                           return std::string(codec_name(std::get<0>(info.param))) + "_k" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
 // matmul follows cpu_dot(): int8 gives matmul_int8's bits, float the float path's, for affine weights only.
 TEST(Int8Dot, MatmulFollowsTheSelectedPath) {
   const int64_t rows = 20, cols = 96;
