@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "model/model.h"
+#include "ops/expert_products.h"
 #include "ops/matmul.h"
 #include "ops/ops.h"
 
@@ -217,84 +218,96 @@ void Model::moe(int layer, int64_t M, const float* xn, float* out) {
     ExpertWeights w;
     std::vector<float> xe, g, u, a, d;
   };
-  const auto start = [&](Work& wk, int e) {  // gathers the rows and acquires the expert
-    const auto& slots = slots_of[size_t(e)];
+  const auto start = [&](Work& wk, int e) {  // acquires the expert and sizes its buffers
     wk.e = e;
-    wk.n = int64_t(slots.size());
-    wk.xe.resize(size_t(wk.n * H));
-    for (int64_t r = 0; r < wk.n; ++r) std::copy_n(xn + (slots[size_t(r)] / K) * H, H, wk.xe.data() + r * H);
-    if (activation_observer_ != nullptr)
-      activation_observer_->on_input(layer, MatrixInput::ExpertGateUp, e, wk.xe.data(), wk.n, H);
+    wk.n = int64_t(slots_of[size_t(e)].size());
     wk.w = experts_->acquire(layer, e);
+    wk.xe.resize(size_t(wk.n * H));
     wk.g.resize(size_t(wk.n * I));
     wk.u.resize(size_t(wk.n * I));
     wk.a.resize(size_t(wk.n * I));
     wk.d.resize(size_t(wk.n * H));
   };
-  const auto activate = [&](Work& wk) {  // gate and up computed: biases, then the activation into a
-    if (plan.expert_bias) {
-      for (int64_t r = 0; r < wk.n; ++r) {
-        ops::add_to(wk.g.data() + r * I, lw.expert_gate_bias.data() + wk.e * I, I);
-        ops::add_to(wk.u.data() + r * I, lw.expert_up_bias.data() + wk.e * I, I);
+  const auto gather = [&](Work& wk) {  // its rows of xn
+    const auto& slots = slots_of[size_t(wk.e)];
+    for (int64_t r = 0; r < wk.n; ++r) std::copy_n(xn + (slots[size_t(r)] / K) * H, H, wk.xe.data() + r * H);
+  };
+  // Columns [n0, n1) of every row: gate and up computed, their biases, then the activation into a. Elementwise, so
+  // any split of the columns gives the same bits.
+  const auto activate = [&](Work& wk, int64_t n0, int64_t n1) {
+    for (int64_t r = 0; r < wk.n; ++r) {
+      float* g = wk.g.data() + r * I + n0;
+      float* u = wk.u.data() + r * I + n0;
+      if (plan.expert_bias) {
+        ops::add_to(g, lw.expert_gate_bias.data() + wk.e * I + n0, n1 - n0);
+        ops::add_to(u, lw.expert_up_bias.data() + wk.e * I + n0, n1 - n0);
+      }
+      if (plan.act == Activation::ClampedSwiGLU) {
+        ops::clamped_swiglu(g, u, wk.a.data() + r * I + n0, n1 - n0, plan.swiglu_alpha, plan.swiglu_limit);
+      } else {
+        ops::silu_mul(g, u, wk.a.data() + r * I + n0, n1 - n0);
       }
     }
-    if (plan.act == Activation::ClampedSwiGLU) {
-      ops::clamped_swiglu(wk.g.data(), wk.u.data(), wk.a.data(), wk.n * I, plan.swiglu_alpha, plan.swiglu_limit);
-    } else {
-      ops::silu_mul(wk.g.data(), wk.u.data(), wk.a.data(), wk.n * I);
-    }
-    if (activation_observer_ != nullptr)
-      activation_observer_->on_input(layer, MatrixInput::ExpertDown, wk.e, wk.a.data(), wk.n, I);
   };
-  const auto finish = [&](Work& wk) {  // down computed: release the expert, its bias, rows into expert_out
-    experts_->release(layer, wk.e);
+  const auto finish = [&](Work& wk, int64_t n0, int64_t n1) {  // down's columns [n0, n1): bias, into expert_out
     const auto& slots = slots_of[size_t(wk.e)];
     for (int64_t r = 0; r < wk.n; ++r) {
-      if (plan.expert_bias) ops::add_to(wk.d.data() + r * H, lw.expert_down_bias.data() + wk.e * H, H);
-      std::copy_n(wk.d.data() + r * H, H, expert_out.data() + slots[size_t(r)] * H);
+      float* d = wk.d.data() + r * H + n0;
+      if (plan.expert_bias) ops::add_to(d, lw.expert_down_bias.data() + wk.e * H + n0, n1 - n0);
+      std::copy(d, d + (n1 - n0), expert_out.data() + slots[size_t(r)] * H + n0);
     }
   };
-  if (M == 1) {
-    // A decode row: its k experts are held at once (a slot budget is at least k), and every gate and up product
-    // runs in one parallel region, then every down product in another (ops::matmul_batch: matmul's bits each), not
-    // one fork and join per matrix.
-    std::vector<Work> work(used.size());
-    std::vector<ops::MatmulJob> jobs;
-    for (size_t i = 0; i < used.size(); ++i) {
-      Work& wk = work[i];
-      start(wk, used[i]);
-      jobs.push_back({wk.xe.data(), wk.n, wk.w.gate, wk.g.data()});
-      jobs.push_back({wk.xe.data(), wk.n, wk.w.up, wk.u.data()});
-    }
-    ops::matmul_batch(jobs);
+  // At most k experts held at once (a slot budget is at least k): a decode row's all, a prompt's in groups of k.
+  // Each group's experts run in one parallel region (ops::expert_products: every gate/up, activation and down piece
+  // over the threads, no join per matrix), unless an observer must see each input whole or a matrix's kernel
+  // runs threads of its own: then one expert after another.
+  std::vector<Work> work(std::min(used.size(), size_t(K)));
+  std::vector<ops::ExpertJob> jobs;
+  const ops::ExpertSteps steps{[&](size_t j) { gather(work[j]); },
+                               [&](size_t j, int64_t n0, int64_t n1) { activate(work[j], n0, n1); },
+                               [&](size_t j, int64_t n0, int64_t n1) { finish(work[j], n0, n1); }};
+  for (size_t g0 = 0; g0 < used.size(); g0 += size_t(K)) {
+    const size_t count = std::min(used.size() - g0, size_t(K));
+    bool region = activation_observer_ == nullptr;
     jobs.clear();
-    for (Work& wk : work) {
-      activate(wk);
-      jobs.push_back({wk.a.data(), wk.n, wk.w.down, wk.d.data()});
+    for (size_t j = 0; j < count; ++j) {
+      Work& wk = work[j];
+      start(wk, used[g0 + j]);
+      region = region && ops::matmul_by_pieces(wk.w.gate) && ops::matmul_by_pieces(wk.w.up) &&
+               ops::matmul_by_pieces(wk.w.down);
+      jobs.push_back(
+          {wk.n, wk.w.gate, wk.w.up, wk.w.down, wk.xe.data(), wk.g.data(), wk.u.data(), wk.a.data(), wk.d.data()});
     }
-    ops::matmul_batch(jobs);
-    for (Work& wk : work) finish(wk);
-  } else {
-    Work wk;  // one expert at a time: a batch's experts may outnumber the slots
-    for (const int e : used) {
-      start(wk, e);
-      ops::matmul(wk.xe.data(), wk.n, wk.w.gate, wk.g.data());  // (n, I)
-      ops::matmul(wk.xe.data(), wk.n, wk.w.up, wk.u.data());    // (n, I)
-      activate(wk);
-      ops::matmul(wk.a.data(), wk.n, wk.w.down, wk.d.data());  // (n, H)
-      finish(wk);
+    if (region) {
+      ops::expert_products(jobs, steps);
+    } else {
+      for (size_t j = 0; j < count; ++j) {
+        Work& wk = work[j];
+        gather(wk);
+        if (activation_observer_ != nullptr)
+          activation_observer_->on_input(layer, MatrixInput::ExpertGateUp, wk.e, wk.xe.data(), wk.n, H);
+        ops::matmul_batch({{wk.xe.data(), wk.n, wk.w.gate, wk.g.data()}, {wk.xe.data(), wk.n, wk.w.up, wk.u.data()}});
+        activate(wk, 0, I);
+        if (activation_observer_ != nullptr)
+          activation_observer_->on_input(layer, MatrixInput::ExpertDown, wk.e, wk.a.data(), wk.n, I);
+        ops::matmul(wk.a.data(), wk.n, wk.w.down, wk.d.data());  // (n, H)
+        finish(wk, 0, H);
+      }
     }
+    for (size_t j = 0; j < count; ++j) experts_->release(layer, work[j].e);
   }
   // Combine in each row's own slot order, so a row's sum never depends on the other rows of the batch.
-  for (int64_t i = 0; i < M; ++i) {
-    float* o = out + i * H;
-    std::fill(o, o + H, 0.0f);
-    for (int s = 0; s < K; ++s) {
-      const float w = weight[size_t(i * K + s)];
-      const float* src = expert_out.data() + (i * K + s) * H;
-      for (int64_t h = 0; h < H; ++h) o[h] = o[h] + w * src[h];
+  ThreadPool::global().parallel_for(size_t(M), 8, [&](size_t i0, size_t i1) {
+    for (size_t i = i0; i < i1; ++i) {
+      float* o = out + int64_t(i) * H;
+      std::fill(o, o + H, 0.0f);
+      for (int s = 0; s < K; ++s) {
+        const float w = weight[i * size_t(K) + size_t(s)];
+        const float* src = expert_out.data() + (int64_t(i) * K + s) * H;
+        for (int64_t h = 0; h < H; ++h) o[h] = o[h] + w * src[h];
+      }
     }
-  }
+  });
   if (plan.shared_width == 0) return;
   // The shared expert, always on, added to the routed sum (times sigmoid(shared_expert_gate . x) where gated).
   std::vector<float> shared(static_cast<size_t>(M * H)), gate(static_cast<size_t>(M));

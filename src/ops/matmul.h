@@ -91,6 +91,16 @@ void matmul_int8_range(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0
 // Outputs per int8 tile for codec c on this CPU (a piece of whole tiles runs fastest); 0: no SIMD kernel here.
 size_t int8_tile_outputs(Codec c);
 
+// A product cut into pieces of outputs that any thread may run, each with matmul's bits (matmul_batch and
+// expert_products are made of them). matmul_by_pieces: false where matmul's kernel for w has threads of its own
+// (seed, MXFP4) or no piece form (int8 without a SIMD kernel here); such a product runs whole, through matmul.
+// matmul_piece_reads_int8: the pieces read x quantized (int8 activations, affine w): quantize x once into an
+// Int8Rows of w's group (quantize_int8_rows) and hand it to every piece; else xq is not read.
+inline constexpr int64_t kMatmulPiece = 64;  // outputs a piece; a multiple of every tile (4 floats, 4-16 int8 lanes)
+bool matmul_by_pieces(const Matrix& w);
+bool matmul_piece_reads_int8(const Matrix& w);
+void matmul_piece(const float* x, int64_t m, const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1);
+
 namespace ref {
 void matmul(const float* x, int64_t m, const Matrix& w, float* y);
 // The definitions above as plain scalar loops.
