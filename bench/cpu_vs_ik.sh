@@ -14,7 +14,8 @@
 #            llama-bench is built in IK_SRC-cpu unless IK_BENCH names a built binary
 #   WORK     a folder for the two models (about 0.5 GB a layer; reused when present)
 #   LAYERS   default 4 (48 is the full shape); THREADS default "1 2"; RUNS default 3
-# Environment: SEEDLING (default build/seedling), P (prompt, default 64), N (decode tokens, default 32),
+# Environment: SEEDLING (default build/seedling), SEEDLING_BEFORE (a second binary, run turn about with it; its
+#   rows are before-int8 and before-float), P (prompt, default 64), N (decode tokens, default 32),
 #   PYTHON (with numpy; default python3), BITS (5.0, the default, or 4.5), IK_BENCH, IK_QUANTIZE.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -65,22 +66,28 @@ fi
 echo "seedling $(git -C "$root" log -1 --format=%h); ik $(git -C "$src" log -1 --format=%h 2>/dev/null || echo "$src")"
 echo "model: $layers layers of Qwen3-30B-A3B's shape, $what; prompt $P, decode $N; $(nproc) cores"
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+# SEEDLING_BEFORE: a second binary (the build before a change), run turn about with SEEDLING on both paths.
+arms="seedling-int8 seedling-float"
+[ -n "${SEEDLING_BEFORE:-}" ] && arms="before-int8 seedling-int8 before-float seedling-float"
+[ -n "${SEEDLING_BEFORE:-}" ] && echo "before: $SEEDLING_BEFORE"
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 for t in $threads; do
   for r in $(seq "$runs"); do
-    for dot in int8 float; do
-      out=$(SEEDLING_CPU_DOT=$dot "$seedling" bench -m "$pack" -t "$t" --prompt-tokens "$P" -n "$N" --repeats 1 2>&1)
+    for arm in $arms; do
+      bin=$seedling
+      [ "${arm%%-*}" = before ] && bin=$SEEDLING_BEFORE
+      out=$(SEEDLING_CPU_DOT=${arm#*-} "$bin" bench -m "$pack" -t "$t" --prompt-tokens "$P" -n "$N" --repeats 1 2>&1)
       pre=$(echo "$out" | awk '/^prefill:/ {print $2}')
       dec=$(echo "$out" | awk '/^decode:/ {print $2}')
-      echo "t=$t run=$r seedling-$dot prefill $pre decode $dec" | tee -a "$results"
+      echo "t=$t run=$r $arm prefill $pre decode $dec load $(cut -d' ' -f1 /proc/loadavg)" | tee -a "$results"
     done
     out=$("$ik" -m "$gguf" -t "$t" -fa 1 -fmoe 1 -p "$P" -n 0 -gp "$P,$N" -r 1 -o csv 2>/dev/null)
     pre=$(echo "$out" | "$python" -c '
 import csv, sys
 rows = list(csv.DictReader(sys.stdin))
 print(next(r["avg_ts"] for r in rows if r["n_gen"] == "0"), next(r["avg_ts"] for r in rows if r["n_gen"] != "0"))')
-    echo "t=$t run=$r ik prefill ${pre% *} decode ${pre#* }" | tee -a "$results"
+    echo "t=$t run=$r ik prefill ${pre% *} decode ${pre#* } load $(cut -d' ' -f1 /proc/loadavg)" | tee -a "$results"
   done
 done
 "$python" - "$results" <<'PY'
@@ -93,7 +100,7 @@ print("\n| threads | engine | prefill tok/s (median) | decode tok/s (median) | p
 print("| --- | --- | --- | --- | --- | --- |")
 for t in sorted({k[0] for k in data}, key=lambda s: int(s[2:])):
     ik = [statistics.median(v) for v in zip(*data[(t, "ik")])]
-    for eng in ("seedling-int8", "seedling-float", "ik"):
+    for eng in sorted({k[1] for k in data if k[0] == t}, key=lambda e: (e == "ik", e.split("-")[-1], e)):
         pre, dec = (statistics.median(v) for v in zip(*data[(t, eng)]))
         print("| %s | %s | %.2f | %.2f | %.2f | %.2f |" % (t[2:], eng, pre, dec, pre / ik[0], dec / ik[1]))
 PY

@@ -210,7 +210,6 @@ void Model::moe(int layer, int64_t M, const float* xn, float* out) {
     if (!slots_of[size_t(e)].empty()) used.push_back(e);
   }
   experts_->prefetch(layer, used);
-  std::vector<float> expert_out(size_t(M * K * H));  // (M, K, H)
   // One expert's work: its rows of xn gathered, then gate and up (n, I), the activation, down (n, H).
   struct Work {
     int e = 0;
@@ -218,6 +217,12 @@ void Model::moe(int layer, int64_t M, const float* xn, float* out) {
     ExpertWeights w;
     std::vector<float> xe, g, u, a, d;
   };
+  // The buffers outlive the call (this thread's, reused): a prompt's are tens of MB, which fresh allocations would
+  // map, fault in and zero again in every layer.
+  thread_local std::vector<float> expert_out_buffer;
+  thread_local std::vector<Work> work_buffer;
+  std::vector<float>& expert_out = expert_out_buffer;  // (M, K, H)
+  if (expert_out.size() < size_t(M * K * H)) expert_out.resize(size_t(M * K * H));
   const auto start = [&](Work& wk, int e) {  // acquires the expert and sizes its buffers
     wk.e = e;
     wk.n = int64_t(slots_of[size_t(e)].size());
@@ -261,7 +266,8 @@ void Model::moe(int layer, int64_t M, const float* xn, float* out) {
   // Each group's experts run in one parallel region (ops::expert_products: every gate/up, activation and down piece
   // over the threads, no join per matrix), unless an observer must see each input whole or a matrix's kernel
   // runs threads of its own: then one expert after another.
-  std::vector<Work> work(std::min(used.size(), size_t(K)));
+  std::vector<Work>& work = work_buffer;
+  if (work.size() < std::min(used.size(), size_t(K))) work.resize(std::min(used.size(), size_t(K)));
   std::vector<ops::ExpertJob> jobs;
   const ops::ExpertSteps steps{[&](size_t j) { gather(work[j]); },
                                [&](size_t j, int64_t n0, int64_t n1) { activate(work[j], n0, n1); },
