@@ -22,7 +22,8 @@ void matmul_batch(const std::vector<MatmulJob>& jobs) {
   for (size_t j = 0; j < jobs.size(); ++j) {
     const MatmulJob& job = jobs[j];
     if (job.m <= 0 || job.w.rows <= 0) continue;
-    if (codec_is_seed(job.w.codec) || job.w.codec == Codec::MXFP4) {  // kernels with threads of their own
+    if (codec_is_seed(job.w.codec) || job.w.codec == Codec::MXFP4 ||
+        (int8 && codec_is_ggml(job.w.codec))) {  // kernels with threads of their own
       matmul(job.x, job.m, job.w, job.y);
       continue;
     }
