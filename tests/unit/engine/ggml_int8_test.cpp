@@ -211,6 +211,17 @@ TEST(GgmlInt8, IntegerFormIsTheReferenceValue) {
   }
 }
 
+// The blocks' float16 fields read inline (ggml::f16_at) give f16_to_f32's bits for every float16.
+TEST(GgmlInt8, InlineFloat16ReadIsTheConversion) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const uint16_t v = uint16_t(h);
+    uint8_t p[2];
+    std::memcpy(p, &v, 2);
+    const float a = ggml::f16_at(p), b = f16_to_f32(v);
+    ASSERT_EQ(std::memcmp(&a, &b, 4), 0) << h;
+  }
+}
+
 // matmul follows cpu_dot(): int8 gives ggml_matmul_int8's bits, float the float path's; matmul_batch likewise.
 TEST(GgmlInt8, MatmulFollowsTheSelectedPath) {
   const int64_t rows = 20, cols = 512;
