@@ -22,10 +22,16 @@
 
 namespace seedling::ggml {
 
+// f16_to_f32 of the float16 at p, normal numbers inline (the kernels read a block's d and dmin this way).
 inline float f16_at(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
-  return f16_to_f32(h);
+  const uint32_t exp = (h >> 10) & 0x1Fu;
+  if (exp == 0 || exp == 31) return f16_to_f32(h);  // zeros, subnormals, infinities, NaNs
+  const uint32_t bits = uint32_t(h & 0x8000u) << 16 | (uint32_t(h & 0x7FFFu) + ((127 - 15) << 10)) << 13;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
 }
 
 // Element j < 32 of a run of 16 nibble bytes.
@@ -227,6 +233,11 @@ inline float mxfp4_ggml_value(const uint8_t* b, int j) {
 // with code_j the type's *_code, per group of 16 elements (a sub-block of 32 gives both its groups its scale and
 // min; a 32-element type has one scale of 1). min is 0 and dmin 0 where the type has none; Q5_1's + m is dmin = -m,
 // min 1. (The values above are these products rounded in float32 as gguf-py rounds them.)
+// A 32-element block's d and dmin in this form (scale 1; min 1 where dmin is not 0: Q5_1's -m).
+inline void ggml_d_dmin(Codec c, const uint8_t* b, float& d, float& dmin) {
+  d = c == Codec::MXFP4_GGML ? e8m0_half(b[0]) : f16_at(b);
+  dmin = c == Codec::Q5_1 ? -f16_at(b + offsetof(BlockQ5_1, m)) : 0.0f;
+}
 struct IntScales {
   float d = 0, dmin = 0;
   int16_t scale[16] = {}, min[16] = {};
@@ -237,15 +248,12 @@ inline void ggml_int_scales(Codec c, const uint8_t* b, IntScales& s) {
   s.has_min = c == Codec::Q5_1 || c == Codec::Q2_K || c == Codec::Q4_K || c == Codec::Q5_K;
   s.dmin = 0;
   for (int g = 0; g < groups; ++g) s.scale[g] = 1, s.min[g] = 0;
+  if (groups == 2) {
+    ggml_d_dmin(c, b, s.d, s.dmin);
+    if (s.has_min) s.min[0] = s.min[1] = 1;
+    return;
+  }
   switch (c) {
-    case Codec::MXFP4_GGML:
-      s.d = e8m0_half(b[0]);
-      return;
-    case Codec::Q5_1:
-      s.d = f16_at(b);
-      s.dmin = -f16_at(b + offsetof(BlockQ5_1, m));
-      s.min[0] = s.min[1] = 1;
-      return;
     case Codec::Q2_K:
       s.d = f16_at(b + offsetof(BlockQ2_K, d)), s.dmin = f16_at(b + offsetof(BlockQ2_K, dmin));
       for (int g = 0; g < 16; ++g) {
@@ -275,8 +283,7 @@ inline void ggml_int_scales(Codec c, const uint8_t* b, IntScales& s) {
       s.d = f16_at(b);
       for (int sub = 0; sub < 8; ++sub) s.scale[2 * sub] = s.scale[2 * sub + 1] = int16_t(iq4_xs_scale(b, sub));
       return;
-    default:  // Q8_0, Q4_0, Q5_0, IQ4_NL: d first
-      s.d = f16_at(b);
+    default:
       return;
   }
 }

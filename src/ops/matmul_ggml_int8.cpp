@@ -68,6 +68,20 @@ HWY_INLINE hn::Vec<D32> SumBlocks4(D32 d32, const hn::Vec<D32>* v) {
                  hn::BitCast(d32, hn::InterleaveUpper(d64, ab64, cd64)));
 }
 
+// Byte indices taking int16 lane o * NB + t of a 128-bit window into every lane of 128-bit block t (B bytes a
+// vector, NB = B / 16 blocks), for each o < 8 / NB: the K types' per-group scales as pmaddwd's factors.
+template <size_t B>
+struct Pick {
+  static constexpr size_t NB = B / 16;
+  alignas(64) uint8_t bytes[8 / NB][B];
+  constexpr Pick() : bytes() {
+    for (size_t o = 0; o < 8 / NB; ++o)
+      for (size_t k = 0; k < B; ++k) bytes[o][k] = uint8_t(2 * (o * NB + k / 16) + k % 2);
+  }
+};
+template <size_t B>
+inline constexpr Pick<B> kPick{};
+
 // The K types and iq4_xs: rows [i0, i0 + TM) of output row `row` (one weight row), 256-value blocks.
 template <Codec T, size_t TM>
 HWY_INLINE void SuperRows(const GgmlInt8Rows& xq, const uint8_t* row, int64_t i0, float* y, int64_t ldy) {
@@ -76,10 +90,7 @@ HWY_INLINE void SuperRows(const GgmlInt8Rows& xq, const uint8_t* row, int64_t i0
   const hn::Repartition<int16_t, decltype(d8)> d16;
   const hn::Repartition<int32_t, decltype(d8)> d32;
   constexpr size_t B = hn::MaxLanes(decltype(d8)()), NV = 256 / B, NB = B / 16;  // NB groups of 16 a vector
-  // Byte indices taking int16 lane (o + t) into every lane of 128-bit block t, for o = 0, NB, 2 NB, ... < 8.
-  HWY_ALIGN uint8_t pick[8 / NB][B];
-  for (size_t o = 0; o < 8 / NB; ++o)
-    for (size_t k = 0; k < B; ++k) pick[o][k] = uint8_t(2 * (o * NB + k / 16) + k % 2);
+  const auto& pick = kPick<B>.bytes;
   const Int8Rows& r = xq.rows;
   const size_t block_bytes = codec_block_bytes(T);
   float acc[TM] = {};
@@ -141,10 +152,10 @@ HWY_INLINE void BlockRows(const GgmlInt8Rows& xq, const uint8_t* row, int64_t i0
   for (int64_t b0 = 0; b0 < r.blocks; b0 += C) {
     const int64_t count = std::min(C, r.blocks - b0);
     hn::Vec<decltype(d8)> codes[4];
-    ggml::IntScales s[4];
+    float d[4], dmin[4];
     for (int64_t k = 0; k < count; ++k) {
       const uint8_t* block = row + size_t(b0 + k) * block_bytes;
-      ggml::ggml_int_scales(T, block, s[k]);
+      ggml::ggml_d_dmin(T, block, d[k], dmin[k]);
       for (size_t e = 0; e < VB; ++e) codes[size_t(k) * VB + e] = gi::Codes<T>(d8, block, int(e * B));
     }
     for (size_t i = 0; i < TM; ++i) {
@@ -167,10 +178,10 @@ HWY_INLINE void BlockRows(const GgmlInt8Rows& xq, const uint8_t* row, int64_t i0
         int32_t isum = sums[lane(2 * k)] + sums[lane(2 * k + 1)];
         if constexpr (gi::kOffset<T> != 0) isum -= gi::kOffset<T> * int32_t(xsum);
         if constexpr (T == Codec::Q5_1) {
-          const float t = s[k].d * float(isum) - s[k].dmin * xsum;
+          const float t = d[k] * float(isum) - dmin[k] * xsum;
           acc[i] = acc[i] + r.scale[size_t(index + k)] * t;
         } else {
-          const float t = s[k].d * float(isum);
+          const float t = d[k] * float(isum);
           acc[i] = acc[i] + r.scale[size_t(index + k)] * t;
         }
       }
