@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "codec/ggml_quants.h"
 #include "codec/quantize.h"
 #include "core/dtype.h"
 #include "core/thread_pool.h"
@@ -27,27 +28,6 @@ static double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Byte offsets of a ggml block's float16 fields (core/codec_layout.h's structs); none for MXFP4.
-static std::vector<size_t> f16_fields(Codec c) {
-  switch (c) {
-    case Codec::Q5_1:
-      return {offsetof(BlockQ5_1, d), offsetof(BlockQ5_1, m)};
-    case Codec::Q2_K:
-      return {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
-    case Codec::Q3_K:
-      return {offsetof(BlockQ3_K, d)};
-    case Codec::Q4_K:
-    case Codec::Q5_K:
-      return {0, 2};
-    case Codec::Q6_K:
-      return {offsetof(BlockQ6_K, d)};
-    case Codec::MXFP4_GGML:
-      return {};
-    default:
-      return {0};  // Q8_0, Q4_0, Q5_0, IQ4_NL, IQ4_XS: d first
-  }
-}
-
 // rows x cols of codec c: random bytes with small float16 scales (ggml codecs, mxfp4), else encoded normal values.
 static std::vector<uint8_t> random_matrix(Codec c, int64_t rows, int64_t cols) {
   std::mt19937 rng(1);
@@ -57,7 +37,7 @@ static std::vector<uint8_t> random_matrix(Codec c, int64_t rows, int64_t cols) {
     const size_t block = codec_block_bytes(c);
     std::normal_distribution<float> nd(0.0f, 0.01f);
     for (size_t at = 0; at < w.size(); at += block) {
-      for (size_t off : f16_fields(c)) {
+      for (size_t off : ggml::ggml_f16_fields(c)) {
         const uint16_t h = f32_to_f16(nd(rng));
         std::memcpy(&w[at + off], &h, 2);
       }

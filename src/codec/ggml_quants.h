@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "core/codec_layout.h"
 #include "core/dtype.h"
@@ -233,6 +234,27 @@ inline float mxfp4_ggml_value(const uint8_t* b, int j) {
 // with code_j the type's *_code, per group of 16 elements (a sub-block of 32 gives both its groups its scale and
 // min; a 32-element type has one scale of 1). min is 0 and dmin 0 where the type has none; Q5_1's + m is dmin = -m,
 // min 1. (The values above are these products rounded in float32 as gguf-py rounds them.)
+// Byte offsets of a block's float16 fields (d, dmin, m); none for MXFP4_GGML (its scale is an e8m0 byte).
+inline std::vector<size_t> ggml_f16_fields(Codec c) {
+  switch (c) {
+    case Codec::Q5_1:
+      return {offsetof(BlockQ5_1, d), offsetof(BlockQ5_1, m)};
+    case Codec::Q2_K:
+      return {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
+    case Codec::Q3_K:
+      return {offsetof(BlockQ3_K, d)};
+    case Codec::Q4_K:
+    case Codec::Q5_K:
+      return {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)};
+    case Codec::Q6_K:
+      return {offsetof(BlockQ6_K, d)};
+    case Codec::MXFP4_GGML:
+      return {};
+    default:
+      return {0};  // Q8_0, Q4_0, Q5_0, IQ4_NL, IQ4_XS: d first
+  }
+}
+
 // A 32-element block's d and dmin in this form (scale 1; min 1 where dmin is not 0: Q5_1's -m).
 inline void ggml_d_dmin(Codec c, const uint8_t* b, float& d, float& dmin) {
   d = c == Codec::MXFP4_GGML ? e8m0_half(b[0]) : f16_at(b);

@@ -18,6 +18,7 @@
 #include "core/thread_pool.h"
 #include "ops/ggml_int8-inl.h"
 #include "ops/ggml_int8.h"
+#include "ops/int8_sum-inl.h"  // Reduce4
 
 HWY_BEFORE_NAMESPACE();
 namespace seedling::ops::HWY_NAMESPACE {
@@ -56,17 +57,6 @@ void QuantizeSuper(const float* x, int64_t m, int64_t cols, int8_t* q, float* sc
 
 #if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
 namespace gi = ggml_int8;
-
-// Per 128-bit block, lane j of the result = that block's sum of the lanes of v[j] (j < 4).
-template <class D32>
-HWY_INLINE hn::Vec<D32> SumBlocks4(D32 d32, const hn::Vec<D32>* v) {
-  const hn::Repartition<uint64_t, D32> d64;
-  const auto ab = hn::Add(hn::InterleaveLower(d32, v[0], v[1]), hn::InterleaveUpper(d32, v[0], v[1]));
-  const auto cd = hn::Add(hn::InterleaveLower(d32, v[2], v[3]), hn::InterleaveUpper(d32, v[2], v[3]));
-  const auto ab64 = hn::BitCast(d64, ab), cd64 = hn::BitCast(d64, cd);
-  return hn::Add(hn::BitCast(d32, hn::InterleaveLower(d64, ab64, cd64)),
-                 hn::BitCast(d32, hn::InterleaveUpper(d64, ab64, cd64)));
-}
 
 // Byte indices taking int16 lane o * NB + t of a 128-bit window into every lane of 128-bit block t (B bytes a
 // vector, NB = B / 16 blocks), for each o < 8 / NB: the K types' per-group scales as pmaddwd's factors.
@@ -171,7 +161,7 @@ HWY_INLINE void BlockRows(const GgmlInt8Rows& xq, const uint8_t* row, int64_t i0
         part[c] = gi::DotScaled(d8, part[c], a, xv, ones);
       }
       HWY_ALIGN int32_t sums[4 * NB];
-      hn::Store(SumBlocks4(d32, part), d32, sums);  // lane 4t + c: group c * NB + t of the step
+      hn::Store(Reduce4(d32, part), d32, sums);  // lane 4t + c: group c * NB + t of the step
       for (int64_t k = 0; k < count; ++k) {
         const auto lane = [](int64_t g) { return size_t(4 * (g % int64_t(NB)) + g / int64_t(NB)); };
         const float xsum = r.sum[size_t(index + k)];

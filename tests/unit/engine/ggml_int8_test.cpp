@@ -32,27 +32,6 @@ std::vector<Codec> ggml_codecs() {
   return out;
 }
 
-// Byte offsets of a block's float16 fields (d, dmin, m); none for MXFP4 (its e8m0 byte is set apart).
-std::vector<size_t> f16_fields(Codec c) {
-  switch (c) {
-    case Codec::Q5_1:
-      return {offsetof(BlockQ5_1, d), offsetof(BlockQ5_1, m)};
-    case Codec::Q2_K:
-      return {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
-    case Codec::Q3_K:
-      return {offsetof(BlockQ3_K, d)};
-    case Codec::Q4_K:
-    case Codec::Q5_K:
-      return {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)};
-    case Codec::Q6_K:
-      return {offsetof(BlockQ6_K, d)};
-    case Codec::MXFP4_GGML:
-      return {};
-    default:
-      return {0};
-  }
-}
-
 // rows x cols of codec c: random code bytes (every code, scale and min value occurs) with float16 fields of
 // either sign near 0.01, e8m0 scales 2^-7 .. 2^0; row 0's codes all 0xFF (each type's largest codes and scales).
 std::vector<uint8_t> random_blocks(Codec c, int64_t rows, int64_t cols, uint32_t seed) {
@@ -63,7 +42,7 @@ std::vector<uint8_t> random_blocks(Codec c, int64_t rows, int64_t cols, uint32_t
   std::normal_distribution<float> nd(0.0f, 0.01f);
   const size_t block = codec_block_bytes(c);
   for (size_t at = 0; at < w.size(); at += block) {
-    for (size_t off : f16_fields(c)) {
+    for (size_t off : ggml::ggml_f16_fields(c)) {
       const uint16_t h = f32_to_f16(nd(rng));
       std::memcpy(&w[at + off], &h, 2);
     }
