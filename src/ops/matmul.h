@@ -24,7 +24,7 @@ void mxfp4_matmul(const float* x, int64_t m, const Matrix& w, float* y);
 // ggml's quant blocks (codec/ggml_quants.h: q8_0 ... iq4_xs, mxfp4_ggml) take the float path: each weight widened
 // in SIMD lanes exactly as the reference computes it (ops/ggml_decode-inl.h), then multiplied and added in the
 // order above. Plain decoding reads each weight through the scalar reference instead: the same bits, slower; for
-// tests and the bench. Simd unless set.
+// tests and the bench. Simd unless set. Under cpu_dot() == Int8 they take ggml_matmul_int8 (ops/ggml_int8.h).
 enum class GgmlDecode : uint8_t { Simd, Plain };
 GgmlDecode ggml_decode();
 void set_ggml_decode(GgmlDecode mode);
