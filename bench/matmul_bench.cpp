@@ -3,8 +3,9 @@
 //        build/bench/matmul_bench --codecs [rows cols] [--threads N]   (default 8192 x 2048)
 // --codecs: the matvec of each GGUF codec (codec/ggml_quants.h) and of q4_g64, q4_g32 (= ggml's Q4_1), bf16 and
 // mxfp4 on random blocks of one shape, in interleaved rounds (each codec once a round, 15 rounds after a warm-up
-// round): each codec's median time and its ratio to q4_g64's on the float path (q4_g64 under --cpu-dot int8 last);
-// then the ggml codecs again with Plain decoding (each weight through the scalar reference, ops/matmul.h).
+// round): each codec's median time and its ratio to q4_g64's on the float path; then q4_g64 and every ggml codec
+// under --cpu-dot int8 (ops/ggml_int8.h), in the same rounds, with the ratio to the same codec's float path; then
+// the ggml codecs again with Plain decoding (each weight through the scalar reference, ops/matmul.h).
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "codec/ggml_quants.h"
 #include "codec/quantize.h"
 #include "core/dtype.h"
 #include "core/thread_pool.h"
@@ -26,27 +28,6 @@ static double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Byte offsets of a ggml block's float16 fields (core/codec_layout.h's structs); none for MXFP4.
-static std::vector<size_t> f16_fields(Codec c) {
-  switch (c) {
-    case Codec::Q5_1:
-      return {offsetof(BlockQ5_1, d), offsetof(BlockQ5_1, m)};
-    case Codec::Q2_K:
-      return {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
-    case Codec::Q3_K:
-      return {offsetof(BlockQ3_K, d)};
-    case Codec::Q4_K:
-    case Codec::Q5_K:
-      return {0, 2};
-    case Codec::Q6_K:
-      return {offsetof(BlockQ6_K, d)};
-    case Codec::MXFP4_GGML:
-      return {};
-    default:
-      return {0};  // Q8_0, Q4_0, Q5_0, IQ4_NL, IQ4_XS: d first
-  }
-}
-
 // rows x cols of codec c: random bytes with small float16 scales (ggml codecs, mxfp4), else encoded normal values.
 static std::vector<uint8_t> random_matrix(Codec c, int64_t rows, int64_t cols) {
   std::mt19937 rng(1);
@@ -56,7 +37,7 @@ static std::vector<uint8_t> random_matrix(Codec c, int64_t rows, int64_t cols) {
     const size_t block = codec_block_bytes(c);
     std::normal_distribution<float> nd(0.0f, 0.01f);
     for (size_t at = 0; at < w.size(); at += block) {
-      for (size_t off : f16_fields(c)) {
+      for (size_t off : ggml::ggml_f16_fields(c)) {
         const uint16_t h = f32_to_f16(nd(rng));
         std::memcpy(&w[at + off], &h, 2);
       }
@@ -78,14 +59,21 @@ static double median(std::vector<double> v) {
 
 static int run_codecs(int64_t rows, int64_t cols) {
   const Codec baseline = Codec::Q4_G64;
-  // The float path for all; the last entry is q4_g64 again under --cpu-dot int8 (no ggml codec has an int8 path).
+  // The float path for all, then from int8_entry on q4_g64 and the ggml codecs again under --cpu-dot int8.
   std::vector<Codec> codecs = {baseline, Codec::Q4_G32, Codec::BF16, Codec::MXFP4};
   for (Codec c : kAllCodecs)
     if (codec_is_ggml(c)) codecs.push_back(c);
+  const size_t int8_entry = codecs.size();
   codecs.push_back(baseline);
-  const size_t int8_entry = codecs.size() - 1;
+  for (size_t i = 4; i < int8_entry; ++i) codecs.push_back(codecs[i]);
   std::vector<std::vector<uint8_t>> data;
-  for (Codec c : codecs) data.push_back(random_matrix(c, rows, cols));
+  for (size_t i = 0; i < codecs.size(); ++i)
+    data.push_back(i < int8_entry ? random_matrix(codecs[i], rows, cols) : std::vector<uint8_t>());
+  // An int8 entry reads the same bytes as the float entry of its codec.
+  const auto bytes_of = [&](size_t i) -> const std::vector<uint8_t>& {
+    if (i < int8_entry) return data[i];
+    return data[i == int8_entry ? 0 : i - int8_entry + 3];
+  };
   std::vector<float> x(static_cast<size_t>(cols)), y(static_cast<size_t>(rows));
   std::mt19937 rng(2);
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -97,22 +85,26 @@ static int run_codecs(int64_t rows, int64_t cols) {
     std::vector<std::vector<double>> t(codecs.size());
     for (int round = 0; round < 16; ++round) {
       for (size_t i = 0; i < codecs.size(); ++i) {
-        const ops::Matrix m{codecs[i], data[i].data(), rows, cols};
-        ops::set_cpu_dot(i == int8_entry ? ops::CpuDot::Int8 : ops::CpuDot::Float);
+        if (mode == ops::GgmlDecode::Plain && i >= int8_entry) continue;
+        const ops::Matrix m{codecs[i], bytes_of(i).data(), rows, cols};
+        ops::set_cpu_dot(i >= int8_entry ? ops::CpuDot::Int8 : ops::CpuDot::Float);
         const double t0 = now();
         ops::matmul(x.data(), 1, m, y.data());
         if (round > 0) t[i].push_back(now() - t0);  // round 0 warms caches and pages
       }
     }
     const double base = median(t[0]);
-    std::printf("%s decode of the ggml codecs\n%-11s %8s %10s %9s %12s\n",
-                mode == ops::GgmlDecode::Simd ? "SIMD" : "Plain", "codec", "bits/w", "us", "GB/s", "vs q4_g64");
+    std::printf("%s decode of the ggml codecs\n%-16s %8s %10s %9s %12s %14s\n",
+                mode == ops::GgmlDecode::Simd ? "SIMD" : "Plain", "codec", "bits/w", "us", "GB/s", "vs q4_g64",
+                "int8 vs float");
     for (size_t i = 0; i < codecs.size(); ++i) {
-      if (mode == ops::GgmlDecode::Plain && !codec_is_ggml(codecs[i]) && i != 0) continue;
-      const double s = median(t[i]), bytes = double(data[i].size());
-      const std::string name = std::string(codec_name(codecs[i])) + (i == int8_entry ? " int8" : "");
-      std::printf("%-11s %8.3f %10.1f %9.2f %11.2fx\n", name.c_str(), 8.0 * bytes / double(rows * cols), s * 1e6,
+      if (mode == ops::GgmlDecode::Plain && ((!codec_is_ggml(codecs[i]) && i != 0) || i >= int8_entry)) continue;
+      const double s = median(t[i]), bytes = double(bytes_of(i).size());
+      const std::string name = std::string(codec_name(codecs[i])) + (i >= int8_entry ? " int8" : "");
+      std::printf("%-16s %8.3f %10.1f %9.2f %11.2fx", name.c_str(), 8.0 * bytes / double(rows * cols), s * 1e6,
                   bytes / s / 1e9, base / s);
+      if (i >= int8_entry) std::printf(" %13.2fx", median(t[i == int8_entry ? 0 : i - int8_entry + 3]) / s);
+      std::printf("\n");
     }
   }
   return 0;

@@ -4,6 +4,7 @@
     python3 tools/make_gguf_goldens.py convert --ik IK_SRC --out OUT      # GPU machine (torch, transformers): ~1 min
     python3 tools/make_gguf_goldens.py quantize --gguf OUT --out DIR [--llama-quantize BIN]   # any machine
     python3 tools/make_gguf_goldens.py dequantize IN.gguf OUT.gguf [--gguf-py DIR]          # numpy only
+    python3 tools/make_gguf_goldens.py shrink OUT/kquant_qwen3moe-bf16.gguf OUT/kquant_small-bf16.gguf  # numpy only
 
 `convert` runs llama.cpp's convert_hf_to_gguf.py (from a llama.cpp-family tree, IK_SRC holding it and gguf-py/) on
 each folder of JOBS, each in its own process, all at once, to OUT/NAME.gguf (bf16 matrices, f32 norms and routers,
@@ -26,6 +27,10 @@ wrapper tells it, and nothing else changes (every tensor and key is the converte
 rows are whole K-quant blocks, kquant_folder below; the demo's 192-wide rows are not, and llama-quantize falls back
 to other types for them): Q8_0, Q4_K_M, Q6_K and IQ4_XS (the other types of issue 25), F32 (exact: every bf16 value
 widened) and Q4_1 --pure (every matrix Q4_1, which Seedling runs as q4_g32), into DIR.
+`quantize --models kquant_small --types q4_k_m,q6_k,iq4_xs` quantizes only those.
+`shrink` cuts the converter's kquant_qwen3moe-bf16.gguf to its first layer and first 3 experts (router rows and
+block_count / expert_count with them; every kept tensor the converter's bytes): kquant_small, whose llama-quantize
+files are small enough to commit (0.5-0.8 MB each) and still hold real Q4_K, Q5_K, Q6_K and IQ4_XS blocks.
 `dequantize` copies a GGUF with every tensor dequantized to F32 by gguf-py (llama.cpp's numpy reference), the metadata
 as it is: Seedling's logits on that copy are what the quantized file's are held to.
 
@@ -54,6 +59,10 @@ JOBS = [
 
 QUANTS = [("q8_0", "Q8_0", []), ("q4_k_m", "Q4_K_M", []), ("q6_k", "Q6_K", []), ("iq4_xs", "IQ4_XS", []),
           ("f32", "F32", []), ("q4_1-pure", "Q4_1", ["--pure"])]
+
+# kquant_small has 3 experts, for which ik_llama.cpp's IQ4_XS mixture picks its own IQ5_K (no ggml type) for attn_v:
+# Q8_0 there, as the mixture picks for 4 experts or more.
+SMALL_EXTRA = {("kquant_small", "iq4_xs"): ["--custom-q", "attn_v=q8_0"]}
 
 
 def kquant_folder(path):
@@ -167,10 +176,13 @@ def convert(a):
 
 def quantize(a):
     os.makedirs(a.out, exist_ok=True)
-    for model in ("demo", "kquant_qwen3moe"):
+    for model in a.models.split(","):
         src = os.path.join(a.gguf, model + "-bf16.gguf")
         for suffix, qtype, extra in QUANTS:
+            if a.types and suffix not in a.types.split(","):
+                continue
             dst = os.path.join(a.out, "%s-%s.gguf" % (model, suffix))
+            extra = extra + SMALL_EXTRA.get((model, suffix), [])
             subprocess.run([a.llama_quantize, *extra, src, dst, qtype], check=True, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
             print("wrote %s (%d bytes)" % (dst, os.path.getsize(dst)))
@@ -201,6 +213,43 @@ def dequantize(a):
     print("wrote %s" % a.dst)
 
 
+def shrink(a):
+    """The first layers (and experts) of a qwen3moe GGUF, every kept tensor's bytes as they are."""
+    sys.path.insert(0, a.gguf_py)
+    import gguf
+    import numpy as np
+
+    layers, experts = 1, 3
+    r = gguf.GGUFReader(a.src)
+    arch = r.fields["general.architecture"].contents()
+    w = gguf.GGUFWriter(a.dst, arch=arch)
+    for name, f in r.fields.items():
+        if name.startswith("GGUF.") or name in ("general.architecture", "general.alignment"):
+            continue
+        value = f.contents()
+        if name == arch + ".block_count":
+            value = layers
+        if name == arch + ".expert_count":
+            value = experts
+        if f.types[0] == gguf.GGUFValueType.ARRAY:
+            w.add_key_value(name, value, f.types[0], sub_type=f.types[-1])
+        else:
+            w.add_key_value(name, value, f.types[0])
+    for t in r.tensors:
+        if t.name.startswith("blk.") and int(t.name.split(".")[1]) >= layers:
+            continue
+        data = np.asarray(t.data)
+        if t.name.endswith("_exps.weight") or t.name.endswith("ffn_gate_inp.weight"):
+            data = data[:experts]  # the outermost dimension: experts (the router's rows)
+        # numpy's shape, outermost first; BF16 as its bytes (gguf-py sizes them by raw_dtype)
+        w.add_tensor(t.name, np.ascontiguousarray(data), raw_dtype=t.tensor_type)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file(progress=False)
+    w.close()
+    print("wrote %s" % a.dst)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -212,6 +261,12 @@ def main():
     q.add_argument("--gguf", required=True, help="what convert wrote")
     q.add_argument("--out", required=True)
     q.add_argument("--llama-quantize", default="/work/ik-cpu/bin/llama-quantize")
+    q.add_argument("--models", default="demo,kquant_qwen3moe", help="comma-separated NAMEs of GGUF/NAME-bf16.gguf")
+    q.add_argument("--types", default="", help="comma-separated suffixes of QUANTS (default: all)")
+    sh = sub.add_parser("shrink")
+    sh.add_argument("src")
+    sh.add_argument("dst")
+    sh.add_argument("--gguf-py", default="/work/ik-src/gguf-py")
     d = sub.add_parser("dequantize")
     d.add_argument("src")
     d.add_argument("dst")
@@ -224,7 +279,7 @@ def main():
     one.add_argument("--no-vocab", action="store_true")
     one.add_argument("--vocab-only", action="store_true")
     a = ap.parse_args()
-    {"convert": convert, "quantize": quantize, "dequantize": dequantize, "_one": convert_one}[a.cmd](a)
+    {"convert": convert, "quantize": quantize, "dequantize": dequantize, "shrink": shrink, "_one": convert_one}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -16,16 +16,23 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "core/codec_layout.h"
 #include "core/dtype.h"
 
 namespace seedling::ggml {
 
+// f16_to_f32 of the float16 at p, normal numbers inline (the kernels read a block's d and dmin this way).
 inline float f16_at(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
-  return f16_to_f32(h);
+  const uint32_t exp = (h >> 10) & 0x1Fu;
+  if (exp == 0 || exp == 31) return f16_to_f32(h);  // zeros, subnormals, infinities, NaNs
+  const uint32_t bits = uint32_t(h & 0x8000u) << 16 | (uint32_t(h & 0x7FFFu) + ((127 - 15) << 10)) << 13;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
 }
 
 // Element j < 32 of a run of 16 nibble bytes.
@@ -46,18 +53,26 @@ inline float e8m0_half(uint8_t e) {
   return f;
 }
 
+// Each type's integer code of element j (the `*_code` functions) is what its value multiplies; the int8 products
+// (ops/ggml_int8.h) compute with these codes and the integer sub-block scales of ggml_int_scales below.
+
 // Q8_0: d, 32 int8 codes. x * d.
+inline int q8_0_code(const uint8_t* b, int j) {
+  return int8_t(b[offsetof(BlockQ8_0, qs) + size_t(j)]);
+}
 inline float q8_0_value(const uint8_t* b, int j) {
   const float d = f16_at(b);
-  const float q = float(int8_t(b[offsetof(BlockQ8_0, qs) + size_t(j)]));
+  const float q = float(q8_0_code(b, j));
   return q * d;
 }
 
 // Q4_0: d, 16 nibble bytes. d * (q - 8).
+inline int q4_0_code(const uint8_t* b, int j) {
+  return nibble32(b + offsetof(BlockQ4_0, qs), j) - 8;
+}
 inline float q4_0_value(const uint8_t* b, int j) {
   const float d = f16_at(b);
-  const int q = nibble32(b + offsetof(BlockQ4_0, qs), j) - 8;
-  return d * float(q);
+  return d * float(q4_0_code(b, j));
 }
 
 // The 5-bit code of Q5_0/Q5_1: the nibble, and bit j of the little-endian u32 qh as bit 4.
@@ -68,17 +83,21 @@ inline int q5_code(const uint8_t* qh, const uint8_t* qs, int j) {
 }
 
 // Q5_0: d, qh, 16 nibble bytes. d * (q - 16).
+inline int q5_0_code(const uint8_t* b, int j) {
+  return q5_code(b + offsetof(BlockQ5_0, qh), b + offsetof(BlockQ5_0, qs), j) - 16;
+}
 inline float q5_0_value(const uint8_t* b, int j) {
   const float d = f16_at(b);
-  const int q = q5_code(b + offsetof(BlockQ5_0, qh), b + offsetof(BlockQ5_0, qs), j) - 16;
-  return d * float(q);
+  return d * float(q5_0_code(b, j));
 }
 
 // Q5_1: d, m, qh, 16 nibble bytes. d * q + m.
+inline int q5_1_code(const uint8_t* b, int j) {
+  return q5_code(b + offsetof(BlockQ5_1, qh), b + offsetof(BlockQ5_1, qs), j);
+}
 inline float q5_1_value(const uint8_t* b, int j) {
   const float d = f16_at(b), m = f16_at(b + offsetof(BlockQ5_1, m));
-  const int q = q5_code(b + offsetof(BlockQ5_1, qh), b + offsetof(BlockQ5_1, qs), j);
-  const float dq = d * float(q);
+  const float dq = d * float(q5_1_code(b, j));
   return dq + m;
 }
 
@@ -107,12 +126,14 @@ inline int q3_k_scale(const uint8_t* scales, int s) {
 
 // Q3_K: code = the 2-bit field minus 4 where the hmask bit (bit j / 32 of byte j % 32) is clear;
 // (d * scale) * code.
+inline int q3_k_code(const uint8_t* b, int j) {
+  const int high = (b[offsetof(BlockQ3_K, hmask) + size_t(j % 32)] >> (j / 32)) & 1;
+  return crumb(b + offsetof(BlockQ3_K, qs), j) - (high == 0 ? 4 : 0);
+}
 inline float q3_k_value(const uint8_t* b, int j) {
   const float d = f16_at(b + offsetof(BlockQ3_K, d));
   const float dl = d * float(q3_k_scale(b + offsetof(BlockQ3_K, scales), j / 16));
-  const int high = (b[offsetof(BlockQ3_K, hmask) + size_t(j % 32)] >> (j / 32)) & 1;
-  const int q = crumb(b + offsetof(BlockQ3_K, qs), j) - (high == 0 ? 4 : 0);
-  return dl * float(q);
+  return dl * float(q3_k_code(b, j));
 }
 
 // Q4_K's and Q5_K's 6-bit scale and min of sub-block s (of 32), from 12 bytes: for s < 4 the low 6 bits of bytes
@@ -144,31 +165,40 @@ inline float q4_k_value(const uint8_t* b, int j) {
 }
 
 // Q5_K: Q4_K's with bit j / 32 of qh[j % 32] as the code's bit 4.
+inline int q5_k_code(const uint8_t* b, int j) {
+  const int high = (b[offsetof(BlockQ5_K, qh) + size_t(j % 32)] >> (j / 32)) & 1;
+  return k_nibble(b + offsetof(BlockQ5_K, qs), j) | high << 4;
+}
 inline float q5_k_value(const uint8_t* b, int j) {
   int scale, min;
   k_scale_min(b + offsetof(BlockQ5_K, scales), j / 32, scale, min);
   const float d = f16_at(b), dmin = f16_at(b + offsetof(BlockQ5_K, dmin));
   const float dl = d * float(scale), ml = dmin * float(min);
-  const int high = (b[offsetof(BlockQ5_K, qh) + size_t(j % 32)] >> (j / 32)) & 1;
-  const float dq = dl * float(k_nibble(b + offsetof(BlockQ5_K, qs), j) | high << 4);
+  const float dq = dl * float(q5_k_code(b, j));
   return dq - ml;
 }
 
 // Q6_K: each half of 128 elements takes 64 ql bytes (swept twice, low nibbles then high) and 32 qh bytes (swept
 // four times, 2 bits at shifts 0, 2, 4, 6) for code = (low | high << 4) - 32; (d * scale) * code per sub-block of 16.
-inline float q6_k_value(const uint8_t* b, int j) {
+inline int q6_k_code(const uint8_t* b, int j) {
   const int half = j / 128, r = j % 128;
   const int low = (b[offsetof(BlockQ6_K, ql) + size_t(half * 64 + r % 64)] >> (4 * (r / 64))) & 0x0F;
   const int high = (b[offsetof(BlockQ6_K, qh) + size_t(half * 32 + r % 32)] >> (2 * (r / 32))) & 3;
+  return (low | high << 4) - 32;
+}
+inline float q6_k_value(const uint8_t* b, int j) {
   const float d = f16_at(b + offsetof(BlockQ6_K, d));
   const float dl = d * float(int8_t(b[offsetof(BlockQ6_K, scales) + size_t(j / 16)]));
-  return dl * float((low | high << 4) - 32);
+  return dl * float(q6_k_code(b, j));
 }
 
 // IQ4_NL: d * level[q].
+inline int iq4_nl_code(const uint8_t* b, int j) {
+  return kIq4nlValues[nibble32(b + offsetof(BlockIq4Nl, qs), j)];
+}
 inline float iq4_nl_value(const uint8_t* b, int j) {
   const float d = f16_at(b);
-  return d * float(kIq4nlValues[nibble32(b + offsetof(BlockIq4Nl, qs), j)]);
+  return d * float(iq4_nl_code(b, j));
 }
 
 // IQ4_XS's 6-bit scale of sub-block s (of 32), offset by 32: nibble s % 2 of scales_l[s / 2], bits 2s, 2s+1 of
@@ -181,17 +211,136 @@ inline int iq4_xs_scale(const uint8_t* b, int s) {
 }
 
 // IQ4_XS: (d * scale) * level[q], each sub-block of 32 a nibble run of its own 16 bytes.
+inline int iq4_xs_code(const uint8_t* b, int j) {
+  return kIq4nlValues[nibble32(b + offsetof(BlockIq4Xs, qs) + size_t(16 * (j / 32)), j % 32)];
+}
 inline float iq4_xs_value(const uint8_t* b, int j) {
   const float d = f16_at(b);
   const float dl = d * float(iq4_xs_scale(b, j / 32));
-  const int q = nibble32(b + offsetof(BlockIq4Xs, qs) + size_t(16 * (j / 32)), j % 32);
-  return dl * float(kIq4nlValues[q]);
+  return dl * float(iq4_xs_code(b, j));
 }
 
 // MXFP4 as ggml stores it: e8m0_half(e) * doubled_fp4[q], q a nibble run (element i low, i + 16 high). Every
 // product is exact, so for e < 255 it is Seedling's mxfp4 value of the same code and scale.
+inline int mxfp4_ggml_code(const uint8_t* b, int j) {
+  return kMxfp4Doubled[nibble32(b + offsetof(BlockMxfp4Ggml, qs), j)];
+}
 inline float mxfp4_ggml_value(const uint8_t* b, int j) {
-  return e8m0_half(b[0]) * float(kMxfp4Doubled[nibble32(b + offsetof(BlockMxfp4Ggml, qs), j)]);
+  return e8m0_half(b[0]) * float(mxfp4_ggml_code(b, j));
+}
+
+// A block in integers, for the int8 products: element j's value is, in exact arithmetic,
+//   d * (scale[j / 16] * code_j) - dmin * min[j / 16]
+// with code_j the type's *_code, per group of 16 elements (a sub-block of 32 gives both its groups its scale and
+// min; a 32-element type has one scale of 1). min is 0 and dmin 0 where the type has none; Q5_1's + m is dmin = -m,
+// min 1. (The values above are these products rounded in float32 as gguf-py rounds them.)
+// Byte offsets of a block's float16 fields (d, dmin, m); none for MXFP4_GGML (its scale is an e8m0 byte).
+inline std::vector<size_t> ggml_f16_fields(Codec c) {
+  switch (c) {
+    case Codec::Q5_1:
+      return {offsetof(BlockQ5_1, d), offsetof(BlockQ5_1, m)};
+    case Codec::Q2_K:
+      return {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
+    case Codec::Q3_K:
+      return {offsetof(BlockQ3_K, d)};
+    case Codec::Q4_K:
+    case Codec::Q5_K:
+      return {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)};
+    case Codec::Q6_K:
+      return {offsetof(BlockQ6_K, d)};
+    case Codec::MXFP4_GGML:
+      return {};
+    default:
+      return {0};  // Q8_0, Q4_0, Q5_0, IQ4_NL, IQ4_XS: d first
+  }
+}
+
+// A 32-element block's d and dmin in this form (scale 1; min 1 where dmin is not 0: Q5_1's -m).
+inline void ggml_d_dmin(Codec c, const uint8_t* b, float& d, float& dmin) {
+  d = c == Codec::MXFP4_GGML ? e8m0_half(b[0]) : f16_at(b);
+  dmin = c == Codec::Q5_1 ? -f16_at(b + offsetof(BlockQ5_1, m)) : 0.0f;
+}
+struct IntScales {
+  float d = 0, dmin = 0;
+  int16_t scale[16] = {}, min[16] = {};
+  bool has_min = false;
+};
+inline void ggml_int_scales(Codec c, const uint8_t* b, IntScales& s) {
+  const int groups = int(codec_group(c) / 16);
+  s.has_min = c == Codec::Q5_1 || c == Codec::Q2_K || c == Codec::Q4_K || c == Codec::Q5_K;
+  s.dmin = 0;
+  for (int g = 0; g < groups; ++g) s.scale[g] = 1, s.min[g] = 0;
+  if (groups == 2) {
+    ggml_d_dmin(c, b, s.d, s.dmin);
+    if (s.has_min) s.min[0] = s.min[1] = 1;
+    return;
+  }
+  switch (c) {
+    case Codec::Q2_K:
+      s.d = f16_at(b + offsetof(BlockQ2_K, d)), s.dmin = f16_at(b + offsetof(BlockQ2_K, dmin));
+      for (int g = 0; g < 16; ++g) {
+        const uint8_t sc = b[offsetof(BlockQ2_K, scales) + size_t(g)];
+        s.scale[g] = int16_t(sc & 0x0F), s.min[g] = int16_t(sc >> 4);
+      }
+      return;
+    case Codec::Q3_K:
+      s.d = f16_at(b + offsetof(BlockQ3_K, d));
+      for (int g = 0; g < 16; ++g) s.scale[g] = int16_t(q3_k_scale(b + offsetof(BlockQ3_K, scales), g));
+      return;
+    case Codec::Q4_K:
+    case Codec::Q5_K:
+      s.d = f16_at(b), s.dmin = f16_at(b + offsetof(BlockQ4_K, dmin));
+      for (int sub = 0; sub < 8; ++sub) {
+        int scale, min;
+        k_scale_min(b + offsetof(BlockQ4_K, scales), sub, scale, min);
+        s.scale[2 * sub] = s.scale[2 * sub + 1] = int16_t(scale);
+        s.min[2 * sub] = s.min[2 * sub + 1] = int16_t(min);
+      }
+      return;
+    case Codec::Q6_K:
+      s.d = f16_at(b + offsetof(BlockQ6_K, d));
+      for (int g = 0; g < 16; ++g) s.scale[g] = int8_t(b[offsetof(BlockQ6_K, scales) + size_t(g)]);
+      return;
+    case Codec::IQ4_XS:
+      s.d = f16_at(b);
+      for (int sub = 0; sub < 8; ++sub) s.scale[2 * sub] = s.scale[2 * sub + 1] = int16_t(iq4_xs_scale(b, sub));
+      return;
+    default:
+      return;
+  }
+}
+
+// The integer code of element j of one block of ggml codec c (the `*_code` above).
+inline int ggml_code(Codec c, const uint8_t* b, int j) {
+  switch (c) {
+    case Codec::Q8_0:
+      return q8_0_code(b, j);
+    case Codec::Q4_0:
+      return q4_0_code(b, j);
+    case Codec::Q5_0:
+      return q5_0_code(b, j);
+    case Codec::Q5_1:
+      return q5_1_code(b, j);
+    case Codec::Q2_K:
+      return crumb(b + offsetof(BlockQ2_K, qs), j);
+    case Codec::Q3_K:
+      return q3_k_code(b, j);
+    case Codec::Q4_K:
+      return k_nibble(b + offsetof(BlockQ4_K, qs), j);
+    case Codec::Q5_K:
+      return q5_k_code(b, j);
+    case Codec::Q6_K:
+      return q6_k_code(b, j);
+    case Codec::IQ4_NL:
+      return iq4_nl_code(b, j);
+    case Codec::IQ4_XS:
+      return iq4_xs_code(b, j);
+    case Codec::MXFP4_GGML:
+      return mxfp4_ggml_code(b, j);
+    default:
+      break;
+  }
+  return 0;
 }
 
 // Element j of one block of ggml codec c (codec_is_ggml).

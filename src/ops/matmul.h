@@ -24,7 +24,7 @@ void mxfp4_matmul(const float* x, int64_t m, const Matrix& w, float* y);
 // ggml's quant blocks (codec/ggml_quants.h: q8_0 ... iq4_xs, mxfp4_ggml) take the float path: each weight widened
 // in SIMD lanes exactly as the reference computes it (ops/ggml_decode-inl.h), then multiplied and added in the
 // order above. Plain decoding reads each weight through the scalar reference instead: the same bits, slower; for
-// tests and the bench. Simd unless set.
+// tests and the bench. Simd unless set. Under cpu_dot() == Int8 they take ggml_matmul_int8 (ops/ggml_int8.h).
 enum class GgmlDecode : uint8_t { Simd, Plain };
 GgmlDecode ggml_decode();
 void set_ggml_decode(GgmlDecode mode);
@@ -93,7 +93,8 @@ size_t int8_tile_outputs(Codec c);
 
 // A product cut into pieces of outputs that any thread may run, each with matmul's bits (matmul_batch and
 // expert_products are made of them). matmul_by_pieces: false where matmul's kernel for w has threads of its own
-// (seed, MXFP4) or no piece form (int8 without a SIMD kernel here); such a product runs whole, through matmul.
+// (seed, MXFP4, ggml types under int8) or no piece form (int8 without a SIMD kernel here); such a product runs
+// whole, through matmul.
 // matmul_piece_reads_int8: the pieces read x quantized (int8 activations, affine w): quantize x once into an
 // Int8Rows of w's group (quantize_int8_rows) and hand it to every piece; else xq is not read.
 inline constexpr int64_t kMatmulPiece = 64;  // outputs a piece; a multiple of every tile (4 floats, 4-16 int8 lanes)

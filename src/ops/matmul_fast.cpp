@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "ops/ggml_decode-inl.h"
+#include "ops/ggml_int8.h"
 #include "ops/matmul.h"
 #include "ops/seed_matmul.h"
 
@@ -333,6 +334,7 @@ void matmul(const float* x, int64_t m, const Matrix& w, float* y) {
   if (codec_is_seed(w.codec)) return seed::seed_matmul(x, m, w.seed_matrix(), y);
   if (w.codec == Codec::MXFP4) return mxfp4_matmul(x, m, w, y);
   if (codec_is_affine(w.codec) && cpu_dot() == CpuDot::Int8) return matmul_int8(x, m, w, y);
+  if (codec_is_ggml(w.codec) && cpu_dot() == CpuDot::Int8) return ggml_matmul_int8(x, m, w, y);
   // Split output columns across threads in multiples of 4 (whole tiles); at least 16 columns per chunk.
   const int64_t groups = (w.rows + 3) / 4;
   ThreadPool::global().parallel_for(size_t(groups), 4, [&](size_t g0, size_t g1) {

@@ -26,6 +26,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "ops/int8_sum-inl.h"  // Reduce4
 #include "ops/matmul.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -128,17 +129,6 @@ HWY_INLINE hn::Vec<D32> Dot(D8 d8, D32 d32, hn::Vec<D32> acc, hn::Vec<D8> w, hn:
                                       hn::PromoteTo(d16, hn::UpperHalf(dsh, xs)), acc, odd);
   return hn::Add(acc, odd);
 #endif
-}
-
-// Per 128-bit block, lane j of the result = that block's sum of the lanes of v[j] (j < 4).
-template <class D32>
-HWY_INLINE hn::Vec<D32> Reduce4(D32 d32, const hn::Vec<D32>* v) {
-  const hn::Repartition<uint64_t, D32> d64;
-  const auto ab = hn::Add(hn::InterleaveLower(d32, v[0], v[1]), hn::InterleaveUpper(d32, v[0], v[1]));
-  const auto cd = hn::Add(hn::InterleaveLower(d32, v[2], v[3]), hn::InterleaveUpper(d32, v[2], v[3]));
-  const auto ab64 = hn::BitCast(d64, ab), cd64 = hn::BitCast(d64, cd);
-  return hn::Add(hn::BitCast(d32, hn::InterleaveLower(d64, ab64, cd64)),
-                 hn::BitCast(d32, hn::InterleaveUpper(d64, ab64, cd64)));
 }
 
 // r[g] from Reduce4 of outputs 4g..4g+3 (g < number of 128-bit blocks): lane j = output j's whole sum.

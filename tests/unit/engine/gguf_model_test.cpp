@@ -4,7 +4,9 @@
 // left unread is one Error naming the file and the key or tensor.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 
@@ -14,6 +16,7 @@
 #include "io/safetensors.h"
 #include "model/gguf_config.h"
 #include "model/model.h"
+#include "ops/matmul.h"
 #include "test_util.h"
 
 namespace seedling {
@@ -330,6 +333,58 @@ TEST(GgufModel, LlamaQuantizeQ8_0AgainstItsDequantizedWeights) {
       max_abs_diff(got, test::read_f32(test::data_path("gguf/llama_cpp/kquant_qwen3moe_q8_0.dequantized_logits.f32"))),
       1e-4);
 }
+
+// llama-quantize's Q4_K_M, Q6_K and IQ4_XS of kquant_small (make_gguf_goldens.py shrink: the converter's K-quant-sized
+// qwen3moe cut to 1 layer and 3 experts), their matrices Q4_K, Q6_K, IQ4_XS and Q8_0.
+// - Float path: within 1e-4 of the float model of the file's gguf-py-dequantized weights, as Q8_0 above (every
+//   SIMD-decoded weight is gguf-py's value bit for bit, ggml_codec_test.cpp).
+// - int8 path (--cpu-dot int8): x rounded per 256 values to int8, at most amax/254 from x per element (half a step
+//   of 127 levels), where these weights are rounded to at most 6.6 bits (Q6_K: 64 levels per 16 values, half a step
+//   amax_16/64), so each product's int8 error is below its weights' quantization error and the int8 logits lie
+//   nearer the float path than the float path lies to the unquantized model (Seedling's logits of the shrunk bf16
+//   file, kquant_small_bf16_logits.f32): both the largest logit difference and the mean KLD.
+class LlamaQuantizeKQuant : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LlamaQuantizeKQuant, FloatPathIsItsDequantizedWeightsAndInt8StaysNearerThanTheWeightsQuantization) {
+  const std::vector<int32_t> ids = {1, 5, 77, 200, 13, 42, 99, 128, 255, 0, 64, 31};
+  const std::string stem = test::data_path("gguf/llama_cpp/kquant_small_" + GetParam());
+  const ops::CpuDot before = ops::cpu_dot();
+  ops::set_cpu_dot(ops::CpuDot::Float);
+  const std::vector<float> flt = logits_of(stem + ".gguf", ids);
+  ops::set_cpu_dot(ops::CpuDot::Int8);
+  const std::vector<float> int8 = logits_of(stem + ".gguf", ids);
+  ops::set_cpu_dot(before);
+  EXPECT_LE(max_abs_diff(flt, test::read_f32(stem + ".dequantized_logits.f32")), 1e-4);
+  const std::vector<float> bf16 = test::read_f32(test::data_path("gguf/llama_cpp/kquant_small_bf16_logits.f32"));
+  ASSERT_EQ(bf16.size(), flt.size());
+  const double int8_err = max_abs_diff(int8, flt), weight_err = max_abs_diff(flt, bf16);
+  EXPECT_GT(int8_err, 0.0) << "the int8 path was not taken";
+  EXPECT_LT(int8_err, weight_err);
+  // Mean KLD(p || q) over the positions, in double.
+  const auto kld = [&](const std::vector<float>& p, const std::vector<float>& q) {
+    const size_t vocab = p.size() / ids.size();
+    double total = 0;
+    for (size_t r = 0; r < ids.size(); ++r) {
+      const auto log_softmax = [&](const std::vector<float>& l) {
+        std::vector<double> out(l.begin() + std::ptrdiff_t(r * vocab), l.begin() + std::ptrdiff_t((r + 1) * vocab));
+        const double mx = *std::max_element(out.begin(), out.end());
+        double z = 0;
+        for (double v : out) z += std::exp(v - mx);
+        for (double& v : out) v = v - mx - std::log(z);
+        return out;
+      };
+      const std::vector<double> lp = log_softmax(p), lq = log_softmax(q);
+      for (size_t v = 0; v < vocab; ++v) total += std::exp(lp[v]) * (lp[v] - lq[v]);
+    }
+    return total / double(ids.size());
+  };
+  const double int8_kld = kld(flt, int8), weight_kld = kld(bf16, flt);
+  EXPECT_LT(int8_kld, weight_kld);
+  std::printf("%s: float vs int8 max |dlogit| %.4f, KLD %.3g; bf16 vs float %.4f, KLD %.3g\n", GetParam().c_str(),
+              int8_err, int8_kld, weight_err, weight_kld);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, LlamaQuantizeKQuant, ::testing::Values("q4_k_m", "q6_k", "iq4_xs"));
 
 TEST(GgufModel, UnmappedArchitectureNamesTheMappedOnes) {
   EXPECT_HAS(map_error(qwen3moe_keys("falcon")),

@@ -1,0 +1,34 @@
+// ops/int8_sum-inl.h - the reduction the int8 kernels share (ops/matmul_int8.cpp, ops/matmul_ggml_int8.cpp):
+// Highway, included once per SIMD target inside its namespace.
+
+// Per-target include guard (Highway's convention: toggled by foreach_target.h).
+#if defined(SEEDLING_OPS_INT8_SUM_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef SEEDLING_OPS_INT8_SUM_INL_H_
+#undef SEEDLING_OPS_INT8_SUM_INL_H_
+#else
+#define SEEDLING_OPS_INT8_SUM_INL_H_
+#endif
+
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace seedling::ops::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+#if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
+// Per 128-bit block, lane j of the result = that block's sum of the lanes of v[j] (j < 4).
+template <class D32>
+HWY_INLINE hn::Vec<D32> Reduce4(D32 d32, const hn::Vec<D32>* v) {
+  const hn::Repartition<uint64_t, D32> d64;
+  const auto ab = hn::Add(hn::InterleaveLower(d32, v[0], v[1]), hn::InterleaveUpper(d32, v[0], v[1]));
+  const auto cd = hn::Add(hn::InterleaveLower(d32, v[2], v[3]), hn::InterleaveUpper(d32, v[2], v[3]));
+  const auto ab64 = hn::BitCast(d64, ab), cd64 = hn::BitCast(d64, cd);
+  return hn::Add(hn::BitCast(d32, hn::InterleaveLower(d64, ab64, cd64)),
+                 hn::BitCast(d32, hn::InterleaveUpper(d64, ab64, cd64)));
+}
+#endif
+
+}  // namespace seedling::ops::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // SEEDLING_OPS_INT8_SUM_INL_H_

@@ -1,0 +1,286 @@
+// The int8-activation kernels of ops/ggml_int8.h: Highway SIMD with runtime dispatch. A weight block's codes are
+// unpacked into byte vectors once for up to 4 rows of x (ops/ggml_int8-inl.h), multiplied with x's int8 codes by
+// pmaddubsw / pmaddwd (the K types' sub-block scales applied in the second, so each block leaves one int32 vector
+// to sum), and the float steps of the definition run per output in block order, as ref::ggml_matmul_int8 does them.
+// The integer sums are exact in any order, so the bits do not depend on the target, the batch or the threads.
+// Targets without fixed 128-bit blocks (SVE, RVV, scalar) run ref::ggml_matmul_int8.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/matmul_ggml_int8.cpp"
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL  // as matmul_int8.cpp: the same target list in every file
+#endif
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "ops/ggml_int8-inl.h"
+#include "ops/ggml_int8.h"
+#include "ops/int8_sum-inl.h"  // Reduce4
+
+HWY_BEFORE_NAMESPACE();
+namespace seedling::ops::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Q8_K-style rows: per 256 values amax, q = round-to-nearest-even(x * (127 / amax)), and the sum of every 16 q.
+void QuantizeSuper(const float* x, int64_t m, int64_t cols, int8_t* q, float* scale, float* sum, int32_t* bsum) {
+  const hn::CappedTag<float, 16> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::Rebind<int8_t, decltype(df)> d8;
+  const int64_t L = int64_t(hn::Lanes(df)), blocks = cols / 256;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float* xb = x + i * cols + b * 256;
+      const int64_t index = i * blocks + b;
+      auto vmax = hn::Zero(df);
+      for (int64_t k = 0; k < 256; k += L) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(df, xb + k)));
+      const float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
+      const auto inv = hn::Set(df, amax > 0.0f ? 127.0f / amax : 0.0f);
+      int32_t total = 0;
+      for (int64_t g = 0; g < 16; ++g) {
+        auto vsum = hn::Zero(di);
+        for (int64_t k = 16 * g; k < 16 * g + 16; k += L) {
+          const auto v = hn::NearestInt(hn::Mul(hn::LoadU(df, xb + k), inv));
+          vsum = hn::Add(vsum, v);
+          hn::StoreU(hn::DemoteTo(d8, v), d8, q + index * 256 + k);
+        }
+        bsum[index * 16 + g] = hn::GetLane(hn::SumOfLanes(di, vsum));
+        total += bsum[index * 16 + g];
+      }
+      scale[index] = amax / 127.0f;
+      sum[index] = float(total);
+    }
+  }
+}
+
+#if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
+namespace gi = ggml_int8;
+
+// Byte indices taking int16 lane o * NB + t of a 128-bit window into every lane of 128-bit block t (B bytes a
+// vector, NB = B / 16 blocks), for each o < 8 / NB: the K types' per-group scales as pmaddwd's factors.
+template <size_t B>
+struct Pick {
+  static constexpr size_t NB = B / 16;
+  alignas(64) uint8_t bytes[8 / NB][B];
+  constexpr Pick() : bytes() {
+    for (size_t o = 0; o < 8 / NB; ++o)
+      for (size_t k = 0; k < B; ++k) bytes[o][k] = uint8_t(2 * (o * NB + k / 16) + k % 2);
+  }
+};
+template <size_t B>
+inline constexpr Pick<B> kPick{};
+
+// The K types and iq4_xs: rows [i0, i0 + TM) of output row `row` (one weight row), 256-value blocks.
+template <Codec T, size_t TM>
+HWY_INLINE void SuperRows(const GgmlInt8Rows& xq, const uint8_t* row, int64_t i0, float* y, int64_t ldy) {
+  const hn::CappedTag<uint8_t, 64> d8;
+  const hn::RebindToSigned<decltype(d8)> di8;
+  const hn::Repartition<int16_t, decltype(d8)> d16;
+  const hn::Repartition<int32_t, decltype(d8)> d32;
+  constexpr size_t B = hn::MaxLanes(decltype(d8)()), NV = 256 / B, NB = B / 16;  // NB groups of 16 a vector
+  const auto& pick = kPick<B>.bytes;
+  const Int8Rows& r = xq.rows;
+  const size_t block_bytes = codec_block_bytes(T);
+  float acc[TM] = {};
+  for (int64_t b = 0; b < r.blocks; ++b) {
+    const uint8_t* block = row + size_t(b) * block_bytes;
+    ggml::IntScales s;
+    ggml::ggml_int_scales(T, block, s);
+    hn::Vec<decltype(d8)> codes[NV];
+    hn::Vec<decltype(d16)> scale[NV];
+    for (size_t v = 0; v < NV; ++v) {
+      codes[v] = gi::Codes<T>(d8, block, int(v * B));
+      const auto window = hn::LoadDup128(d16, s.scale + (v * NB) / 8 * 8);
+      scale[v] = hn::BitCast(d16, hn::TableLookupBytes(hn::BitCast(d8, window), hn::Load(d8, pick[(v * NB) % 8 / NB])));
+    }
+    for (size_t i = 0; i < TM; ++i) {
+      const int64_t index = (i0 + int64_t(i)) * r.blocks + b;
+      const int8_t* x = r.q.data() + index * 256;
+      const int32_t* bsum = xq.bsum.data() + index * 16;
+      auto sum = hn::Zero(d32);
+      for (size_t v = 0; v < NV; ++v) {
+        auto xv = hn::LoadU(di8, x + v * B);
+        auto a = codes[v];
+        if constexpr (gi::kSigned<T>) gi::SignSplit(d8, codes[v], xv, a);
+        sum = gi::DotScaled(d8, sum, a, xv, scale[v]);
+      }
+      int32_t isum = hn::GetLane(hn::SumOfLanes(d32, sum)), msum = 0;
+      if constexpr (gi::kOffset<T> != 0) {
+        int32_t off = 0;
+        for (int g = 0; g < 16; ++g) off += s.scale[g] * bsum[g];
+        isum -= gi::kOffset<T> * off;
+      }
+      if constexpr (T == Codec::Q2_K || T == Codec::Q4_K || T == Codec::Q5_K) {
+        for (int g = 0; g < 16; ++g) msum += s.min[g] * bsum[g];
+        const float t = s.d * float(isum) - s.dmin * float(msum);
+        acc[i] = acc[i] + r.scale[size_t(index)] * t;
+      } else {
+        const float t = s.d * float(isum);
+        acc[i] = acc[i] + r.scale[size_t(index)] * t;
+      }
+    }
+  }
+  for (size_t i = 0; i < TM; ++i) y[(i0 + int64_t(i)) * ldy] = acc[i];
+}
+
+// The 32-element types: rows [i0, i0 + TM) of one weight row, 4 vectors (1 to 4 blocks) at a time; each block's
+// integer sum is the sum of its two groups of 16, each the sum of one 128-bit block of a vector's products.
+template <Codec T, size_t TM>
+HWY_INLINE void BlockRows(const GgmlInt8Rows& xq, const uint8_t* row, int64_t i0, float* y, int64_t ldy) {
+  const hn::CappedTag<uint8_t, 32> d8;
+  const hn::RebindToSigned<decltype(d8)> di8;
+  const hn::Repartition<int16_t, decltype(d8)> d16;
+  const hn::Repartition<int32_t, decltype(d8)> d32;
+  constexpr size_t B = hn::MaxLanes(decltype(d8)()), NB = B / 16, VB = 32 / B;  // VB vectors a block
+  constexpr int64_t C = int64_t(4 / VB);                                        // blocks a step
+  const Int8Rows& r = xq.rows;
+  const size_t block_bytes = codec_block_bytes(T);
+  const auto ones = hn::Set(d16, int16_t{1});
+  float acc[TM] = {};
+  for (int64_t b0 = 0; b0 < r.blocks; b0 += C) {
+    const int64_t count = std::min(C, r.blocks - b0);
+    hn::Vec<decltype(d8)> codes[4];
+    float d[4], dmin[4];
+    for (int64_t k = 0; k < count; ++k) {
+      const uint8_t* block = row + size_t(b0 + k) * block_bytes;
+      ggml::ggml_d_dmin(T, block, d[k], dmin[k]);
+      for (size_t e = 0; e < VB; ++e) codes[size_t(k) * VB + e] = gi::Codes<T>(d8, block, int(e * B));
+    }
+    for (size_t i = 0; i < TM; ++i) {
+      const int64_t index = (i0 + int64_t(i)) * r.blocks + b0;
+      const int8_t* x = r.q.data() + index * 32;
+      hn::Vec<decltype(d32)> part[4];
+      for (size_t c = 0; c < 4; ++c) {
+        part[c] = hn::Zero(d32);
+        if (int64_t(c / VB) >= count) continue;
+        auto xv = hn::LoadU(di8, x + c * B);
+        auto a = codes[c];
+        if constexpr (gi::kSigned<T>) gi::SignSplit(d8, codes[c], xv, a);
+        part[c] = gi::DotScaled(d8, part[c], a, xv, ones);
+      }
+      HWY_ALIGN int32_t sums[4 * NB];
+      hn::Store(Reduce4(d32, part), d32, sums);  // lane 4t + c: group c * NB + t of the step
+      for (int64_t k = 0; k < count; ++k) {
+        const auto lane = [](int64_t g) { return size_t(4 * (g % int64_t(NB)) + g / int64_t(NB)); };
+        const float xsum = r.sum[size_t(index + k)];
+        int32_t isum = sums[lane(2 * k)] + sums[lane(2 * k + 1)];
+        if constexpr (gi::kOffset<T> != 0) isum -= gi::kOffset<T> * int32_t(xsum);
+        if constexpr (T == Codec::Q5_1) {
+          const float t = d[k] * float(isum) - dmin[k] * xsum;
+          acc[i] = acc[i] + r.scale[size_t(index + k)] * t;
+        } else {
+          const float t = d[k] * float(isum);
+          acc[i] = acc[i] + r.scale[size_t(index + k)] * t;
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < TM; ++i) y[(i0 + int64_t(i)) * ldy] = acc[i];
+}
+
+template <Codec T>
+void RangeT(const GgmlInt8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1) {
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  const size_t row_bytes = w.row_bytes();
+  const int64_t m = xq.rows.rows;
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* row = base + size_t(n) * row_bytes;
+    int64_t i = 0;
+    if constexpr (codec_group(T) == 256) {
+      for (; i + 4 <= m; i += 4) SuperRows<T, 4>(xq, row, i, y + n, w.rows);
+      for (; i < m; ++i) SuperRows<T, 1>(xq, row, i, y + n, w.rows);
+    } else {
+      for (; i + 4 <= m; i += 4) BlockRows<T, 4>(xq, row, i, y + n, w.rows);
+      for (; i < m; ++i) BlockRows<T, 1>(xq, row, i, y + n, w.rows);
+    }
+  }
+}
+
+void GgmlInt8Range(const GgmlInt8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1) {
+  switch (w.codec) {
+    case Codec::Q8_0:
+      return RangeT<Codec::Q8_0>(xq, w, y, n0, n1);
+    case Codec::Q4_0:
+      return RangeT<Codec::Q4_0>(xq, w, y, n0, n1);
+    case Codec::Q5_0:
+      return RangeT<Codec::Q5_0>(xq, w, y, n0, n1);
+    case Codec::Q5_1:
+      return RangeT<Codec::Q5_1>(xq, w, y, n0, n1);
+    case Codec::IQ4_NL:
+      return RangeT<Codec::IQ4_NL>(xq, w, y, n0, n1);
+    case Codec::MXFP4_GGML:
+      return RangeT<Codec::MXFP4_GGML>(xq, w, y, n0, n1);
+    case Codec::Q2_K:
+      return RangeT<Codec::Q2_K>(xq, w, y, n0, n1);
+    case Codec::Q3_K:
+      return RangeT<Codec::Q3_K>(xq, w, y, n0, n1);
+    case Codec::Q4_K:
+      return RangeT<Codec::Q4_K>(xq, w, y, n0, n1);
+    case Codec::Q5_K:
+      return RangeT<Codec::Q5_K>(xq, w, y, n0, n1);
+    case Codec::Q6_K:
+      return RangeT<Codec::Q6_K>(xq, w, y, n0, n1);
+    case Codec::IQ4_XS:
+      return RangeT<Codec::IQ4_XS>(xq, w, y, n0, n1);
+    default:
+      fail("ggml_matmul_int8: {} is not a ggml codec", codec_name(w.codec));
+  }
+}
+bool HasKernel() {
+  return true;
+}
+#else
+void GgmlInt8Range(const GgmlInt8Rows&, const Matrix&, float*, int64_t, int64_t) {
+  fail("ggml_matmul_int8: no SIMD kernel on this target");
+}
+bool HasKernel() {  // false: run the reference
+  return false;
+}
+#endif
+
+}  // namespace seedling::ops::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace seedling::ops {
+HWY_EXPORT(QuantizeSuper);
+HWY_EXPORT(GgmlInt8Range);
+HWY_EXPORT(HasKernel);
+
+void quantize_ggml_int8_rows(const float* x, int64_t m, int64_t cols, int64_t group, GgmlInt8Rows& out) {
+  SEEDLING_CHECK((group == 32 || group == 256) && cols % group == 0,
+                 "quantize_ggml_int8_rows: {} columns in blocks of {}", cols, group);
+  if (group == 32) {
+    quantize_int8_rows(x, m, cols, group, out.rows);
+    out.bsum.clear();
+    return;
+  }
+  Int8Rows& r = out.rows;
+  r.rows = m, r.cols = cols, r.group = group, r.blocks = cols / group;
+  r.q.resize(size_t(m * cols));
+  r.scale.resize(size_t(m * r.blocks));
+  r.sum.resize(size_t(m * r.blocks));
+  out.bsum.resize(size_t(m * cols / 16));
+  HWY_DYNAMIC_DISPATCH(QuantizeSuper)(x, m, cols, r.q.data(), r.scale.data(), r.sum.data(), out.bsum.data());
+}
+
+void ggml_matmul_int8_range(const GgmlInt8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1) {
+  HWY_DYNAMIC_DISPATCH(GgmlInt8Range)(xq, w, y, n0, n1);
+}
+
+void ggml_matmul_int8(const float* x, int64_t m, const Matrix& w, float* y) {
+  const int64_t group = ggml_int8_group(w.codec);
+  SEEDLING_CHECK(group > 0, "ggml_matmul_int8: {} is not a ggml codec", codec_name(w.codec));
+  if (m <= 0 || w.rows <= 0) return;
+  if (!HWY_DYNAMIC_DISPATCH(HasKernel)()) return ref::ggml_matmul_int8(x, m, w, y);
+  thread_local GgmlInt8Rows mine;  // the caller's, reused; the workers read it by this reference while it waits
+  GgmlInt8Rows& xq = mine;
+  quantize_ggml_int8_rows(x, m, w.cols, group, xq);
+  ThreadPool::global().parallel_for(
+      size_t(w.rows), 8, [&](size_t n0, size_t n1) { ggml_matmul_int8_range(xq, w, y, int64_t(n0), int64_t(n1)); });
+}
+
+}  // namespace seedling::ops
+#endif
