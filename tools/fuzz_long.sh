@@ -6,7 +6,8 @@
 #   tools/fuzz_long.sh BIN_DIR WORK_DIR SECONDS JOBS ROUNDS [TARGET...]
 #
 # BIN_DIR holds the built targets (build-fuzz/fuzz). Each round runs every TARGET (default: all of targets.txt) in
-# turn for SECONDS with libFuzzer's -fork=JOBS over WORK_DIR/corpus/TARGET (seeded from the repository's corpus and
+# turn for SECONDS with libFuzzer's -fork=JOBS (JOBS 1: one process, no fork, which spends nothing on restarting
+# jobs and is the faster choice on a machine of few cores) over WORK_DIR/corpus/TARGET (seeded from the repository's corpus and
 # seed folder when first made, and kept, so a later run goes on from what an earlier one found), with the target's
 # dictionary and tests/fuzz/numbers.dict, under ASan/UBSan as built. Each run appends one line to WORK_DIR/runs.tsv
 # (target, UTC start, seconds, executions, coverage, crashes/timeouts/ooms, exit status) and keeps its log in
@@ -35,13 +36,20 @@ for ((round = 1; round <= rounds; ++round)); do
     cat "$root/tests/fuzz/$t.dict" "$root/tests/fuzz/numbers.dict" >"$work/$t.dict" 2>/dev/null
     start="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
     log="$work/logs/$t-$start.log"
-    "$bin/$t" -fork="$jobs" -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
+    fork=(-fork="$jobs")
+    [ "$jobs" -eq 1 ] && fork=(-print_final_stats=1)
+    "$bin/$t" "${fork[@]}" -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
       -print_funcs=0 -dict="$work/$t.dict" -artifact_prefix="$work/artifacts/$t-" "$c" >"$log" 2>&1
     status=$?
-    last="$(grep -E '^#[0-9]+: cov:' "$log" | tail -n 1)"
-    execs="$(sed -E 's/^#([0-9]+):.*/\1/' <<<"$last")"
+    # -fork prints "#N: cov: C ... oom/timeout/crash: a/b/c"; one process "#N<tab>KIND cov: C ..." and, at its end,
+    # stat::number_of_executed_units (a crash there shows as the exit status and an artifact).
+    last="$(grep -E '^#[0-9]+:? ?[[:space:]]*[A-Za-z]* *cov:' "$log" | tail -n 1)"
+    execs="$(sed -E 's/^#([0-9]+).*/\1/' <<<"$last")"
+    units="$(sed -nE 's/^stat::number_of_executed_units: ([0-9]+)/\1/p' "$log" | tail -n 1)"
+    [ -n "$units" ] && execs=$units
     cov="$(sed -E 's/.* cov: ([0-9]+).*/\1/' <<<"$last")"
-    otc="$(sed -E 's/.*oom\/timeout\/crash: ([0-9/]+).*/\1/' <<<"$last")"
+    otc="$(sed -nE 's/.*oom\/timeout\/crash: ([0-9/]+).*/\1/p' <<<"$last")"
+    [ -n "$otc" ] || otc="exit $status"
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$start" "$seconds" "${execs:-0}" "${cov:-0}" "${otc:-?}" "$status" \
       >>"$work/runs.tsv"
     echo "$t: $start ${seconds}s execs ${execs:-0} cov ${cov:-0} oom/timeout/crash ${otc:-?} exit $status"

@@ -8,7 +8,7 @@
 namespace seedling::ops {
 
 bool matmul_by_pieces(const Matrix& w) {
-  if (codec_is_seed(w.codec) || w.codec == Codec::MXFP4) return false;  // kernels with threads of their own
+  if (codec_is_seed(w.codec) || w.codec == Codec::MXFP4) return false;    // kernels with threads of their own
   if (cpu_dot() == CpuDot::Int8 && codec_is_ggml(w.codec)) return false;  // likewise ggml's int8 kernels
   return !matmul_piece_reads_int8(w) || int8_tile_outputs(w.codec) != 0;
 }
