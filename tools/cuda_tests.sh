@@ -156,6 +156,26 @@ min=$("$bin" logits -m "$tmp/rp" --ids 1 -o "$tmp/x.f32" --device cuda --vram-bu
   --route-replay "$tmp/moved.csv" 2>/dev/null
 cmp -s "$tmp/gpu_r.f32" "$tmp/gpu_rc.f32" || { echo "FAIL route replay: VRAM-cache logits differ from all in VRAM"; exit 1; }
 printf "ok   %-18s --route-replay: cuda within %s of cpu on moved routes; VRAM cache = all in VRAM\n" "$m" "$err"
+# Next-layer prefetch (--prefetch-width): guesses copied into the VRAM cache ahead of the router change no bit, with
+# the model's own router guessing and with replayed guesses (--prefetch-replay: here the moved routes themselves, so
+# the guesses of layer 2 are its routes); and the counters say how many guesses were copied and used.
+"$bin" logits -m "$tmp/rp" --ids "$ids" -o "$tmp/gpu_c2.f32" --device cuda --vram-budget $((2 * min)) 2>/dev/null
+"$bin" logits -m "$tmp/rp" --ids "$ids" -o "$tmp/gpu_pf.f32" --device cuda --vram-budget $((2 * min)) \
+  --prefetch-width 2 2>"$tmp/err"
+cmp -s "$tmp/gpu_c2.f32" "$tmp/gpu_pf.f32" || { echo "FAIL prefetch: logits differ from the cache without it"; exit 1; }
+grep -q "prefetched" "$tmp/err" || { cat "$tmp/err"; echo "FAIL prefetch: no guess copied"; exit 1; }
+awk -F, 'NR == 1 { print "token_index,layer,predicted_ids"; next } { print $1 "," $2 "," $3 }' "$tmp/moved.csv" \
+  >"$tmp/guess.csv"
+"$bin" logits -m "$tmp/rp" --ids "$ids" -o "$tmp/gpu_rpf.f32" --device cuda --vram-budget $((2 * min)) \
+  --route-replay "$tmp/moved.csv" --prefetch-width 2 --prefetch-replay "$tmp/guess.csv" 2>"$tmp/err"
+cmp -s "$tmp/gpu_r.f32" "$tmp/gpu_rpf.f32" || { echo "FAIL prefetch replay: logits differ from all in VRAM"; exit 1; }
+used=$(grep -o 'prefetched ([0-9.]* GB), [0-9]* of them' "$tmp/err" | grep -o '[0-9]* of them' | grep -o '[0-9]*' || true)
+[ "${used:-0}" -gt 0 ] || { cat "$tmp/err"; echo "FAIL prefetch replay: no replayed guess was used"; exit 1; }
+"$bin" logits -m "$tmp/rp" --ids "$ids" -o "$tmp/x.f32" --device cuda --vram-budget $((2 * min)) \
+  --route-replay "$tmp/moved.csv" --prefetch-width 2 2>"$tmp/err" && { echo "FAIL: replay without guesses ran"; exit 1; }
+grep -q "needs --prefetch-replay" "$tmp/err" || { cat "$tmp/err"; exit 1; }
+printf "ok   %-18s --prefetch-width 2: same bits as the cache without it, own and replayed guesses (%s used)\n" \
+  "$m" "$used"
 # MXFP4 rows are rearranged wherever they land in VRAM (cuda/mxfp4_layout.h): gpt_oss_mxfp4 packed as stored, its
 # experts all in VRAM, in top-k VRAM slots fed from pinned host memory, and through three tiers give the same bits.
 ids=$(reference_ids gpt_oss_mxfp4)

@@ -84,6 +84,16 @@ int run(const BenchFlags& f) {
 
   std::vector<double> bw, prefill, decode, decode_device;
   size_t kv_bytes = 0;
+  // The expert caches' counts over the decode steps alone (the prompts' batches touch most experts at once): the
+  // VRAM cache (CUDA) and the model's provider (the RAM slot cache of a streamed model).
+  ExpertStats decode_vram, decode_ram;
+  const auto vram_stats = [&] { return cuda ? model->device_forward()->expert_stats() : ExpertStats{}; };
+  const auto add_difference = [](ExpertStats& sum, const ExpertStats& before, const ExpertStats& after) {
+    sum.hits += after.hits - before.hits;
+    sum.misses += after.misses - before.misses;
+    sum.bytes_read += after.bytes_read - before.bytes_read;
+    sum.read_busy_s += after.read_busy_s - before.read_busy_s;
+  };
   for (int r = 0; r < f.repeats; ++r) {
     bw.push_back(ceiling());
     const int seq = engine.add_sequence();
@@ -95,6 +105,7 @@ int run(const BenchFlags& f) {
     bw.push_back(ceiling());
     int32_t tok = argmax({logits.data(), size_t(c.vocab_size)});
     if (cuda) cuda_stage_clock_reset();  // the last repeat's decode steps only (a stage-clock build)
+    const ExpertStats vram_before = vram_stats(), ram_before = model->experts().stats();
     const double t2 = now_seconds();
     double on_device = 0.0;
     for (int i = 0; i < f.decode_tokens; ++i) {
@@ -104,6 +115,8 @@ int run(const BenchFlags& f) {
       tok = argmax({logits.data(), size_t(c.vocab_size)});
     }
     const double t3 = now_seconds();
+    add_difference(decode_vram, vram_before, vram_stats());
+    add_difference(decode_ram, ram_before, model->experts().stats());
     decode.push_back(double(f.decode_tokens) / (t3 - t2));
     if (on_device > 0.0) decode_device.push_back(double(f.decode_tokens) / on_device);
     kv_bytes = engine.kv_bytes();
@@ -140,6 +153,15 @@ int run(const BenchFlags& f) {
   std::printf("peak RSS: %.2f GB; KV cache: %.2f MB", double(peak_rss_bytes()) / 1e9, double(kv_bytes) / 1e6);
   if (state_bytes > 0) std::printf(" (of which %.3f MB recurrent state per sequence)", double(state_bytes) / 1e6);
   std::printf("\n");
+  const auto print_decode_uses = [&](const char* tier, const ExpertStats& s) {
+    if (s.hits + s.misses == 0) return;
+    std::printf("decode steps, %s expert cache: %llu hits of %llu uses (%.2f%%), %.3f GB read%s", tier,
+                (unsigned long long)s.hits, (unsigned long long)(s.hits + s.misses), 100.0 * s.hit_rate(),
+                double(s.bytes_read) / 1e9, s.read_gb_per_s() > 0.0 ? " at " : "\n");
+    if (s.read_gb_per_s() > 0.0) std::printf("%.2f GB/s\n", s.read_gb_per_s());
+  };
+  print_decode_uses("VRAM", decode_vram);
+  print_decode_uses("RAM", decode_ram);
   if (cuda) std::printf("%s", cuda_stage_clock_report().c_str());
   finish_model(*model, int64_t(f.repeats) * (f.prompt_tokens + f.decode_tokens));
   return 0;

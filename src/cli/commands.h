@@ -23,12 +23,14 @@ struct ModelFlags {
   std::string ram_budget;
   int expert_slots = 0;
   std::string expert_policy = "lru";
-  std::string route_trace;     // --route-trace FILE: chosen experts per token and layer (docs/formats/route-trace.md)
-  std::string device = "cpu";  // --device cpu | cuda | cuda:N
-  std::string vram_budget;     // --vram-budget SIZE: VRAM for routed experts (--device cuda)
-  std::string route_replay;    // --route-replay FILE: routes taken from a trace instead of the router (measuring)
-  bool no_cuda_graph = false;  // --no-cuda-graph: batch-1 decode launched op by op (--device cuda)
-  std::string cpu_dot;         // --cpu-dot float | int8 (ops/matmul.h); empty: SEEDLING_CPU_DOT, else float
+  std::string route_trace;      // --route-trace FILE: chosen experts per token and layer (docs/formats/route-trace.md)
+  std::string device = "cpu";   // --device cpu | cuda | cuda:N
+  std::string vram_budget;      // --vram-budget SIZE: VRAM for routed experts (--device cuda)
+  std::string route_replay;     // --route-replay FILE: routes taken from a trace instead of the router (measuring)
+  std::string prefetch_replay;  // --prefetch-replay FILE: next-layer guesses from a prediction file (measuring)
+  int prefetch_width = 0;       // --prefetch-width N: next-layer prefetch into the VRAM cache (--device cuda)
+  bool no_cuda_graph = false;   // --no-cuda-graph: batch-1 decode launched op by op (--device cuda)
+  std::string cpu_dot;          // --cpu-dot float | int8 (ops/matmul.h); empty: SEEDLING_CPU_DOT, else float
 };
 void add_model_flags(CLI::App* cmd, ModelFlags* f);
 // Sets the thread count, loads the model named by -m (or the default model) and places its experts.

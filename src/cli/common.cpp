@@ -33,7 +33,8 @@ void add_model_flags(CLI::App* cmd, ModelFlags* f) {
   cmd->add_option("--ram-budget", f->ram_budget, "RAM for streamed experts, e.g. 4G (packed folders)");
   cmd->add_option("--expert-slots", f->expert_slots, "expert slots in RAM (at least the router's top-k)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--expert-policy", f->expert_policy, "slot eviction: lru or lfu")->capture_default_str();
+  cmd->add_option("--expert-policy", f->expert_policy, "slot eviction of the RAM and VRAM expert caches: lru or lfu")
+      ->capture_default_str();
   cmd->add_option("--route-trace", f->route_trace, "write the chosen experts per token and layer to FILE (CSV)");
   cmd->add_option("--device", f->device, "where the forward runs: cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_option("--vram-budget", f->vram_budget,
@@ -41,8 +42,14 @@ void add_model_flags(CLI::App* cmd, ModelFlags* f) {
   cmd->add_option(
       "--route-replay", f->route_replay,
       "measuring tool: take every token's experts and weights from the route trace FILE instead of the "
-      "router (same routes on different models; changes logits; with --device cuda too, prompts of up to 512 tokens "
-      "when the trace came from the CPU)");
+      "router (same routes on different models; changes logits; keyed by token, so any batching replays it)");
+  cmd->add_option("--prefetch-width", f->prefetch_width,
+                  "--device cuda with a VRAM cache over pinned host memory: before each MoE layer's attention, copy "
+                  "the N experts its router picks from the residual entering the layer (default 0: off)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--prefetch-replay", f->prefetch_replay,
+                  "measuring tool, with --route-replay and --prefetch-width: take the next-layer guesses from the "
+                  "prediction FILE (token_index,layer,predicted_ids) instead of the model's router");
   cmd->add_option("--cpu-dot", f->cpu_dot,
                   "how the CPU multiplies q4/q8 weights: float (default; activations kept in float) or int8 "
                   "(activations quantized to int8 per block: llama.cpp's trade, faster, ~0.0007 KLD)")
@@ -73,9 +80,20 @@ std::unique_ptr<Model> load_model(const ModelFlags& f) {
   const int device = parse_device(f.device);
   if (device < 0 && !f.vram_budget.empty()) fail("--vram-budget needs --device cuda");
   if (device < 0 && f.no_cuda_graph) fail("--no-cuda-graph needs --device cuda");
+  if (device < 0 && f.prefetch_width > 0) fail("--prefetch-width needs --device cuda (a VRAM expert cache)");
+  if (!f.prefetch_replay.empty() && (f.route_replay.empty() || f.prefetch_width == 0)) {
+    fail("--prefetch-replay needs --route-replay and --prefetch-width: its guesses are for the replayed routes");
+  }
+  if (!f.route_replay.empty() && f.prefetch_width > 0 && f.prefetch_replay.empty()) {
+    fail(
+        "--prefetch-width with --route-replay needs --prefetch-replay: the model's own router cannot guess routes "
+        "it does not choose");
+  }
   CudaForwardOptions co;
   co.device = device;
   co.graphs = !f.no_cuda_graph;
+  co.policy = parse_eviction_policy(f.expert_policy);
+  co.prefetch_width = f.prefetch_width;
   if (!f.vram_budget.empty()) {
     co.vram_budget = parse_byte_size(f.vram_budget, "--vram-budget");
     co.budget_given = true;

@@ -107,6 +107,7 @@ void open_route_trace(Model& model, const ModelFlags& f) {
     const ModelConfig& c = model.config();
     replay_slot() =
         std::make_unique<RouteReplay>(f.route_replay, c.layer_has_experts, c.num_experts, c.experts_per_token);
+    if (!f.prefetch_replay.empty()) replay_slot()->load_predictions(f.prefetch_replay);
     model.set_route_source(replay_slot().get());
   }
   if (f.route_trace.empty()) return;

@@ -197,6 +197,10 @@ class CudaForward final : public DeviceForward {
   void attention(int layer, float* x, float* xn);
   void moe(int layer, float* x, float* xn);
   void shared_expert(int layer, float* x, const float* xn);
+  // Next-layer prefetch (CudaForwardOptions::prefetch_width): guess() enqueues the guess for `layer` from the
+  // residual x entering it, prefetch() (after the attention is enqueued) waits for it and starts the copies.
+  void guess(int layer, const float* x);
+  void prefetch(int layer);
   // --route-replay: the router's top-k of the batch's rows to the host, replaced there by route_source_ row by row
   // (as decoder.cpp's route does), and back (a measuring tool: it waits for the router at every MoE layer).
   void replay_routes(int layer, int* ids, float* weights);
@@ -228,15 +232,19 @@ class CudaForward final : public DeviceForward {
   int* d_wanted_ = nullptr;
   DeviceScratch s_meta_, s_x_, s_xn_, s_q_, s_k_, s_v_, s_att_, s_router_, s_ids_, s_w_, s_act_, s_up_, s_eout_,
       s_attn_scratch_, s_attn_counters_, s_router_counter_, s_rope_counters_, s_bucket_, s_logits_,
-      s_f16_,                                                 // the f16 GEMM's operand (cuda/gemm.h's matmul_tc)
-      s_split_,                                               // the router product's partial sums (matmul_tc_split)
-      s_shared_g_, s_shared_u_, s_shared_out_, s_shared_gl_;  // the shared expert's gate/up, output, gate logit
+      s_f16_,                                                  // the f16 GEMM's operand (cuda/gemm.h's matmul_tc)
+      s_split_,                                                // the router product's partial sums (matmul_tc_split)
+      s_shared_g_, s_shared_u_, s_shared_out_, s_shared_gl_,   // the shared expert's gate/up, output, gate logit
+      s_guess_xn_, s_guess_logits_, s_guess_ids_, s_guess_w_;  // the prefetch's norm, router logits and top-width
   PinnedScratch meta_host_, logits_host_;
   cudaEvent_t span_[2] = {};  // recorded around a forward's device work
   double device_seconds_ = 0.0;
   std::vector<int> ids_host_;
   std::vector<float> weights_host_;
+  PinnedScratch guess_host_;
+  cudaEvent_t guessed_ = nullptr;  // the guess's ids are in guess_host_
   RouteSource* route_source_ = nullptr;
+  int prefetch_width_ = 0;
 
   // Decode as one CUDA graph (batch 1, every expert resident): the graph reads token, position and cache row from
   // the batch description in device memory, and decode attention sizes its splits from the cache's capacity read
@@ -333,11 +341,25 @@ CudaForward::CudaForward(Model& model, const CudaForwardOptions& o) : c_(model.c
   size_t free_b = 0, total_b = 0;
   check(cudaMemGetInfo(&free_b, &total_b), "reading free VRAM");
   experts_ = std::make_unique<cuda::VramExperts>(model, o, free_b, stream_);
+  if (o.prefetch_width > 0) {
+    if (o.prefetch_width > c_.num_experts) {
+      fail("--prefetch-width {}: the model has {} experts a layer", o.prefetch_width, c_.num_experts);
+    }
+    if (experts_->resident()) fail("--prefetch-width: every expert is in VRAM, there is nothing to prefetch");
+    if (experts_->three_tier()) {
+      fail(
+          "--prefetch-width: the VRAM cache is fed through a RAM budget (three tiers); prefetch runs from pinned "
+          "host memory only (no --ram-budget)");
+    }
+    prefetch_width_ = o.prefetch_width;
+    check(cudaEventCreateWithFlags(&guessed_, cudaEventDisableTiming), "creating the prefetch event");
+  }
 }
 
 CudaForward::~CudaForward() {
   if (stream_) cudaStreamSynchronize(stream_);
   if (graph_) cudaGraphExecDestroy(graph_);
+  if (guessed_) cudaEventDestroy(guessed_);
   for (cudaEvent_t e : span_) {
     if (e) cudaEventDestroy(e);
   }
@@ -556,7 +578,10 @@ void CudaForward::enqueue(int64_t W) {
   cuda::embed(d_tokens_, M, embed_, x, stream_);  // (M, H)
   for (int l = 0; l < c_.num_layers; ++l) {
     const Layer& lw = layers_[size_t(l)];
-    attention(l, x, xn);  // x += o(attention(norm(x)))
+    const bool guessing = prefetch_width_ > 0 && lw.has_experts;
+    if (guessing) guess(l, x);  // the layer's likeliest experts, from the residual entering it
+    attention(l, x, xn);        // x += o(attention(norm(x)))
+    if (guessing) prefetch(l);  // their copies start while the attention runs
     if (lw.has_experts) {
       moe(l, x, xn);                                              // x += sum of the experts of norm(x)
       if (lw.plan.ffn.shared_width > 0) shared_expert(l, x, xn);  // x += the shared expert of norm(x)
@@ -767,6 +792,43 @@ void CudaForward::replay_routes(int layer, int* ids, float* weights) {
   check(cudaMemcpyAsync(weights, weights_host_.data(), size_t(M * K) * sizeof(float), cudaMemcpyHostToDevice, stream_),
         "uploading the replayed route weights");
   check(cudaStreamSynchronize(stream_), "uploading the replayed routes");  // the host vectors are reused
+}
+
+// The guess is the layer's own router (its norm and product, softmax top-width) on the residual before the
+// attention: what Pre-gated MoE and ProMoE predict with. Its ids come back to pinned memory behind an event, so the
+// attention is enqueued before the host waits; the host then asks a route source for its predictions instead
+// (--prefetch-replay, with --route-replay), and admits the union of the rows' guesses, whose copies run on the copy
+// stream while the GPU runs the attention.
+void CudaForward::guess(int layer, const float* x) {
+  const Layer& lw = layers_[size_t(layer)];
+  const int64_t M = m_, H = c_.hidden_size, W = prefetch_width_;
+  const int E = c_.num_experts;
+  float* xn = s_guess_xn_.get<float>(size_t(M * H));
+  float* logits = s_guess_logits_.get<float>(size_t(M * E));
+  int* ids = s_guess_ids_.get<int>(size_t(M * W));
+  float* weights = s_guess_w_.get<float>(size_t(M * W));
+  cuda::rms_norm(x, xn, M, H, lw.v(Role::FfnNorm), c_.rms_norm_eps, stream_);
+  router_product(xn, M, lw.m(Role::Router), logits, stream_, s_split_);  // (M, E)
+  cuda::router_topk(logits, M, E, int(W), false, ids, weights, stream_);
+  int* host = reinterpret_cast<int*>(guess_host_.get(size_t(M * W) * sizeof(int)));
+  check(cudaMemcpyAsync(host, ids, size_t(M * W) * sizeof(int), cudaMemcpyDeviceToHost, stream_),
+        "copying the prefetch guess back");
+  check(cudaEventRecord(guessed_, stream_), "recording the prefetch guess");
+}
+
+void CudaForward::prefetch(int layer) {
+  const int64_t M = m_, W = prefetch_width_;
+  check(cudaEventSynchronize(guessed_), "the prefetch guess");
+  int* host = reinterpret_cast<int*>(guess_host_.get(size_t(M * W) * sizeof(int)));
+  std::vector<int> guess;
+  for (int64_t i = 0; i < M; ++i) {
+    const std::span<int> row{host + i * W, size_t(W)};
+    const int n = route_source_ != nullptr ? route_source_->predict(layer, int(i), row) : -1;
+    guess.insert(guess.end(), row.begin(), n < 0 ? row.end() : row.begin() + n);
+  }
+  std::sort(guess.begin(), guess.end());
+  guess.erase(std::unique(guess.begin(), guess.end()), guess.end());
+  experts_->prefetch(layer, guess);
 }
 
 // The shared expert (decoder.cpp's moe, after the routed sum): a SwiGLU MLP of norm(x), added to x, times

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "experts/slot_cache.h"
 #include "model/model.h"
 
 namespace seedling {
@@ -39,6 +40,12 @@ struct CudaForwardOptions {
   bool budget_given = false;
   bool verbose = true;  // print the placement on stderr
   bool graphs = true;   // batch-1 decode as one replayed CUDA graph (all experts resident); false: op by op
+  EvictionPolicy policy = EvictionPolicy::lru;  // the VRAM slot cache's eviction (--expert-policy)
+  // Next-layer prefetch into the VRAM cache (--prefetch-width): before each MoE layer's attention, its router applied
+  // to the residual entering the layer names its `prefetch_width` likeliest experts, copied ahead while the
+  // attention runs. 0: off. Needs the cache fed from pinned host memory (an Error otherwise, and with every expert
+  // resident there is nothing to fetch).
+  int prefetch_width = 0;
 };
 
 // Ceilings for benchmarks, measured now on `device` with CUDA events (median of 5 after a warm-up):

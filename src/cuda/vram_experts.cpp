@@ -176,7 +176,8 @@ VramExperts::VramExperts(Model& model, const CudaForwardOptions& o, uint64_t fre
   check(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming), "creating the expert copy event");
   check(cudaEventCreate(&copy_start_), "creating the expert copy timing event");
   check(cudaEventCreate(&copy_end_), "creating the expert copy timing event");
-  cache_ = std::make_unique<ExpertSlotCache>(slots, EvictionPolicy::lru);
+  cache_ = std::make_unique<ExpertSlotCache>(slots, o.policy);
+  guessed_.assign(size_t(slots), 0);
 }
 
 void VramExperts::start_three_tier(ExpertProvider& provider, int buffers) {
@@ -242,6 +243,10 @@ void VramExperts::run_layer(int layer, std::span<const int> used,
       const auto a = cache_->access(expert_key(layer, e));
       if (!a) break;
       uint8_t* slot = vram_ + size_t(a->slot) * layout_.bytes;
+      if (guessed_[size_t(a->slot)] != 0) {
+        prefetch_used_ += a->hit ? 1 : 0;  // a miss here means the guess was evicted before its use
+        guessed_[size_t(a->slot)] = 0;
+      }
       if (!a->hit) {
         if (ring_) {
           fills.push_back({e, a->slot});
@@ -292,6 +297,17 @@ void VramExperts::run_layer(int layer, std::span<const int> used,
   }
 }
 
+void VramExperts::prefetch(int layer, std::span<const int> experts) {
+  SEEDLING_CHECK(cache_ && !ring_, "VRAM expert prefetch needs the cache fed from pinned host memory");
+  for (int e : experts) {
+    const auto a = cache_->admit(expert_key(layer, e));
+    if (!a) continue;  // in VRAM already, or every slot pinned
+    land(vram_ + size_t(a->slot) * layout_.bytes, host_blob(layer, e), copy_);
+    guessed_[size_t(a->slot)] = 1;
+    ++prefetched_;
+  }
+}
+
 ExpertStats VramExperts::stats() const {
   ExpertStats s;
   if (!cache_) return s;
@@ -304,6 +320,9 @@ ExpertStats VramExperts::stats() const {
   s.slot_bytes = layout_.bytes;
   s.policy = policy_name(cache_->policy());
   s.vram_copies = true;
+  s.prefetched = prefetched_;
+  s.prefetch_used = prefetch_used_;
+  s.prefetch_bytes = prefetched_ * packed_.bytes;
   return s;
 }
 

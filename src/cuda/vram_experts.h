@@ -12,7 +12,8 @@
 //   - three tiers: the model's streamed provider (a RAM slot cache over the packed folder's files, under the RAM
 //     budget), fetched miss by miss through a ring of pinned staging buffers (cuda/expert_staging.h); no full host
 //     copy, and the provider's own statistics count the RAM tier (hits, misses, NVMe bytes and GB/s).
-// Invariants: a slot is overwritten only after every kernel that read it has finished (the router's copy-back
+// Next-layer prefetch (prefetch()): guesses copied ahead into unpinned slots of the same cache, on the same copy
+// stream. Invariants: a slot is overwritten only after every kernel that read it has finished (the router's copy-back
 // synchronises the compute stream before any slot is chosen); a staging buffer is rewritten only after its copy
 // finished.
 #pragma once
@@ -58,6 +59,11 @@ class VramExperts {
   // table. Returns after the last pass is enqueued.
   void run_layer(int layer, std::span<const int> used,
                  const std::function<void(const uint8_t* const*, bool only_pass)>& run);
+  // Cached mode, all pinned: starts copies of `experts` of `layer` that are not in VRAM into unpinned slots on the
+  // copy stream (ExpertSlotCache::admit: a guess may evict an unpinned slot, never one a kernel reads: every pass
+  // has finished when run_layer returns), so the layer's run_layer finds them; it waits for the copy stream before
+  // its kernels read a slot. A wrong guess costs a copy and a slot, never a number.
+  void prefetch(int layer, std::span<const int> experts);
   ExpertStats stats() const;
 
  private:
@@ -87,6 +93,8 @@ class VramExperts {
   const uint8_t** table_host_ = nullptr;  // cached: pinned staging of one pass's table
   std::unique_ptr<ExpertSlotCache> cache_;
   uint64_t bytes_copied_ = 0;
+  std::vector<uint8_t> guessed_;  // per slot: filled by prefetch and not routed to since
+  uint64_t prefetched_ = 0, prefetch_used_ = 0;
   // All pinned: sum over passes of the copy stream's time from first to last copy; three tiers: sum over copies
   // (a pass's copies wait for NVMe reads in between, which are the RAM tier's time, not PCIe's).
   double copy_seconds_ = 0.0;

@@ -49,6 +49,9 @@ struct ExpertStats {
   // Misses are copies from pinned host memory into VRAM slots (the CUDA forward's cache), timed as a whole on the
   // copy stream: no per-read latencies and no measured wait, so those lines are left out.
   bool vram_copies = false;
+  uint64_t prefetched = 0;      // copies started ahead of the router (--prefetch-width), not in misses or bytes_read
+  uint64_t prefetch_used = 0;   // of those, the experts the router then chose (a hit instead of a miss)
+  uint64_t prefetch_bytes = 0;  // bytes the prefetches copied
 
   double hit_rate() const { return hits + misses == 0 ? 0.0 : double(hits) / double(hits + misses); }
   // Bytes read over the time reads were in flight: what the disk delivered while we asked it for something.
@@ -73,6 +76,13 @@ struct RouteSource {
   virtual ~RouteSource() = default;
   // Overwrites the row's top-k experts and weights (spans of the router's top-k); an Error when it has none to give.
   virtual void route(int layer, int row, std::span<int> experts, std::span<float> weights) = 0;
+  // Next-layer prefetch: the experts to copy ahead for the row in `layer`, likeliest first, into `experts` (asked
+  // before the layer's attention, so before route() for that layer). Returns how many it wrote; -1: this source has
+  // no predictions (the forward keeps its own predictor's).
+  virtual int predict(int layer, int row, std::span<int> experts) {
+    (void)layer, (void)row, (void)experts;
+    return -1;
+  }
 };
 
 // The matrices whose inputs an ActivationObserver sees: attention q/k/v (one input) and o, a routed expert's gate/up

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <sstream>
+#include <unordered_map>
 
 #include "core/error.h"
 
@@ -32,8 +33,7 @@ void RouteTraceWriter::close() {
   if (bad || !closed) fail("{}: writing the route trace failed", path_);
 }
 
-void RouteTraceWriter::on_route(int layer, int row, std::span<const int> experts, std::span<const float> weights) {
-  if (file_ == nullptr) return;
+int64_t RouteTokenCounter::token(int layer, int row) {
   if (row == 0 && (step_ < 0 || layer <= last_layer_)) {
     step_first_token_ += step_rows_;
     step_rows_ = 0;
@@ -41,12 +41,16 @@ void RouteTraceWriter::on_route(int layer, int row, std::span<const int> experts
   }
   step_rows_ = std::max<int64_t>(step_rows_, row + 1);
   last_layer_ = layer;
-  last_row_ = row;
-  std::string line = fmt::format("{},{},", step_first_token_ + row, layer);
+  return step_first_token_ + row;
+}
+
+void RouteTraceWriter::on_route(int layer, int row, std::span<const int> experts, std::span<const float> weights) {
+  if (file_ == nullptr) return;
+  std::string line = fmt::format("{},{},", tokens_.token(layer, row), layer);
   for (size_t i = 0; i < experts.size(); ++i) line += fmt::format("{}{}", i ? " " : "", experts[i]);
   line += ",";
   for (size_t i = 0; i < weights.size(); ++i) line += fmt::format("{}{}", i ? " " : "", weights[i]);
-  line += fmt::format(",{}\n", step_);
+  line += fmt::format(",{}\n", tokens_.step());
   std::fputs(line.c_str(), file_);
 }
 
@@ -78,7 +82,10 @@ T parse_number(const std::string& s, const std::string& path, int64_t line, cons
 
 }  // namespace
 
-std::vector<RouteRecord> read_route_trace(const std::string& path) {
+namespace {
+
+// The CSV reader of traces and predictions: `ids_column` holds the expert ids, `weights` (optional) the weights.
+std::vector<RouteRecord> read_route_csv(const std::string& path, const char* ids_column) {
   std::FILE* f = nullptr;
   const bool gz = path.ends_with(".gz");
   if (std::FILE* probe = std::fopen(path.c_str(), "rb"); probe != nullptr) {
@@ -112,10 +119,10 @@ std::vector<RouteRecord> read_route_trace(const std::string& path) {
     }
     return -1;
   };
-  const int c_token = column("token_index"), c_layer = column("layer"), c_ids = column("expert_ids");
+  const int c_token = column("token_index"), c_layer = column("layer"), c_ids = column(ids_column);
   const int c_weights = column("weights"), c_step = column("step");
   if (c_token < 0 || c_layer < 0 || c_ids < 0) {
-    fail("{}: header '{}' lacks token_index, layer or expert_ids", path, line);
+    fail("{}: header '{}' lacks token_index, layer or {}", path, line, ids_column);
   }
   std::vector<RouteRecord> out;
   int64_t number = 1;
@@ -131,7 +138,7 @@ std::vector<RouteRecord> read_route_trace(const std::string& path) {
     r.layer = parse_number<int>(cols[size_t(c_layer)], path, number, "layer");
     r.step = c_step >= 0 ? parse_number<int64_t>(cols[size_t(c_step)], path, number, "step") : r.token;
     for (const auto& id : split(cols[size_t(c_ids)], ' ')) {
-      if (!id.empty()) r.experts.push_back(parse_number<int>(id, path, number, "expert_ids"));
+      if (!id.empty()) r.experts.push_back(parse_number<int>(id, path, number, ids_column));
     }
     if (c_weights >= 0) {
       for (const auto& w : split(cols[size_t(c_weights)], ' ')) {
@@ -147,17 +154,22 @@ std::vector<RouteRecord> read_route_trace(const std::string& path) {
   return out;
 }
 
-RouteReplay::RouteReplay(const std::string& path, std::span<const uint8_t> layer_has_experts, int num_experts,
-                         int top_k)
-    : path_(path), records_(read_route_trace(path)) {
-  if (records_.empty()) fail("{}: the route trace has no routes to replay", path);
-  for (size_t i = 0; i < records_.size(); ++i) {
-    const RouteRecord& r = records_[i];
+constexpr int64_t kMaxToken = int64_t(1) << 40;  // token_index * layers stays far from overflowing
+
+// Checks records against the model (a layer with routed experts, distinct ids below num_experts, exactly top_k ids
+// and top_k finite weights when top_k > 0, a token_index in range) and indexes them by token and layer, one each.
+std::unordered_map<int64_t, int32_t> index_records(const std::string& path, std::span<const RouteRecord> records,
+                                                   std::span<const uint8_t> layer_has_experts, int num_experts,
+                                                   int top_k, int64_t* last_token) {
+  std::unordered_map<int64_t, int32_t> index;
+  const int64_t layers = int64_t(layer_has_experts.size());
+  for (size_t i = 0; i < records.size(); ++i) {
+    const RouteRecord& r = records[i];
     const auto where = [&] { return fmt::format("{}: route {} (token {}, layer {})", path, i + 1, r.token, r.layer); };
     if (size_t(r.layer) >= layer_has_experts.size() || layer_has_experts[size_t(r.layer)] == 0) {
       fail("{}: the model has no routed experts in that layer ({} layers)", where(), layer_has_experts.size());
     }
-    if (int(r.experts.size()) != top_k || int(r.weights.size()) != top_k) {
+    if (top_k > 0 && (int(r.experts.size()) != top_k || int(r.weights.size()) != top_k)) {
       fail("{}: {} experts and {} weights, the model routes top-{}", where(), r.experts.size(), r.weights.size(),
            top_k);
     }
@@ -171,22 +183,66 @@ RouteReplay::RouteReplay(const std::string& path, std::span<const uint8_t> layer
         if (r.experts[t] == r.experts[s]) fail("{}: expert {} chosen twice", where(), r.experts[s]);
       }
     }
+    if (r.token < 0 || r.token > kMaxToken) fail("{}: token_index out of range (0 to {})", where(), kMaxToken);
+    *last_token = std::max(*last_token, r.token);
+    const auto [at, fresh] = index.try_emplace(r.token * layers + r.layer, int32_t(i));
+    if (!fresh) fail("{} repeats route {} for the same token and layer", where(), at->second + 1);
   }
+  return index;
+}
+
+}  // namespace
+
+std::vector<RouteRecord> read_route_trace(const std::string& path) {
+  return read_route_csv(path, "expert_ids");
+}
+
+std::vector<RouteRecord> read_route_predictions(const std::string& path) {
+  return read_route_csv(path, "predicted_ids");
+}
+
+RouteReplay::RouteReplay(const std::string& path, std::span<const uint8_t> layer_has_experts, int num_experts,
+                         int top_k)
+    : path_(path),
+      records_(read_route_trace(path)),
+      layers_(int64_t(layer_has_experts.size())),
+      layer_has_experts_(layer_has_experts.begin(), layer_has_experts.end()),
+      num_experts_(num_experts) {
+  if (records_.empty()) fail("{}: the route trace has no routes to replay", path);
+  index_ = index_records(path, records_, layer_has_experts, num_experts, top_k, &last_token_);
+}
+
+void RouteReplay::load_predictions(const std::string& path) {
+  predictions_ = read_route_predictions(path);
+  if (predictions_.empty()) fail("{}: the prediction file has no predictions", path);
+  int64_t last = -1;
+  predicted_ = index_records(path, predictions_, layer_has_experts_, num_experts_, 0, &last);
+}
+
+int RouteReplay::predict(int layer, int row, std::span<int> experts) {
+  if (predictions_.empty()) return -1;
+  const int64_t token = tokens_.peek(layer, row);
+  if (token < 0) return 0;
+  const auto at = predicted_.find(token * layers_ + layer);
+  if (at == predicted_.end()) return 0;  // the file predicts from layer 1 on; no guess is a valid guess
+  const std::vector<int>& ids = predictions_[size_t(at->second)].experts;
+  const size_t n = std::min(ids.size(), experts.size());
+  std::copy_n(ids.begin(), n, experts.begin());
+  return int(n);
 }
 
 void RouteReplay::route(int layer, int row, std::span<int> experts, std::span<float> weights) {
-  if (next_ >= records_.size()) {
-    fail("{}: the route trace ran out after {} routes; the model asked for layer {} row {}", path_, records_.size(),
-         layer, row);
+  const int64_t token = tokens_.token(layer, row);
+  if (token > last_token_) {
+    fail("{}: the route trace ran out after token {} ({} routes); the model asked for token {} layer {}", path_,
+         last_token_, records_.size(), token, layer);
   }
-  const RouteRecord& r = records_[next_];
-  if (r.layer != layer) {
-    fail("{}: route {} (token {}) is for layer {}; the model asked for layer {} row {}", path_, next_ + 1, r.token,
-         r.layer, layer, row);
-  }
+  const auto at = index_.find(token * layers_ + layer);
+  if (at == index_.end()) fail("{}: no route for token {} layer {}, which the model asked for", path_, token, layer);
+  const RouteRecord& r = records_[size_t(at->second)];
   std::copy(r.experts.begin(), r.experts.end(), experts.begin());
   std::copy(r.weights.begin(), r.weights.end(), weights.begin());
-  ++next_;
+  ++used_;
 }
 
 }  // namespace seedling

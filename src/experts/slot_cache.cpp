@@ -35,8 +35,7 @@ bool ExpertSlotCache::evict_before(const Slot& a, const Slot& b) const {
     case EvictionPolicy::lru:
       return a.last_use < b.last_use;
     case EvictionPolicy::lfu: {
-      const uint64_t ua = uses_.at(a.key), ub = uses_.at(b.key);
-      return ua != ub ? ua < ub : a.last_use < b.last_use;
+      return a.uses != b.uses ? a.uses < b.uses : a.last_use < b.last_use;
     }
     case EvictionPolicy::belady:
       return a.next_use != b.next_use ? a.next_use > b.next_use : a.last_use < b.last_use;
@@ -55,6 +54,21 @@ int ExpertSlotCache::choose_slot() const {
   return best;
 }
 
+bool ExpertSlotCache::install(uint64_t key, Access& a) {
+  a.slot = choose_slot();
+  if (a.slot < 0) return false;
+  Slot& s = slots_[size_t(a.slot)];
+  if (s.occupied) {
+    a.evicted = s.key;
+    where_.erase(s.key);
+  }
+  s = Slot{};
+  s.key = key;
+  s.occupied = true;
+  where_[key] = a.slot;
+  return true;
+}
+
 std::optional<ExpertSlotCache::Access> ExpertSlotCache::access(uint64_t key, uint64_t next_use) {
   Access a;
   if (auto it = where_.find(key); it != where_.end()) {
@@ -62,23 +76,24 @@ std::optional<ExpertSlotCache::Access> ExpertSlotCache::access(uint64_t key, uin
     a.hit = true;
     ++hits_;
   } else {
-    a.slot = choose_slot();
-    if (a.slot < 0) return std::nullopt;
-    Slot& s = slots_[size_t(a.slot)];
-    if (s.occupied) {
-      a.evicted = s.key;
-      where_.erase(s.key);
-    }
-    s.key = key;
-    s.occupied = true;
-    where_[key] = a.slot;
+    if (!install(key, a)) return std::nullopt;
     ++misses_;
   }
   Slot& s = slots_[size_t(a.slot)];
   s.last_use = ++tick_;
   s.next_use = next_use;
   s.pins += 1;
-  uses_[key] += 1;
+  s.uses = ++uses_[key];
+  return a;
+}
+
+std::optional<ExpertSlotCache::Access> ExpertSlotCache::admit(uint64_t key) {
+  if (where_.contains(key)) return std::nullopt;
+  Access a;
+  if (!install(key, a)) return std::nullopt;
+  Slot& s = slots_[size_t(a.slot)];
+  s.last_use = ++tick_;
+  s.uses = uses_.try_emplace(key, 0).first->second;
   return a;
 }
 

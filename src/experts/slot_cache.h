@@ -50,6 +50,11 @@ class ExpertSlotCache {
   // in the policy's victim (the caller then fills it). nullopt when it is a miss and every slot is pinned: nothing
   // changed, not even the counters. `next_use` is the position of this key's next access (belady only).
   std::optional<Access> access(uint64_t key, uint64_t next_use = kNever);
+  // Installs `key` ahead of its use (a prefetch): in a free slot or the policy's victim, unpinned and most recently
+  // used, counting no hit, miss or use (an lfu count is of routed uses only, so a guess that is never used is the
+  // first victim). The slot to fill, with the key it evicted; nullopt when `key` is resident already or every slot
+  // is pinned.
+  std::optional<Access> admit(uint64_t key);
   void pin(int slot);
   void unpin(int slot);
   // Empties a slot (after a failed read): the key is no longer resident. Pins are cleared.
@@ -72,9 +77,12 @@ class ExpertSlotCache {
     int pins = 0;
     uint64_t last_use = 0;  // tick of the latest access
     uint64_t next_use = kNever;
+    uint64_t uses = 0;  // the key's lifetime accesses (uses_), kept here so a victim search reads no hash table
   };
   // Index of the slot to fill on a miss: a free one, else the policy's victim among the unpinned; -1 if none.
   int choose_slot() const;
+  // Puts `key` (not resident) into choose_slot()'s slot, emptied of its pins and times; false when there is none.
+  bool install(uint64_t key, Access& a);
   bool evict_before(const Slot& a, const Slot& b) const;
 
   EvictionPolicy policy_;

@@ -57,6 +57,31 @@ TEST(SlotCache, PinnedSlotsAreNeverVictims) {
   EXPECT_EQ(touch(c, 4), 1);
 }
 
+TEST(SlotCache, AdmitInstallsAheadOfUseWithoutCountingOne) {
+  ExpertSlotCache c(2, EvictionPolicy::lru);
+  touch(c, 1);
+  touch(c, 2);
+  const auto a = c.admit(3);  // a prefetch: evicts the least recent (1), counts nothing
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->evicted, std::optional<uint64_t>(1));
+  EXPECT_EQ(c.pins(a->slot), 0);
+  EXPECT_FALSE(c.admit(3).has_value());  // resident already
+  EXPECT_EQ(c.hits(), 0u);
+  EXPECT_EQ(c.misses(), 2u);
+  EXPECT_EQ(touch(c, 3), -1);  // its use is a hit
+  EXPECT_EQ(c.hits(), 1u);
+  const auto p2 = c.access(2), p3 = c.access(3);
+  EXPECT_FALSE(c.admit(4).has_value());  // every slot pinned
+  c.unpin(p2->slot);
+  c.unpin(p3->slot);
+
+  // lfu: a guess that was never used has no uses, so it is the first victim.
+  ExpertSlotCache f(2, EvictionPolicy::lfu);
+  touch(f, 1);
+  ASSERT_TRUE(f.admit(2).has_value());
+  EXPECT_EQ(touch(f, 3), 2);
+}
+
 std::vector<ExpertAccessGroup> random_groups(uint32_t seed, int n, int layers, int experts, int topk, int rows = 1) {
   std::mt19937 rng(seed);
   // Skewed choice, as routers are: expert popularity ~ 1 / (rank + 1).
