@@ -177,7 +177,7 @@ VramExperts::VramExperts(Model& model, const CudaForwardOptions& o, uint64_t fre
   check(cudaEventCreate(&copy_start_), "creating the expert copy timing event");
   check(cudaEventCreate(&copy_end_), "creating the expert copy timing event");
   cache_ = std::make_unique<ExpertSlotCache>(slots, o.policy);
-  guessed_.assign(size_t(slots), 0);
+  guess_pending_.assign(size_t(slots), 0);
 }
 
 void VramExperts::start_three_tier(ExpertProvider& provider, int buffers) {
@@ -243,9 +243,9 @@ void VramExperts::run_layer(int layer, std::span<const int> used,
       const auto a = cache_->access(expert_key(layer, e));
       if (!a) break;
       uint8_t* slot = vram_ + size_t(a->slot) * layout_.bytes;
-      if (guessed_[size_t(a->slot)] != 0) {
+      if (guess_pending_[size_t(a->slot)] != 0) {
         prefetch_used_ += a->hit ? 1 : 0;  // a miss here means the guess was evicted before its use
-        guessed_[size_t(a->slot)] = 0;
+        guess_pending_[size_t(a->slot)] = 0;
       }
       if (!a->hit) {
         if (ring_) {
@@ -303,7 +303,7 @@ void VramExperts::prefetch(int layer, std::span<const int> experts) {
     const auto a = cache_->admit(expert_key(layer, e));
     if (!a) continue;  // in VRAM already, or every slot pinned
     land(vram_ + size_t(a->slot) * layout_.bytes, host_blob(layer, e), copy_);
-    guessed_[size_t(a->slot)] = 1;
+    guess_pending_[size_t(a->slot)] = 1;
     ++prefetched_;
   }
 }

@@ -93,7 +93,7 @@ class VramExperts {
   const uint8_t** table_host_ = nullptr;  // cached: pinned staging of one pass's table
   std::unique_ptr<ExpertSlotCache> cache_;
   uint64_t bytes_copied_ = 0;
-  std::vector<uint8_t> guessed_;  // per slot: filled by prefetch and not routed to since
+  std::vector<uint8_t> guess_pending_;  // per slot: filled by prefetch and not routed to since
   uint64_t prefetched_ = 0, prefetch_used_ = 0;
   // All pinned: sum over passes of the copy stream's time from first to last copy; three tiers: sum over copies
   // (a pass's copies wait for NVMe reads in between, which are the RAM tier's time, not PCIe's).

@@ -157,7 +157,8 @@ std::vector<RouteRecord> read_route_csv(const std::string& path, const char* ids
 constexpr int64_t kMaxToken = int64_t(1) << 40;  // token_index * layers stays far from overflowing
 
 // Checks records against the model (a layer with routed experts, distinct ids below num_experts, exactly top_k ids
-// and top_k finite weights when top_k > 0, a token_index in range) and indexes them by token and layer, one each.
+// and top_k finite weights when top_k > 0, a token_index in range) and indexes them by token and layer, one each;
+// the highest token_index into *last_token unless it is null.
 std::unordered_map<int64_t, int32_t> index_records(const std::string& path, std::span<const RouteRecord> records,
                                                    std::span<const uint8_t> layer_has_experts, int num_experts,
                                                    int top_k, int64_t* last_token) {
@@ -184,7 +185,7 @@ std::unordered_map<int64_t, int32_t> index_records(const std::string& path, std:
       }
     }
     if (r.token < 0 || r.token > kMaxToken) fail("{}: token_index out of range (0 to {})", where(), kMaxToken);
-    *last_token = std::max(*last_token, r.token);
+    if (last_token != nullptr) *last_token = std::max(*last_token, r.token);
     const auto [at, fresh] = index.try_emplace(r.token * layers + r.layer, int32_t(i));
     if (!fresh) fail("{} repeats route {} for the same token and layer", where(), at->second + 1);
   }
@@ -215,8 +216,7 @@ RouteReplay::RouteReplay(const std::string& path, std::span<const uint8_t> layer
 void RouteReplay::load_predictions(const std::string& path) {
   predictions_ = read_route_predictions(path);
   if (predictions_.empty()) fail("{}: the prediction file has no predictions", path);
-  int64_t last = -1;
-  predicted_ = index_records(path, predictions_, layer_has_experts_, num_experts_, 0, &last);
+  predicted_ = index_records(path, predictions_, layer_has_experts_, num_experts_, 0, nullptr);
 }
 
 int RouteReplay::predict(int layer, int row, std::span<int> experts) {
