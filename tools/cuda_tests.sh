@@ -156,6 +156,17 @@ min=$("$bin" logits -m "$tmp/rp" --ids 1 -o "$tmp/x.f32" --device cuda --vram-bu
   --route-replay "$tmp/moved.csv" 2>/dev/null
 cmp -s "$tmp/gpu_r.f32" "$tmp/gpu_rc.f32" || { echo "FAIL route replay: VRAM-cache logits differ from all in VRAM"; exit 1; }
 printf "ok   %-18s --route-replay: cuda within %s of cpu on moved routes; VRAM cache = all in VRAM\n" "$m" "$err"
+# --route-trace on CUDA records the routes it ran; replaying that trace on CUDA gives the same logits bytes as the
+# router's own routes (the replay is a measuring tool that changes no bit when it replays what the router chose).
+"$bin" logits -m "$tmp/rp" --ids "$ids" -o "$tmp/gpu_own.f32" --device cuda 2>/dev/null
+"$bin" logits -m "$tmp/rp" --ids "$ids" -o "$tmp/gpu_tr.f32" --device cuda --route-trace "$tmp/gpu_own.csv" 2>/dev/null
+cmp -s "$tmp/gpu_own.f32" "$tmp/gpu_tr.f32" || { echo "FAIL route trace cuda: recording changed the logits"; exit 1; }
+rows=$(($(wc -l <"$tmp/gpu_own.csv") - 1))
+[ "$rows" -eq $(($(wc -l <"$tmp/own.csv") - 1)) ] || { echo "FAIL route trace cuda: $rows rows, cpu's differ"; exit 1; }
+"$bin" logits -m "$tmp/rp" --ids "$ids" -o "$tmp/gpu_own_r.f32" --device cuda --route-replay "$tmp/gpu_own.csv" \
+  2>/dev/null
+cmp -s "$tmp/gpu_own.f32" "$tmp/gpu_own_r.f32" || { echo "FAIL route replay cuda: own trace changed the logits"; exit 1; }
+printf "ok   %-18s --route-trace on cuda: %s routes; replaying them gives the same logits bytes\n" "$m" "$rows"
 # Next-layer prefetch (--prefetch-width): guesses copied into the VRAM cache ahead of the router change no bit, with
 # the model's own router guessing and with replayed guesses (--prefetch-replay: here the moved routes themselves, so
 # the guesses of layer 2 are its routes); and the counters say how many guesses were copied and used.

@@ -28,7 +28,7 @@ struct ModelFlags {
   std::string vram_budget;      // --vram-budget SIZE: VRAM for routed experts (--device cuda)
   std::string route_replay;     // --route-replay FILE: routes taken from a trace instead of the router (measuring)
   std::string prefetch_replay;  // --prefetch-replay FILE: next-layer guesses from a prediction file (measuring)
-  int prefetch_width = 0;       // --prefetch-width N: next-layer prefetch into the VRAM cache (--device cuda)
+  int prefetch_width = 0;       // --prefetch-width N: next-layer prefetch (streamed experts, or a VRAM cache)
   bool no_cuda_graph = false;   // --no-cuda-graph: batch-1 decode launched op by op (--device cuda)
   std::string cpu_dot;          // --cpu-dot float | int8 (ops/matmul.h); empty: SEEDLING_CPU_DOT, else float
 };

@@ -44,8 +44,10 @@ void add_model_flags(CLI::App* cmd, ModelFlags* f) {
       "measuring tool: take every token's experts and weights from the route trace FILE instead of the "
       "router (same routes on different models; changes logits; keyed by token, so any batching replays it)");
   cmd->add_option("--prefetch-width", f->prefetch_width,
-                  "--device cuda with a VRAM cache over pinned host memory: before each MoE layer's attention, copy "
-                  "the N experts its router picks from the residual entering the layer (default 0: off)")
+                  "next-layer prefetch: before each MoE layer's attention, start fetching the N experts its router "
+                  "picks from the residual entering the layer: reads from disk into the RAM slot cache (streamed "
+                  "experts: --ram-budget or --expert-slots), or with --device cuda copies into a VRAM cache over "
+                  "pinned host memory (default 0: off)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--prefetch-replay", f->prefetch_replay,
                   "measuring tool, with --route-replay and --prefetch-width: take the next-layer guesses from the "
@@ -80,7 +82,6 @@ std::unique_ptr<Model> load_model(const ModelFlags& f) {
   const int device = parse_device(f.device);
   if (device < 0 && !f.vram_budget.empty()) fail("--vram-budget needs --device cuda");
   if (device < 0 && f.no_cuda_graph) fail("--no-cuda-graph needs --device cuda");
-  if (device < 0 && f.prefetch_width > 0) fail("--prefetch-width needs --device cuda (a VRAM expert cache)");
   if (!f.prefetch_replay.empty() && (f.route_replay.empty() || f.prefetch_width == 0)) {
     fail("--prefetch-replay needs --route-replay and --prefetch-width: its guesses are for the replayed routes");
   }
@@ -105,6 +106,14 @@ std::unique_ptr<Model> load_model(const ModelFlags& f) {
   place_experts(*model, f);
   open_route_trace(*model, f);
   if (device >= 0) use_cuda_forward(*model, co);
+  if (device < 0 && f.prefetch_width > 0) {
+    if (dynamic_cast<StreamedExperts*>(&model->experts()) == nullptr) {
+      fail(
+          "--prefetch-width: every expert is mapped in memory, so there is nothing to prefetch (stream them from a "
+          "packed folder with --ram-budget or --expert-slots)");
+    }
+    model->set_prefetch_width(f.prefetch_width);
+  }
   return model;
 }
 

@@ -176,6 +176,7 @@ class CudaForward final : public DeviceForward {
   double last_device_seconds() const override { return device_seconds_; }
   ExpertStats expert_stats() const override { return experts_ ? experts_->stats() : ExpertStats{}; }
   void set_route_source(RouteSource* s) override { route_source_ = s; }
+  void set_route_observer(RouteObserver* o) override { route_observer_ = o; }
 
  private:
   // One layer's device copies, by role (model/family.h): what the family's schema lists for the layer's plan.
@@ -201,9 +202,10 @@ class CudaForward final : public DeviceForward {
   // residual x entering it, prefetch() (after the attention is enqueued) waits for it and starts the copies.
   void guess(int layer, const float* x);
   void prefetch(int layer);
-  // --route-replay: the router's top-k of the batch's rows to the host, replaced there by route_source_ row by row
-  // (as decoder.cpp's route does), and back (a measuring tool: it waits for the router at every MoE layer).
-  void replay_routes(int layer, int* ids, float* weights);
+  // --route-replay and --route-trace: the router's top-k of the batch's rows to the host, replaced there by
+  // route_source_ row by row and uploaded back, then shown to route_observer_ (as decoder.cpp's route does; a
+  // measuring tool: it waits for the router at every MoE layer).
+  void host_routes(int layer, int* ids, float* weights);
 
   const ModelConfig c_;
   cudaStream_t stream_ = nullptr;
@@ -244,6 +246,7 @@ class CudaForward final : public DeviceForward {
   PinnedScratch guess_host_;
   cudaEvent_t guessed_ = nullptr;  // the guess's ids are in guess_host_
   RouteSource* route_source_ = nullptr;
+  RouteObserver* route_observer_ = nullptr;
   int prefetch_width_ = 0;
 
   // Decode as one CUDA graph (batch 1, every expert resident): the graph reads token, position and cache row from
@@ -470,8 +473,8 @@ void CudaForward::forward(std::span<const BatchRow> rows, float* logits) {
   prompt_runs_ = std::move(runs);
   decode_rows_ = int64_t(decode.size());
   const int64_t W = int64_t(wanted.size());
-  const bool graphed =
-      graphs_ && M == 1 && decode_rows_ == 1 && W == 1 && experts_->resident() && route_source_ == nullptr;
+  const bool graphed = graphs_ && M == 1 && decode_rows_ == 1 && W == 1 && experts_->resident() &&
+                       route_source_ == nullptr && route_observer_ == nullptr;
   // One upload of the batch description.
   auto align = [](size_t n) { return (n + 15) / 16 * 16; };
   const size_t o_pos = align(tokens.size() * 4), o_kv = o_pos + align(pos.size() * 4),
@@ -729,7 +732,7 @@ void CudaForward::moe(int layer, float* x, float* xn) {
     cuda::router_route(router, M, E, K, router_policy(rp, lw.v(Role::RouterBias), lw.v(Role::RouterCorrection)), ids,
                        weights, stream_);
   }
-  if (route_source_ != nullptr) replay_routes(layer, ids, weights);
+  if (route_source_ != nullptr || route_observer_ != nullptr) host_routes(layer, ids, weights);
   const cuda::ExpertLayout& el = experts_->layout();
   const cuda::ExpertMath& em = lw.expert_math;
   // One pass over every chosen expert: down products and combine in one launch. Several passes (a VRAM cache
@@ -774,7 +777,7 @@ void CudaForward::moe(int layer, float* x, float* xn) {
   if (eout != nullptr) cuda::moe_combine(eout, weights, M, K, H, x, stream_);  // x += sum_s w_s * expert_s
 }
 
-void CudaForward::replay_routes(int layer, int* ids, float* weights) {
+void CudaForward::host_routes(int layer, int* ids, float* weights) {
   const int64_t M = m_, K = c_.experts_per_token;
   ids_host_.resize(size_t(M * K));
   weights_host_.resize(size_t(M * K));
@@ -784,9 +787,12 @@ void CudaForward::replay_routes(int layer, int* ids, float* weights) {
         "copying the route weights back");
   check(cudaStreamSynchronize(stream_), "the router");
   for (int64_t i = 0; i < M; ++i) {
-    route_source_->route(layer, int(i), {ids_host_.data() + i * K, size_t(K)},
-                         {weights_host_.data() + i * K, size_t(K)});
+    const std::span<int> row_ids(ids_host_.data() + i * K, size_t(K));
+    const std::span<float> row_weights(weights_host_.data() + i * K, size_t(K));
+    if (route_source_ != nullptr) route_source_->route(layer, int(i), row_ids, row_weights);
+    if (route_observer_ != nullptr) route_observer_->on_route(layer, int(i), row_ids, row_weights);
   }
+  if (route_source_ == nullptr) return;
   check(cudaMemcpyAsync(ids, ids_host_.data(), size_t(M * K) * sizeof(int), cudaMemcpyHostToDevice, stream_),
         "uploading the replayed routes");
   check(cudaMemcpyAsync(weights, weights_host_.data(), size_t(M * K) * sizeof(float), cudaMemcpyHostToDevice, stream_),

@@ -49,9 +49,11 @@ struct ExpertStats {
   // Misses are copies from pinned host memory into VRAM slots (the CUDA forward's cache), timed as a whole on the
   // copy stream: no per-read latencies and no measured wait, so those lines are left out.
   bool vram_copies = false;
-  uint64_t prefetched = 0;      // copies started ahead of the router (--prefetch-width), not in misses or bytes_read
+  // Copies (VRAM) or reads (streamed) started ahead of the router (--prefetch-width), not in misses; a streamed
+  // provider's are in reads and bytes_read (the disk served them), a VRAM cache's are not.
+  uint64_t prefetched = 0;
   uint64_t prefetch_used = 0;   // of those, the experts the router then chose (a hit instead of a miss)
-  uint64_t prefetch_bytes = 0;  // bytes the prefetches copied
+  uint64_t prefetch_bytes = 0;  // bytes the prefetches copied or read
 
   double hit_rate() const { return hits + misses == 0 ? 0.0 : double(hits) / double(hits + misses); }
   // Bytes read over the time reads were in flight: what the disk delivered while we asked it for something.
@@ -103,6 +105,11 @@ class ExpertProvider {
   // The experts one MoE block is about to acquire, in the order it will acquire them, called right after
   // routing: a streaming provider starts their reads now so several are in flight before the first acquire.
   virtual void prefetch(int layer, std::span<const int> experts) {}
+  // Next-layer prefetch (--prefetch-width): experts `layer`'s router will likely choose, guessed before the layer's
+  // mixer runs. A streaming provider starts reading those it lacks into slots it may evict as usual, as far as its
+  // queue has room and without waiting for the disk, counting no hit or miss (stats(): prefetched, prefetch_used);
+  // others ignore it. A wrong guess costs a read and a slot, never a number.
+  virtual void prefetch_guess(int layer, std::span<const int> experts) {}
   virtual ExpertWeights acquire(int layer, int expert) = 0;
   virtual void release(int layer, int expert) = 0;
   virtual ExpertStats stats() const { return {}; }

@@ -15,14 +15,14 @@ std::string format_expert_stats(const ExpertStats& s, const char* provider, int6
   }
   out += "\n";
   out += fmt::format("experts: {} hits, {} misses, hit rate {:.2f}%\n", s.hits, s.misses, 100.0 * s.hit_rate());
+  if (s.prefetched > 0) {
+    out += fmt::format("experts: {} prefetched ({:.3f} GB), {} of them then routed to ({:.2f}%)\n", s.prefetched,
+                       double(s.prefetch_bytes) / 1e9, s.prefetch_used,
+                       100.0 * double(s.prefetch_used) / double(s.prefetched));
+  }
   if (s.vram_copies) {
     out += fmt::format("experts: {} copies to VRAM, {:.3f} GB copied, {:.3f} GB/s while copying\n", s.reads,
                        double(s.bytes_read) / 1e9, s.read_gb_per_s());
-    if (s.prefetched > 0) {
-      out += fmt::format("experts: {} prefetched ({:.3f} GB), {} of them then routed to ({:.2f}%)\n", s.prefetched,
-                         double(s.prefetch_bytes) / 1e9, s.prefetch_used,
-                         100.0 * double(s.prefetch_used) / double(s.prefetched));
-    }
     return out;
   }
   out += fmt::format("experts: {} reads, {:.3f} GB read, {:.3f} GB/s while reading\n", s.reads,

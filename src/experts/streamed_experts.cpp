@@ -214,6 +214,7 @@ void StreamedExperts::busy_end() {
 void StreamedExperts::start_read(int slot, int layer, int expert) {
   SlotIo& s = io_[size_t(slot)];
   s.state = SlotState::reading;
+  s.guessed = false;
   s.layer = layer;
   s.expert = expert;
   s.done = 0;
@@ -360,6 +361,12 @@ void StreamedExperts::drop_stale_prefetch_pins() {
   }
 }
 
+void StreamedExperts::count_hit(int slot) {
+  if (!io_[size_t(slot)].guessed) return;
+  io_[size_t(slot)].guessed = false;
+  ++guess_used_;
+}
+
 void StreamedExperts::prefetch(int layer, std::span<const int> experts) {
   std::lock_guard lock(mutex_);
   drop_stale_prefetch_pins();
@@ -370,9 +377,29 @@ void StreamedExperts::prefetch(int layer, std::span<const int> experts) {
     const auto a = cache_.access(key);
     if (!a) break;  // every slot pinned: the rest are fetched by acquire, after earlier experts are released
     io_[size_t(a->slot)].prefetch_pin = true;
+    if (a->hit) count_hit(a->slot);
     if (!a->hit) start_read(a->slot, layer, e);
   }
   if (ring_ok_) io_uring_submit(&ring_);
+  reap(false);
+}
+
+void StreamedExperts::prefetch_guess(int layer, std::span<const int> experts) {
+  std::lock_guard lock(mutex_);
+  if (!ring_ok_) return;
+  for (const int e : experts) {
+    const BlobLocation& b = location(layer, e);
+    if (in_flight_ >= options_.queue_depth) break;  // a guess never waits for the disk
+    const uint64_t key = expert_key(layer, e);
+    if (cache_.find(key) >= 0 || !file_of(b.file).direct) continue;
+    const auto a = cache_.admit(key);
+    if (!a) break;  // every slot pinned
+    start_read(a->slot, layer, e);
+    io_[size_t(a->slot)].guessed = true;
+    ++guessed_;
+    guess_bytes_ += b.bytes;
+  }
+  io_uring_submit(&ring_);
   reap(false);
 }
 
@@ -392,6 +419,7 @@ ExpertWeights StreamedExperts::acquire(int layer, int expert) {
           slots_, expert, layer);
     }
     slot = a->slot;
+    if (a->hit) count_hit(slot);
     if (!a->hit) start_read(slot, layer, expert);
   }
   try {
@@ -427,6 +455,9 @@ ExpertStats StreamedExperts::stats() const {
   s.slots = slots_;
   s.slot_bytes = slot_bytes_;
   s.policy = policy_name(cache_.policy());
+  s.prefetched = guessed_;
+  s.prefetch_used = guess_used_;
+  s.prefetch_bytes = guess_bytes_;
   return s;
 }
 

@@ -79,6 +79,9 @@ class StreamedExperts final : public ExpertProvider {
   StreamedExperts& operator=(const StreamedExperts&) = delete;
 
   void prefetch(int layer, std::span<const int> experts) override;
+  // Starts reads of the guessed experts not in a slot, into slots admitted unpinned (ExpertSlotCache::admit), while
+  // fewer than queue_depth reads are in flight; none through the pread fallback, which would block.
+  void prefetch_guess(int layer, std::span<const int> experts) override;
   ExpertWeights acquire(int layer, int expert) override;
   void release(int layer, int expert) override;
   ExpertStats stats() const override;
@@ -94,6 +97,7 @@ class StreamedExperts final : public ExpertProvider {
   struct SlotIo {
     SlotState state = SlotState::empty;
     bool prefetch_pin = false;  // prefetch() pinned it and counted the access; the next acquire takes the pin over
+    bool guessed = false;       // read by prefetch_guess and not routed to since
     int layer = -1, expert = -1;
     uint64_t done = 0;  // bytes read so far
     double started = 0.0;
@@ -118,6 +122,7 @@ class StreamedExperts final : public ExpertProvider {
   void reap(bool wait);
   void wait_ready(int slot);
   void drop_stale_prefetch_pins();
+  void count_hit(int slot);  // a routed access found `slot`: a guess it read is used
   void busy_begin();
   void busy_end();
 
@@ -148,6 +153,7 @@ class StreamedExperts final : public ExpertProvider {
   double io_wait_s_ = 0.0;
   std::vector<double> latency_sample_;  // reservoir of read latencies, at most kLatencySample
   uint64_t latency_seen_ = 0;
+  uint64_t guessed_ = 0, guess_used_ = 0, guess_bytes_ = 0;
   uint64_t rng_ = 0x9e3779b97f4a7c15ull;
   mutable std::mutex mutex_;
 };

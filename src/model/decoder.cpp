@@ -19,9 +19,10 @@ void Model::forward(std::span<const BatchRow> rows, float* logits) {
   const int64_t M = int64_t(rows.size()), H = c.hidden_size;
   if (M == 0) return;
   if (device_) {
-    // The device forward reports neither routes nor matrix inputs: refuse rather than write an empty trace.
-    if (observer_ != nullptr || activation_observer_ != nullptr) {
-      fail("route traces and activation statistics are recorded by the CPU forward only: run without --device cuda");
+    // The device forward reports routes (DeviceForward::set_route_observer) but not matrix inputs: refuse rather
+    // than write an empty imatrix.
+    if (activation_observer_ != nullptr) {
+      fail("activation statistics (imatrix) are recorded by the CPU forward only: run without --device cuda");
     }
     return device_->forward(rows, logits);
   }
@@ -33,6 +34,7 @@ void Model::forward(std::span<const BatchRow> rows, float* logits) {
   }
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& lw = w_.layers[size_t(l)];
+    if (prefetch_width_ > 0 && lw.has_experts) guess_experts(l, M, x.data());  // reads run during the mixer
     ops::rms_norm_to(x.data(), xn.data(), M, H, lw.attn_norm.data(), c.rms_norm_eps);
     switch (c.plan(l).mixer) {
       case Mixer::Attention:
@@ -189,6 +191,45 @@ void Model::route(int layer, int64_t M, const float* xn, int* chosen, float* wei
     if (route_source_ != nullptr) route_source_->route(layer, int(i), {ids, size_t(K)}, {w, size_t(K)});
     if (observer_ != nullptr) observer_->on_route(layer, int(i), {ids, size_t(K)}, {w, size_t(K)});
   }
+}
+
+void Model::set_prefetch_width(int width) {
+  if (width < 0 || width > config_.num_experts) {
+    fail("--prefetch-width {}: the model has {} experts a layer", width, config_.num_experts);
+  }
+  prefetch_width_ = width;
+}
+
+// CudaForward::guess's twin: the FFN norm and the router's logits (with its bias; sigmoid scores plus the selection
+// correction) on the residual before the mixer, and each row's top `width` of them, or the route source's
+// predictions (--prefetch-replay). Group limits are left out: a guess only orders reads.
+void Model::guess_experts(int layer, int64_t M, const float* x) {
+  const ModelConfig& c = config_;
+  const LayerWeights& lw = w_.layers[size_t(layer)];
+  const RouterPlan& plan = c.plan(layer).ffn.router;
+  const int64_t H = c.hidden_size;
+  const int E = c.num_experts, W = prefetch_width_;
+  thread_local std::vector<float> xn, logits;
+  xn.resize(size_t(M * H));
+  logits.resize(size_t(M * E));
+  ops::rms_norm_to(x, xn.data(), M, H, lw.ffn_norm.data(), c.rms_norm_eps);
+  ops::matmul(xn.data(), M, lw.router, logits.data());
+  std::vector<int> guess;
+  std::vector<int> row(static_cast<size_t>(W));
+  for (int64_t i = 0; i < M; ++i) {
+    float* p = logits.data() + i * E;
+    if (plan.bias) ops::add_to(p, lw.router_bias.data(), E);
+    if (plan.gating == Gating::SigmoidGroupTopK) {
+      for (int e = 0; e < E; ++e)
+        p[e] = ops::sigmoid(p[e]) + (plan.correction_bias ? lw.router_correction[size_t(e)] : 0.0f);
+    }
+    ops::top_k(p, E, W, row.data());
+    const int n = route_source_ != nullptr ? route_source_->predict(layer, int(i), row) : -1;
+    guess.insert(guess.end(), row.begin(), n < 0 ? row.end() : row.begin() + n);
+  }
+  std::sort(guess.begin(), guess.end());
+  guess.erase(std::unique(guess.begin(), guess.end()), guess.end());
+  experts_->prefetch_guess(layer, guess);
 }
 
 void Model::moe(int layer, int64_t M, const float* xn, float* out) {

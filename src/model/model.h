@@ -99,6 +99,9 @@ class DeviceForward {
   virtual double last_device_seconds() const { return 0.0; }
   // Routes to replace the router's (Model::set_route_source hands its source on); null: the router's own.
   virtual void set_route_source(RouteSource* s) = 0;
+  // Sees each row's route after any replay, as the CPU's MoE block reports it (Model::set_route_observer hands its
+  // observer on); null: none. Never changes a logit.
+  virtual void set_route_observer(RouteObserver* o) = 0;
 };
 
 class Model {
@@ -120,7 +123,10 @@ class Model {
   std::shared_ptr<const GgufFile> gguf() const { return gguf_; }
   ExpertProvider& experts() { return *experts_; }
   void set_expert_provider(std::unique_ptr<ExpertProvider> p) { experts_ = std::move(p); }
-  void set_route_observer(RouteObserver* o) { observer_ = o; }
+  void set_route_observer(RouteObserver* o) {
+    observer_ = o;
+    if (device_) device_->set_route_observer(o);
+  }
   // Replaces the router's choices with the source's (a measuring tool that changes logits); null: the router's own.
   // (The device forward, when set, gets the same source and asks it the same way.)
   void set_route_source(RouteSource* s) {
@@ -129,12 +135,18 @@ class Model {
   }
   // Sees the input of every matrix product of the forward (imatrix); null: none. Never changes a logit.
   void set_activation_observer(ActivationObserver* o) { activation_observer_ = o; }
+  // Next-layer prefetch on the CPU (--prefetch-width; CudaForwardOptions::prefetch_width is the device's): before
+  // each MoE layer's mixer, the layer's FFN norm and router on the residual entering it (or the route source's
+  // predictions) name `width` experts a row, handed to the provider's prefetch_guess so their reads run while the
+  // mixer computes. 0: off. Never changes a logit. An Error when `width` exceeds the experts of a layer.
+  void set_prefetch_width(int width);
   // Weights as loaded (views into the mapped files) and the RoPE table, for a device forward to copy.
   const ModelWeights& weights() const { return w_; }
   const ops::Rope& rope() const { return rope_; }
   void set_device_forward(std::unique_ptr<DeviceForward> f) {
     device_ = std::move(f);
     if (device_) device_->set_route_source(route_source_);
+    if (device_) device_->set_route_observer(observer_);
   }
   DeviceForward* device_forward() const { return device_.get(); }
 
@@ -156,6 +168,7 @@ class Model {
   void mla_attention(int layer, std::span<const BatchRow> rows, const float* xn, float* out);  // model/mla.cpp
   void moe(int layer, int64_t m, const float* xn, float* out);
   void route(int layer, int64_t m, const float* xn, int* chosen, float* weight);
+  void guess_experts(int layer, int64_t m, const float* x);  // set_prefetch_width's guess for `layer`
   void dense_mlp(int layer, int64_t m, const float* xn, float* out);
   // A Gated DeltaNet layer (model/linear_attention.cpp): each row's sequence's conv and recurrent state advance.
   void gated_delta_net(int layer, std::span<const BatchRow> rows, const float* xn, float* out);
@@ -172,6 +185,7 @@ class Model {
   RouteObserver* observer_ = nullptr;
   RouteSource* route_source_ = nullptr;
   ActivationObserver* activation_observer_ = nullptr;
+  int prefetch_width_ = 0;
   // After the weights, so destroyed before them: it copied from them.
   std::unique_ptr<DeviceForward> device_;
   int64_t expert_bytes_ = 0;     // stored bytes of one routed expert (gate + up + down)

@@ -28,10 +28,7 @@ BpeModel::BpeModel(const Json& model, const JsonContext& ctx) {
   if (!vocab.is_object()) fail("{}.vocab: expected an object token -> id", ctx.where());
   vocab_.reserve(vocab.size());
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() > INT32_MAX) {
-      fail("{}.vocab[{:?}]: expected a non-negative integer id", ctx.where(), it.key());
-    }
-    auto id = it.value().get<int32_t>();
+    const int32_t id = json_token_id(it.value(), fmt::format("{}.vocab[{:?}]", ctx.where(), it.key()));
     vocab_.emplace(it.key(), id);
     if (static_cast<size_t>(id) >= tokens_.size()) {
       tokens_.resize(id + 1);

@@ -16,6 +16,13 @@ std::string json_string(const Json& j, const char* name, const JsonContext& ctx)
   return v.get<std::string>();
 }
 
+int32_t json_token_id(const Json& v, const std::string& where) {
+  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > kMaxTokenId) {
+    fail("{}: expected a token id, an integer from 0 to {}, got {}", where, kMaxTokenId, v.dump());
+  }
+  return v.get<int32_t>();
+}
+
 bool json_bool(const Json& j, const char* name, const JsonContext& ctx, bool fallback) {
   if (!j.is_object() || !j.contains(name) || j.at(name).is_null()) return fallback;
   const Json& v = j.at(name);

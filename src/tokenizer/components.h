@@ -88,6 +88,12 @@ std::unique_ptr<PostProcessor> make_post_processor(const Json& j, const JsonCont
 const Json& json_at(const Json& j, const char* name, const JsonContext& ctx);
 std::string json_string(const Json& j, const char* name, const JsonContext& ctx);
 bool json_bool(const Json& j, const char* name, const JsonContext& ctx, bool fallback);
+// The largest token id a tokenizer.json may name: 2^22 - 1, 16 times the largest public vocabulary (Gemma's 262,144
+// ids). The tokenizer keeps tables indexed by id, so one huge id in a small file would allocate gigabytes; at the
+// bound they take about 150 MB.
+constexpr int64_t kMaxTokenId = (int64_t(1) << 22) - 1;
+// `v` as a token id in [0, kMaxTokenId]; else an Error naming `where` (the key whose value it is) and the range.
+int32_t json_token_id(const Json& v, const std::string& where);
 std::string json_type(const Json& j, const JsonContext& ctx);
 // A single-character string field (Metaspace replacement, Strip content).
 char32_t json_char(const Json& j, const char* name, const JsonContext& ctx);

@@ -276,7 +276,11 @@ std::unique_ptr<PostProcessor> make_template(const Json& j, const JsonContext& c
       std::string name = json_string(piece.at("SpecialToken"), "id", ctx);
       if (!specials.contains(name)) fail("{}.special_tokens: no entry for \"{}\"", ctx.where(), name);
       const Json& ids = json_at(specials.at(name), "ids", ctx);
-      for (const Json& id : ids) (seen_sequence ? after : before).push_back(id.get<int32_t>());
+      if (!ids.is_array()) fail("{}.special_tokens[\"{}\"].ids: expected a list of token ids", ctx.where(), name);
+      for (const Json& id : ids) {
+        (seen_sequence ? after : before)
+            .push_back(json_token_id(id, fmt::format("{}.special_tokens[\"{}\"].ids", ctx.where(), name)));
+      }
     } else {
       fail("{}.single: expected SpecialToken or Sequence pieces", ctx.where());
     }
@@ -288,10 +292,8 @@ std::unique_ptr<PostProcessor> make_template(const Json& j, const JsonContext& c
 // Roberta/Bert: {"sep": ["</s>", 2], "cls": ["<s>", 0]} -> cls $A sep.
 int32_t pair_id(const Json& j, const char* name, const JsonContext& ctx) {
   const Json& v = json_at(j, name, ctx);
-  if (!v.is_array() || v.size() != 2 || !v[1].is_number_integer()) {
-    fail("{}.{}: expected [token, id]", ctx.where(), name);
-  }
-  return v[1].get<int32_t>();
+  if (!v.is_array() || v.size() != 2) fail("{}.{}: expected [token, id]", ctx.where(), name);
+  return json_token_id(v[1], fmt::format("{}.{}[1]", ctx.where(), name));
 }
 
 }  // namespace

@@ -178,11 +178,7 @@ Tokenizer Tokenizer::from_json(std::string_view json_text, const std::string& na
       JsonContext ctx{name, "added_tokens[" + std::to_string(i) + "]"};
       const Json& a = added[i];
       AddedToken t;
-      const Json& id = tok::json_at(a, "id", ctx);
-      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
-        fail("{}.id: expected a non-negative integer", ctx.where());
-      }
-      t.id = id.get<int32_t>();
+      t.id = tok::json_token_id(tok::json_at(a, "id", ctx), ctx.where() + ".id");
       t.content = tok::json_string(a, "content", ctx);
       t.special = tok::json_bool(a, "special", ctx, false);
       t.lstrip = tok::json_bool(a, "lstrip", ctx, false);

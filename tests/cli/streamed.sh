@@ -8,7 +8,7 @@ source "$(dirname "$0")/lib/common.bash"
 "$bin" logits -m "$tmp/tiny" --ids "$ids" -o "$tmp/resident.f32" 2>/dev/null
 ref_ids=$("$bin" run -m "$tmp/tiny" --ids "$ids" -n 12 --ignore-eos --print-ids 2>/dev/null | tail -n 1)
 for flags in "--expert-slots 2" "--expert-slots 2 --expert-policy lfu" "--expert-slots 3 --expert-policy lfu" \
-  "--ram-budget 40K" "--expert-slots 5"; do
+  "--ram-budget 40K" "--expert-slots 5" "--expert-slots 3 --prefetch-width 2" "--expert-slots 5 --prefetch-width 4"; do
   # shellcheck disable=SC2086
   "$bin" logits -m "$tmp/tiny" --ids "$ids" -o "$tmp/streamed.f32" $flags 2>"$tmp/err"
   cmp -s "$tmp/resident.f32" "$tmp/streamed.f32" || { echo "logits differ with $flags"; exit 1; }
@@ -17,7 +17,18 @@ for flags in "--expert-slots 2" "--expert-slots 2 --expert-policy lfu" "--expert
   [ "$got" = "$ref_ids" ] || { echo "generated ids differ with $flags: $got vs $ref_ids"; exit 1; }
   grep -q "misses" "$tmp/err" || { echo "no expert statistics with $flags"; cat "$tmp/err"; exit 1; }
 done
-echo "ok   streamed experts (2, 3, 5 slots; LRU and LFU; --ram-budget) give bit-identical logits and ids"
+echo "ok   streamed experts (2, 3, 5 slots; LRU and LFU; --ram-budget; --prefetch-width) give bit-identical logits and ids"
+# Next-layer prefetch reads guesses ahead and says how many the router then chose; it needs streamed experts.
+grep -q "prefetched" "$tmp/err" || { echo "--prefetch-width 4 read no guess"; cat "$tmp/err"; exit 1; }
+if "$bin" run -m "$tmp/tiny" --ids 1,2 -n 1 --prefetch-width 2 2>"$tmp/err" >/dev/null; then
+  echo "--prefetch-width without streamed experts accepted"; exit 1
+fi
+grep -q "nothing to prefetch" "$tmp/err" || { cat "$tmp/err"; exit 1; }
+if "$bin" run -m "$tmp/tiny" --ids 1,2 -n 1 --expert-slots 3 --prefetch-width 99 2>"$tmp/err" >/dev/null; then
+  echo "--prefetch-width 99 accepted"; exit 1
+fi
+grep -q "experts a layer" "$tmp/err" || { cat "$tmp/err"; exit 1; }
+echo "ok   --prefetch-width on streamed experts: guesses read and counted; refused without streaming or too wide"
 
 # The simulator reproduces a real run's LRU hit rate from that run's own route trace.
 "$bin" pack -m "$data/../../models/seedling-demo-moe" -o "$tmp/demo" >/dev/null 2>&1

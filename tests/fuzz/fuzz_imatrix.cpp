@@ -1,7 +1,8 @@
 // Fuzz target: imatrix files (model/imatrix.h, docs/formats/imatrix.md) through Imatrix::load against the config of
-// tests/data/models/qwen3_moe_a (SEEDLING_FUZZ_MODEL, set by the runner), then every accessor on every layer, input
-// and expert. Any input must end in energies or a seedling::Error, never a crash, leak, hang or sanitizer report.
-// Built and run by tests/cli/fuzz_imatrix.sh.
+// tests/data/models/qwen3_moe_a (compiled in as SEEDLING_FUZZ_MODEL; the environment variable of that name overrides
+// it, for a binary run from another checkout), then every accessor on every layer, input and expert. Any input must end
+// in energies or a seedling::Error, never a crash, leak, hang or sanitizer report. Built and run by
+// tests/cli/fuzz_imatrix.sh.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -13,7 +14,10 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using seedling::MatrixInput;
-  static const seedling::ModelConfig config = seedling::read_model_config(SEEDLING_FUZZ_MODEL);
+  static const seedling::ModelConfig config = [] {
+    const char* model = std::getenv("SEEDLING_FUZZ_MODEL");
+    return seedling::read_model_config(model != nullptr && *model != '\0' ? model : SEEDLING_FUZZ_MODEL);
+  }();
   const std::string path = seedling::fuzz::write_file("imatrix.safetensors", seedling::fuzz::as_text(data, size));
   constexpr MatrixInput kInputs[] = {MatrixInput::AttnQkv,    MatrixInput::AttnO,     MatrixInput::ExpertGateUp,
                                      MatrixInput::ExpertDown, MatrixInput::MlpGateUp, MatrixInput::MlpDown};

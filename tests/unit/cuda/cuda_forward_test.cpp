@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <tuple>
 #include <utility>
 
 #include "core/error.h"
@@ -392,28 +393,63 @@ TEST(CudaForward, VramBudgetBelowOneLayersTopKIsOneClearError) {
   }
 }
 
-TEST(CudaForward, RouteObserverIsRefusedNotLeftEmpty) {
+// --route-trace on CUDA: the forward hands each MoE layer's routes to the observer, the same experts as the CPU's
+// router for the same prompt (weights within float rounding of the two softmaxes); an activation observer (imatrix),
+// which the CUDA forward cannot feed, is refused rather than left empty.
+TEST(CudaForward, RouteObserverSeesTheRoutesTheCpuChooses) {
   SKIP_WITHOUT_CUDA_DEVICE();
-  struct Counting : RouteObserver {
-    int routes = 0;
-    void on_route(int, int, std::span<const int>, std::span<const float>) override { ++routes; }
-  } observer;
+  struct Recording : RouteObserver {
+    std::vector<std::tuple<int, int, std::vector<int>, std::vector<float>>> routes;
+    void on_route(int layer, int row, std::span<const int> e, std::span<const float> w) override {
+      routes.emplace_back(layer, row, std::vector<int>(e.begin(), e.end()), std::vector<float>(w.begin(), w.end()));
+    }
+  };
+  const std::vector<int32_t> ids = {1, 2, 3, 4, 5};
+  auto run = [&](bool cuda, Recording& observer) {
+    auto model = Model::load(test::data_path("models/qwen3_moe_a/hf"));
+    CudaForwardOptions o;
+    o.verbose = false;
+    if (cuda) use_cuda_forward(*model, o);
+    model->set_route_observer(&observer);
+    Engine engine(*model, {});
+    const int seq = engine.add_sequence();
+    SequenceStep step{seq, ids, false};
+    engine.step({&step, 1});
+    model->set_route_observer(nullptr);
+  };
+  Recording cpu, gpu;
+  run(false, cpu);
+  run(true, gpu);
+  ASSERT_FALSE(cpu.routes.empty());
+  ASSERT_EQ(gpu.routes.size(), cpu.routes.size());
+  for (size_t i = 0; i < cpu.routes.size(); ++i) {
+    const auto& [cl, cr, ce, cw] = cpu.routes[i];
+    const auto& [gl, gr, ge, gw] = gpu.routes[i];
+    EXPECT_EQ(gl, cl);
+    EXPECT_EQ(gr, cr);
+    EXPECT_EQ(ge, ce) << "layer " << cl << " row " << cr;
+    for (size_t k = 0; k < cw.size(); ++k) EXPECT_NEAR(gw[k], cw[k], 1e-5) << "layer " << cl << " row " << cr;
+  }
+
+  struct Inputs : ActivationObserver {
+    int calls = 0;
+    void on_input(int, MatrixInput, int, const float*, int64_t, int64_t) override { ++calls; }
+  } inputs;
   auto model = Model::load(test::data_path("models/qwen3_moe_a/hf"));
   CudaForwardOptions o;
   o.verbose = false;
   use_cuda_forward(*model, o);
-  model->set_route_observer(&observer);
+  model->set_activation_observer(&inputs);
   Engine engine(*model, {});
   const int seq = engine.add_sequence();
-  const std::vector<int32_t> ids = {1, 2, 3};
   SequenceStep step{seq, ids, false};
   try {
     engine.step({&step, 1});
-    FAIL() << "a route observer was accepted by the CUDA forward";
+    FAIL() << "an activation observer was accepted by the CUDA forward";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("CPU forward only"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(observer.routes, 0);
+  EXPECT_EQ(inputs.calls, 0);
 }
 
 TEST(CudaDevice, NoGpuIsOneClearError) {

@@ -107,6 +107,52 @@ TEST(StreamedExperts, EvictionNeverTouchesAnInUseSlot) {
   EXPECT_EQ(x.stats().reads, 6u);
 }
 
+// Next-layer prefetch (prefetch_guess): a guess reads ahead into unpinned slots, counts no hit or miss, and a routed
+// access that finds it counts as used; it skips what a slot holds, never starts more reads than the queue takes,
+// never reads through the blocking pread fallback, and never keeps a slot from a routed expert.
+TEST(StreamedExperts, GuessesReadAheadUnpinnedAndAreCountedApart) {
+  const auto files = test::write_blob_files(test::temp_dir("/tmp", "stream-guess"), 1, 8);
+  StreamedOptions o = slots_opt(4);
+  o.queue_depth = 2;
+  StreamedExperts x(files.where, test::view_blob(), test::check_xxh64(), o);
+  x.prefetch_guess(0, std::vector<int>{1, 2, 3});  // the queue takes two
+  ExpertStats s = x.stats();
+  EXPECT_EQ(s.prefetched, 2u);
+  EXPECT_EQ(s.prefetch_bytes, 2u * 8192);
+  EXPECT_EQ(s.hits + s.misses, 0u);
+  EXPECT_TRUE(holds(x.acquire(0, 1), 0, 1));  // waits for the guess's read if it is still in flight
+  x.release(0, 1);
+  x.prefetch(0, std::vector<int>{2});
+  EXPECT_TRUE(holds(x.acquire(0, 2), 0, 2));
+  x.release(0, 2);
+  s = x.stats();
+  EXPECT_EQ(s.hits, 2u);
+  EXPECT_EQ(s.misses, 0u);
+  EXPECT_EQ(s.prefetch_used, 2u);
+  x.prefetch_guess(0, std::vector<int>{1, 2});  // in slots already: nothing read
+  EXPECT_EQ(x.stats().prefetched, 2u);
+  // Guesses fill the other two slots; four routed experts then take all four slots, guesses or not.
+  x.prefetch_guess(0, std::vector<int>{4, 5});
+  std::vector<ExpertWeights> held;
+  for (int e : {0, 6, 7, 3}) held.push_back(x.acquire(0, e));
+  for (size_t i = 0; i < held.size(); ++i) EXPECT_TRUE(holds(held[i], 0, std::vector<int>{0, 6, 7, 3}[i]));
+  for (int e : {0, 6, 7, 3}) x.release(0, e);
+  s = x.stats();
+  EXPECT_EQ(s.prefetched, 4u);
+  EXPECT_EQ(s.prefetch_used, 2u);  // 4 and 5 were evicted unused
+  EXPECT_EQ(s.reads, s.misses + s.prefetched);
+  EXPECT_EQ(s.bytes_read, s.reads * 8192);
+  const std::string text = format_expert_stats(s, x.name(), 1);
+  EXPECT_NE(text.find("experts: 4 prefetched (0.000 GB), 2 of them then routed to (50.00%)"), std::string::npos)
+      << text;
+
+  StreamedOptions p = slots_opt(4);
+  p.refuse_direct = true;  // the pread fallback would block the forward on a guess
+  StreamedExperts y(files.where, test::view_blob(), test::check_xxh64(), p);
+  y.prefetch_guess(0, std::vector<int>{1, 2});
+  EXPECT_EQ(y.stats().prefetched, 0u);
+}
+
 TEST(StreamedExperts, BudgetBelowTopKBlobsIsRefusedNamingTheMinimum) {
   const auto files = test::write_blob_files(test::temp_dir("/tmp", "stream-budget"), 1, 8);
   StreamedOptions o;

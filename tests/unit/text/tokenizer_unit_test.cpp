@@ -206,6 +206,19 @@ TEST(TokenizerErrors, MalformedOrUnsupportedFilesNameTheComponentAndFile) {
                "does not compile");
 }
 
+// Found by fuzz_tokenizer (2026-12-02): one vocab entry with id 1184467416 in a 69-byte file sized the id tables to
+// 1.2 billion entries (out of memory). Every id a tokenizer.json names is bounded by tok::kMaxTokenId (2^22 - 1).
+TEST(TokenizerErrors, TokenIdsBeyondTheBoundAreRefusedNotAllocated) {
+  const std::string s = kByteLevelJson;
+  expect_error(replace_first(s, R"("h": 0,)", R"("h": 1184467416,)"),
+               "model.vocab[\"h\"]: expected a token id, an integer from 0 to 4194303, got 1184467416");
+  expect_error(replace_first(s, R"("h": 0,)", R"("h": -1,)"), "model.vocab[\"h\"]: expected a token id");
+  expect_error(replace_first(s, R"("id": 20,)", R"("id": 4194304,)"),
+               "added_tokens[0].id: expected a token id, an integer from 0 to 4194303, got 4194304");
+  // Gemma's largest id is legal.
+  EXPECT_NO_THROW(Tokenizer::from_json(replace_first(s, R"("id": 20,)", R"("id": 262143,)"), "ok.json"));
+}
+
 TEST(TokenizerFiles, ModelFolderOrBareFile) {
   auto dir = std::filesystem::temp_directory_path() / "seedling_tok_find";
   std::filesystem::create_directories(dir);
