@@ -151,7 +151,8 @@ RopeConfig read_rope(const ConfigReader& r) {
       rope.mscale = number("mscale", 0.0, false);
       rope.mscale_all_dim = number("mscale_all_dim", 0.0, false);
       const double orig = number("original_max_position_embeddings", 0.0, true);
-      if (!(orig >= 1) || orig != double(int(orig)))
+      // The range first: converting a double beyond int's range to int is undefined (fuzz_config, 2026-12-02).
+      if (!(orig >= 1 && orig <= double(INT32_MAX)) || orig != std::floor(orig))
         r.bad(where + ".original_max_position_embeddings", "must be a positive integer");
       rope.original_max_position_embeddings = int(orig);
       if (scaling->contains("truncate")) {

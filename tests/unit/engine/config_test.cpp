@@ -132,6 +132,16 @@ TEST(Config, UnsupportedValuesNameKeyAndValue) {
   j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};  // yarn needs its original context
   msg = error_of(j);
   EXPECT_NE(msg.find("rope_scaling.original_max_position_embeddings"), std::string::npos) << msg;
+  // Beyond int's range (found by fuzz_config: the old check converted it to int first, undefined behaviour) or not
+  // a whole number: refused naming the key.
+  for (double orig : {642949672964.0, 2147483648.0, 4096.5}) {
+    j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", orig}};
+    msg = error_of(j);
+    EXPECT_NE(msg.find("rope_scaling.original_max_position_embeddings"), std::string::npos) << orig << ": " << msg;
+    EXPECT_NE(msg.find("must be a positive integer"), std::string::npos) << orig << ": " << msg;
+  }
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 2147483647.0}};
+  EXPECT_EQ(parse(j).rope.original_max_position_embeddings, 2147483647);
 
   j = real("qwen3-30b-a3b.json");
   j["quantization_config"] = {{"quant_method", "gptq"}, {"bits", 4}};
