@@ -30,13 +30,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const SchemaError&) {
     return 0;
   }
+  // The bytes JSON continues with most often come first, so a live state is usually shown live in a few tries; every
+  // byte is still tried before a state is called dead.
+  static const std::string order = [] {
+    std::string o = "\"0123456789{}[],:-.eEtrufalsn ";
+    for (int c = 0; c < 256; ++c) {
+      if (o.find(char(c)) == std::string::npos) o.push_back(char(c));
+    }
+    return o;
+  }();
   JsonMatcher m(g);
   for (size_t i = 0; i < text.size(); ++i) {
     if (!m.advance(text.substr(i, 1))) break;
     bool live = m.can_end();
-    for (int c = 0; c < 256 && !live; ++c) {
+    for (size_t c = 0; c < order.size() && !live; ++c) {
       JsonMatcher copy = m;
-      live = copy.advance(std::string(1, char(c)));
+      live = copy.advance(std::string_view(&order[c], 1));
     }
     if (!live) std::abort();  // a state with no way on
   }
