@@ -593,6 +593,7 @@ Value python_binary(const std::string& op, const Value& a, const Value& b) {
       if (n > 0 && unit > 0 && static_cast<uint64_t>(n) > (size_t{1} << 24) / unit) {
         builtin_fail("repetition result is too large for a chat template");
       }
+      if (unit == 0) n = 0;  // '' * 2**62 and [] * 2**62 are empty at once, as in Python: no loop of 2**62 steps
       if (seq->kind == K::kString) {
         std::string out;
         for (int64_t k = 0; k < n; ++k) out += *seq->s;

@@ -105,6 +105,14 @@ TEST(TemplateExpressions, TestsOperatorsAndTruthiness) {
       "a1None 1024 2 True False");
 }
 
+TEST(TemplateExpressions, RepetitionIsBoundedAndEmptySequencesRepeatAtOnce) {
+  // Found by fuzz_template: '[] * 2**62' looped 2**62 times inserting nothing (a hang, not an error).
+  EXPECT_EQ(render("{{ [] * 4611686018427387904 }}|{{ '' * 9223372036854775807 }}|{{ 2147483647 * () }}|"
+                   "{{ [1, 2] * 2 }}|{{ 'ab' * 0 }}|{{ 'ab' * -3 }}"),
+            "[]||()|[1, 2, 1, 2]||");
+  EXPECT_NE(error_of("{{ 'ab' * 9223372036854775807 }}").find("repetition result is too large"), std::string::npos);
+}
+
 TEST(TemplateFilters, CommonFilters) {
   EXPECT_EQ(
       render("{{ '  x  ' | trim }}|{{ 'ab' | upper }}|{{ 'hello world-foo' | title }}|{{ 'hI' | capitalize }}|"
