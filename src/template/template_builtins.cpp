@@ -17,6 +17,10 @@ void builtin_fail(const std::string& message) {
   throw BuiltinFailure(message);
 }
 
+void check_template_size(size_t n, size_t limit, const char* what) {
+  if (n > limit) builtin_fail(fmt::format("{} would be over {}, too large for a chat template", what, limit));
+}
+
 Value CallArgs::get(size_t index, const char* name, Value fallback) const {
   if (index < args.size()) return args[index];
   for (const auto& [k, v] : kwargs) {
@@ -186,6 +190,7 @@ std::string replace_all(const std::string& s, const std::string& from, const std
         ++done;
       }
       out += c;
+      check_template_size(out.size(), kMaxTemplateText, "replace(): the result's bytes");
     }
     if (count < 0 || done < count) out += to;
     return out;
@@ -196,6 +201,7 @@ std::string replace_all(const std::string& s, const std::string& from, const std
     size_t at = s.find(from, start);
     if (at == std::string::npos) break;
     out += s.substr(start, at - start) + to;
+    check_template_size(out.size(), kMaxTemplateText, "replace(): the result's bytes");
     start = at + from.size();
     ++done;
   }
@@ -359,6 +365,7 @@ Value string_method(const std::string& s, const std::string& name, const CallArg
       if (!first) out += s;
       first = false;
       out += need_string(e, "str.join");
+      check_template_size(out.size(), kMaxTemplateText, "join(): the result's bytes");
     }
     return Value::string(out);
   }
@@ -562,8 +569,12 @@ std::vector<Value> iterate(const Value& v) {
 Value python_add(const Value& a, const Value& b) {
   if (a.kind == K::kUndefined) undefined_fail(a);
   if (b.kind == K::kUndefined) undefined_fail(b);
-  if (a.kind == K::kString && b.kind == K::kString) return Value::string(*a.s + *b.s);
+  if (a.kind == K::kString && b.kind == K::kString) {
+    check_template_size(a.s->size() + b.s->size(), kMaxTemplateText, "'+': the string's bytes");
+    return Value::string(*a.s + *b.s);
+  }
   if ((a.kind == K::kList && b.kind == K::kList) || (a.kind == K::kTuple && b.kind == K::kTuple)) {
+    check_template_size(a.list->size() + b.list->size(), kMaxTemplateItems, "'+': the list's items");
     List out = *a.list;
     out.insert(out.end(), b.list->begin(), b.list->end());
     return a.kind == K::kList ? Value::make_list(std::move(out)) : Value::make_tuple(std::move(out));
@@ -590,8 +601,10 @@ Value python_binary(const std::string& op, const Value& a, const Value& b) {
     if ((seq->kind == K::kString || seq->is_sequence_like()) && (count->kind == K::kInt || count->kind == K::kBool)) {
       int64_t n = count->kind == K::kInt ? count->i : count->b;
       size_t unit = seq->kind == K::kString ? seq->s->size() : seq->list->size();
-      if (n > 0 && unit > 0 && static_cast<uint64_t>(n) > (size_t{1} << 24) / unit) {
-        builtin_fail("repetition result is too large for a chat template");
+      const size_t limit = seq->kind == K::kString ? kMaxTemplateText : kMaxTemplateItems;
+      if (n > 0 && unit > 0 && static_cast<uint64_t>(n) > limit / unit) {
+        builtin_fail(fmt::format("'*': the repetition's {} would be over {}, too large for a chat template",
+                                 seq->kind == K::kString ? "bytes" : "items", limit));
       }
       if (unit == 0) n = 0;  // '' * 2**62 and [] * 2**62 are empty at once, as in Python: no loop of 2**62 steps
       if (seq->kind == K::kString) {
@@ -845,6 +858,7 @@ Value tojson_filter(const Value& input, const CallArgs& a) {
   Value indent = a.get(0, "indent", Value::none());
   if (indent.kind == K::kInt) {
     o.has_indent = true;
+    check_template_size(size_t(std::max<int64_t>(indent.i, 0)), kMaxTemplateText, "tojson: the indent's bytes");
     o.indent = std::string(static_cast<size_t>(std::max<int64_t>(indent.i, 0)), ' ');
   } else if (indent.kind == K::kString) {
     o.has_indent = true;
@@ -874,8 +888,14 @@ Value tojson_filter(const Value& input, const CallArgs& a) {
 
 Value indent_filter(const Value& input, const CallArgs& a) {
   Value width = a.get(0, "width", Value::integer(4));
-  std::string pad =
-      width.kind == K::kString ? *width.s : std::string(static_cast<size_t>(need_int(width, "indent")), ' ');
+  std::string pad;
+  if (width.kind == K::kString) {
+    pad = *width.s;
+  } else {
+    const int64_t n = need_int(width, "indent");
+    check_template_size(size_t(std::max<int64_t>(n, 0)), kMaxTemplateText, "indent: the width's bytes");
+    pad = std::string(size_t(std::max<int64_t>(n, 0)), ' ');  // Python's ' ' * n: empty for n <= 0
+  }
   bool first = a.get(1, "first", Value::boolean(false)).truthy();
   bool blank = a.get(2, "blank", Value::boolean(false)).truthy();
   std::string s = soft_str(input) + "\n";
@@ -889,10 +909,16 @@ Value indent_filter(const Value& input, const CallArgs& a) {
   }
   std::string rv;
   if (blank) {
-    for (size_t k = 0; k < lines.size(); ++k) rv += (k ? "\n" + pad : "") + lines[k];
+    for (size_t k = 0; k < lines.size(); ++k) {
+      rv += (k ? "\n" + pad : "") + lines[k];
+      check_template_size(rv.size(), kMaxTemplateText, "indent: the result's bytes");
+    }
   } else {
     rv = lines.empty() ? "" : lines[0];
-    for (size_t k = 1; k < lines.size(); ++k) rv += "\n" + (lines[k].empty() ? "" : pad + lines[k]);
+    for (size_t k = 1; k < lines.size(); ++k) {
+      rv += "\n" + (lines[k].empty() ? "" : pad + lines[k]);
+      check_template_size(rv.size(), kMaxTemplateText, "indent: the result's bytes");
+    }
   }
   return Value::string(first ? pad + rv : rv);
 }
@@ -1006,6 +1032,7 @@ Value apply_filter(const std::string& name, const Value& input, const CallArgs& 
       if (!first) out += sep;
       first = false;
       out += soft_str(attribute.kind == K::kString ? lookup_path(e, *attribute.s) : e);
+      check_template_size(out.size(), kMaxTemplateText, "join: the result's bytes");
     }
     return Value::string(out);
   }

@@ -6,6 +6,7 @@
 #include "template/template_render.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace seedling::tmpl {
 namespace {
@@ -151,7 +152,11 @@ class Renderer {
       case EK::kBinary: {
         Value left = eval(*e.a);
         Value right = eval(*e.b);
-        if (e.name == "~") return Value::string(left.to_str() + right.to_str());
+        if (e.name == "~") {
+          std::string l = left.to_str(), r = right.to_str();
+          check_template_size(l.size() + r.size(), kMaxTemplateText, "'~': the string's bytes");
+          return Value::string(l + r);
+        }
         return python_binary(e.name, left, right);
       }
       case EK::kCompare:
@@ -288,6 +293,7 @@ class Renderer {
 
   Value call_macro(const Callable& macro, const CallArgs& args, const SourcePos& pos) {
     const Stmt& def = *macro.macro;
+    step(pos);
     if (depth_ >= kMaxCallDepth)
       fail_at(pos, fmt::format("macro '{}' nested deeper than {} calls", def.text, kMaxCallDepth));
     if (args.args.size() > def.params.size()) {
@@ -333,9 +339,26 @@ class Renderer {
   Flow exec(const Body& body, std::string& out) {
     for (const auto& s : body) {
       Flow f = exec_one(*s, out);
+      if (out.size() > kMaxTemplateText) {
+        fail_at(s->pos,
+                fmt::format("the output would be over {} bytes, too large for a chat template", kMaxTemplateText));
+      }
       if (f != Flow::kNormal) return f;
     }
     return Flow::kNormal;
+  }
+
+  // One loop iteration or macro call: past kMaxRenderSteps or kMaxRenderSeconds in one render, an error at pos, not
+  // a hang.
+  void step(const SourcePos& pos) {
+    if (++steps_ > kMaxRenderSteps) {
+      fail_at(pos, fmt::format("more than {} loop iterations and macro calls, too many for a chat template",
+                               kMaxRenderSteps));
+    }
+    if (steps_ % 256 == 0 &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() > kMaxRenderSeconds) {
+      fail_at(pos, fmt::format("rendering took over {} s, too long for a chat template", kMaxRenderSeconds));
+    }
   }
 
   std::string render_block(const Body& body, const SourcePos& pos) {
@@ -445,6 +468,7 @@ class Renderer {
     if (s.filter) {  // "for x in xs if cond": the loop sees only the items that pass, and counts only those
       std::vector<Value> kept;
       for (const auto& item : items) {
+        step(s.pos);
         scopes_.push_back(std::make_shared<Scope>());
         assign(s.targets, item, s.pos);
         bool keep = eval(*s.filter).truthy();
@@ -456,6 +480,7 @@ class Renderer {
     if (items.empty()) return exec(s.else_body, out);
     const auto n = static_cast<int64_t>(items.size());
     for (int64_t k = 0; k < n; ++k) {
+      step(s.pos);
       auto scope = std::make_shared<Scope>();
       scopes_.push_back(scope);
       assign(s.targets, items[static_cast<size_t>(k)], s.pos);
@@ -478,6 +503,8 @@ class Renderer {
   ScopeChain scopes_;
   std::vector<std::shared_ptr<const Stmt>> callers_;
   int depth_ = 0;
+  int64_t steps_ = 0;  // loop iterations and macro calls so far (step())
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace

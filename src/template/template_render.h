@@ -25,6 +25,8 @@ struct BuiltinFailure : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 [[noreturn]] void builtin_fail(const std::string& message);
+// builtin_fail naming `what` when n passes limit (kMaxTemplateText or kMaxTemplateItems, template/value.h).
+void check_template_size(size_t n, size_t limit, const char* what);
 
 // The template called raise_exception(message). what() is "<origin>:<line>:<column>: raise_exception: <message>".
 class TemplateRaised : public Error {

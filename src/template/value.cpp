@@ -437,8 +437,13 @@ static void json_escape_string(const std::string& s, bool ensure_ascii, std::str
 
 static void json_dump(const Value& v, const JsonDumpOptions& o, int depth, std::string& out) {
   using K = Value::Kind;
+  if (out.size() > kMaxTemplateText)
+    fail("tojson: the result is over {} bytes, too large for a chat template", kMaxTemplateText);
   auto newline = [&](int d) {
     if (!o.has_indent) return;
+    if (out.size() + 1 + size_t(d) * o.indent.size() > kMaxTemplateText) {
+      fail("tojson: the result is over {} bytes, too large for a chat template", kMaxTemplateText);
+    }
     out += '\n';
     for (int n = 0; n < d; ++n) out += o.indent;
   };

@@ -2,6 +2,7 @@
 // transformers' settings (trim_blocks, lstrip_blocks, its tojson) prints; they were checked against jinja2 itself.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -110,7 +111,60 @@ TEST(TemplateExpressions, RepetitionIsBoundedAndEmptySequencesRepeatAtOnce) {
   EXPECT_EQ(render("{{ [] * 4611686018427387904 }}|{{ '' * 9223372036854775807 }}|{{ 2147483647 * () }}|"
                    "{{ [1, 2] * 2 }}|{{ 'ab' * 0 }}|{{ 'ab' * -3 }}"),
             "[]||()|[1, 2, 1, 2]||");
-  EXPECT_NE(error_of("{{ 'ab' * 9223372036854775807 }}").find("repetition result is too large"), std::string::npos);
+  EXPECT_NE(error_of("{{ 'ab' * 9223372036854775807 }}").find("'*': the repetition's bytes would be over"),
+            std::string::npos);
+  EXPECT_NE(error_of("{{ [1, 2] * 1048576 }}").find("the repetition's items would be over"), std::string::npos);
+}
+
+// Found by fuzz_template (2026-12-05): tojson(indent=4611686018427387) asked for a 4.6 PB indent string and
+// tojson(indent=2147483648) for 2 GB, before one byte of output. Every way a template grows text, a list or its
+// work past the limits of template/value.h is now an error naming the operation, never an allocation or a hang.
+TEST(TemplateExpressions, GrowthPastTheTemplateLimitsIsAnErrorNotAnAllocation) {
+  const auto fails_with = [](const std::string& source, const std::string& what) {
+    const std::string e = error_of(source);
+    EXPECT_NE(e.find(what), std::string::npos) << source << " -> " << e;
+    EXPECT_NE(e.find("too large for a chat template"), std::string::npos) << source << " -> " << e;
+  };
+  fails_with("{{ [1] | tojson(indent=4611686018427387) }}", "tojson: the indent's bytes");
+  fails_with("{{ [1] | tojson(indent=2147483648) }}", "tojson: the indent's bytes");
+  fails_with("{{ [[[[1]]]] | tojson(indent=16777000) }}", "tojson: the result is over");
+  fails_with("{{ 'a\nb' | indent(1099511627776) }}", "indent: the width's bytes");
+  fails_with("{{ ('a\n' * 4000000) | indent(8) }}", "indent: the result's bytes");
+  fails_with("{{ ('x' * 16777216) ~ 'y' }}", "'~': the string's bytes");
+  fails_with("{{ ('x' * 16777216) + 'y' }}", "'+': the string's bytes");
+  fails_with("{{ ([1] * 1048576) + [2] }}", "'+': the list's items");
+  fails_with("{{ ('x' * 9000000).join(['a', 'b', 'c']) }}", "join(): the result's bytes");
+  fails_with("{{ ['a', 'b', 'c'] | join('x' * 9000000) }}", "join: the result's bytes");
+  fails_with("{{ ('ab' * 6000000).replace('a', 'xyz') }}", "replace(): the result's bytes");
+  fails_with("{% for i in range(3) %}{{ 'x' * 16000000 }}{% endfor %}", "the output would be over");
+  // Below the limits the same operations give Python's bytes.
+  EXPECT_EQ(render("{{ [1, [2]] | tojson(indent=2) }}|{{ 'a\nb' | indent(-3) }}|{{ 'a\nb' | indent(2, true) }}"),
+            "[\n  1,\n  [\n    2\n  ]\n]|a\nb|  a\n  b");
+}
+
+TEST(TemplateLoops, WorkPastTheStepLimitIsAnErrorNotAHang) {
+  const auto fails = [](const std::string& source) {
+    const std::string e = error_of(source);
+    EXPECT_NE(e.find("loop iterations and macro calls, too many for a chat template"), std::string::npos)
+        << source << " -> " << e;
+  };
+  fails("{% for a in range(1048576) %}{% for b in range(1048576) %}{% endfor %}{% endfor %}");
+  fails("{% for a in range(1048576) if a >= 0 %}{% for b in range(8) if b %}{% endfor %}{% endfor %}");
+  // A macro that calls itself twice a level: 2**60 calls within the depth limit.
+  fails("{% macro m(n) %}{% if n %}{{ m(n - 1) }}{{ m(n - 1) }}{% endif %}{% endmacro %}{{ m(60) }}");
+  EXPECT_EQ(render("{% set ns = namespace(n=0) %}{% for a in range(64) %}{% for b in range(1024) %}"
+                   "{% set ns.n = ns.n + 1 %}{% endfor %}{% endfor %}{{ ns.n }}"),
+            "65536");
+}
+
+TEST(TemplateLoops, FewStepsOfLargeWorkStopAtTheTimeLimit) {
+  // Each step scans a 16 MB string: 2**20 steps would take hours, so the clock stops it (after about 5 s).
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string e = error_of(
+      "{% set s = 'x' * 16777216 %}{% for i in range(1048576) %}{% if s | length > 1 %}{% endif %}{% endfor %}");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(e.find("rendering took over 5 s, too long for a chat template"), std::string::npos) << e;
+  EXPECT_LT(seconds, 30.0);
 }
 
 TEST(TemplateFilters, CommonFilters) {
