@@ -300,6 +300,7 @@ cuda::RouterPolicy router_policy(const RouterPlan& p, const float* bias, const f
   r.n_group = p.n_group;
   r.topk_group = p.topk_group;
   r.scale = p.scale;
+  r.masked = p.masked_neg_inf ? -INFINITY : 0.0f;
   return r;
 }
 }  // namespace

@@ -33,10 +33,11 @@ struct DeviceMatrix {
   int64_t cols = 0;
 };
 
-// Whether these kernels read codec c: the float, affine and seed codecs (a seed matrix: one slice blob at data,
-// 4-byte aligned; its weights decoded exactly as decode_seed_matrix, in registers), and so do the tensor-core GEMMs
-// (gemm.h); and MXFP4 (codec.h: 17-byte blocks, widened exactly), which only the CUDA-core products read (matmul,
-// matvec, the expert kernels), not the tensor-core GEMMs. embed reads no seed codec and no MXFP4.
+// Whether these kernels read codec c: the float, affine, FP8 (fp8_g32: e4m3 codes widened exactly, times their
+// group's float32 scale) and seed codecs (a seed matrix: one slice blob at data, 4-byte aligned; its weights decoded
+// exactly as decode_seed_matrix, in registers), and so do the tensor-core GEMMs (gemm.h); and MXFP4 (codec.h: 17-byte
+// blocks, widened exactly), which only the CUDA-core products read (matmul, matvec, the expert kernels), not the
+// tensor-core GEMMs. embed reads no seed codec and no MXFP4.
 bool has_kernel(Codec c);
 // The names of the codecs has_kernel accepts, comma-separated (for error messages; runtime.cpp).
 std::string kernel_codec_names();
@@ -83,7 +84,8 @@ void router_topk(const float* logits, int64_t m, int e, int k, bool norm_topk, i
 // A router policy (model/config.h's RouterPlan) with its device vectors, as decoder.cpp's route applies it to a
 // row's logits: bias added first; then SoftmaxTopK (router_topk's), TopKSoftmax (the k largest logits, a softmax over
 // those k) or SigmoidGroupTopK (sigmoid scores; ops::group_top_k over score + correction; the weights are the chosen
-// scores); renormalised (not TopKSoftmax; the sigmoid sums + 1e-20); times scale. Ties: lower index first.
+// scores; the choices of the groups not kept become `masked`: 0, glm4_moe's, or -inf, deepseek_v3's); renormalised
+// (not TopKSoftmax; the sigmoid sums + 1e-20); times scale. Ties: lower index first.
 enum class RouteGating : uint8_t { SoftmaxTopK, TopKSoftmax, SigmoidGroupTopK };
 struct RouterPolicy {
   RouteGating gating = RouteGating::SoftmaxTopK;
@@ -92,6 +94,7 @@ struct RouterPolicy {
   const float* correction = nullptr;  // (e) or null: added for the selection only
   int n_group = 1, topk_group = 1;
   float scale = 1.0f;
+  float masked = 0.0f;  // SigmoidGroupTopK: what the choices of the groups not kept become
 };
 // The policy over m rows of e logits (left as they are); one warp a row, 3 * e floats of shared memory (e <= 4096).
 void router_route(const float* logits, int64_t m, int e, int k, const RouterPolicy& p, int* ids, float* weights,
