@@ -119,6 +119,7 @@ __global__ void __launch_bounds__(kAbsorbThreads)
 // dims t, t + 256, ... of all the group's heads). kMlaGroup heads of one row share each staged key row; tiles of
 // kMlaTile keys; at most kMlaSplits splits of a row's keys, of mla_split_keys(cap) keys each.
 constexpr int kMlaThreads = 256, kMlaGroup = 8, kMlaTile = 32, kMlaSplits = 16;
+constexpr int64_t kMaxGridZ = 65535;
 static_assert(kMlaTile == kWarp, "the softmax gives each lane one key of the tile");
 static_assert(kMlaGroup == kMlaThreads / kWarp, "a warp per head of the group in the softmax and the merge");
 
@@ -340,8 +341,9 @@ void mla_attention(const float* q_abs, int64_t m, const KvRow* rows, int layer, 
                   s.rank, s.rope, 4 * kMlaThreads, smem, optin, static_cast<long long>(rows_per_launch));
     check(cudaErrorInvalidValue, what);
   }
-  for (int64_t first = 0; first < m; first += rows_per_launch) {
-    const int64_t n = rows_per_launch < m - first ? rows_per_launch : m - first;
+  const int64_t per = rows_per_launch < kMaxGridZ ? rows_per_launch : kMaxGridZ;  // grid z: a launch's rows
+  for (int64_t first = 0; first < m; first += per) {
+    const int64_t n = per < m - first ? per : m - first;
     const dim3 grid{unsigned(kMlaSplits), unsigned(mla_groups(s)), unsigned(n)};
     auto go = [&]<int KD>() {
       launch_pdl("mla_attention", mla_attention_kernel<KD>, grid, kMlaThreads, smem, stream, q_abs, first, rows, layer,
