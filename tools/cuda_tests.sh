@@ -5,8 +5,9 @@
 # then the same CPU/CUDA comparison on each checkpoint packed with seed experts (p4, s3: the seed kernels end to
 # end; a search over seeds 1..256 only, since only CPU against CUDA on the same pack is compared) and the same packs
 # searched on the GPU (--search-device cuda: the same expert bytes); then the layer-plan families (olmoe, qwen2_moe,
-# glm4_moe, gpt_oss with bf16 and with MXFP4 experts) against the CPU. On a machine without a GPU the gtests skip and
-# this script stops, saying so.
+# glm4_moe, gpt_oss with bf16 and with MXFP4 experts, deepseek_v3 with MLA and FP8 weights) against the CPU, and packs
+# of MXFP4 and FP8 experts through VRAM slots and three tiers. On a machine without a GPU the gtests skip and this
+# script stops, saying so.
 #
 # Usage: tools/cuda_tests.sh [BUILD_DIR]     (default: build)
 # Builds seedling and cuda_tests in BUILD_DIR first, unless SEEDLING_NO_BUILD=1 (binaries carried to a GPU machine
@@ -117,9 +118,11 @@ for m in qwen3_moe_a qwen3_moe_b mixtral_a mixtral_b; do
     printf "ok   %-12s --experts %s --search-device cuda: the CPU search's expert bytes\n" "$m" "$tier"
   done
 done
-# The families that run from layer plans (olmoe, qwen2_moe, glm4_moe, gpt_oss), each in the layout it is checked in
-# (gpt_oss_mxfp4/hub: the MXFP4 experts as released): cuda greedy ids = cpu, logits within 2e-2.
-for d in olmoe_a/hf qwen2_moe_a/hf glm4_moe_a/hf gpt_oss_a/hf gpt_oss_mxfp4/hub; do
+# The families that run from layer plans (olmoe, qwen2_moe, glm4_moe, gpt_oss, deepseek_v3 with its latent attention),
+# each in the layout it is checked in (gpt_oss_mxfp4/hub: the MXFP4 experts as released; deepseek_v3_fp8/hub: FP8
+# weights as released): cuda greedy ids = cpu, logits within 2e-2.
+for d in olmoe_a/hf qwen2_moe_a/hf glm4_moe_a/hf gpt_oss_a/hf gpt_oss_mxfp4/hub deepseek_v3_a/hf deepseek_v3_b/hf \
+  deepseek_v3_fp8/hub; do
   ids=$(reference_ids "${d%%/*}")
   compare_cpu_cuda "$d" "$models/$d" "$models/$d" "$ids"
   printf "ok   %-18s cuda greedy ids = cpu; logits max |cuda - cpu| %s\n" "$d" "$err"
@@ -201,4 +204,29 @@ min=$("$bin" logits -m "$tmp/p" --ids 1 -o "$tmp/x.f32" --device cuda --vram-bud
 cmp -s "$tmp/gpu_all.f32" "$tmp/gpu_slots.f32" || { echo "FAIL gpt_oss_mxfp4: VRAM-slot logits differ"; exit 1; }
 cmp -s "$tmp/gpu_all.f32" "$tmp/gpu3.f32" || { echo "FAIL gpt_oss_mxfp4: three-tier logits differ"; exit 1; }
 echo "ok   gpt_oss_mxfp4      packed: top-k VRAM slots and three tiers = all in VRAM bit for bit"
+# FP8 experts (fp8_g32): deepseek_v3_fp8 packed with its routed experts in fp8_g32 (its dense FP8 weights kept as
+# released): the manifest keeps fp8_g32, cuda greedy ids = cpu, logits within 2e-2, and top-k VRAM slots and three
+# tiers give the all-in-VRAM logits bit for bit.
+ids=$(reference_ids deepseek_v3_fp8)
+"$bin" pack -m "$models/deepseek_v3_fp8/hub" -o "$tmp/p" --experts fp8_g32 --force >/dev/null 2>&1
+python3 - "$tmp/p/manifest.json" <<'PY' || { echo "FAIL deepseek_v3_fp8: the packed experts are not all fp8_g32"; exit 1; }
+import json, sys
+m = json.load(open(sys.argv[1]))
+codecs = {l[p]["codec"] for l in m["experts"] for p in ("gate", "up", "down")}
+sys.exit(0 if m["experts"] and codecs == {"fp8_g32"} else 1)
+PY
+compare_cpu_cuda "deepseek_v3_fp8 --experts fp8_g32" "$tmp/p" "$tmp/p" "$ids"
+min=$("$bin" logits -m "$tmp/p" --ids 1 -o "$tmp/x.f32" --device cuda --vram-budget 1 2>&1 |
+  grep -o 'at least [0-9]* bytes' | grep -o '[0-9]*' || true)
+[ -n "$min" ] || { echo "FAIL deepseek_v3_fp8: a 1-byte VRAM budget on the pack named no minimum"; exit 1; }
+k=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['num_experts_per_tok'])" \
+  "$models/deepseek_v3_fp8/hub/config.json")
+"$bin" logits -m "$tmp/p" --ids "$ids" -o "$tmp/gpu_all.f32" --device cuda 2>/dev/null
+"$bin" logits -m "$tmp/p" --ids "$ids" -o "$tmp/gpu_slots.f32" --device cuda --vram-budget "$min" 2>/dev/null
+"$bin" logits -m "$tmp/p" --ids "$ids" -o "$tmp/gpu3.f32" --device cuda --expert-slots "$k" --vram-budget "$min" \
+  2>/dev/null
+cmp -s "$tmp/gpu_all.f32" "$tmp/gpu_slots.f32" || { echo "FAIL deepseek_v3_fp8 fp8_g32: VRAM-slot logits differ"; exit 1; }
+cmp -s "$tmp/gpu_all.f32" "$tmp/gpu3.f32" || { echo "FAIL deepseek_v3_fp8 fp8_g32: three-tier logits differ"; exit 1; }
+printf "ok   %-18s packed --experts fp8_g32: cuda greedy ids = cpu; logits max |cuda - cpu| %s; " deepseek_v3_fp8 "$err"
+echo "top-k VRAM slots and three tiers = all in VRAM bit for bit"
 echo "ok   all CUDA tests"

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "cuda/flash_decode.cuh"
 #include "cuda/kernels.h"
 #include "cuda/launch.cuh"
 #include "cuda/stage_clock.cuh"
@@ -27,36 +28,13 @@ constexpr int kMergeBatch = 8;  // splits whose partials a merging lane loads at
 template <int D>
 __device__ __forceinline__ void merge_if_last(const int* row_ids, const AttentionShape& s, int splits, int used,
                                               const float* scratch, int* counters, float* out, int li, int h0, int nh) {
-  __shared__ int last;
   __shared__ float weight[kAttnThreads / kWarp][kMaxSplits];
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int* c = counters + int64_t(li) * gridDim.y + blockIdx.y;
-    last = atomicAdd(c, 1) == splits - 1;
-    if (last) *c = 0;
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
+  if (!last_block_in(counters + int64_t(li) * gridDim.y + blockIdx.y, splits)) return;
   const int hd = s.head_dim, lane = threadIdx.x % kWarp;
   for (int hh = int(threadIdx.x) / kWarp; hh < nh; hh += int(blockDim.x) / kWarp) {
     const float* part = scratch + (int64_t(li) * s.n_heads + h0 + hh) * splits * (hd + 2);
     float* w = weight[threadIdx.x / kWarp];
-    float mx = -INFINITY;
-    for (int p = lane; p < used; p += kWarp) mx = fmaxf(mx, part[p * (hd + 2)]);
-    mx = warp_max(mx);
-    // A sink (ops::attention_row's extra logit) enters once, here: in the max and, as exp(sink - max), in the sum.
-    const float sink = s.sinks != nullptr ? s.sinks[h0 + hh] : -INFINITY;
-    mx = fmaxf(mx, sink);
-    float total = 0.0f;
-    for (int p = lane; p < used; p += kWarp) {
-      w[p] = expf(part[p * (hd + 2)] - mx);
-      total += w[p] * part[p * (hd + 2) + 1];
-    }
-    total = warp_sum(total);
-    if (s.sinks != nullptr) total += expf(sink - mx);
-    __syncwarp();  // every lane's weights written before any lane reads them
+    const float total = merge_weights(part, hd + 2, used, s.sinks != nullptr ? s.sinks[h0 + hh] : -INFINITY, w);
     float* o = out + int64_t(row_ids[li]) * s.n_heads * hd + int64_t(h0 + hh) * hd;
     // Each lane's D dims summed over the splits in split order; the partials of kMergeBatch splits are loaded
     // before any is added (one load after another, each waiting for the last, the launch took 28.8 us at 9 splits;
@@ -199,18 +177,7 @@ __global__ void __launch_bounds__(kAttnThreads, 2)
     }
     __syncthreads();
     for (int hh = warp; hh < nh; hh += warps) {  // lane j: key j of the tile (kTileKeys == kWarp)
-      const float sc = lane < nk ? score[hh * kTileKeys + lane] : -INFINITY;
-      const float m_old = run_max[hh];
-      const float m_new = fmaxf(m_old, warp_max(sc));
-      const float p = lane < nk ? expf(sc - m_new) : 0.0f;
-      score[hh * kTileKeys + lane] = p;
-      const float sum = warp_sum(p);
-      if (lane == 0) {
-        const float a = m_old == -INFINITY ? 0.0f : expf(m_old - m_new);
-        run_sum[hh] = run_sum[hh] * a + sum;
-        run_max[hh] = m_new;
-        rescale[hh] = a;
-      }
+      online_softmax_tile(score + hh * kTileKeys, nk, run_max[hh], run_sum[hh], rescale[hh]);
     }
     __syncthreads();
 #pragma unroll

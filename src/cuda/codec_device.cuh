@@ -2,12 +2,12 @@
 // stored weights (lane_dot.cuh, gemm.cu): a codec's unit, its row size, and the exact widening of a unit to float.
 //
 // Invariant: load_unit gives the very floats codec_value (codec/codec.h) gives: affine values are d * q then + m in
-// float, unfused; f16/bf16 widen exactly. Kernels may round these floats further (gemm.cu rounds to TF32) but only
-// after this widening, so every kernel starts from the same weights as the CPU reference. The seed codecs (p3, p4,
-// s3) have no units or row size: a matrix is one slice blob, a row is found by row_at (a SeedRow: the blob and the
-// row's first block) and its blocks decode with seed_device.cuh, bit for bit decode_seed_matrix's weights; only the
-// kernels that dispatch with dispatch_codec<true> read them (lane_dot.cuh's CUDA-core products, gemm.cu's mma kernel,
-// seeds.cu).
+// float, unfused; f16/bf16 widen exactly; FP8 values are the exact e4m3 value times d, one float multiply. Kernels may
+// round these floats further (gemm.cu rounds to TF32) but only after this widening, so every kernel starts from the
+// same weights as the CPU reference. The seed codecs (p3, p4, s3) have no units or row size: a matrix is one slice
+// blob, a row is found by row_at (a SeedRow: the blob and the row's first block) and its blocks decode with
+// seed_device.cuh, bit for bit decode_seed_matrix's weights; only the kernels that dispatch with dispatch_codec<true>
+// read them (lane_dot.cuh's CUDA-core products, gemm.cu's mma kernel, seeds.cu).
 #pragma once
 
 #include <cuda_fp16.h>
@@ -69,6 +69,10 @@ template <>
 struct Unit<Id::MXFP4> {
   static constexpr int G = 32, bytes = kMxfp4Bytes;
 };
+template <>
+struct Unit<Id::FP8_G32> {
+  static constexpr int G = 32, bytes = kFp8G32Bytes;
+};
 
 // MXFP4's values are widened where they are multiplied (lane_dot.cuh's mxfp4_group_dot), not by load_unit.
 // An e8m0 scale byte as the float 2^(e - 127), exactly: e << 23 for e > 0, the subnormal 2^-127 (0x00400000, which
@@ -98,6 +102,29 @@ __device__ __forceinline__ void fp4x8_times_2m14(uint32_t w, float (&qa)[4], flo
     qa[j] = f.x;
     qb[j] = f.y;
   }
+}
+
+// Four FP8 e4m3 codes (byte j of w: element j) as their values times 2^-8, exactly (codec_ids.h's e4m3x2_f16_bits, then
+// fp16 -> float, which is exact). Times kE4m3Unscale (exact) they are codec.h's kE4m3Values.
+__device__ __forceinline__ void e4m3x4_times_2m8(uint32_t w, float (&q)[4]) {
+  const uint32_t lo = e4m3x2_f16_bits<false>(w), hi = e4m3x2_f16_bits<true>(w);
+  __half2 a, b;
+  memcpy(&a, &lo, sizeof(a));
+  memcpy(&b, &hi, sizeof(b));
+  const float2 fa = __half22float2(a), fb = __half22float2(b);
+  q[0] = fa.x, q[1] = fa.y, q[2] = fb.x, q[3] = fb.y;
+}
+// An FP8 weight as codec_value gives it: its code's exact value (q: times 2^-8, as e4m3x4_times_2m8 gives it) times
+// the group's scale d, one float multiply.
+__device__ __forceinline__ float fp8_value(float q, float d) {
+  return __fmul_rn(__fmul_rn(q, kE4m3Unscale), d);
+}
+// The four FP8 weights of code word w (byte j: element j) of a group with scale d, into out[0..3].
+__device__ __forceinline__ void widen_fp8_word(uint32_t w, float d, float* out) {
+  float q[4];
+  e4m3x4_times_2m8(w, q);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) out[j] = fp8_value(q[j], d);
 }
 
 // Widens one 32-bit code word of an affine unit (d, m: the unit's scale and offset), unfused as codec_value:
@@ -141,6 +168,11 @@ __device__ __forceinline__ void load_unit(const uint8_t* row, int64_t u, int val
       const uint16_t h = j < valid ? p[j] : uint16_t(0);
       w[j] = C == Id::BF16 ? bf16_bits(h) : f16_bits(h);
     }
+  } else if constexpr (C == Id::FP8_G32) {  // kE4m3Values[code] * d: an exact widening, then one float multiply
+    const uint32_t* p = reinterpret_cast<const uint32_t*>(row + u * Unit<C>::bytes);
+    const float d = __uint_as_float(p[0]);
+#pragma unroll
+    for (int wd = 0; wd < G / 4; ++wd) widen_fp8_word(p[1 + wd], d, w + 4 * wd);
   } else {
     // Blocks are 36, 68, 20 or 36 bytes: every block starts 4-byte aligned, so it is read as 32-bit words.
     const uint32_t* p = reinterpret_cast<const uint32_t*>(row + u * Unit<C>::bytes);
@@ -152,6 +184,38 @@ __device__ __forceinline__ void load_unit(const uint8_t* row, int64_t u, int val
     } else {
 #pragma unroll
       for (int wd = 0; wd < G / 8; ++wd) widen_word<C>(p[1 + wd], d, m, w + wd * 4, w + G / 2 + wd * 4);
+    }
+  }
+}
+
+// Element k of a row, exactly as codec_value (codec.h): one element found from its block alone, for kernels that
+// read a matrix down its columns (mla.cu's absorbed query). The float, affine and FP8 codecs.
+template <CodecId C>
+__device__ __forceinline__ float load_element(const uint8_t* row, int64_t k) {
+  if constexpr (C == Id::F32) {
+    return reinterpret_cast<const float*>(row)[k];
+  } else if constexpr (C == Id::F16 || C == Id::BF16) {
+    const uint16_t h = reinterpret_cast<const uint16_t*>(row)[k];
+    return C == Id::BF16 ? bf16_bits(h) : f16_bits(h);
+  } else {
+    static_assert(C == Id::FP8_G32 || C == Id::Q8_G32 || C == Id::Q8_G64 || C == Id::Q4_G32 || C == Id::Q4_G64,
+                  "load_element reads the float, affine and FP8 codecs");
+    constexpr int G = Unit<C>::G;
+    const uint8_t* blk = row + size_t(k / G) * Unit<C>::bytes;
+    const int j = int(k % G);
+    if constexpr (C == Id::FP8_G32) {
+      const float d = __uint_as_float(*reinterpret_cast<const uint32_t*>(blk));
+      return fp8_value(f16_bits(uint16_t(e4m3_f16_bits(blk[4 + j]))), d);
+    } else {
+      float d, m;
+      unit_scale(*reinterpret_cast<const uint32_t*>(blk), d, m);
+      uint32_t q = 0;
+      if constexpr (C == Id::Q8_G32 || C == Id::Q8_G64) {
+        q = blk[4 + j];
+      } else {
+        q = j < G / 2 ? blk[4 + j] & 0x0fu : blk[4 + j - G / 2] >> 4;
+      }
+      return __fadd_rn(__fmul_rn(d, float(q)), m);
     }
   }
 }
@@ -248,6 +312,8 @@ void dispatch_codec(Codec c, F&& f) {
       return f.template operator()<Id::Q4_G32>();
     case Id::Q4_G64:
       return f.template operator()<Id::Q4_G64>();
+    case Id::FP8_G32:
+      return f.template operator()<Id::FP8_G32>();
     default:
       break;
   }

@@ -13,8 +13,10 @@
 #include "codec/codec.h"
 #include "core/error.h"
 #include "cuda/device_layout.h"
+#include "cuda/forward_products.h"
 #include "cuda/gemm.h"
 #include "cuda/kernels.h"
+#include "cuda/mla_forward.h"
 #include "cuda/vram_experts.h"
 
 namespace seedling {
@@ -23,38 +25,11 @@ namespace {
 
 using cuda::check;
 using cuda::DeviceMatrix;
-
-// A device allocation that only grows (scratch whose old contents are not kept).
-class DeviceScratch {
- public:
-  const void* ptr() const { return p_; }
-  ~DeviceScratch() {
-    if (p_) cudaFree(p_);
-  }
-  template <typename T>
-  T* get(size_t count) {
-    const size_t need = count * sizeof(T);
-    if (need > bytes_) {
-      if (p_) check(cudaFree(p_), "freeing scratch");
-      p_ = nullptr;
-      check(cudaMalloc(&p_, need), "allocating scratch");
-      bytes_ = need;
-    }
-    return static_cast<T*>(p_);
-  }
-  // As get, but a fresh allocation is zeroed on `stream` (for buffers whose users keep parts of them at zero).
-  template <typename T>
-  T* get_zeroed(size_t count, cudaStream_t stream) {
-    const void* before = p_;
-    T* p = get<T>(count);
-    if (p_ != before) check(cudaMemsetAsync(p_, 0, bytes_, stream), "zeroing scratch");
-    return p;
-  }
-
- private:
-  void* p_ = nullptr;
-  size_t bytes_ = 0;
-};
+using cuda::DeviceScratch;
+using cuda::kTensorCoreRows;
+using cuda::on_tensor_cores;
+using cuda::product;
+using cuda::products;
 
 // Page-locked host memory that only grows: copies to and from it run at the link's speed and never stage through
 // a driver buffer (a pageable copy of a decode step's 608 KB of logits did).
@@ -77,43 +52,6 @@ class PinnedScratch {
   void* p_ = nullptr;
   size_t bytes_ = 0;
 };
-
-// Rows from which a forward's products run on tensor cores (cuda/gemm.h: TF32 or f16 inputs, float32 sums): below it
-// the CUDA-core kernels are faster (docs/results/2026-11-30-cuda-prefill-gemm.md: 0.81x at 32 rows, 1.43x at 64).
-// The router's and the head's products are the exceptions (router_product, head_product): about float32's accuracy.
-constexpr int64_t kTensorCoreRows = 64;
-
-// Whether m rows of products with codec c run on tensor cores: from kTensorCoreRows rows, every codec but MXFP4,
-// which the tensor-core GEMMs do not read (gemm.h); MXFP4 prompt rows take the CUDA-core products instead, which
-// read every codec of has_kernel (slower for long prompts, the same contract).
-bool on_tensor_cores(int64_t m, Codec c) {
-  return m >= kTensorCoreRows && c != Codec::MXFP4;
-}
-
-// y = x W^T (or y +=) for m rows, on tensor cores from kTensorCoreRows rows (every codec but MXFP4, the seed codecs
-// too; the affine codecs on the f16 kernel, its operand in f16_scratch).
-void product(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream,
-             DeviceScratch& f16_scratch) {
-  if (on_tensor_cores(m, w.codec)) {
-    cuda::matmul_tc(x, m, w, y, accumulate, stream, f16_scratch.get<uint8_t>(cuda::matmul_tc_scratch_bytes(m, w.cols)));
-  } else {
-    cuda::matmul(x, m, w, y, accumulate, stream);
-  }
-}
-
-// product for count matrices of x (q, k, v): on tensor cores one stacked product (cuda::matmul_tc_stacked) when
-// they share a codec, as packs write them, else one product each.
-void products(const float* x, int64_t m, const DeviceMatrix* ws, float* const* ys, int count, cudaStream_t stream,
-              DeviceScratch& f16_scratch) {
-  bool same = true;
-  for (int i = 1; i < count; ++i) same = same && ws[i].codec == ws[0].codec && ws[i].cols == ws[0].cols;
-  if (on_tensor_cores(m, ws[0].codec) && same) {
-    void* scratch = f16_scratch.get<uint8_t>(cuda::matmul_tc_scratch_bytes(m, ws[0].cols));
-    cuda::matmul_tc_stacked(x, m, ws, ys, count, false, stream, scratch);
-  } else {
-    for (int i = 0; i < count; ++i) product(x, m, ws[i], ys[i], false, stream, f16_scratch);
-  }
-}
 
 // The head's product for several rows (logits of many positions: `seedling logits`, `perplexity`). Its sums are the
 // logits themselves, so they keep float32's accuracy: bf16 and f16 heads on tensor cores with x split in two
@@ -155,7 +93,8 @@ void router_product(const float* x, int64_t m, const DeviceMatrix& w, float* y, 
   }
 }
 
-// One sequence's keys and values in VRAM: [layers][2][cap][kv_dim] float32.
+// One sequence's cache in VRAM, float32: [layers][planes][cap][width], as cache_shapes says (CudaForward::kv_planes_,
+// kv_width_): keys then values of kv_dim for attention, one plane of latent rows for MLA (cuda/mla_forward.h).
 struct CudaKv final : KvCache::DeviceState {
   float* data = nullptr;
   int cap = 0;
@@ -188,6 +127,7 @@ class CudaForward final : public DeviceForward {
     bool has_experts = false;
     cuda::ExpertMath expert_math;  // biases (E, I) (E, I) (E, H), activation
     LayerPlan plan;
+    cuda::MlaWeights mla;  // Mixer::Mla: the matrices and norms above, as mla_forward.h takes them
   };
 
   DeviceMatrix upload(const ops::Matrix& m);
@@ -196,6 +136,7 @@ class CudaForward final : public DeviceForward {
   void enqueue(int64_t wanted);  // the whole forward on stream_, up to the logits in s_logits_
   std::vector<const void*> graph_key() const;
   void attention(int layer, float* x, float* xn);
+  void mla_attention(int layer, float* x, float* xn);  // cuda/mla_forward.h
   void moe(int layer, float* x, float* xn);
   void shared_expert(int layer, float* x, const float* xn);
   // Next-layer prefetch (CudaForwardOptions::prefetch_width): guess() enqueues the guess for `layer` from the
@@ -216,6 +157,8 @@ class CudaForward final : public DeviceForward {
   const float* inv_freq_ = nullptr;
   int rotary_dim_ = 0;
   float rope_scaling_ = 1.0f;
+  int kv_planes_ = 2, kv_width_ = 0;  // CudaKv's layout
+  cuda::MlaAttention mla_;
   std::vector<Layer> layers_;
   std::unique_ptr<cuda::VramExperts> experts_;
 
@@ -269,7 +212,7 @@ namespace {
 void check_plan_runs_on_cuda(const ModelConfig& c) {
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerPlan& p = c.plan(l);
-    if (p.mixer != Mixer::Attention) {
+    if (p.mixer == Mixer::GatedDeltaNet) {
       fail("--device cuda: {} layer {} has a mixer the CUDA forward does not run yet (use --device cpu)", c.model_type,
            l);
     }
@@ -300,6 +243,7 @@ cuda::RouterPolicy router_policy(const RouterPlan& p, const float* bias, const f
   r.n_group = p.n_group;
   r.topk_group = p.topk_group;
   r.scale = p.scale;
+  r.masked = p.masked_neg_inf ? -INFINITY : 0.0f;
   return r;
 }
 }  // namespace
@@ -317,6 +261,16 @@ CudaForward::CudaForward(Model& model, const CudaForwardOptions& o) : c_(model.c
   inv_freq_ = upload(rope.inv_freq);
   rotary_dim_ = rope.rotary_dim;
   rope_scaling_ = rope.attention_scaling;
+  // The device cache's layout from what each layer keeps (cache_shapes): every layer alike.
+  const std::vector<KvLayerShape> shapes = cache_shapes(c_);
+  kv_width_ = shapes[0].key_width;
+  kv_planes_ = shapes[0].value_width > 0 ? 2 : 1;
+  for (size_t l = 0; l < shapes.size(); ++l) {
+    if (shapes[l].key_width != kv_width_ || shapes[l].value_width != (kv_planes_ == 2 ? kv_width_ : 0)) {
+      fail("--device cuda: {} layer {} keeps another cache row than layer 0, which the CUDA forward does not run yet",
+           c_.model_type, l);
+    }
+  }
   for (size_t li = 0; li < w.layers.size(); ++li) {
     const LayerWeights& lw = w.layers[li];
     Layer l;
@@ -339,6 +293,18 @@ CudaForward::CudaForward(Model& model, const CudaForwardOptions& o) : c_(model.c
     l.expert_math.clamped = fp.act == Activation::ClampedSwiGLU;
     l.expert_math.alpha = fp.swiglu_alpha;
     l.expert_math.limit = fp.swiglu_limit;
+    if (l.plan.mixer == Mixer::Mla) {
+      l.mla = {.q_a = l.m(Role::MlaQA),
+               .q_b = l.m(Role::MlaQB),
+               .q = l.m(Role::Q),
+               .kv_a = l.m(Role::MlaKvA),
+               .kv_b = l.m(Role::MlaKvB),
+               .o = l.m(Role::O),
+               .attn_norm = l.v(Role::AttnNorm),
+               .q_a_norm = l.v(Role::MlaQANorm),
+               .kv_a_norm = l.v(Role::MlaKvANorm)};
+      cuda::check_mla_layer(l.plan.mla, l.mla, rotary_dim_, int(li));
+    }
     layers_.push_back(l);
   }
   size_t free_b = 0, total_b = 0;
@@ -417,15 +383,14 @@ CudaKv& CudaForward::device_kv(KvCache& kv) {
   SEEDLING_CHECK(d != nullptr, "a KV cache holds another device's state");
   const int need = kv.capacity();
   if (d->cap >= need) return *d;
-  const size_t kv_dim = size_t(c_.kv_dim());
+  const size_t width = size_t(kv_width_), planes = size_t(c_.num_layers) * size_t(kv_planes_);
   float* fresh = nullptr;
-  check(cudaMalloc(&fresh, size_t(c_.num_layers) * 2 * size_t(need) * kv_dim * sizeof(float)),
-        "allocating the KV cache in VRAM");
+  check(cudaMalloc(&fresh, planes * size_t(need) * width * sizeof(float)), "allocating the KV cache in VRAM");
   if (d->data) {
-    check(cudaMemcpy2DAsync(fresh, size_t(need) * kv_dim * sizeof(float), d->data,
-                            size_t(d->cap) * kv_dim * sizeof(float), size_t(d->cap) * kv_dim * sizeof(float),
-                            size_t(c_.num_layers) * 2, cudaMemcpyDeviceToDevice, stream_),
-          "growing the KV cache");
+    check(
+        cudaMemcpy2DAsync(fresh, size_t(need) * width * sizeof(float), d->data, size_t(d->cap) * width * sizeof(float),
+                          size_t(d->cap) * width * sizeof(float), planes, cudaMemcpyDeviceToDevice, stream_),
+        "growing the KV cache");
     check(cudaStreamSynchronize(stream_), "growing the KV cache");
     cudaFree(d->data);
   }
@@ -567,7 +532,9 @@ std::vector<const void*> CudaForward::graph_key() const {
           s_shared_g_.ptr(),
           s_shared_u_.ptr(),
           s_shared_out_.ptr(),
-          s_shared_gl_.ptr()};
+          s_shared_gl_.ptr(),
+          mla_.buffer(),
+          mla_.counters()};
 }
 
 // The forward on stream_. One row (decode) takes the fused path: each RMS norm inside the launch that reads its
@@ -583,7 +550,11 @@ void CudaForward::enqueue(int64_t W) {
     const Layer& lw = layers_[size_t(l)];
     const bool guessing = prefetch_width_ > 0 && lw.has_experts;
     if (guessing) guess(l, x);  // the layer's likeliest experts, from the residual entering it
-    attention(l, x, xn);        // x += o(attention(norm(x)))
+    if (lw.plan.mixer == Mixer::Mla) {
+      mla_attention(l, x, xn);  // x += o(latent attention(norm(x)))
+    } else {
+      attention(l, x, xn);  // x += o(attention(norm(x)))
+    }
     if (guessing) prefetch(l);  // their copies start while the attention runs
     if (lw.has_experts) {
       moe(l, x, xn);                                              // x += sum of the experts of norm(x)
@@ -696,6 +667,18 @@ void CudaForward::attention(int layer, float* x, float* xn) {
     product(att, M, lw.m(Role::O), x, true, stream_, s_f16_);  // x += (M, H)
   }
   if (lw.v(Role::OBias) != nullptr) cuda::add_bias(x, lw.v(Role::OBias), M, H, stream_);  // x += o's bias
+}
+
+// The latent attention of an MLA layer (model/mla.cpp's Model::mla_attention): cuda/mla_forward.h.
+void CudaForward::mla_attention(int layer, float* x, float* xn) {
+  const Layer& lw = layers_[size_t(layer)];
+  const cuda::MlaRows rows{.m = m_,
+                           .pos = d_pos_,
+                           .rows = d_kvrows_,
+                           .inv_freq = inv_freq_,
+                           .rope_scaling = rope_scaling_,
+                           .eps = c_.rms_norm_eps};
+  mla_.run(layer, lw.plan.mla, c_.num_heads, lw.mla, rows, x, xn, stream_, s_f16_);
 }
 
 void CudaForward::moe(int layer, float* x, float* xn) {

@@ -249,7 +249,7 @@ __device__ __forceinline__ void round_x(float* xs) {
 
 template <CodecId C>
 __host__ __device__ constexpr mma::Piece piece(int p) {
-  if constexpr (is_seed(C)) {
+  if constexpr (is_seed(C) || C == Id::FP8_G32) {
     return mma::piece_of(8, false, false, p);  // 8 consecutive weights, as a float codec's
   } else {
     return mma::piece_of(Unit<C>::G, is_affine(C), C == Id::Q4_G32 || C == Id::Q4_G64, p);
@@ -257,7 +257,8 @@ __host__ __device__ constexpr mma::Piece piece(int p) {
 }
 
 // Piece p (mma_layout.h) of a weight row's k-slice at k0, raw: affine, the unit's d/m word and one or two code
-// words (zeros for a unit past k); float codecs, 8 values' bits (zeros past k); seed codecs, the fields of the one
+// words (zeros for a unit past k); FP8, its group's scale and its two code words (8 consecutive weights; zeros past
+// k); float codecs, 8 values' bits (zeros past k); seed codecs, the fields of the one
 // or two blocks holding the piece (seed_device.cuh's seed_piece_fetch). A null row (past n_out) gives zeros.
 template <CodecId C>
 __device__ __forceinline__ void fetch_piece(WRow<C> row, int64_t k0, int p, int64_t cols, uint32_t* raw) {
@@ -276,6 +277,15 @@ __device__ __forceinline__ void fetch_piece(WRow<C> row, int64_t k0, int p, int6
     raw[0] = w[0];
     raw[1] = w[1 + pc.word];
     if constexpr (C == Id::Q8_G32 || C == Id::Q8_G64) raw[2] = w[2 + pc.word];
+  } else if constexpr (C == Id::FP8_G32) {  // the group's scale and the piece's two code words
+    if (row == nullptr) return;
+    const int64_t k = k0 + 8 * p;
+    if (k >= cols) return;
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(row + size_t(k / 32) * Unit<C>::bytes);
+    const int at = int(k % 32) / 4;
+    raw[0] = w[0];
+    raw[1] = w[1 + at];
+    raw[2] = w[2 + at];
   } else {
     if (row == nullptr) return;
 #pragma unroll
@@ -291,9 +301,10 @@ __device__ __forceinline__ void fetch_piece(WRow<C> row, int64_t k0, int p, int6
   }
 }
 
-// Widens a fetched piece (as load_unit would: codec_device.cuh's widen_word and bit widenings; seed codecs, decoded
-// by seed_piece_decode, decode_seed_matrix's weights), zeros the values past k (an affine block's padding, a seed
-// row's partial last block), rounds to TF32 and stores the two runs of 4 in weight row ws_row.
+// Widens a fetched piece (as load_unit would: codec_device.cuh's widen_word, widen_fp8_word and bit widenings; seed
+// codecs, decoded by seed_piece_decode, decode_seed_matrix's weights), zeros the values past k (an affine or FP8
+// block's padding, a seed row's partial last block), rounds to TF32 and stores the two runs of 4 in weight row
+// ws_row.
 template <CodecId C>
 __device__ __forceinline__ void store_piece(const uint32_t* raw, int64_t k0, int p, int64_t cols, float* ws_row) {
   const mma::Piece pc = piece<C>(p);
@@ -310,6 +321,10 @@ __device__ __forceinline__ void store_piece(const uint32_t* raw, int64_t k0, int
     } else {
       widen_word<C>(raw[1], d, m, v, v + 4);
     }
+  } else if constexpr (C == Id::FP8_G32) {
+    const float d = __uint_as_float(raw[0]);
+    widen_fp8_word(raw[1], d, v);
+    widen_fp8_word(raw[2], d, v + 4);
   } else {
 #pragma unroll
     for (int j = 0; j < 8; ++j) {

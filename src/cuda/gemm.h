@@ -13,6 +13,9 @@
 // 2^-28 of its row's largest). Every output element sums its k-tiles in one fixed order that depends only on k, never
 // on m, on the tile shape or on which rows share a tile: a row (or expert pair) gives the same bits alone, in a batch,
 // or in a pass over any subset of experts.
+// FP8 (fp8_g32) runs the TF32 kernel: each weight is its e4m3 value times its group's float32 scale, up to 28
+// significant bits, which f16 would round once more and whose range (the scale is any float) f16 cannot hold; so it
+// is widened exactly to float, as codec_value, and rounded to TF32 like the float codecs.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -10,7 +10,8 @@
 // the bits of the launches it replaces.
 //
 // Where they are defined, by concern: products.cu (matmul and the fused decode products), experts.cu, row_ops.cu
-// (norms, RoPE, element-wise ops, embedding, top-k), attention_decode.cu and attention_prompt.cu, stage_clock.cu,
+// (norms, RoPE, element-wise ops, embedding, top-k), attention_decode.cu and attention_prompt.cu, mla.cu (latent
+// attention), stage_clock.cu,
 // runtime.cpp (check, sm_count, kernel_codec_names); the device code they share is in lane_dot.cuh (the codec dots),
 // norm_rope_topk.cuh, warp_primitives.cuh and stage_clock.cuh, the host side of a launch in launch.cuh.
 #pragma once
@@ -33,10 +34,11 @@ struct DeviceMatrix {
   int64_t cols = 0;
 };
 
-// Whether these kernels read codec c: the float, affine and seed codecs (a seed matrix: one slice blob at data,
-// 4-byte aligned; its weights decoded exactly as decode_seed_matrix, in registers), and so do the tensor-core GEMMs
-// (gemm.h); and MXFP4 (codec.h: 17-byte blocks, widened exactly), which only the CUDA-core products read (matmul,
-// matvec, the expert kernels), not the tensor-core GEMMs. embed reads no seed codec and no MXFP4.
+// Whether these kernels read codec c: the float, affine, FP8 (fp8_g32: e4m3 codes widened exactly, times their
+// group's float32 scale) and seed codecs (a seed matrix: one slice blob at data, 4-byte aligned; its weights decoded
+// exactly as decode_seed_matrix, in registers), and so do the tensor-core GEMMs (gemm.h); and MXFP4 (codec.h: 17-byte
+// blocks, widened exactly), which only the CUDA-core products read (matmul, matvec, the expert kernels), not the
+// tensor-core GEMMs. embed reads no seed codec and no MXFP4.
 bool has_kernel(Codec c);
 // The names of the codecs has_kernel accepts, comma-separated (for error messages; runtime.cpp).
 std::string kernel_codec_names();
@@ -83,7 +85,8 @@ void router_topk(const float* logits, int64_t m, int e, int k, bool norm_topk, i
 // A router policy (model/config.h's RouterPlan) with its device vectors, as decoder.cpp's route applies it to a
 // row's logits: bias added first; then SoftmaxTopK (router_topk's), TopKSoftmax (the k largest logits, a softmax over
 // those k) or SigmoidGroupTopK (sigmoid scores; ops::group_top_k over score + correction; the weights are the chosen
-// scores); renormalised (not TopKSoftmax; the sigmoid sums + 1e-20); times scale. Ties: lower index first.
+// scores; the choices of the groups not kept become `masked`: 0, glm4_moe's, or -inf, deepseek_v3's); renormalised
+// (not TopKSoftmax; the sigmoid sums + 1e-20); times scale. Ties: lower index first.
 enum class RouteGating : uint8_t { SoftmaxTopK, TopKSoftmax, SigmoidGroupTopK };
 struct RouterPolicy {
   RouteGating gating = RouteGating::SoftmaxTopK;
@@ -92,6 +95,7 @@ struct RouterPolicy {
   const float* correction = nullptr;  // (e) or null: added for the selection only
   int n_group = 1, topk_group = 1;
   float scale = 1.0f;
+  float masked = 0.0f;  // SigmoidGroupTopK: what the choices of the groups not kept become
 };
 // The policy over m rows of e logits (left as they are); one warp a row, 3 * e floats of shared memory (e <= 4096).
 void router_route(const float* logits, int64_t m, int e, int k, const RouterPolicy& p, int* ids, float* weights,
@@ -198,6 +202,46 @@ void attention_decode(const float* q, const int* row_ids, int64_t n_rows, const 
 // k_cache, v_cache: this layer's [cap][kv_dim] of the sequence. window: as s.window (this call reads only this one).
 void attention_prompt(const float* q, int64_t n, int p0, const float* k_cache, const float* v_cache, int window,
                       const AttentionShape& s, float* out, cudaStream_t stream);
+
+// Multi-head latent attention (model/mla.h; mla.cu), every row absorbed as model/mla.cpp runs it. A sequence's device
+// cache holds, per layer, one row per position of the normalised latent then the rope key after RoPE:
+// [layers][cap][rank + rope] (the host cache's KvLayerShape: no value rows). kv_b is (heads x (nope + v), rank): head
+// h's nope rows W_UK[h] then its value rows W_UV[h].
+struct MlaShape {
+  int heads = 0, rank = 0, nope = 0, rope = 0, v = 0;    // q heads, kv_lora_rank, qk_nope/qk_rope/v_head_dim
+  bool interleave = true;                                // rope_interleave: RoPE's pairs (2i, 2i + 1)
+  float scale = 1.0f;                                    // MlaPlan::softmax_scale
+  SEEDLING_HD int width() const { return rank + rope; }  // a cache row, and an absorbed query
+  SEEDLING_HD int q_head() const { return nope + rope; }
+};
+// Per row i of m: the latent kv[i][0, rank) RMS-normed with `norm` (rms_norm's operations over rank), then the rope
+// key kv[i][rank, rank + rope) and every head's rope part of q[i] (heads x (nope + rope)) rotated at pos[i] as
+// mla_rope does (de-interleaved first with s.interleave; then rotate-half with inv_freq's rope / 2 angles, cos and sin
+// times scaling: norm_rope_head's operations), in place; then kv's row is written at the row's position of layer
+// `layer` of its cache.
+void mla_rope_cache(float* q, float* kv, int64_t m, const MlaShape& s, const float* norm, float eps, const int* pos,
+                    const float* inv_freq, float scaling, const KvRow* rows, int layer, cudaStream_t stream);
+// The absorbed queries of m rows, q_abs[i][h] = [W_UK[h]^T q_nope[i][h], q_rope[i][h]] (rank + rope floats): W_UK[h]
+// read down its columns as stored (the float, affine and FP8 codecs; load_element's weights), each output the sum
+// over the nope dims in order, so a row's bits do not depend on the rows beside it.
+void mla_absorb_query(const float* q, int64_t m, const DeviceMatrix& kv_b, const MlaShape& s, float* q_abs,
+                      cudaStream_t stream);
+// Latent attention, flash decoding: for each row i of m and head h, lat[i][h] (rank floats) = the softmax(scale q_abs
+// . row) weighted sum of the latents of the rows of the row's cache, positions [0, pos]. One kernel for decode and
+// prompt rows: a row's keys are cut into at most 16 splits whose size depends only on its cache's capacity (whole
+// tiles of 32 keys), each split walks its tiles with an online softmax for 8 heads at once (a key row read into shared
+// memory once for all 8), and the last split block of each (row, head group) merges, so a row gets the same bits alone
+// or batched, in a prompt or decoded, eagerly or in a graph. Rows go in launches of at most `rows_per_launch`, whose
+// partial sums take mla_attention_scratch_floats(rows_per_launch, s) floats of scratch; counters: rows_per_launch *
+// ceil(heads / 8) ints, zero before the first call (every launch leaves them at zero).
+int64_t mla_attention_scratch_floats(int64_t rows_per_launch, const MlaShape& s);
+int64_t mla_attention_counters(int64_t rows_per_launch, const MlaShape& s);
+void mla_attention(const float* q_abs, int64_t m, const KvRow* rows, int layer, const MlaShape& s, float* lat,
+                   float* scratch, int* counters, int64_t rows_per_launch, cudaStream_t stream);
+// att[i][h * v + j] = W_UV[h] row j . lat[i][h] for m rows (lat: [m][heads][rank]), each output one warp's lane_dot
+// as matmul sums it (the float, affine and FP8 codecs).
+void mla_value(const float* lat, int64_t m, const DeviceMatrix& kv_b, const MlaShape& s, float* att,
+               cudaStream_t stream);
 
 // Stage clock, a measuring build (cmake -DSEEDLING_STAGE_CLOCK=ON): each block of the decode launches (the products,
 // decode attention, gate/up, down + combine) notes the SM cycles from its start to its marks (past its wait for the

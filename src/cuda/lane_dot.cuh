@@ -4,8 +4,8 @@
 // Matrix products give each output element to one warp: lane l takes the codec's units (4/8 floats, or for the
 // affine codecs G / 8 codes of a block shared by 8 lanes) in a fixed pattern, multiplies them into every row it
 // serves, and the 32 partial sums meet in a fixed shuffle tree. That order depends only on the matrix, never on the
-// row count or on whether the weights were first staged in shared memory. MXFP4 blocks are shared by 8 lanes as the
-// affine codecs' are (mxfp4_group_dot). Seed matrices (p3, p4, s3) go through
+// row count or on whether the weights were first staged in shared memory. MXFP4 and FP8 blocks are shared by 8 lanes
+// as the affine codecs' are (mxfp4_group_dot, fp8_group_dot). Seed matrices (p3, p4, s3) go through
 // the same kernels: lane l decodes blocks l, l + 32, ... of a row in registers (seed_group_dot) and adds each
 // decoded weight times x in element order; they are never staged (their rows are not contiguous bytes).
 #pragma once
@@ -519,6 +519,91 @@ __device__ __forceinline__ void mxfp4_group_dot(const uint8_t* const (&wrows)[NW
   }
 }
 
+// FP8_G32 (codec.h): as the affine codecs, 8 lanes share a block and the warp's 4 groups take blocks grp, grp + 4, ...;
+// lane t adds d * (sum of e4m3(code) * x) over the block's elements 4t .. 4t + 3 (fmaf in element order; the codes
+// widened exactly as their values times 2^-8, the sum then times kE4m3Unscale, exact while no product falls below
+// 2^-118). Against the CPU (which widens each weight to the float e4m3(code) * d) the error is bounded by the sum of
+// |w x|, as for the float codecs. The words of kBatch blocks of every weight row are loaded before any is widened;
+// SameX reads each block's inputs once for all NW rows (the same operations, so the same bits). kWhole: every block
+// full and x 16-byte aligned (the same operations, less code).
+template <int R, int NW, bool SameX, bool kWhole>
+__device__ __forceinline__ void fp8_group_dot_shaped(const uint8_t* const (&wrows)[NW], int64_t cols,
+                                                     const float* const (&xs)[NW], int64_t ldx, int rows, bool aligned,
+                                                     float (&acc)[NW][R]) {
+  constexpr int G = Unit<Id::FP8_G32>::G, kBatch = NW == 1 ? 8 : 4;
+  const int lane = threadIdx.x % kWarp, grp = lane / 8, t = lane % 8;
+  const int64_t units = (cols + G - 1) / G;
+  // The lane's 4 inputs of the block at k0 of row xr: one 16-byte load, element loads, or zeros past cols.
+  const auto inputs = [&](const float* xr, int64_t k0, float(&xv)[4]) {
+    if (kWhole || (k0 + G <= cols && aligned)) {
+      const float4 v = *reinterpret_cast<const float4*>(xr + 4 * t);
+      xv[0] = v.x, xv[1] = v.y, xv[2] = v.z, xv[3] = v.w;
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) xv[j] = k0 + 4 * t + j < cols ? xr[4 * t + j] : 0.0f;
+    }
+  };
+  for (int64_t u0 = grp; u0 < units; u0 += 4 * kBatch) {
+    uint32_t dw[NW][kBatch], cw[NW][kBatch];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int64_t u = u0 + 4 * i;
+#pragma unroll
+      for (int v = 0; v < NW; ++v) {
+        if (u < units) {
+          const uint32_t* words = reinterpret_cast<const uint32_t*>(wrows[v] + u * Unit<Id::FP8_G32>::bytes);
+          dw[v][i] = words[0];
+          cw[v][i] = words[1 + t];
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int64_t u = u0 + 4 * i;
+      if (u >= units) break;
+      const int64_t k0 = u * G;
+      float xv[NW][R][4];
+#pragma unroll
+      for (int v = 0; v < NW; ++v) {
+        if (SameX && v > 0) break;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          if (r >= rows) break;
+          inputs(xs[v] + r * ldx + k0, k0, xv[v][r]);
+        }
+      }
+#pragma unroll
+      for (int v = 0; v < NW; ++v) {
+        float q[4];
+        e4m3x4_times_2m8(cw[v][i], q);
+        const float d = __uint_as_float(dw[v][i]);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          if (r >= rows) break;
+          const float(&x4)[4] = xv[SameX ? 0 : v][r];
+          float sq = 0.0f;
+#pragma unroll
+          for (int j = 0; j < 4; ++j) sq = fmaf(q[j], x4[j], sq);
+          acc[v][r] = fmaf(d, sq * kE4m3Unscale, acc[v][r]);
+        }
+      }
+    }
+  }
+}
+
+// fp8_group_dot_shaped, kWhole when the shape allows it.
+template <int R, int NW, bool SameX>
+__device__ __forceinline__ void fp8_group_dot(const uint8_t* const (&wrows)[NW], int64_t cols,
+                                              const float* const (&xs)[NW], int64_t ldx, int rows,
+                                              float (&acc)[NW][R]) {
+  const bool aligned = rows_aligned16(xs, ldx);
+  if (aligned && cols % Unit<Id::FP8_G32>::G == 0) {
+    fp8_group_dot_shaped<R, NW, SameX, true>(wrows, cols, xs, ldx, rows, aligned, acc);
+  } else {
+    fp8_group_dot_shaped<R, NW, SameX, false>(wrows, cols, xs, ldx, rows, aligned, acc);
+  }
+}
+
 // Float codecs: lane l takes units l, l + 32, ... of each weight row (lane_dot's contract).
 template <CodecId C, int R, bool V, int NW>
 __device__ __forceinline__ void lane_dot_float(const uint8_t* const (&wrows)[NW], int64_t cols,
@@ -556,10 +641,10 @@ __device__ __forceinline__ void lane_dot_float(const uint8_t* const (&wrows)[NW]
 }
 
 // Sum over this lane's share of each of NW weight rows (float codecs: units lane, lane + 32, ...; affine:
-// affine_group_dot; MXFP4: mxfp4_group_dot; seed: seed_group_dot) of w . x for R rows of that weight row's x (row r at
-// xs[v] + r * ldx) into acc[v][r]. The units and their order depend only on the matrix, so a row's sum does not depend
-// on NW, R or `rows`. SameX (every xs[v] the same): affine codecs read and sum each block's inputs once for all NW
-// rows.
+// affine_group_dot; MXFP4: mxfp4_group_dot; FP8: fp8_group_dot; seed: seed_group_dot) of w . x for R rows of that
+// weight row's x (row r at xs[v] + r * ldx) into acc[v][r]. The units and their order depend only on the matrix, so a
+// row's sum does not depend on NW, R or `rows`. SameX (every xs[v] the same): affine codecs read and sum each block's
+// inputs once for all NW rows.
 template <CodecId C, int R, bool V, int NW = 1, bool SameX = false>
 __device__ __forceinline__ void lane_dot(const WRow<C> (&wrows)[NW], int64_t cols, const float* const (&xs)[NW],
                                          int64_t ldx, int rows, float (&acc)[NW][R]) {
@@ -569,6 +654,8 @@ __device__ __forceinline__ void lane_dot(const WRow<C> (&wrows)[NW], int64_t col
     affine_group_dot<C, R, NW, SameX>(wrows, cols, xs, ldx, rows, acc);
   } else if constexpr (C == Id::MXFP4) {
     mxfp4_group_dot<R, NW, SameX>(wrows, cols, xs, ldx, rows, acc);
+  } else if constexpr (C == Id::FP8_G32) {
+    fp8_group_dot<R, NW, SameX>(wrows, cols, xs, ldx, rows, acc);
   } else {
     lane_dot_float<C, R, V, NW>(wrows, cols, xs, ldx, rows, acc);
   }

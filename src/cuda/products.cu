@@ -280,6 +280,7 @@ bool has_kernel(Codec c) {
     case Id::P4:
     case Id::S3:
     case Id::MXFP4:
+    case Id::FP8_G32:
       return true;
     default:
       return false;

@@ -157,7 +157,7 @@ __global__ void router_route_kernel(const float* logits, int e, int k, RouterPol
       __syncwarp();
     }
     for (int i = lane; i < e; i += kWarp) {
-      if (group[i / per] != -INFINITY) choice[i] = 0.0f;  // a group not kept: its choices become 0, as on the CPU
+      if (group[i / per] != -INFINITY) choice[i] = p.masked;  // a group not kept: its choices masked, as on the CPU
     }
     __syncwarp();
     warp_take_k(choice, z, e, k, id, w);

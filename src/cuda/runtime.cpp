@@ -14,10 +14,11 @@ static_assert(codec_ids::F32 == Codec::F32 && int(CodecId::F32) == int(Codec::F3
               int(CodecId::Q8_G32) == int(Codec::Q8_G32) && int(CodecId::Q8_G64) == int(Codec::Q8_G64) &&
               int(CodecId::Q4_G32) == int(Codec::Q4_G32) && int(CodecId::Q4_G64) == int(Codec::Q4_G64) &&
               int(CodecId::P3) == int(Codec::P3) && int(CodecId::P4) == int(Codec::P4) &&
-              int(CodecId::S3) == int(Codec::S3) && int(CodecId::MXFP4) == int(Codec::MXFP4));
+              int(CodecId::S3) == int(Codec::S3) && int(CodecId::MXFP4) == int(Codec::MXFP4) &&
+              int(CodecId::FP8_G32) == int(Codec::FP8_G32));
 static_assert(codec_ids::kQ8G32Bytes == sizeof(BlockQ8G32) && codec_ids::kQ8G64Bytes == sizeof(BlockQ8G64) &&
               codec_ids::kQ4G32Bytes == sizeof(BlockQ4G32) && codec_ids::kQ4G64Bytes == sizeof(BlockQ4G64) &&
-              codec_ids::kMxfp4Bytes == sizeof(BlockMxfp4));
+              codec_ids::kMxfp4Bytes == sizeof(BlockMxfp4) && codec_ids::kFp8G32Bytes == sizeof(BlockFp8G32));
 
 // The device's FP4 values are codec.h's, sign of zero included.
 constexpr bool same_fp4_values() {

@@ -8,13 +8,17 @@
 #include <string>
 
 #include "codec/codec.h"
+#include "core/dtype.h"
 #include "cuda/kernels.h"
 
 namespace seedling {
 namespace {
 
+using cuda::codec_ids::e4m3_f16_bits;
+using cuda::codec_ids::e4m3x2_f16_bits;
 using cuda::codec_ids::fp4_value;
 using cuda::codec_ids::fp4x8_f16_bits;
+using cuda::codec_ids::kE4m3Unscale;
 using cuda::codec_ids::kFp4Unscale;
 
 // Every 16-bit word of four FP4 codes, in the low and in the high half of a word (the other half another word):
@@ -39,6 +43,34 @@ TEST(CudaCodecIds, Fp4AsFp16BitsAreTheValuesTimes2ToTheMinus14) {
       }
     }
   }
+}
+
+// Every FP8 e4m3 code but the two NaNs (0x7F, 0xFF, refused where FP8 weights are read): the fp16 that e4m3_f16_bits
+// makes, widened and times 2^8, is codec.h's kE4m3Values bit for bit (subnormals and the sign of -0 included); and
+// e4m3x2_f16_bits puts bytes 0 and 1 (or 2 and 3) of a word into its low and high halves as e4m3_f16_bits does.
+TEST(CudaCodecIds, E4m3AsFp16BitsAreTheValuesTimes2ToTheMinus8) {
+  int checked = 0;
+  for (uint32_t c = 0; c < 256; ++c) {
+    if ((c & 0x7Fu) == 0x7Fu) continue;
+    const float got = f16_to_f32(uint16_t(e4m3_f16_bits(c))) * kE4m3Unscale;
+    ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(kE4m3Values.v[c])) << "code " << c;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 254);
+  for (uint32_t lo = 0; lo < 0x10000u; ++lo) {
+    const uint32_t hi = (lo * 40503u + 12345u) & 0xffffu, w = lo | hi << 16;
+    const uint32_t a = e4m3x2_f16_bits<false>(w), b = e4m3x2_f16_bits<true>(w);
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t got = (j < 2 ? a : b) >> (16 * (j % 2)) & 0xffffu;
+      ASSERT_EQ(got, e4m3_f16_bits((w >> (8 * j)) & 0xffu)) << "word " << w << " byte " << j;
+    }
+  }
+}
+
+// FP8 (fp8_g32) has kernels: the upload takes it, and the list of codecs with kernels names it.
+TEST(CudaCodecIds, Fp8G32HasAKernel) {
+  EXPECT_TRUE(cuda::has_kernel(Codec::FP8_G32));
+  EXPECT_NE(cuda::kernel_codec_names().find("fp8_g32"), std::string::npos) << cuda::kernel_codec_names();
 }
 
 // ggml's GGUF types have no CUDA kernel yet: has_kernel refuses each (so the upload names it), and the list of

@@ -60,16 +60,17 @@ inline std::vector<float> poisoned(size_t n) {
 }
 
 // The codecs every CUDA kernel that reads weights takes (the tensor-core GEMMs and embed included).
-inline constexpr Codec kCudaCodecs[] = {Codec::F32,    Codec::F16,    Codec::BF16,  Codec::Q8_G32,
-                                        Codec::Q8_G64, Codec::Q4_G32, Codec::Q4_G64};
+inline constexpr Codec kCudaCodecs[] = {Codec::F32,    Codec::F16,    Codec::BF16,   Codec::Q8_G32,
+                                        Codec::Q8_G64, Codec::Q4_G32, Codec::Q4_G64, Codec::FP8_G32};
 // The codecs of cuda::has_kernel: the CUDA-core products (matmul, matvec, the expert kernels) also read seeds and
 // MXFP4 (which the tensor-core GEMMs do not: kCudaTcCodecs).
 inline constexpr Codec kCudaCoreCodecs[] = {Codec::F32,    Codec::F16,    Codec::BF16,   Codec::Q8_G32,
-                                            Codec::Q8_G64, Codec::Q4_G32, Codec::Q4_G64, Codec::P3,
-                                            Codec::P4,     Codec::S3,     Codec::MXFP4};
+                                            Codec::Q8_G64, Codec::Q4_G32, Codec::Q4_G64, Codec::FP8_G32,
+                                            Codec::P3,     Codec::P4,     Codec::S3,     Codec::MXFP4};
 // The codecs the tensor-core GEMMs read (gemm.h): kCudaCoreCodecs but MXFP4.
-inline constexpr Codec kCudaTcCodecs[] = {Codec::F32,    Codec::F16,    Codec::BF16, Codec::Q8_G32, Codec::Q8_G64,
-                                          Codec::Q4_G32, Codec::Q4_G64, Codec::P3,   Codec::P4,     Codec::S3};
+inline constexpr Codec kCudaTcCodecs[] = {Codec::F32,    Codec::F16,    Codec::BF16,   Codec::Q8_G32,
+                                          Codec::Q8_G64, Codec::Q4_G32, Codec::Q4_G64, Codec::FP8_G32,
+                                          Codec::P3,     Codec::P4,     Codec::S3};
 
 // A valid seed slice of random blocks: seeds 1..65535, coefficients -8..7, every exponent code 0..15 above `bias`
 // (-19: weights up to about 0.3). Random, not searched: a search takes minutes at these sizes.

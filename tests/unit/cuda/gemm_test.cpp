@@ -57,9 +57,10 @@ double f16_extra(const float* x, const float* w, int64_t k) {
   return std::ldexp(abs_xw, -23) + std::ldexp(abs_x, -25) + std::ldexp(max_x * abs_w, -39);
 }
 
-// Whether kernel kind k runs codec c on the f16 kernel (given its scratch, for matmul_tc).
+// Whether kernel kind k runs codec c on the f16 kernel (given its scratch, for matmul_tc): the affine codecs (FP8's
+// weights need float32's range: the TF32 kernel).
 bool runs_f16(cuda::GemmKernel k, Codec c) {
-  return k != cuda::GemmKernel::MmaTf32 && codec_group(c) > 1 && !codec_is_seed(c);
+  return k != cuda::GemmKernel::MmaTf32 && codec_is_affine(c);
 }
 
 // matmul_tc_split's bound: x split into TF32 parts carries it to 2^-22 |x|, the 2k exact products (weights exact in

@@ -38,11 +38,12 @@ constexpr double kU = 1.0 / 16777216.0;  // 2^-24, float32 unit roundoff
 
 using test::encoded;
 
-// What the rounding of element k's term scales with: |w| for float, seed and MXFP4 codecs (seed and MXFP4 weights
-// are decoded exactly, then multiplied and added as floats are); for affine ones, whose kernels add
-// d * sum(q x) + m * sum(x) per block (lane_dot.cuh, affine_group_dot), |d q| + |m|.
+// What the rounding of element k's term scales with: |w| for float, seed, MXFP4 and FP8 codecs (seed and MXFP4
+// weights are decoded exactly, then multiplied and added as floats are; FP8's kernels add d * sum(e4m3 x) per block,
+// whose exact terms are within 2^-24 |w x| of the CPU's); for affine ones, whose kernels add d * sum(q x) + m * sum(x)
+// per block (lane_dot.cuh, affine_group_dot), |d q| + |m|.
 double abs_term(const ops::Matrix& w, int64_t n, int64_t k) {
-  if (codec_is_float(w.codec) || codec_is_seed(w.codec) || w.codec == Codec::MXFP4) {
+  if (codec_is_float(w.codec) || codec_is_seed(w.codec) || w.codec == Codec::MXFP4 || w.codec == Codec::FP8_G32) {
     return std::fabs(double(w.at(n, k)));
   }
   const int64_t g = codec_group(w.codec);
@@ -422,7 +423,7 @@ void cpu_route(std::vector<float> p, const RouterPlan& plan, const std::vector<f
   } else {
     for (float& v : p) v = ops::sigmoid(v);
     ops::group_top_k(p.data(), plan.correction_bias ? correction.data() : nullptr, e, plan.n_group, plan.topk_group, k,
-                     ids, &scratch);
+                     ids, &scratch, plan.masked_neg_inf ? -INFINITY : 0.0f);
     for (int s = 0; s < k; ++s) w[s] = p[size_t(ids[s])];
   }
   if (plan.renormalize && plan.gating != Gating::TopKSoftmax) {
@@ -437,15 +438,19 @@ void cpu_route(std::vector<float> p, const RouterPlan& plan, const std::vector<f
 }  // namespace
 
 // Every router policy (gpt_oss's top-k then softmax with a logit bias, glm4_moe's and deepseek_v3's sigmoid scores
-// with a correction bias over groups, the softmax router with a bias and a scale) against decoder.cpp's route: the
-// same experts in the same order, weights within float rounding. Ties: logits rounded to a coarse grid make equal
-// values common, so the lower-index-first rule is exercised, not only random order.
+// with a correction bias over groups, the dropped groups' choices 0 (glm4_moe) or -inf (deepseek_v3), the softmax
+// router with a bias and a scale) against decoder.cpp's route: the same experts in the same order, weights within
+// float rounding. Ties: logits rounded to a coarse grid make equal values common, so the lower-index-first rule is
+// exercised, not only random order. The -inf cases have correction biases larger than the scores, so kept experts'
+// choices go negative and the two masks choose differently on some rows (counted, so a kernel that ignored the mask
+// would fail there).
 TEST(CudaKernels, RouterPoliciesMatchTheCpuRouteIdsExactly) {
   SKIP_WITHOUT_CUDA_DEVICE();
   struct Case {
     const char* what;
     RouterPlan plan;
     int e, k;
+    float correction_sd = 0.1f;
   };
   const Case cases[] = {
       {"top-k softmax with bias (gpt_oss)", {.gating = Gating::TopKSoftmax, .renormalize = false, .bias = true}, 32, 4},
@@ -462,7 +467,27 @@ TEST(CudaKernels, RouterPoliciesMatchTheCpuRouteIdsExactly) {
        64,
        6},
       {"softmax with bias and scale", {.gating = Gating::SoftmaxTopK, .bias = true, .scale = 1.5f}, 128, 8},
+      {"sigmoid groups, dropped at -inf (deepseek_v3)",
+       {.gating = Gating::SigmoidGroupTopK,
+        .correction_bias = true,
+        .n_group = 8,
+        .topk_group = 4,
+        .scale = 2.5f,
+        .masked_neg_inf = true},
+       256,
+       8,
+       1.5f},
+      {"sigmoid groups, dropped at -inf, every kept expert chosen",
+       {.gating = Gating::SigmoidGroupTopK,
+        .correction_bias = true,
+        .n_group = 4,
+        .topk_group = 2,
+        .masked_neg_inf = true},
+       8,
+       4,
+       1.5f},
   };
+  int mask_matters = 0;  // rows of the -inf cases whose experts differ under a 0 mask
   for (const Case& c : cases) {
     for (const bool coarse : {false, true}) {
       const int m = 9, e = c.e, k = c.k;
@@ -471,7 +496,7 @@ TEST(CudaKernels, RouterPoliciesMatchTheCpuRouteIdsExactly) {
         for (float& v : logits) v = std::round(v * 2.0f) / 2.0f;  // many equal logits
       }
       const std::vector<float> bias = random_floats(size_t(e), 61, 0.5f),
-                               correction = random_floats(size_t(e), 62, 0.1f);
+                               correction = random_floats(size_t(e), 62, c.correction_sd);
       DeviceVec<float> dl(logits), db(bias), dc(correction), dw(test::poisoned(size_t(m * k)));
       DeviceVec<int> di(std::vector<int>(size_t(m * k), -1));
       cuda::RouterPolicy p;
@@ -484,14 +509,23 @@ TEST(CudaKernels, RouterPoliciesMatchTheCpuRouteIdsExactly) {
       p.n_group = c.plan.n_group;
       p.topk_group = c.plan.topk_group;
       p.scale = c.plan.scale;
+      p.masked = c.plan.masked_neg_inf ? -INFINITY : 0.0f;
       cuda::router_route(dl.get(), m, e, k, p, di.get(), dw.get(), nullptr);
       const std::vector<int> ids = di.download();
       const std::vector<float> w = dw.download();
       for (int i = 0; i < m; ++i) {
         std::vector<int> want(static_cast<size_t>(k));
         std::vector<float> wv(static_cast<size_t>(k));
-        cpu_route(std::vector<float>(logits.begin() + i * e, logits.begin() + (i + 1) * e), c.plan, bias, correction, k,
-                  want.data(), wv.data());
+        const std::vector<float> row(logits.begin() + i * e, logits.begin() + (i + 1) * e);
+        cpu_route(row, c.plan, bias, correction, k, want.data(), wv.data());
+        if (c.plan.masked_neg_inf) {
+          RouterPlan zero = c.plan;
+          zero.masked_neg_inf = false;
+          std::vector<int> other(static_cast<size_t>(k));
+          std::vector<float> ow(static_cast<size_t>(k));
+          cpu_route(row, zero, bias, correction, k, other.data(), ow.data());
+          mask_matters += other != want;
+        }
         for (int s = 0; s < k; ++s) {
           ASSERT_EQ(ids[size_t(i * k + s)], want[size_t(s)]) << c.what << (coarse ? " ties" : "") << " row " << i;
           // exp or sigmoid per weight, a sum of at most e terms and a division, in float: relative (e + 8) u.
@@ -501,6 +535,7 @@ TEST(CudaKernels, RouterPoliciesMatchTheCpuRouteIdsExactly) {
       }
     }
   }
+  EXPECT_GE(mask_matters, 1) << "the -inf cases should include rows where a 0 mask chooses other experts";
 }
 
 // gpt_oss's experts: biases on gate and up before the clamped SwiGLU, on down after its product, per expert (its
@@ -604,10 +639,12 @@ TEST(CudaKernels, SiluMulMatchesCpu) {
   for (size_t i = 0; i < n; ++i) ASSERT_NEAR(got[i], want[i], 8 * kU * std::fabs(want[i]) + 1e-30) << i;
 }
 
-// Experts as one blob each, some absent: gate/up/SiLU, down, then the weighted combine into the residual.
+// Experts as one blob each, some absent: gate/up/SiLU, down, then the weighted combine into the residual; every codec
+// family of has_kernel (FP8 as DeepSeek's releases store experts).
 TEST(CudaKernels, ExpertProductsAndCombineMatchCpu) {
   SKIP_WITHOUT_CUDA_DEVICE();
-  for (const Codec c : {Codec::BF16, Codec::Q8_G32, Codec::Q4_G64, Codec::P3, Codec::P4, Codec::S3, Codec::MXFP4}) {
+  for (const Codec c :
+       {Codec::BF16, Codec::Q8_G32, Codec::Q4_G64, Codec::FP8_G32, Codec::P3, Codec::P4, Codec::S3, Codec::MXFP4}) {
     const int64_t H = 128, I = 96, m = 3;
     const int E = 5, k = 2;
     cuda::ExpertLayout pl;

@@ -325,4 +325,37 @@ TEST(MmaLayout, WeightPiecesAreTheCodecsValues) {
   }
 }
 
+// FP8 (fp8_g32) takes a float codec's pieces (8 consecutive weights), which gemm.cu's fetch_piece reads as the scale
+// of the piece's group and the two code words from the piece's first element: each weight, kE4m3Values[code] * d, is
+// codec_value at its position, every position of every slice once, over a row of 6 groups (3 slices).
+TEST(MmaLayout, Fp8PiecesAreTheCodecsValues) {
+  const int64_t cols = 192;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 0.05f);
+  std::vector<float> w(static_cast<size_t>(cols));
+  for (float& v : w) v = nd(rng);
+  std::vector<uint8_t> row(codec_matrix_bytes(Codec::FP8_G32, 1, cols));
+  encode_matrix(Codec::FP8_G32, DType::F32, w.data(), 1, cols, row.data());
+  for (int64_t k0 = 0; k0 < cols; k0 += 64) {
+    std::vector<int> seen(64, 0);
+    for (int p = 0; p < 8; ++p) {
+      const mma::Piece pc = mma::piece_of(8, false, false, p);
+      const int64_t k = k0 + 8 * p;  // fetch_piece: the group of k, code words (k % 32) / 4 and the next
+      const uint8_t* block = row.data() + size_t(k / 32) * codec_block_bytes(Codec::FP8_G32);
+      float d;
+      std::memcpy(&d, block, 4);
+      for (int j = 0; j < 8; ++j) {
+        const int pos = j < 4 ? pc.first + j : pc.second + j - 4;
+        ASSERT_TRUE(pos >= 0 && pos < 64) << "piece " << p;
+        ++seen[size_t(pos)];
+        uint32_t word;
+        std::memcpy(&word, block + 4 + 4 * ((k % 32) / 4 + j / 4), 4);
+        const float got = kE4m3Values.v[(word >> (8 * (j % 4))) & 0xffu] * d;
+        ASSERT_EQ(got, codec_value(Codec::FP8_G32, row.data(), k0 + pos)) << "k " << k0 + pos;
+      }
+    }
+    for (int pos = 0; pos < 64; ++pos) ASSERT_EQ(seen[size_t(pos)], 1) << "position " << pos;
+  }
+}
+
 }  // namespace seedling

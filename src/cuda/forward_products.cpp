@@ -1,0 +1,34 @@
+// cuda/forward_products.cpp - the product choice of cuda/forward_products.h.
+#include "cuda/forward_products.h"
+
+#include "core/codec_layout.h"
+#include "cuda/gemm.h"
+
+namespace seedling::cuda {
+
+bool on_tensor_cores(int64_t m, Codec c) {
+  return m >= kTensorCoreRows && c != Codec::MXFP4;
+}
+
+void product(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream,
+             DeviceScratch& f16_scratch) {
+  if (on_tensor_cores(m, w.codec)) {
+    matmul_tc(x, m, w, y, accumulate, stream, f16_scratch.get<uint8_t>(matmul_tc_scratch_bytes(m, w.cols)));
+  } else {
+    matmul(x, m, w, y, accumulate, stream);
+  }
+}
+
+void products(const float* x, int64_t m, const DeviceMatrix* ws, float* const* ys, int count, cudaStream_t stream,
+              DeviceScratch& f16_scratch) {
+  bool same = true;
+  for (int i = 1; i < count; ++i) same = same && ws[i].codec == ws[0].codec && ws[i].cols == ws[0].cols;
+  if (on_tensor_cores(m, ws[0].codec) && same) {
+    void* scratch = f16_scratch.get<uint8_t>(matmul_tc_scratch_bytes(m, ws[0].cols));
+    matmul_tc_stacked(x, m, ws, ys, count, false, stream, scratch);
+  } else {
+    for (int i = 0; i < count; ++i) product(x, m, ws[i], ys[i], false, stream, f16_scratch);
+  }
+}
+
+}  // namespace seedling::cuda
