@@ -83,11 +83,11 @@ class PinnedScratch {
 // The router's and the head's products are the exceptions (router_product, head_product): about float32's accuracy.
 constexpr int64_t kTensorCoreRows = 64;
 
-// Whether m rows of products with codec c run on tensor cores: from kTensorCoreRows rows, every codec but MXFP4,
-// which the tensor-core GEMMs do not read (gemm.h); MXFP4 prompt rows take the CUDA-core products instead, which
-// read every codec of has_kernel (slower for long prompts, the same contract).
+// Whether m rows of products with codec c run on tensor cores: from kTensorCoreRows rows, every codec but MXFP4 and
+// mxfp4_ggml, which the tensor-core GEMMs do not read (gemm.h); their prompt rows take the CUDA-core products instead,
+// which read every codec of has_kernel (slower for long prompts, the same contract).
 bool on_tensor_cores(int64_t m, Codec c) {
-  return m >= kTensorCoreRows && c != Codec::MXFP4;
+  return m >= kTensorCoreRows && c != Codec::MXFP4 && c != Codec::MXFP4_GGML;
 }
 
 // y = x W^T (or y +=) for m rows, on tensor cores from kTensorCoreRows rows (every codec but MXFP4, the seed codecs
