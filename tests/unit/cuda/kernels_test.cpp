@@ -140,6 +140,19 @@ INSTANTIATE_TEST_SUITE_P(Ggml32, CudaMatmulTest,
                          ::testing::Combine(::testing::ValuesIn(kGgml32Codecs), ::testing::Values(96, 2880)),
                          matmul_case_name);
 
+// A ggml matrix that does not start as aligned as its blocks' loads need (ggml_pieces.h's kAlign: 16 bytes for q4_k,
+// 8 for q5_1, 4 for q2_k, 2 for q8_0) is one clear error, raised before any launch (so this runs without a GPU too).
+TEST(CudaKernels, MisalignedGgmlMatricesAreClearErrors) {
+  for (const auto& [c, at] : {std::pair{Codec::Q4_K, 4104}, std::pair{Codec::Q5_1, 4100}, std::pair{Codec::Q2_K, 4098},
+                              std::pair{Codec::Q8_0, 4097}}) {
+    const cuda::DeviceMatrix w{c, reinterpret_cast<const void*>(uintptr_t(at)), 4, 256};
+    for (const int64_t m : {int64_t(1), int64_t(70)}) {
+      const std::string e = test::error_of([&] { cuda::matmul(nullptr, m, w, nullptr, false, nullptr); });
+      EXPECT_NE(e.find("a ggml matrix (it must start aligned"), std::string::npos) << codec_name(c) << ": " << e;
+    }
+  }
+}
+
 TEST(CudaKernels, RmsNormMatchesCpu) {
   SKIP_WITHOUT_CUDA_DEVICE();
   const int64_t rows = 9, n = 640;
