@@ -6,8 +6,9 @@
 # end; a search over seeds 1..256 only, since only CPU against CUDA on the same pack is compared) and the same packs
 # searched on the GPU (--search-device cuda: the same expert bytes); then the layer-plan families (olmoe, qwen2_moe,
 # glm4_moe, gpt_oss with bf16 and with MXFP4 experts, deepseek_v3 with MLA and FP8 weights) against the CPU, and packs
-# of MXFP4 and FP8 experts through VRAM slots and three tiers. On a machine without a GPU the gtests skip and this
-# script stops, saying so.
+# of MXFP4 and FP8 experts through VRAM slots and three tiers; then the GGUF files of every quant type against the
+# CPU, and two of them packed with a VRAM cache of the minimum size against all in VRAM. On a machine without a GPU
+# the gtests skip and this script stops, saying so.
 #
 # Usage: tools/cuda_tests.sh [BUILD_DIR]     (default: build)
 # Builds seedling and cuda_tests in BUILD_DIR first, unless SEEDLING_NO_BUILD=1 (binaries carried to a GPU machine
@@ -229,4 +230,30 @@ cmp -s "$tmp/gpu_all.f32" "$tmp/gpu_slots.f32" || { echo "FAIL deepseek_v3_fp8 f
 cmp -s "$tmp/gpu_all.f32" "$tmp/gpu3.f32" || { echo "FAIL deepseek_v3_fp8 fp8_g32: three-tier logits differ"; exit 1; }
 printf "ok   %-18s packed --experts fp8_g32: cuda greedy ids = cpu; logits max |cuda - cpu| %s; " deepseek_v3_fp8 "$err"
 echo "top-k VRAM slots and three tiers = all in VRAM bit for bit"
+# GGUF files (docs/formats/gguf.md), every ggml type computed on as stored: llama.cpp's own llama-quantize outputs
+# (Q4_K_M, Q6_K, IQ4_XS with a Q8_0 attn_v, Q8_0: tests/data/gguf/llama_cpp/README.md), Seedling's Q4_1 file and
+# gpt-oss with MXFP4 experts as ggml stores them (mxfp4_ggml): cuda greedy ids = cpu, logits within 2e-2.
+g=$root/tests/data/gguf
+for f in llama_cpp/kquant_small_q4_k_m llama_cpp/kquant_small_q6_k llama_cpp/kquant_small_iq4_xs \
+  llama_cpp/kquant_qwen3moe_q8_0 qwen3moe_q4_1 gpt_oss_mxfp4; do
+  case $f in
+    qwen3moe_q4_1) ids=1,7,33,2,63,0,12,45 ;;
+    gpt_oss_mxfp4) ids=1,5,9,2,40 ;;
+    *) ids=1,5,77,200,13,42,99,128,255,0,64,31 ;;
+  esac
+  compare_cpu_cuda "$f.gguf" "$g/$f.gguf" "$g/$f.gguf" "$ids"
+  printf "ok   %-34s cuda greedy ids = cpu; logits max |cuda - cpu| %s\n" "$f.gguf" "$err"
+done
+# A GGUF packed (`pack -m FILE.gguf`: every expert's bytes as stored, K-quants and mxfp4_ggml), its experts all in
+# VRAM and in top-k VRAM slots (the minimum the 1-byte refusal names) fed from pinned host memory: the same bits.
+for f in llama_cpp/kquant_small_q4_k_m gpt_oss_mxfp4; do
+  "$bin" pack -m "$g/$f.gguf" -o "$tmp/gp" --force >/dev/null 2>&1
+  min=$("$bin" logits -m "$tmp/gp" --ids 1 -o "$tmp/x.f32" --device cuda --vram-budget 1 2>&1 |
+    grep -o 'at least [0-9]* bytes' | grep -o '[0-9]*' || true)
+  [ -n "$min" ] || { echo "FAIL $f.gguf packed: a 1-byte VRAM budget named no minimum"; exit 1; }
+  "$bin" logits -m "$tmp/gp" --ids 1,5,9,2,40,7,3 -o "$tmp/gpu_all.f32" --device cuda 2>/dev/null
+  "$bin" logits -m "$tmp/gp" --ids 1,5,9,2,40,7,3 -o "$tmp/gpu_slots.f32" --device cuda --vram-budget "$min" 2>/dev/null
+  cmp -s "$tmp/gpu_all.f32" "$tmp/gpu_slots.f32" || { echo "FAIL $f.gguf packed: VRAM-slot logits differ"; exit 1; }
+  printf "ok   %-34s packed: top-k VRAM slots = all in VRAM bit for bit\n" "$f.gguf"
+done
 echo "ok   all CUDA tests"

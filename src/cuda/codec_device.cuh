@@ -7,7 +7,10 @@
 // same weights as the CPU reference. The seed codecs (p3, p4, s3) have no units or row size: a matrix is one slice
 // blob, a row is found by row_at (a SeedRow: the blob and the row's first block) and its blocks decode with
 // seed_device.cuh, bit for bit decode_seed_matrix's weights; only the kernels that dispatch with dispatch_codec<true>
-// read them (lane_dot.cuh's CUDA-core products, gemm.cu's mma kernel, seeds.cu).
+// read them (lane_dot.cuh's CUDA-core products, gemm.cu's mma kernel, seeds.cu). The ggml codecs (q8_0 .. iq4_xs) are
+// read in pieces of 8 elements (ggml_pieces.h: fetch, decode, and values, codec_value's floats bit for bit);
+// mxfp4_ggml's rows are put in mxfp4's VRAM form at upload, after which mxfp4's kernels read them (dispatch_codec gives
+// them mxfp4's).
 #pragma once
 
 #include <cuda_fp16.h>
@@ -18,6 +21,7 @@
 #include <type_traits>
 
 #include "cuda/codec_ids.h"
+#include "cuda/ggml_pieces.h"
 #include "cuda/kernels.h"
 #include "cuda/mxfp4_layout.h"
 #include "cuda/seed_device.cuh"
@@ -34,9 +38,13 @@ __device__ __forceinline__ float bf16_bits(uint16_t h) {
   return __uint_as_float(uint32_t(h) << 16);
 }
 
-// A codec's unit: G consecutive elements of a row that one lane widens at once.
+// A codec's unit: G consecutive elements of a row that one lane widens at once; for the ggml codecs (this primary
+// template) a block, of which a lane reads one piece of 8 (ggml_pieces.h).
 template <CodecId C>
-struct Unit;
+struct Unit {
+  static_assert(ggml_dev::is_ggml_piece(C), "a codec without units");
+  static constexpr int G = ggml_dev::block_elems(C), bytes = ggml_dev::block_bytes(C);
+};
 template <>
 struct Unit<Id::F32> {
   static constexpr int G = 4, bytes = 16;
@@ -156,6 +164,7 @@ __device__ __forceinline__ void unit_scale(uint32_t dm, float& d, float& m) {
 template <CodecId C>
 __device__ __forceinline__ void load_unit(const uint8_t* row, int64_t u, int valid, float* w) {
   static_assert(C != Id::MXFP4, "MXFP4 is widened in lane_dot.cuh's mxfp4_group_dot");
+  static_assert(!ggml_dev::is_ggml_piece(C), "the ggml codecs widen in pieces (ggml_pieces.h)");
   constexpr int G = Unit<C>::G;
   if constexpr (C == Id::F32) {
     const float* p = reinterpret_cast<const float*>(row) + u * G;
@@ -229,6 +238,10 @@ __host__ __device__ constexpr bool is_float(CodecId c) {
 __host__ __device__ constexpr bool is_seed(CodecId c) {
   return c == Id::P3 || c == Id::P4 || c == Id::S3;
 }
+// The ggml codecs read in pieces (mxfp4_ggml is read as mxfp4).
+__host__ __device__ constexpr bool is_ggml(CodecId c) {
+  return ggml_dev::is_ggml_piece(c);
+}
 __host__ __device__ constexpr seeddev::Geom seed_geom(CodecId c) {
   return c == Id::P3 ? seeddev::kP3 : c == Id::P4 ? seeddev::kP4 : seeddev::kS3;
 }
@@ -269,10 +282,17 @@ __host__ __device__ __forceinline__ WRow<C> row_at(const uint8_t* m, int64_t row
   }
 }
 
-// A seed matrix's fields are read as int32 and uint16: its blob must start 4-byte aligned (cudaMalloc's is).
-inline void check_seed_blob(Codec c, const void* data) {
-  const bool ok = !is_seed(Id(uint8_t(c))) || reinterpret_cast<uintptr_t>(data) % 4 == 0;
-  check(ok ? cudaSuccess : cudaErrorMisalignedAddress, "a seed matrix (its blob must start 4-byte aligned)");
+// A seed matrix's fields are read as int32 and uint16: its blob must start 4-byte aligned (cudaMalloc's is). A ggml
+// matrix's blocks are read with loads as wide as their alignment (ggml_pieces.h's kAlign, up to 16 bytes): it must
+// start that aligned (cudaMalloc's does).
+inline void check_weight_alignment(Codec c, const void* data) {
+  const Id id = Id(uint8_t(c));
+  const uintptr_t at = reinterpret_cast<uintptr_t>(data);
+  check(!is_seed(id) || at % 4 == 0 ? cudaSuccess : cudaErrorMisalignedAddress,
+        "a seed matrix (its blob must start 4-byte aligned)");
+  check(!is_ggml(id) || at % uintptr_t(ggml_dev::kAlign(id)) == 0 ? cudaSuccess : cudaErrorMisalignedAddress,
+        "a ggml matrix (it must start aligned to 16 bytes for q4_k and q5_k, 8 for q5_1 and iq4_xs, 4 for q2_k, 2 "
+        "for the others)");
 }
 
 // lfsr.h's stream tables in device memory (read through the L1 cache: each lane looks up its own seed).
@@ -280,10 +300,11 @@ __device__ const seed::LfsrStreamTables kDeviceStreamTables = seed::make_lfsr_st
 
 // Calls f with the codec as a compile-time constant; the seed codecs only with Seeds and MXFP4 only with Mxfp4
 // (kernels that read them: the CUDA-core products do, the tensor-core GEMMs and embed do not).
+// mxfp4_ggml calls f with MXFP4: its VRAM form is mxfp4's (device_layout.h).
 template <bool Seeds = false, bool Mxfp4 = false, typename F>
 void dispatch_codec(Codec c, F&& f) {
   if constexpr (Mxfp4) {
-    if (Id(uint8_t(c)) == Id::MXFP4) return f.template operator()<Id::MXFP4>();
+    if (Id(uint8_t(c)) == Id::MXFP4 || Id(uint8_t(c)) == Id::MXFP4_GGML) return f.template operator()<Id::MXFP4>();
   }
   if constexpr (Seeds) {
     switch (Id(uint8_t(c))) {
@@ -314,15 +335,38 @@ void dispatch_codec(Codec c, F&& f) {
       return f.template operator()<Id::Q4_G64>();
     case Id::FP8_G32:
       return f.template operator()<Id::FP8_G32>();
+    case Id::Q8_0:
+      return f.template operator()<Id::Q8_0>();
+    case Id::Q4_0:
+      return f.template operator()<Id::Q4_0>();
+    case Id::Q5_0:
+      return f.template operator()<Id::Q5_0>();
+    case Id::Q5_1:
+      return f.template operator()<Id::Q5_1>();
+    case Id::Q2_K:
+      return f.template operator()<Id::Q2_K>();
+    case Id::Q3_K:
+      return f.template operator()<Id::Q3_K>();
+    case Id::Q4_K:
+      return f.template operator()<Id::Q4_K>();
+    case Id::Q5_K:
+      return f.template operator()<Id::Q5_K>();
+    case Id::Q6_K:
+      return f.template operator()<Id::Q6_K>();
+    case Id::IQ4_NL:
+      return f.template operator()<Id::IQ4_NL>();
+    case Id::IQ4_XS:
+      return f.template operator()<Id::IQ4_XS>();
     default:
       break;
   }
   check(cudaErrorInvalidValue,
         is_seed(Id(uint8_t(c))) ? "a kernel for a seed codec (p3, p4, s3) here: the matmul, matvec, expert kernels and "
                                   "tensor-core GEMMs read them, embed does not"
-        : Id(uint8_t(c)) == Id::MXFP4 ? "a kernel for mxfp4 here: the matmul, matvec and expert kernels read it, the "
-                                        "tensor-core GEMMs and embed do not"
-                                      : "a kernel for this codec");
+        : Id(uint8_t(c)) == Id::MXFP4 || Id(uint8_t(c)) == Id::MXFP4_GGML
+            ? "a kernel for mxfp4 or mxfp4_ggml here: the matmul, matvec and expert kernels read them, the tensor-core "
+              "GEMMs and embed do not"
+            : "a kernel for this codec (fp8_g32 has none yet)");
 }
 
 }  // namespace seedling::cuda

@@ -12,8 +12,34 @@ enum class Codec : uint8_t;  // codec/codec.h
 }
 
 namespace seedling::cuda::codec_ids {
-// The codecs with kernels, numbered as in codec.h (a complete enum: nvcc wants one for template parameters).
-enum class CodecId : uint8_t { F32, F16, BF16, Q8_G32, Q8_G64, Q4_G32, Q4_G64, P3, P4, S3, MXFP4, FP8_G32 };
+// Every codec, numbered as in core/codec_layout.h (a complete enum: nvcc wants one for template parameters);
+// has_kernel (products.cu) says which the kernels read: every one.
+enum class CodecId : uint8_t {
+  F32,
+  F16,
+  BF16,
+  Q8_G32,
+  Q8_G64,
+  Q4_G32,
+  Q4_G64,
+  P3,
+  P4,
+  S3,
+  MXFP4,
+  FP8_G32,
+  Q8_0,
+  Q4_0,
+  Q5_0,
+  Q5_1,
+  Q2_K,
+  Q3_K,
+  Q4_K,
+  Q5_K,
+  Q6_K,
+  IQ4_NL,
+  IQ4_XS,
+  MXFP4_GGML,
+};
 inline constexpr Codec F32 = Codec(0);  // the default of DeviceMatrix and ExpertLayout
 // Bytes of one affine block: 2 bytes scale + 2 bytes minimum + the quantized values.
 inline constexpr int kQ8G32Bytes = 36, kQ8G64Bytes = 68, kQ4G32Bytes = 20, kQ4G64Bytes = 36;

@@ -16,18 +16,19 @@ size_t round_up(size_t n, size_t to) {
 }  // namespace
 
 size_t device_matrix_bytes(Codec c, int64_t rows, int64_t cols) {
-  if (c == Codec::MXFP4) return size_t(rows) * mxfp4::row_bytes(cols);
+  if (rearranged_on_device(c)) return size_t(rows) * mxfp4::row_bytes(cols);
   return codec_matrix_bytes(c, rows, cols);
 }
 
 bool rearranged_on_device(Codec c) {
-  return c == Codec::MXFP4;
+  return c == Codec::MXFP4 || c == Codec::MXFP4_GGML;
 }
 
 void to_device_layout(Codec c, const void* src, void* dst, int64_t rows, int64_t cols, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return;
   if (rearranged_on_device(c)) {
-    mxfp4_rows_to_device(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), rows, cols, stream);
+    mxfp4_rows_to_device(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), rows, cols,
+                         c == Codec::MXFP4_GGML, stream);
   } else {
     check(cudaMemcpyAsync(dst, src, codec_matrix_bytes(c, rows, cols), cudaMemcpyDeviceToDevice, stream),
           "copying a matrix in VRAM");

@@ -7,7 +7,7 @@
 namespace seedling::cuda {
 
 bool on_tensor_cores(int64_t m, Codec c) {
-  return m >= kTensorCoreRows && c != Codec::MXFP4;
+  return m >= kTensorCoreRows && c != Codec::MXFP4 && c != Codec::MXFP4_GGML;
 }
 
 void product(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream,

@@ -52,9 +52,9 @@ class DeviceScratch {
 // float32's accuracy.
 constexpr int64_t kTensorCoreRows = 64;
 
-// Whether m rows of products with codec c run on tensor cores: from kTensorCoreRows rows, every codec but MXFP4,
-// which the tensor-core GEMMs do not read (gemm.h); MXFP4 prompt rows take the CUDA-core products instead, which
-// read every codec of has_kernel (slower for long prompts, the same contract).
+// Whether m rows of products with codec c run on tensor cores: from kTensorCoreRows rows, every codec but MXFP4 and
+// mxfp4_ggml, which the tensor-core GEMMs do not read (gemm.h); their prompt rows take the CUDA-core products instead,
+// which read every codec of has_kernel (slower for long prompts, the same contract).
 bool on_tensor_cores(int64_t m, Codec c);
 
 // y = x W^T (or y +=) for m rows, on tensor cores from kTensorCoreRows rows (every codec but MXFP4, the seed codecs

@@ -8,7 +8,9 @@
 // 8 pieces of 8 values a row (mma_layout.h), both rounded to TF32; warps multiply with mma.sync m16n8k8 from
 // fragments whose indices mma_layout.h computes (tested on the CPU against the PTX ISA's layouts).
 // mma16_kernel: the affine codecs' twin of mma_kernel, with f16 operands (x rows scaled into f16's range by a power
-// of 2), mma.sync m16n8k16 and ldmatrix (see its comment).
+// of 2), mma.sync m16n8k16 and ldmatrix (see its comment); it also reads the 32-element ggml types whose values are
+// one f16 operation of float16 fields (f16_weights). The ggml codecs are fetched and widened a piece of 8 consecutive
+// weights at a time (ggml_pieces.h): the K types and iq4_xs on the TF32 kernel.
 // In all, the accumulators go through shared memory to one epilogue (bounds, accumulate, SiLU product), and an
 // output element is 0 plus its MMAs in k order, one per 8 of k (16 in the f16 kernel; matmul_tc_split with scratch:
 // per part of k, the parts then added in order): its sum never depends on m, on the tile shape or on the other rows
@@ -247,9 +249,18 @@ __device__ __forceinline__ void round_x(float* xs) {
   }
 }
 
+// Whether the f16 kernel reads codec c: the affine codecs, and the ggml types whose value is d q (+ m) with d and m
+// float16 fields and q a small integer (q8_0, q4_0, q5_0, q5_1, iq4_nl): each weight is then one f16 multiply (q5_1:
+// fma) of exact f16 operands, rounded once, as the affine codecs' q d + m. The K types' and iq4_xs's d is a float16
+// times a sub-block scale, a float that f16 need not hold: they take the TF32 kernel (each value, exact in float,
+// rounded to TF32 once).
+__host__ __device__ constexpr bool f16_weights(CodecId c) {
+  return is_affine(c) || c == Id::Q8_0 || c == Id::Q4_0 || c == Id::Q5_0 || c == Id::Q5_1 || c == Id::IQ4_NL;
+}
+
 template <CodecId C>
 __host__ __device__ constexpr mma::Piece piece(int p) {
-  if constexpr (is_seed(C) || C == Id::FP8_G32) {
+  if constexpr (is_seed(C) || is_ggml(C) || C == Id::FP8_G32) {
     return mma::piece_of(8, false, false, p);  // 8 consecutive weights, as a float codec's
   } else {
     return mma::piece_of(Unit<C>::G, is_affine(C), C == Id::Q4_G32 || C == Id::Q4_G64, p);
@@ -258,8 +269,9 @@ __host__ __device__ constexpr mma::Piece piece(int p) {
 
 // Piece p (mma_layout.h) of a weight row's k-slice at k0, raw: affine, the unit's d/m word and one or two code
 // words (zeros for a unit past k); FP8, its group's scale and its two code words (8 consecutive weights; zeros past
-// k); float codecs, 8 values' bits (zeros past k); seed codecs, the fields of the one
-// or two blocks holding the piece (seed_device.cuh's seed_piece_fetch). A null row (past n_out) gives zeros.
+// k); float codecs, 8 values' bits (zeros past k); seed codecs, the fields of the one or two blocks holding the piece
+// (seed_device.cuh's seed_piece_fetch); ggml codecs, ggml_pieces.h's fetch of the 8 weights k0 + 8p .. (zeros past
+// k). A null row (past n_out) gives zeros.
 template <CodecId C>
 __device__ __forceinline__ void fetch_piece(WRow<C> row, int64_t k0, int p, int64_t cols, uint32_t* raw) {
 #pragma unroll
@@ -286,6 +298,11 @@ __device__ __forceinline__ void fetch_piece(WRow<C> row, int64_t k0, int p, int6
     raw[0] = w[0];
     raw[1] = w[1 + at];
     raw[2] = w[2 + at];
+  } else if constexpr (is_ggml(C)) {
+    if (row == nullptr) return;
+    const int64_t k = k0 + 8 * p;
+    if (k >= cols) return;
+    ggml_dev::fetch<C>(row + (k / Unit<C>::G) * Unit<C>::bytes, int(k % Unit<C>::G), raw);
   } else {
     if (row == nullptr) return;
 #pragma unroll
@@ -302,9 +319,9 @@ __device__ __forceinline__ void fetch_piece(WRow<C> row, int64_t k0, int p, int6
 }
 
 // Widens a fetched piece (as load_unit would: codec_device.cuh's widen_word, widen_fp8_word and bit widenings; seed
-// codecs, decoded by seed_piece_decode, decode_seed_matrix's weights), zeros the values past k (an affine or FP8
-// block's padding, a seed row's partial last block), rounds to TF32 and stores the two runs of 4 in weight row
-// ws_row.
+// codecs, decoded by seed_piece_decode, decode_seed_matrix's weights; ggml codecs, ggml_pieces.h's values,
+// codec_value's), zeros the values past k (an affine or FP8 block's padding, a seed row's partial last block), rounds
+// to TF32 and stores the two runs of 4 in weight row ws_row.
 template <CodecId C>
 __device__ __forceinline__ void store_piece(const uint32_t* raw, int64_t k0, int p, int64_t cols, float* ws_row) {
   const mma::Piece pc = piece<C>(p);
@@ -325,6 +342,8 @@ __device__ __forceinline__ void store_piece(const uint32_t* raw, int64_t k0, int
     const float d = __uint_as_float(raw[0]);
     widen_fp8_word(raw[1], d, v);
     widen_fp8_word(raw[2], d, v + 4);
+  } else if constexpr (is_ggml(C)) {
+    ggml_dev::values<C>(ggml_dev::decode<C>(raw, int((k0 + 8 * p) % Unit<C>::G)), v);
   } else {
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
@@ -565,27 +584,45 @@ __device__ __forceinline__ uint32_t widen2(uint32_t codes, __half2 d, __half2 m)
   return *reinterpret_cast<const uint32_t*>(&w);
 }
 
-// store_piece's twin for the f16 kernel (affine codecs): the fetched piece widened by widen2, zeros past k, stored
-// as two runs of 4 halves in weight row ws_row.
+// The f16 kernel's weights of a fetched ggml piece (f16_weights: d and m float16 fields, codes exact in f16): d q, or
+// for q5_1 d q + m, each one f16 operation rounded once; as four pairs of halves in element order.
+template <CodecId C>
+__device__ __forceinline__ void ggml_piece16(const uint32_t* raw, int j0, uint32_t (&v)[4]) {
+  const ggml_dev::Piece pc = ggml_dev::decode<C>(raw, j0);
+  const __half2 d = __float2half2_rn(pc.d), m = __float2half2_rn(pc.m);  // exact: both were float16
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const __half2 q = __floats2half2_rn(pc.q[2 * i], pc.q[2 * i + 1]);  // exact: |q| <= 128
+    const __half2 w = ggml_dev::has_offset(C) ? __hfma2(q, d, m) : __hmul2(q, d);
+    v[i] = *reinterpret_cast<const uint32_t*>(&w);
+  }
+}
+
+// store_piece's twin for the f16 kernel (f16_weights: the affine codecs widened by widen2, the ggml ones by
+// ggml_piece16), zeros past k, stored as two runs of 4 halves in weight row ws_row.
 template <CodecId C>
 __device__ __forceinline__ void store_piece16(const uint32_t* raw, int64_t k0, int p, int64_t cols, __half* ws_row) {
-  static_assert(is_affine(C), "the f16 kernel reads the affine codecs");
+  static_assert(f16_weights(C), "the f16 kernel reads the affine codecs and f16_weights' ggml ones");
   const mma::Piece pc = piece<C>(p);
-  const uint32_t dmw = raw[0];
-  const uint32_t dw = __byte_perm(dmw, 0, 0x1010), mw = __byte_perm(dmw, 0, 0x3232);
-  const __half2 d = *reinterpret_cast<const __half2*>(&dw), m = *reinterpret_cast<const __half2*>(&mw);
   uint32_t v[4];  // values 0-1, 2-3 (at first), 4-5, 6-7 (at second)
-  if constexpr (C == Id::Q8_G32 || C == Id::Q8_G64) {
-    v[0] = widen2(__byte_perm(raw[1], 0, 0x4140), d, m);
-    v[1] = widen2(__byte_perm(raw[1], 0, 0x4342), d, m);
-    v[2] = widen2(__byte_perm(raw[2], 0, 0x4140), d, m);
-    v[3] = widen2(__byte_perm(raw[2], 0, 0x4342), d, m);
-  } else {  // bytes 0..3 of the word: values 0..3 in their low nibbles, 4..7 in their high ones
-    const uint32_t b01 = __byte_perm(raw[1], 0, 0x4140), b23 = __byte_perm(raw[1], 0, 0x4342);
-    v[0] = widen2(b01 & 0x000f000fu, d, m);
-    v[1] = widen2(b23 & 0x000f000fu, d, m);
-    v[2] = widen2((b01 >> 4) & 0x000f000fu, d, m);
-    v[3] = widen2((b23 >> 4) & 0x000f000fu, d, m);
+  if constexpr (is_ggml(C)) {
+    ggml_piece16<C>(raw, int((k0 + 8 * p) % Unit<C>::G), v);
+  } else {
+    const uint32_t dmw = raw[0];
+    const uint32_t dw = __byte_perm(dmw, 0, 0x1010), mw = __byte_perm(dmw, 0, 0x3232);
+    const __half2 d = *reinterpret_cast<const __half2*>(&dw), m = *reinterpret_cast<const __half2*>(&mw);
+    if constexpr (C == Id::Q8_G32 || C == Id::Q8_G64) {
+      v[0] = widen2(__byte_perm(raw[1], 0, 0x4140), d, m);
+      v[1] = widen2(__byte_perm(raw[1], 0, 0x4342), d, m);
+      v[2] = widen2(__byte_perm(raw[2], 0, 0x4140), d, m);
+      v[3] = widen2(__byte_perm(raw[2], 0, 0x4342), d, m);
+    } else {  // bytes 0..3 of the word: values 0..3 in their low nibbles, 4..7 in their high ones
+      const uint32_t b01 = __byte_perm(raw[1], 0, 0x4140), b23 = __byte_perm(raw[1], 0, 0x4342);
+      v[0] = widen2(b01 & 0x000f000fu, d, m);
+      v[1] = widen2(b23 & 0x000f000fu, d, m);
+      v[2] = widen2((b01 >> 4) & 0x000f000fu, d, m);
+      v[3] = widen2((b23 >> 4) & 0x000f000fu, d, m);
+    }
   }
   if (k0 + kBK > cols) {  // a partial slice: positions past k hold padding codes
 #pragma unroll
@@ -901,7 +938,7 @@ void start(dim3 grid, int threads, size_t smem, const GemmArgs& a, cudaStream_t 
 template <CodecId C, Mode M>
 void launch(Shape shape, dim3 grid, const GemmArgs& a, cudaStream_t stream, const char* what) {
   if (a.x16 != nullptr) {  // f16 (use_f16)
-    if constexpr (is_affine(C)) {
+    if constexpr (f16_weights(C)) {
       if (shape == Shape::L) {
         start<mma16_kernel<C, M, Tile16L>>(grid, Tile16L::kThreads, smem16_bytes<Tile16L>(), a, stream);
       } else {
@@ -991,10 +1028,10 @@ Shape pick_shape(RowTiles row_tiles, int64_t n, bool gate_up, Codec c) {
   return cost(Shape::S) < cost(Shape::L) ? Shape::S : Shape::L;
 }
 
-// Whether a product of codec c runs the f16 kernel: the affine codecs, unless SEEDLING_GEMM=tf32
-// (GemmKernel::MmaTf32) asks for the TF32 kernel.
+// Whether a product of codec c runs the f16 kernel: the affine codecs and f16_weights' ggml ones, unless
+// SEEDLING_GEMM=tf32 (GemmKernel::MmaTf32) asks for the TF32 kernel.
 bool use_f16(Codec c) {
-  return chosen_kernel() != GemmKernel::MmaTf32 && is_affine(Id(uint8_t(c)));
+  return chosen_kernel() != GemmKernel::MmaTf32 && f16_weights(Id(uint8_t(c)));
 }
 
 // The grouped products' tile: row tiles counted as if the pairs spread evenly over the experts (each expert's last
@@ -1058,7 +1095,7 @@ void matmul_tc_stacked(const float* x, int64_t m, const DeviceMatrix* ws, float*
   for (int i = 0; i < count; ++i) {
     check(ws[i].codec == ws[0].codec && ws[i].cols == ws[0].cols ? cudaSuccess : cudaErrorInvalidValue,
           "matmul_tc_stacked: the matrices differ in codec or in columns (one product reads one codec and one k)");
-    check_seed_blob(ws[i].codec, ws[i].data);
+    check_weight_alignment(ws[i].codec, ws[i].data);
     if (i > 0) w.rows += ws[i].rows;
   }
   if (m == 0 || w.rows == 0) return;

@@ -10,9 +10,12 @@
 // scratch): the same 10 mantissa bits for both operands, weights widened in one f16 fma (their d and m are f16
 // already), each x row scaled by a power of 2 into f16's range and rounded to f16 once per product, the sums scaled
 // back, exactly; its bound is the TF32 one plus f16's subnormals (2^-25 absolute, for weights under 2^-14 and x under
-// 2^-28 of its row's largest). Every output element sums its k-tiles in one fixed order that depends only on k, never
-// on m, on the tile shape or on which rows share a tile: a row (or expert pair) gives the same bits alone, in a batch,
-// or in a pass over any subset of experts.
+// 2^-28 of its row's largest). GGUF's ggml types (ggml_pieces.h): q8_0, q4_0, q5_0, q5_1 and iq4_nl take the f16
+// kernel as the affine codecs do (d q, or d q + m, one f16 operation of their float16 fields and exact codes); the K
+// types (q2_k .. q6_k) and iq4_xs, whose sub-block scale d_block * scale is a float f16 need not hold, the TF32 kernel
+// (their float value, codec_value's, rounded to TF32). mxfp4 and mxfp4_ggml are not read here. Every output element
+// sums its k-tiles in one fixed order that depends only on k, never on m, on the tile shape or on which rows share a
+// tile: a row (or expert pair) gives the same bits alone, in a batch, or in a pass over any subset of experts.
 // FP8 (fp8_g32) runs the TF32 kernel: each weight is its e4m3 value times its group's float32 scale, up to 28
 // significant bits, which f16 would round once more and whose range (the scale is any float) f16 cannot hold; so it
 // is widened exactly to float, as codec_value, and rounded to TF32 like the float codecs.
@@ -28,10 +31,11 @@
 namespace seedling::cuda {
 
 // y[i][n] = sum_k x[i][k] * W[n][k] for m rows (x: m x W.cols, y: m x W.rows); with `accumulate`, y += that sum.
-// Any m, n, k; every codec has_kernel accepts but mxfp4, a clear error here (a seed blob 4-byte aligned, as for
-// matmul). x needs no alignment (rows of a multiple of 4 floats starting 16-byte aligned are read as float4). scratch:
-// matmul_tc_scratch_bytes(m, W.cols) bytes of device memory (4-byte aligned) for the f16 kernel's operand; with it the
-// affine codecs run the f16 kernel (see above), without it the TF32 one.
+// Any m, n, k; every codec has_kernel accepts but mxfp4 and mxfp4_ggml, a clear error here (a seed blob 4-byte
+// aligned, a ggml matrix as check_weight_alignment says, as for matmul). x needs no alignment (rows of a multiple of 4
+// floats starting 16-byte aligned are read as float4). scratch: matmul_tc_scratch_bytes(m, W.cols) bytes of device
+// memory (4-byte aligned) for the f16 kernel's operand; with it the affine codecs (and the f16 ggml types above) run
+// the f16 kernel (see above), without it the TF32 one.
 void matmul_tc(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream,
                void* scratch = nullptr);
 size_t matmul_tc_scratch_bytes(int64_t m, int64_t cols);
@@ -53,11 +57,11 @@ void matmul_tc_split(const float* x, int64_t m, const DeviceMatrix& w, float* y,
                      void* scratch = nullptr);
 size_t matmul_tc_split_scratch_bytes(int64_t m, const DeviceMatrix& w);
 // The kernel behind the products: Mma (mma.sync, cp.async-staged, picking a 128 x 128 or a 64 x 64 tile per call;
-// m16n8k16 f16 for the affine codecs where the call allows it, m16n8k8 TF32 otherwise; the default), MmaLarge /
-// MmaSmall (the same, always 128 x 128 / 64 x 64: for the bench, to tune the pick), MmaTf32 (as Mma, TF32 for every
-// codec: the f16 kernel's baseline). The environment's SEEDLING_GEMM (mma, mma128, mma64 or tf32; anything else is
-// an error at the first product) sets it at start; use_gemm_kernel overrides it for the products called after it.
-// Mma, MmaLarge and MmaSmall give the same bits; MmaTf32 differs from them within gemm_test's bound.
+// m16n8k16 f16 for the affine codecs (and f16 ggml types) where the call allows it, m16n8k8 TF32 otherwise; the
+// default), MmaLarge / MmaSmall (the same, always 128 x 128 / 64 x 64: for the bench, to tune the pick), MmaTf32 (as
+// Mma, TF32 for every codec: the f16 kernel's baseline). The environment's SEEDLING_GEMM (mma, mma128, mma64 or tf32;
+// anything else is an error at the first product) sets it at start; use_gemm_kernel overrides it for the products
+// called after it. Mma, MmaLarge and MmaSmall give the same bits; MmaTf32 differs from them within gemm_test's bound.
 enum class GemmKernel { Mma, MmaLarge, MmaSmall, MmaTf32 };
 void use_gemm_kernel(GemmKernel k);
 

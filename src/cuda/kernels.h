@@ -36,9 +36,11 @@ struct DeviceMatrix {
 
 // Whether these kernels read codec c: the float, affine, FP8 (fp8_g32: e4m3 codes widened exactly, times their
 // group's float32 scale) and seed codecs (a seed matrix: one slice blob at data, 4-byte aligned; its weights decoded
-// exactly as decode_seed_matrix, in registers), and so do the tensor-core GEMMs (gemm.h); and MXFP4 (codec.h: 17-byte
-// blocks, widened exactly), which only the CUDA-core products read (matmul, matvec, the expert kernels), not the
-// tensor-core GEMMs. embed reads no seed codec and no MXFP4.
+// exactly as decode_seed_matrix, in registers) and ggml's quant types q8_0 .. iq4_xs (GGUF's blocks as stored, read in
+// pieces: ggml_pieces.h; a matrix aligned as check_weight_alignment says), and so do the tensor-core GEMMs (gemm.h);
+// and MXFP4 and mxfp4_ggml (17-byte blocks in mxfp4_layout.h's VRAM form, widened exactly), which only the CUDA-core
+// products read (matmul, matvec, the expert kernels), not the tensor-core GEMMs. embed reads every one but the seed
+// codecs and the two MXFP4s.
 bool has_kernel(Codec c);
 // The names of the codecs has_kernel accepts, comma-separated (for error messages; runtime.cpp).
 std::string kernel_codec_names();

@@ -5,9 +5,10 @@
 // affine codecs G / 8 codes of a block shared by 8 lanes) in a fixed pattern, multiplies them into every row it
 // serves, and the 32 partial sums meet in a fixed shuffle tree. That order depends only on the matrix, never on the
 // row count or on whether the weights were first staged in shared memory. MXFP4 and FP8 blocks are shared by 8 lanes
-// as the affine codecs' are (mxfp4_group_dot, fp8_group_dot). Seed matrices (p3, p4, s3) go through
-// the same kernels: lane l decodes blocks l, l + 32, ... of a row in registers (seed_group_dot) and adds each
-// decoded weight times x in element order; they are never staged (their rows are not contiguous bytes).
+// as the affine codecs' are (mxfp4_group_dot, fp8_group_dot); a lane takes one 8-element piece of a ggml block
+// (ggml_group_dot). Seed matrices (p3, p4, s3) go through the same kernels: lane l decodes blocks l, l + 32, ... of a
+// row in registers (seed_group_dot) and adds each decoded weight times x in element order; they are never staged (their
+// rows are not contiguous bytes).
 #pragma once
 
 #include <cstdint>
@@ -604,6 +605,97 @@ __device__ __forceinline__ void fp8_group_dot(const uint8_t* const (&wrows)[NW],
   }
 }
 
+// The ggml codecs (ggml_pieces.h): lane l takes piece t (elements 8t .. 8t + 7) of its group's blocks, a group being
+// the 4 lanes that share a 32-element block (the warp's 8 groups take blocks grp, grp + 8, ...) or the whole warp for
+// the 256-element blocks (blocks 0, 1, ...), so a group's x is contiguous and a lane reads it as two float4s. A piece
+// lies in one sub-block, of one scale d and offset m, so the lane adds d * sum(q x) + m * sum(x) over it (fmaf, in
+// this order; m only for the types with an offset), factored as the affine codecs' blocks are: the order depends only
+// on the matrix, never on NW, R or `rows`. The words of kBatch blocks of every weight row are loaded before any is
+// decoded. SameX: each piece's inputs (and their sum) read once for all NW rows, the same operations. kWhole: every
+// block whole and x 16-byte aligned; otherwise x is read element by element, zeros past cols (a GGUF's rows are whole
+// blocks; the CPU refuses others).
+template <CodecId C, int R, int NW, bool SameX, bool kWhole>
+__device__ __forceinline__ void ggml_group_dot_shaped(const uint8_t* const (&wrows)[NW], int64_t cols,
+                                                      const float* const (&xs)[NW], int64_t ldx, int rows,
+                                                      float (&acc)[NW][R]) {
+  constexpr int G = Unit<C>::G, kLanes = G / 8, kGroups = kWarp / kLanes, kBatch = NW == 1 ? 4 : NW == 2 ? 2 : 1;
+  constexpr bool kOffset = ggml_dev::has_offset(C);
+  const int lane = threadIdx.x % kWarp, grp = lane / kLanes, j0 = 8 * (lane % kLanes);
+  const int64_t units = (cols + G - 1) / G;
+  // The piece's 8 inputs of one row of x (xr: the piece's first), and their sum where the type adds an offset.
+  const auto inputs = [&](const float* xr, int64_t k0, float(&xv)[8], float& sx) {
+    if constexpr (kWhole) {
+      const float4 lo = *reinterpret_cast<const float4*>(xr), hi = *reinterpret_cast<const float4*>(xr + 4);
+      xv[0] = lo.x, xv[1] = lo.y, xv[2] = lo.z, xv[3] = lo.w, xv[4] = hi.x, xv[5] = hi.y, xv[6] = hi.z, xv[7] = hi.w;
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) xv[j] = k0 + j < cols ? xr[j] : 0.0f;
+    }
+    sx = 0.0f;
+    if constexpr (kOffset) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) sx = __fadd_rn(sx, xv[j]);
+    }
+  };
+  // acc += d * sum(q x) (+ m * sum(x)) over the piece.
+  const auto add = [&](const ggml_dev::Piece& p, const float(&xv)[8], float sx, float& a) {
+    float sq = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) sq = fmaf(p.q[j], xv[j], sq);
+    a = fmaf(p.d, sq, a);
+    if constexpr (kOffset) a = fmaf(p.m, sx, a);
+  };
+  for (int64_t u0 = grp; u0 < units; u0 += kGroups * kBatch) {
+    uint32_t raw[NW][kBatch][8] = {};
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int64_t u = u0 + kGroups * i;
+#pragma unroll
+      for (int v = 0; v < NW; ++v) {
+        if (u < units) ggml_dev::fetch<C>(wrows[v] + u * Unit<C>::bytes, j0, raw[v][i]);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int64_t u = u0 + kGroups * i;
+      if (u >= units) break;
+      const int64_t k0 = u * G + j0;
+      // SameX: every row's inputs read before the weight rows; else one row's at a time.
+      constexpr int kXRows = SameX ? R : 1;
+      float xv[kXRows][8], sx[kXRows];
+      if constexpr (SameX) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          if (r >= rows) break;
+          inputs(xs[0] + r * ldx + k0, k0, xv[r], sx[r]);
+        }
+      }
+#pragma unroll
+      for (int v = 0; v < NW; ++v) {
+        const ggml_dev::Piece p = ggml_dev::decode<C>(raw[v][i], j0);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          if (r >= rows) break;
+          if constexpr (!SameX) inputs(xs[v] + r * ldx + k0, k0, xv[0], sx[0]);
+          add(p, xv[SameX ? r : 0], sx[SameX ? r : 0], acc[v][r]);
+        }
+      }
+    }
+  }
+}
+
+// ggml_group_dot_shaped, kWhole when the shape allows it.
+template <CodecId C, int R, int NW, bool SameX>
+__device__ __forceinline__ void ggml_group_dot(const uint8_t* const (&wrows)[NW], int64_t cols,
+                                               const float* const (&xs)[NW], int64_t ldx, int rows,
+                                               float (&acc)[NW][R]) {
+  if (rows_aligned16(xs, ldx) && cols % Unit<C>::G == 0) {
+    ggml_group_dot_shaped<C, R, NW, SameX, true>(wrows, cols, xs, ldx, rows, acc);
+  } else {
+    ggml_group_dot_shaped<C, R, NW, SameX, false>(wrows, cols, xs, ldx, rows, acc);
+  }
+}
+
 // Float codecs: lane l takes units l, l + 32, ... of each weight row (lane_dot's contract).
 template <CodecId C, int R, bool V, int NW>
 __device__ __forceinline__ void lane_dot_float(const uint8_t* const (&wrows)[NW], int64_t cols,
@@ -641,10 +733,10 @@ __device__ __forceinline__ void lane_dot_float(const uint8_t* const (&wrows)[NW]
 }
 
 // Sum over this lane's share of each of NW weight rows (float codecs: units lane, lane + 32, ...; affine:
-// affine_group_dot; MXFP4: mxfp4_group_dot; FP8: fp8_group_dot; seed: seed_group_dot) of w . x for R rows of that
-// weight row's x (row r at xs[v] + r * ldx) into acc[v][r]. The units and their order depend only on the matrix, so a
-// row's sum does not depend on NW, R or `rows`. SameX (every xs[v] the same): affine codecs read and sum each block's
-// inputs once for all NW rows.
+// affine_group_dot; MXFP4: mxfp4_group_dot; FP8: fp8_group_dot; ggml: ggml_group_dot; seed: seed_group_dot) of w . x
+// for R rows of that weight row's x (row r at xs[v] + r * ldx) into acc[v][r]. The units and their order depend only
+// on the matrix, so a row's sum does not depend on NW, R or `rows`. SameX (every xs[v] the same): affine, MXFP4, FP8
+// and ggml codecs read (and sum) each block's inputs once for all NW rows.
 template <CodecId C, int R, bool V, int NW = 1, bool SameX = false>
 __device__ __forceinline__ void lane_dot(const WRow<C> (&wrows)[NW], int64_t cols, const float* const (&xs)[NW],
                                          int64_t ldx, int rows, float (&acc)[NW][R]) {
@@ -654,6 +746,8 @@ __device__ __forceinline__ void lane_dot(const WRow<C> (&wrows)[NW], int64_t col
     affine_group_dot<C, R, NW, SameX>(wrows, cols, xs, ldx, rows, acc);
   } else if constexpr (C == Id::MXFP4) {
     mxfp4_group_dot<R, NW, SameX>(wrows, cols, xs, ldx, rows, acc);
+  } else if constexpr (is_ggml(C)) {
+    ggml_group_dot<C, R, NW, SameX>(wrows, cols, xs, ldx, rows, acc);
   } else if constexpr (C == Id::FP8_G32) {
     fp8_group_dot<R, NW, SameX>(wrows, cols, xs, ldx, rows, acc);
   } else {

@@ -1,7 +1,10 @@
 // cuda/mxfp4_layout.h - MXFP4 rows as the CUDA kernels read them: the same bytes as core/codec_layout.h's 17-byte
 // blocks, rearranged where they enter VRAM (cuda/kernels.h's to_device_layout, expert_to_device_layout) so that a lane
 // reads its codes with one 16-byte load and its scales with one 8-byte load. Host and device share these functions
-// (SEEDLING_HD), so the CPU tests check the layout without a GPU (tests/unit/cuda/mxfp4_layout_test.cpp).
+// (SEEDLING_HD), so the CPU tests check the layout without a GPU (tests/unit/cuda/mxfp4_layout_test.cpp). ggml's
+// MXFP4 blocks (mxfp4_ggml: the same scale byte and codes, element i in the low nibble of code byte i and i + 16 in its
+// high nibble) take the same layout, their nibbles put in mxfp4's order on the way (ggml_block_to_mxfp4), so mxfp4's
+// kernels read both.
 //
 // The kernels' order of additions is lane_dot.cuh's (mxfp4_group_dot): the warp's 4 groups of 8 lanes take blocks grp,
 // grp + 4, ... of a row; lane t of a group the block's code bytes 2t and 2t + 1 (elements 4t .. 4t + 3). The layout
@@ -60,6 +63,18 @@ SEEDLING_HD constexpr size_t scale_at(int64_t nb, int64_t u) {
   return scales_at(nb) + size_t(b + k * (j % 4) + j / 4);
 }
 
+// A block of mxfp4_ggml (17 bytes at g) as the mxfp4 block of the same scale and codes (out: 17 bytes): element 2k in
+// the low nibble of code byte k, 2k + 1 in its high nibble.
+SEEDLING_HD void ggml_block_to_mxfp4(const uint8_t* g, uint8_t* out) {
+  out[0] = g[0];
+  for (int k = 0; k < 16; ++k) {
+    const int e0 = 2 * k, e1 = 2 * k + 1;  // e0 < 16 exactly when e1 < 16
+    const int lo = e0 < 16 ? g[1 + e0] & 0x0F : g[1 + e0 - 16] >> 4;
+    const int hi = e1 < 16 ? g[1 + e1] & 0x0F : g[1 + e1 - 16] >> 4;
+    out[1 + k] = uint8_t(lo | hi << 4);
+  }
+}
+
 // One block u of a stored row (its 17 bytes at `stored`) into the device row `out` of nb blocks.
 SEEDLING_HD void place_block(const uint8_t* stored, int64_t nb, int64_t u, uint8_t* out) {
   out[scale_at(nb, u)] = stored[0];
@@ -71,10 +86,15 @@ SEEDLING_HD void place_block(const uint8_t* stored, int64_t nb, int64_t u, uint8
   }
 }
 
-// A stored row of `cols` (blocks of 17 bytes) into its device form (row_bytes(cols) bytes, the padding zeroed).
-inline void row_to_device(const uint8_t* stored, int64_t cols, uint8_t* out) {
+// A stored row of `cols` (blocks of 17 bytes; ggml_order: mxfp4_ggml's) into its device form (row_bytes(cols) bytes,
+// the padding zeroed).
+inline void row_to_device(const uint8_t* stored, int64_t cols, uint8_t* out, bool ggml_order = false) {
   const int64_t nb = blocks(cols);
-  for (int64_t u = 0; u < nb; ++u) place_block(stored + u * kStored, nb, u, out);
+  for (int64_t u = 0; u < nb; ++u) {
+    uint8_t block[kStored];
+    if (ggml_order) ggml_block_to_mxfp4(stored + u * kStored, block);
+    place_block(ggml_order ? block : stored + u * kStored, nb, u, out);
+  }
   for (size_t i = size_t(nb) * kStored; i < row_bytes(cols); ++i) out[i] = 0;
 }
 

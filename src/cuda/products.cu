@@ -281,6 +281,18 @@ bool has_kernel(Codec c) {
     case Id::S3:
     case Id::MXFP4:
     case Id::FP8_G32:
+    case Id::Q8_0:
+    case Id::Q4_0:
+    case Id::Q5_0:
+    case Id::Q5_1:
+    case Id::Q2_K:
+    case Id::Q3_K:
+    case Id::Q4_K:
+    case Id::Q5_K:
+    case Id::Q6_K:
+    case Id::IQ4_NL:
+    case Id::IQ4_XS:
+    case Id::MXFP4_GGML:
       return true;
     default:
       return false;
@@ -289,7 +301,7 @@ bool has_kernel(Codec c) {
 
 void matmul(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream) {
   if (m == 0 || w.rows == 0) return;
-  check_seed_blob(w.codec, w.data);
+  check_weight_alignment(w.codec, w.data);
   const bool v = aligned16(w.data, row_bytes(w.codec, w.cols));
   const auto* wd = static_cast<const uint8_t*>(w.data);
   const unsigned threads = kWarp * kWarpsPerBlock;
@@ -323,7 +335,7 @@ void matvec_launch(const float* x, std::span<const DeviceMatrix> ws, std::span<f
   bool v = true;
   for (const DeviceMatrix& w : ws) {
     same = same && w.codec == ws[0].codec && w.cols == cols;
-    check_seed_blob(w.codec, w.data);
+    check_weight_alignment(w.codec, w.data);
     v = v && aligned16(w.data, row_bytes(w.codec, w.cols));
   }
   if (norm != nullptr && (!same || cols > kMatvecSharedCols)) {  // normalise once, then the plain products

@@ -60,13 +60,26 @@ __global__ void embed_kernel(const int* tokens, const uint8_t* emb, int64_t cols
   constexpr int G = Unit<C>::G;
   const uint8_t* row = emb + size_t(tokens[blockIdx.x]) * row_bytes_of<C>(cols);
   float* out = x + int64_t(blockIdx.x) * cols;
-  float w[G];
-  for (int64_t u = threadIdx.x; u * G < cols; u += blockDim.x) {
-    const int valid = int(min_i64(G, cols - u * G));
-    load_unit<C>(row, u, valid, w);
+  if constexpr (is_ggml(C)) {  // a piece of 8 a thread, widened as codec_value (ggml_pieces.h's values)
+    for (int64_t k = 8 * int64_t(threadIdx.x); k < cols; k += 8 * int64_t(blockDim.x)) {
+      uint32_t raw[8] = {};
+      ggml_dev::fetch<C>(row + (k / G) * Unit<C>::bytes, int(k % G), raw);
+      float v[8];
+      ggml_dev::values<C>(ggml_dev::decode<C>(raw, int(k % G)), v);
 #pragma unroll
-    for (int j = 0; j < G; ++j) {
-      if (j < valid) out[u * G + j] = w[j];
+      for (int j = 0; j < 8; ++j) {
+        if (k + j < cols) out[k + j] = v[j];
+      }
+    }
+  } else {
+    float w[G];
+    for (int64_t u = threadIdx.x; u * G < cols; u += blockDim.x) {
+      const int valid = int(min_i64(G, cols - u * G));
+      load_unit<C>(row, u, valid, w);
+#pragma unroll
+      for (int j = 0; j < G; ++j) {
+        if (j < valid) out[u * G + j] = w[j];
+      }
     }
   }
 }

@@ -73,15 +73,16 @@ TEST(CudaCodecIds, Fp8G32HasAKernel) {
   EXPECT_NE(cuda::kernel_codec_names().find("fp8_g32"), std::string::npos) << cuda::kernel_codec_names();
 }
 
-// ggml's GGUF types have no CUDA kernel yet: has_kernel refuses each (so the upload names it), and the list of
-// codecs with kernels that the refusal prints leaves them out.
-TEST(CudaCodecIds, GgufCodecsHaveNoKernelYet) {
+// Every codec has CUDA kernels now: has_kernel takes each (FP8, GGUF's ggml types as stored), and the list of codecs
+// with kernels that an upload refusal would print names them.
+TEST(CudaCodecIds, EveryCodecHasAKernel) {
   for (Codec c : kAllCodecs) {
-    if (!codec_is_ggml(c)) continue;
-    EXPECT_FALSE(cuda::has_kernel(c)) << codec_name(c);
+    EXPECT_TRUE(cuda::has_kernel(c)) << codec_name(c);
   }
-  EXPECT_EQ(cuda::kernel_codec_names().find("q4_k"), std::string::npos);
-  EXPECT_NE(cuda::kernel_codec_names().find("q4_g32"), std::string::npos);
+  const std::string names = cuda::kernel_codec_names();
+  for (const char* name : {"q4_k", "q6_k", "iq4_xs", "mxfp4_ggml", "q8_0", "q4_g32"}) {
+    EXPECT_NE(names.find(name), std::string::npos) << name << " in " << names;
+  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <tuple>
@@ -441,6 +442,77 @@ INSTANTIATE_TEST_SUITE_P(Mla, CudaForwardMlaTest,
                            std::string n = info.param;
                            for (char& ch : n) ch = ch == '/' ? '_' : ch;
                            return n;
+                         });
+
+// GGUF files (docs/formats/gguf.md) on CUDA, every quant type computed on as stored (cuda/ggml_pieces.h): llama.cpp's
+// own llama-quantize outputs of a K-quant-sized qwen3_moe (Q4_K_M: Q4_K with Q6_K and Q5_0 among them; Q6_K; IQ4_XS
+// with a Q8_0 attn_v; Q8_0: tests/data/gguf/llama_cpp/README.md), Seedling's Q4_1 file (q4_g32) and gpt-oss with
+// MXFP4 experts as ggml stores them (mxfp4_ggml, put in mxfp4's VRAM form). Each: a short prompt (CUDA cores) and
+// token-by-token decode within 2e-2 of the CPU with its greedy tokens, the decode graph bit-identical to op-by-op
+// launches; a 150-row prompt on tensor cores (q8_0, q5_0 on the f16 kernel, the K types and iq4_xs on TF32,
+// mxfp4_ggml on CUDA cores) within the larger of 2e-2 and 4e + 1e-4 of the CPU, e the CPU's own distance when every
+// tensor-core product's input is rounded to TF32 (Tf32Rounding, above: the weights round at that unit too), and
+// bit-identical with top-k VRAM slots. Then `pack -m FILE.gguf` (every expert's bytes as stored): the pack's CUDA
+// logits are the file's bit for bit, and the same checks hold on it.
+struct GgufCase {
+  std::string file;  // under tests/data/gguf/
+  std::vector<int32_t> ids;
+};
+const std::vector<int32_t> kKquantIds = {1, 5, 77, 200, 13, 42, 99, 128, 255, 0, 64, 31};
+
+class CudaGgufTest : public ::testing::TestWithParam<GgufCase> {
+ protected:
+  std::string path() const { return test::data_path("gguf/" + GetParam().file + ".gguf"); }
+  std::vector<int32_t> long_prompt() const {
+    std::vector<int32_t> out;
+    while (out.size() < 150) out.push_back(GetParam().ids[out.size() % GetParam().ids.size()]);
+    return out;
+  }
+};
+
+TEST_P(CudaGgufTest, ShortPromptAndDecodeWithin2e2OfCpuAndSameGreedyTokens) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  expect_cuda_near_cpu(path(), GetParam().ids, GetParam().file);
+  expect_graph_bit_identical(path(), GetParam().ids, GetParam().file);
+}
+
+TEST_P(CudaGgufTest, LongPromptOnTensorCoresNearTheCpuAlsoPackedAndBitIdenticalAcrossBudgets) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const std::vector<int32_t> ids = long_prompt();
+  auto cpu_model = Model::load(path());
+  const std::vector<float> cpu = prompt_logits(*cpu_model, ids, 512);
+  Tf32Rounding tf32;
+  cpu_model->set_activation_observer(&tf32);
+  const double e = max_abs_diff(prompt_logits(*cpu_model, ids, 512), cpu);
+  const double tolerance = std::max(2e-2, 4 * e + 1e-4);
+  const double err = expect_long_prompt_on_tensor_cores(path(), ids, GetParam().file, tolerance);
+  std::printf("%s: 150-token prompt on tensor cores %.3g from the CPU (TF32-rounded CPU %.3g; tolerance %.3g)\n",
+              GetParam().file.c_str(), err, e, tolerance);
+  const test::ScratchDir tmp("ggufpack");
+  test::pack_checkpoint(path(), tmp / "p", "");
+  expect_long_prompt_on_tensor_cores(tmp / "p", ids, GetParam().file + " packed", tolerance);
+  std::vector<Outcome> outcomes;
+  for (const std::string& dir : {path(), tmp / "p"}) {
+    auto model = Model::load(dir);
+    CudaForwardOptions o;
+    o.verbose = false;
+    use_cuda_forward(*model, o);
+    outcomes.push_back(run_model(*model, ids));
+  }
+  EXPECT_EQ(outcomes[1].logits, outcomes[0].logits) << GetParam().file << ": the pack's bytes are the file's";
+  EXPECT_EQ(outcomes[1].decode_logits, outcomes[0].decode_logits) << GetParam().file;
+}
+
+INSTANTIATE_TEST_SUITE_P(Files, CudaGgufTest,
+                         ::testing::Values(GgufCase{"llama_cpp/kquant_small_q4_k_m", kKquantIds},
+                                           GgufCase{"llama_cpp/kquant_small_q6_k", kKquantIds},
+                                           GgufCase{"llama_cpp/kquant_small_iq4_xs", kKquantIds},
+                                           GgufCase{"llama_cpp/kquant_qwen3moe_q8_0", kKquantIds},
+                                           GgufCase{"qwen3moe_q4_1", {1, 7, 33, 2, 63, 0, 12, 45}},
+                                           GgufCase{"gpt_oss_mxfp4", {1, 5, 9, 2, 40}}),
+                         [](const auto& info) {
+                           std::string n = info.param.file;
+                           return n.substr(n.find('/') + 1);
                          });
 
 TEST(CudaForward, VramBudgetBelowOneLayersTopKIsOneClearError) {

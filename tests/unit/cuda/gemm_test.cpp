@@ -57,10 +57,10 @@ double f16_extra(const float* x, const float* w, int64_t k) {
   return std::ldexp(abs_xw, -23) + std::ldexp(abs_x, -25) + std::ldexp(max_x * abs_w, -39);
 }
 
-// Whether kernel kind k runs codec c on the f16 kernel (given its scratch, for matmul_tc): the affine codecs (FP8's
-// weights need float32's range: the TF32 kernel).
+// Whether kernel kind k runs codec c on the f16 kernel (given its scratch, for matmul_tc): the affine codecs and
+// GGUF's 32-element types of float16 d (and m) (FP8's weights need float32's range: the TF32 kernel).
 bool runs_f16(cuda::GemmKernel k, Codec c) {
-  return k != cuda::GemmKernel::MmaTf32 && codec_is_affine(c);
+  return k != cuda::GemmKernel::MmaTf32 && (codec_is_affine(c) || test::ggml_on_f16_kernel(c));
 }
 
 // matmul_tc_split's bound: x split into TF32 parts carries it to 2^-22 |x|, the 2k exact products (weights exact in
@@ -269,6 +269,22 @@ INSTANTIATE_TEST_SUITE_P(Codecs, GemmTcTest,
                                                               Shape{70, 77, 1003}),
                                             ::testing::ValuesIn(kKernels)),
                          shape_name);
+// GGUF's types (cuda/ggml_pieces.h: the 32-element ones with float16 d on the f16 kernel, the K types and iq4_xs on
+// TF32) at whole blocks: k of 1, 2, 8 and 3 blocks of 256; the 32-element ones also at k 96 and 1,056 (a partial
+// k-slice: 1.5 and 16.5 of 64).
+INSTANTIATE_TEST_SUITE_P(Ggml, GemmTcTest,
+                         ::testing::Combine(::testing::ValuesIn(test::kGgmlCodecs),
+                                            ::testing::Values(Shape{1, 77, 256}, Shape{17, 77, 512},
+                                                              Shape{130, 77, 2048}, Shape{1, 2048, 256},
+                                                              Shape{130, 2048, 256}, Shape{70, 77, 768}),
+                                            ::testing::ValuesIn(kKernels)),
+                         shape_name);
+constexpr Codec kGgml32Codecs[] = {Codec::Q8_0, Codec::Q4_0, Codec::Q5_0, Codec::Q5_1, Codec::IQ4_NL};
+INSTANTIATE_TEST_SUITE_P(Ggml32, GemmTcTest,
+                         ::testing::Combine(::testing::ValuesIn(kGgml32Codecs),
+                                            ::testing::Values(Shape{70, 77, 96}, Shape{130, 2048, 1056}),
+                                            ::testing::ValuesIn(kKernels)),
+                         shape_name);
 INSTANTIATE_TEST_SUITE_P(Seeds, GemmTcTest,
                          ::testing::Combine(::testing::ValuesIn(kSeedCodecs),
                                             ::testing::Values(Shape{1, 77, 64}, Shape{17, 77, 100},
@@ -294,13 +310,14 @@ TEST(GemmTcSeeds, MisalignedBlobsAreClearErrors) {
 // scratch.
 TEST(GemmTcStacked, EachOutputHasItsBitsAlone) {
   SKIP_WITHOUT_CUDA_DEVICE();
-  const int64_t m = 130, k = 100, rows[3] = {77, 64, 37};
-  const std::vector<float> x = test::gaussian(size_t(m * k), 21);
+  const int64_t m = 130, k_most = 256, rows[3] = {77, 64, 37};
+  const std::vector<float> x = test::gaussian(size_t(m * k_most), 21);  // m rows of k, for any k up to k_most
   DeviceVec<float> dx(x);
-  DeviceVec<uint8_t> scratch(cuda::matmul_tc_scratch_bytes(m, k));
+  DeviceVec<uint8_t> scratch(cuda::matmul_tc_scratch_bytes(m, k_most));
   for (const cuda::GemmKernel kernel : kKernels) {
     const UseKernel use(kernel);
-    for (const Codec c : {Codec::F32, Codec::BF16, Codec::Q8_G32, Codec::Q4_G64, Codec::P4}) {
+    for (const Codec c : {Codec::F32, Codec::BF16, Codec::Q8_G32, Codec::Q4_G64, Codec::P4, Codec::Q8_0, Codec::Q6_K}) {
+      const int64_t k = test::whole_blocks(c, 100);
       std::vector<std::vector<uint8_t>> bytes;
       std::vector<DeviceVec<uint8_t>> dw;
       cuda::DeviceMatrix ws[3];
@@ -384,8 +401,8 @@ TEST(GemmTcSplit, MatchesReferenceToFloat32Accuracy) {
 // rows 1000..1063 computed both ways must match.
 TEST(GemmTcTileShapes, GiveTheSameBits) {
   SKIP_WITHOUT_CUDA_DEVICE();
-  for (const Codec codec : {Codec::F32, Codec::Q4_G64, Codec::S3}) {
-    const int64_t m = 2048, n = 2048, k = 100, r0 = 1000, rows = 64;
+  for (const Codec codec : {Codec::F32, Codec::Q4_G64, Codec::S3, Codec::Q4_K, Codec::Q5_0}) {
+    const int64_t m = 2048, n = 2048, k = test::whole_blocks(codec, 100), r0 = 1000, rows = 64;
     const std::vector<uint8_t> wbytes = test::encoded(codec, n, k, 12);
     const std::vector<float> x = test::gaussian(size_t(m * k), 13);
     DeviceVec<uint8_t> dw(wbytes);
@@ -450,6 +467,9 @@ TEST(GemmTcGrouped, ExpertsMatchReferenceWithinTf32Bound) {
   std::vector<std::tuple<Codec, int64_t, int64_t>> cases;  // codec, H, I
   for (const Codec c : test::kCudaTcCodecs) cases.emplace_back(c, 192, 80);
   for (const Codec c : kSeedCodecs) cases.emplace_back(c, 200, 84);
+  // GGUF's types at whole blocks: 192 x 96 for the 32-element ones (a partial down column tile, gate/up's outputs a
+  // partial column tile, down's k a partial k-slice), 256 x 256 for the others.
+  for (const Codec c : test::kGgmlCodecs) cases.emplace_back(c, test::whole_blocks(c, 192), test::whole_blocks(c, 80));
   for (const cuda::GemmKernel kernel : kKernels) {
     const UseKernel use(kernel);
     for (const auto& [c, H, I] : cases) {
@@ -629,8 +649,9 @@ TEST(GemmTcGrouped, PassesOverSubsetsOfExpertsGiveTheSameBits) {
   SKIP_WITHOUT_CUDA_DEVICE();
   for (const cuda::GemmKernel kernel : kKernels) {
     const UseKernel use(kernel);
-    for (const Codec c : {Codec::BF16, Codec::Q8_G32, Codec::Q4_G64, Codec::P3, Codec::P4, Codec::S3}) {
-      const int64_t H = 256, I = 96, m = 300;
+    for (const Codec c : {Codec::BF16, Codec::Q8_G32, Codec::Q4_G64, Codec::P3, Codec::P4, Codec::S3, Codec::Q8_0,
+                          Codec::Q4_K, Codec::IQ4_XS}) {
+      const int64_t H = 256, I = test::whole_blocks(c, 96), m = 300;
       const int E = 16, k = 4;
       const ExpertBlobs blobs(c, H, I, E);
       const std::vector<int> ids = distinct_routes(m, k, E, 3);

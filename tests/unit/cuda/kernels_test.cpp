@@ -2,18 +2,20 @@
 //
 // Tolerances come from the arithmetic. Activations are float32 on both sides and no bf16 rounding happens in any
 // kernel, so the differences are float32 rounding of sums in another order: a dot product of n terms is within
-// (n + 8) * 2^-24 * sum |x_k| |w_k| of the exact value (|w_k| read as |d q| + |m| for the affine codecs, whose
-// kernels factor each block's d and m out of the sum), and the exp/sin/cos of CUDA are within a few ulps of the C
-// library's.
+// (n + 8) * 2^-24 * sum |x_k| |w_k| of the exact value (|w_k| read as |d q| + |m| for the affine and ggml codecs,
+// whose kernels factor each block's (or piece's) d and m out of the sum), and the exp/sin/cos of CUDA are within a
+// few ulps of the C library's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <string>
 
+#include "codec/ggml_quants.h"
 #include "codec/quantize.h"
 #include "core/error.h"
 #include "cuda_test_util.h"
@@ -41,14 +43,24 @@ using test::encoded;
 // What the rounding of element k's term scales with: |w| for float, seed, MXFP4 and FP8 codecs (seed and MXFP4
 // weights are decoded exactly, then multiplied and added as floats are; FP8's kernels add d * sum(e4m3 x) per block,
 // whose exact terms are within 2^-24 |w x| of the CPU's); for affine ones, whose kernels add d * sum(q x) + m * sum(x)
-// per block (lane_dot.cuh, affine_group_dot), |d q| + |m|.
+// per block (lane_dot.cuh, affine_group_dot), |d q| + |m|; for the ggml codecs, whose kernels add
+// d * sum(q x) + m * sum(x) per piece of a sub-block (ggml_group_dot), |d q| + |m| of its sub-block's
+// d = d_block * scale and m = dmin * min (ggml_quants.h's ggml_int_scales; q5_1: its m).
 double abs_term(const ops::Matrix& w, int64_t n, int64_t k) {
-  if (codec_is_float(w.codec) || codec_is_seed(w.codec) || w.codec == Codec::MXFP4 || w.codec == Codec::FP8_G32) {
+  if (codec_is_float(w.codec) || codec_is_seed(w.codec) || w.codec == Codec::MXFP4 || w.codec == Codec::MXFP4_GGML ||
+      w.codec == Codec::FP8_G32) {
     return std::fabs(double(w.at(n, k)));
   }
   const int64_t g = codec_group(w.codec);
   const uint8_t* block = static_cast<const uint8_t*>(w.data) + size_t(n) * codec_row_bytes(w.codec, w.cols) +
                          size_t(k / g) * codec_block_bytes(w.codec);
+  if (codec_is_ggml(w.codec)) {
+    ggml::IntScales s;
+    ggml::ggml_int_scales(w.codec, block, s);
+    const int j = int(k % g), sub = j / 16;
+    const float d = s.d * float(s.scale[sub]), m = s.dmin * float(s.min[sub]);
+    return std::fabs(double(d) * ggml::ggml_code(w.codec, block, j)) + std::fabs(double(m));
+  }
   uint16_t mh;
   std::memcpy(&mh, block + 2, 2);
   const double m = f16_to_f32(mh);
@@ -66,10 +78,12 @@ double abs_dot(const std::vector<float>& x, int64_t i, const ops::Matrix& w, int
 
 class CudaMatmulTest : public ::testing::TestWithParam<std::tuple<Codec, int64_t>> {};
 
+// 70 rows of x (as many as a prompt pass whose products stay on CUDA cores: MXFP4's), against the reference; row 4
+// alone (decode) and rows 1..3 (a batch of 3: a partial pass of kMatmulRows) give their bits in the 70.
 TEST_P(CudaMatmulTest, MatchesReferenceAndRowsAreIndependentOfTheBatch) {
   SKIP_WITHOUT_CUDA_DEVICE();
   const auto [codec, cols] = GetParam();
-  const int64_t rows = 77, m = 6;
+  const int64_t rows = 77, m = 70;
   const std::vector<uint8_t> wbytes = encoded(codec, rows, cols, 7);
   const ops::Matrix w(codec, wbytes.data(), rows, cols);
   const std::vector<float> x = random_floats(size_t(m * cols), 11);
@@ -77,19 +91,29 @@ TEST_P(CudaMatmulTest, MatchesReferenceAndRowsAreIndependentOfTheBatch) {
   ops::ref::matmul(x.data(), m, w, want.data());
 
   DeviceVec<uint8_t> dw = test::device_weights(codec, wbytes, rows, cols);
-  DeviceVec<float> dx(x), dy(test::poisoned(size_t(m * rows))), dy1(test::poisoned(size_t(rows)));
+  DeviceVec<float> dx(x), dy(test::poisoned(size_t(m * rows))), dy1(test::poisoned(size_t(rows))),
+      dy3(test::poisoned(size_t(3 * rows)));
   const cuda::DeviceMatrix dm{codec, dw.get(), rows, cols};
   cuda::matmul(dx.get(), m, dm, dy.get(), false, nullptr);
   cuda::matmul(dx.get() + 4 * cols, 1, dm, dy1.get(), false, nullptr);  // row 4 alone
-  const std::vector<float> got = dy.download(), alone = dy1.download();
+  cuda::matmul(dx.get() + cols, 3, dm, dy3.get(), false, nullptr);      // rows 1..3
+  const std::vector<float> got = dy.download(), alone = dy1.download(), three = dy3.download();
+  std::vector<double> terms(size_t(rows * cols));  // abs_term of every weight, once for the 70 rows
+  for (int64_t n = 0; n < rows; ++n) {
+    for (int64_t k = 0; k < cols; ++k) terms[size_t(n * cols + k)] = abs_term(w, n, k);
+  }
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t n = 0; n < rows; ++n) {
-      const double bound = double(cols + 8) * kU * abs_dot(x, i, w, n) + 1e-30;
+      double abs = 0;
+      for (int64_t k = 0; k < cols; ++k)
+        abs += std::fabs(double(x[size_t(i * cols + k)])) * terms[size_t(n * cols + k)];
+      const double bound = double(cols + 8) * kU * abs + 1e-30;
       ASSERT_LE(std::fabs(double(got[size_t(i * rows + n)]) - double(want[size_t(i * rows + n)])), bound)
           << codec_name(codec) << " row " << i << " out " << n;
     }
   }
   for (int64_t n = 0; n < rows; ++n) ASSERT_EQ(alone[size_t(n)], got[size_t(4 * rows + n)]) << "out " << n;
+  for (int64_t n = 0; n < 3 * rows; ++n) ASSERT_EQ(three[size_t(n)], got[size_t(rows + n)]) << "rows 1..3, " << n;
 
   // accumulate: y += x W^T, the sum added once to what was there.
   std::vector<float> base = random_floats(size_t(m * rows), 5);
@@ -99,13 +123,37 @@ TEST_P(CudaMatmulTest, MatchesReferenceAndRowsAreIndependentOfTheBatch) {
   for (size_t j = 0; j < acc.size(); ++j) ASSERT_EQ(acc[j], base[j] + got[j]) << j;
 }
 
+std::string matmul_case_name(const ::testing::TestParamInfo<std::tuple<Codec, int64_t>>& info) {
+  return std::string(codec_name(std::get<0>(info.param))) + "_cols" + std::to_string(std::get<1>(info.param));
+}
 INSTANTIATE_TEST_SUITE_P(Codecs, CudaMatmulTest,
                          ::testing::Combine(::testing::ValuesIn(test::kCudaCoreCodecs),
                                             ::testing::Values(64, 100, 1900, 2048, 2880)),
-                         [](const auto& info) {
-                           return std::string(codec_name(std::get<0>(info.param))) + "_cols" +
-                                  std::to_string(std::get<1>(info.param));
-                         });
+                         matmul_case_name);
+// GGUF's types at whole blocks: one 256-element block, 3, 8 and 11 of them (2,816); the 32-element types also at 3
+// blocks (groups of lanes left idle) and at gpt-oss's 2,880 (90 blocks: the groups take uneven counts).
+INSTANTIATE_TEST_SUITE_P(Ggml, CudaMatmulTest,
+                         ::testing::Combine(::testing::ValuesIn(test::kGgmlCoreCodecs),
+                                            ::testing::Values(256, 768, 2048, 2816)),
+                         matmul_case_name);
+constexpr Codec kGgml32Codecs[] = {Codec::Q8_0, Codec::Q4_0,   Codec::Q5_0,
+                                   Codec::Q5_1, Codec::IQ4_NL, Codec::MXFP4_GGML};
+INSTANTIATE_TEST_SUITE_P(Ggml32, CudaMatmulTest,
+                         ::testing::Combine(::testing::ValuesIn(kGgml32Codecs), ::testing::Values(96, 2880)),
+                         matmul_case_name);
+
+// A ggml matrix that does not start as aligned as its blocks' loads need (ggml_pieces.h's kAlign: 16 bytes for q4_k,
+// 8 for q5_1, 4 for q2_k, 2 for q8_0) is one clear error, raised before any launch (so this runs without a GPU too).
+TEST(CudaKernels, MisalignedGgmlMatricesAreClearErrors) {
+  for (const auto& [c, at] : {std::pair{Codec::Q4_K, 4104}, std::pair{Codec::Q5_1, 4100}, std::pair{Codec::Q2_K, 4098},
+                              std::pair{Codec::Q8_0, 4097}}) {
+    const cuda::DeviceMatrix w{c, reinterpret_cast<const void*>(uintptr_t(at)), 4, 256};
+    for (const int64_t m : {int64_t(1), int64_t(70)}) {
+      const std::string e = test::error_of([&] { cuda::matmul(nullptr, m, w, nullptr, false, nullptr); });
+      EXPECT_NE(e.find("a ggml matrix (it must start aligned"), std::string::npos) << codec_name(c) << ": " << e;
+    }
+  }
+}
 
 TEST(CudaKernels, RmsNormMatchesCpu) {
   SKIP_WITHOUT_CUDA_DEVICE();
@@ -121,12 +169,15 @@ TEST(CudaKernels, RmsNormMatchesCpu) {
 }
 
 // Decode products: one launch for q, k and v with the RMS norm inside gives rms_norm then matmul bit for bit (and
-// writes the normed row); a row wider than shared memory takes the unfused path with the same bits.
+// writes the normed row); a row wider than shared memory takes the unfused path with the same bits. Every codec of
+// the CUDA-core products, GGUF's at whole blocks (256 for 100, 12,544 past the shared row).
 TEST(CudaKernels, MatvecWithFusedNormEqualsNormThenMatmulBitForBit) {
   SKIP_WITHOUT_CUDA_DEVICE();
-  for (const Codec c : test::kCudaCoreCodecs) {
-    for (const int64_t cols : {int64_t(100), int64_t(2048), cuda::kMatvecSharedCols + 64}) {
-      const int64_t rq = 37, rk = 9;
+  std::vector<Codec> codecs(std::begin(test::kCudaCoreCodecs), std::end(test::kCudaCoreCodecs));
+  codecs.insert(codecs.end(), std::begin(test::kGgmlCoreCodecs), std::end(test::kGgmlCoreCodecs));
+  for (const Codec c : codecs) {
+    for (const int64_t asked : {int64_t(100), int64_t(2048), cuda::kMatvecSharedCols + 64}) {
+      const int64_t cols = test::whole_blocks(c, asked), rq = 37, rk = 9;
       const std::vector<uint8_t> wq = encoded(c, rq, cols, 1), wk = encoded(c, rk, cols, 2),
                                  wv = encoded(c, rk, cols, 3);
       const std::vector<float> x = random_floats(size_t(cols), 4, 2.0f), nw = random_floats(size_t(cols), 5);
@@ -179,7 +230,7 @@ TEST(CudaKernels, MatvecWithFusedNormEqualsNormThenMatmulBitForBit) {
 // called three times at three positions, so its head counters are back at zero after every call.
 TEST(CudaKernels, MatvecQkvRopeEqualsMatvecThenQkRopeKvBitForBit) {
   SKIP_WITHOUT_CUDA_DEVICE();
-  for (const Codec c : {Codec::BF16, Codec::Q4_G64}) {
+  for (const Codec c : {Codec::BF16, Codec::Q4_G64, Codec::Q4_K}) {
     struct Heads {
       int heads, kv_heads, hd;
     };
@@ -248,7 +299,7 @@ TEST(CudaKernels, MatvecQkvRopeEqualsMatvecThenQkRopeKvBitForBit) {
 // launches' logits, normed row, ids and weights bit for bit, and leaves its counter at zero for the next launch.
 TEST(CudaKernels, RouterMatvecTopKEqualsSeparateLaunchesBitForBit) {
   SKIP_WITHOUT_CUDA_DEVICE();
-  for (const Codec c : {Codec::BF16, Codec::Q4_G64}) {
+  for (const Codec c : {Codec::BF16, Codec::Q4_G64, Codec::Q8_0}) {
     for (const int e : {8, 128, 300}) {
       const int64_t cols = 2048;
       const int k = e == 8 ? 2 : 8;
@@ -539,11 +590,11 @@ TEST(CudaKernels, RouterPoliciesMatchTheCpuRouteIdsExactly) {
 }
 
 // gpt_oss's experts: biases on gate and up before the clamped SwiGLU, on down after its product, per expert (its
-// slice of each (E, I) or (E, H) vector), against the CPU's ops; bf16 and MXFP4 weights (as released); the fused
-// down + combine gives the separate launches' bits with the biases too.
+// slice of each (E, I) or (E, H) vector), against the CPU's ops; bf16 and MXFP4 weights (as released, and as a GGUF
+// stores them: mxfp4_ggml); the fused down + combine gives the separate launches' bits with the biases too.
 TEST(CudaKernels, ExpertBiasesAndClampedSwigluMatchCpu) {
   SKIP_WITHOUT_CUDA_DEVICE();
-  for (const Codec c : {Codec::BF16, Codec::MXFP4}) {
+  for (const Codec c : {Codec::BF16, Codec::MXFP4, Codec::MXFP4_GGML}) {
     for (const bool clamped : {false, true}) {
       const int64_t H = 128, I = 96, m = 3;
       const int E = 4, k = 2;
@@ -640,12 +691,15 @@ TEST(CudaKernels, SiluMulMatchesCpu) {
 }
 
 // Experts as one blob each, some absent: gate/up/SiLU, down, then the weighted combine into the residual; every codec
-// family of has_kernel (FP8 as DeepSeek's releases store experts).
+// family of has_kernel (FP8 as DeepSeek's releases store experts; GGUF's types at whole blocks: H, I 256 for the
+// 256-element ones).
 TEST(CudaKernels, ExpertProductsAndCombineMatchCpu) {
   SKIP_WITHOUT_CUDA_DEVICE();
-  for (const Codec c :
-       {Codec::BF16, Codec::Q8_G32, Codec::Q4_G64, Codec::FP8_G32, Codec::P3, Codec::P4, Codec::S3, Codec::MXFP4}) {
-    const int64_t H = 128, I = 96, m = 3;
+  std::vector<Codec> codecs = {Codec::BF16, Codec::Q8_G32, Codec::Q4_G64, Codec::FP8_G32,
+                               Codec::P3,   Codec::P4,     Codec::S3,     Codec::MXFP4};
+  codecs.insert(codecs.end(), std::begin(test::kGgmlCoreCodecs), std::end(test::kGgmlCoreCodecs));
+  for (const Codec c : codecs) {
+    const int64_t H = test::whole_blocks(c, 128), I = test::whole_blocks(c, 96), m = 3;
     const int E = 5, k = 2;
     cuda::ExpertLayout pl;
     const std::vector<uint8_t> blobs = expert_blobs(c, H, I, E, 100, pl);
@@ -720,13 +774,16 @@ TEST(CudaKernels, ExpertProductsAndCombineMatchCpu) {
 // MXFP4 experts at gpt-oss's width (hidden 2,880: gate/up rows of 90 blocks, every chunk kind of mxfp4_layout.h, which
 // the gate/up launch stages with x in shared memory) and at a width it does not stage (4,128: 2,208 bytes a row), with
 // down rows of 60 blocks (chunks of 32, 16, 8 and 4): against the CPU, and down + combine fused = the two launches.
+// The same for mxfp4_ggml (a GGUF's MXFP4 experts, whole blocks: I 1,920).
 TEST(CudaKernels, Mxfp4ExpertsAtGptOssWidthsMatchCpu) {
   SKIP_WITHOUT_CUDA_DEVICE();
-  for (const int64_t H : {int64_t(2880), int64_t(4128)}) {
-    const int64_t I = 1900, m = 2;
+  for (const auto& [c, H] :
+       {std::pair{Codec::MXFP4, int64_t(2880)}, std::pair{Codec::MXFP4, int64_t(4128)},
+        std::pair{Codec::MXFP4_GGML, int64_t(2880)}, std::pair{Codec::MXFP4_GGML, int64_t(4128)}}) {
+    const int64_t I = test::whole_blocks(c, 1900), m = 2;
     const int E = 3, k = 2;
     cuda::ExpertLayout pl;
-    const std::vector<uint8_t> blobs = expert_blobs(Codec::MXFP4, H, I, E, 500, pl);
+    const std::vector<uint8_t> blobs = expert_blobs(c, H, I, E, 500, pl);
     const cuda::ExpertLayout l = cuda::device_expert_layout(pl);
     const std::vector<int> ids = {2, 0, 1, 2};
     const std::vector<float> weights = {0.6f, 0.4f, 0.3f, 0.7f};
@@ -748,19 +805,20 @@ TEST(CudaKernels, Mxfp4ExpertsAtGptOssWidthsMatchCpu) {
       ops::silu_mul(gv.data(), uv.data(), a.data(), I);
       for (int64_t n = 0; n < I; ++n) {
         ASSERT_NEAR(act[size_t(j * I + n)], a[size_t(n)], 1e-4 * (1 + std::fabs(a[size_t(n)])))
-            << "H " << H << " pair " << j << " out " << n;
+            << codec_name(c) << " H " << H << " pair " << j << " out " << n;
       }
       const std::vector<float> act_j(act.begin() + j * I, act.begin() + (j + 1) * I);
       ops::ref::matmul(act_j.data(), 1, d, dv.data());
       for (int64_t h = 0; h < H; ++h) {
         const double bound = double(I + 8) * kU * abs_dot(act_j, 0, d, h) + 1e-30;
-        ASSERT_LE(std::fabs(out[size_t(j * H + h)] - dv[size_t(h)]), bound) << "H " << H << " pair " << j;
+        ASSERT_LE(std::fabs(out[size_t(j * H + h)] - dv[size_t(h)]), bound)
+            << codec_name(c) << " H " << H << " pair " << j;
       }
     }
     DeviceVec<float> r_sep(resid), r_fused(resid);
     cuda::moe_combine(dout.get(), dw.get(), m, k, H, r_sep.get(), nullptr);
     cuda::expert_down_combine(dact.get(), m, k, di.get(), dw.get(), dt.get(), E, l, r_fused.get(), nullptr, nullptr);
-    ASSERT_EQ(r_fused.download(), r_sep.download()) << "H " << H;
+    ASSERT_EQ(r_fused.download(), r_sep.download()) << codec_name(c) << " H " << H;
   }
 }
 
@@ -934,8 +992,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaDecodeAttentionTest,
 
 TEST(CudaKernels, EmbedWidensRowsExactly) {
   SKIP_WITHOUT_CUDA_DEVICE();
-  for (const Codec c : kCudaCodecs) {
-    const int64_t V = 50, H = 100;
+  std::vector<Codec> codecs(std::begin(kCudaCodecs), std::end(kCudaCodecs));
+  codecs.insert(codecs.end(), std::begin(test::kGgmlCodecs), std::end(test::kGgmlCodecs));
+  for (const Codec c : codecs) {
+    const int64_t V = 50, H = test::whole_blocks(c, 100);
     const std::vector<uint8_t> e = encoded(c, V, H, 50);
     const ops::Matrix m(c, e.data(), V, H);
     const std::vector<int> tokens = {3, 49, 0, 3};

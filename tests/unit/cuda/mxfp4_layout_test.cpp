@@ -5,10 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cstdint>
 #include <random>
 #include <vector>
 
+#include "codec/codec.h"
 #include "cuda_test_util.h"
 
 namespace seedling {
@@ -90,19 +92,40 @@ TEST(CudaMxfp4Layout, RowsAreTheStoredBytesWhereEachLaneReadsThem) {
   }
 }
 
-// The kernel gives row_to_device's bytes for every row of a matrix (and of an expert blob, its padding zeroed).
+// mxfp4_ggml's blocks (ggml's nibble order) put in mxfp4's order keep every value: codec_value of the mxfp4 block is
+// that of the ggml block, bit for bit, for every scale byte but 255 (which mxfp4 refuses at load) and every code, but
+// for the sign of code 8's zero (ggml's table has +0 there, the e2m1 format -0: no product or sum tells them apart
+// but an exactly zero result's sign).
+TEST(CudaMxfp4Layout, GgmlBlocksInMxfp4OrderKeepTheirValues) {
+  std::vector<uint8_t> blocks = random_bytes(size_t(255 * 40) * mx::kStored, 5);
+  for (size_t b = 0; b * mx::kStored < blocks.size(); ++b) blocks[b * mx::kStored] = uint8_t(b % 255);
+  for (size_t at = 0; at < blocks.size(); at += mx::kStored) {
+    uint8_t out[mx::kStored];
+    mx::ggml_block_to_mxfp4(blocks.data() + at, out);
+    for (int j = 0; j < 32; ++j) {
+      const float want = codec_value(Codec::MXFP4_GGML, blocks.data() + at, j), got = codec_value(Codec::MXFP4, out, j);
+      ASSERT_EQ(std::bit_cast<uint32_t>(got == 0.0f ? 0.0f : got), std::bit_cast<uint32_t>(want == 0.0f ? 0.0f : want))
+          << "e " << int(blocks[at]) << " elem " << j << ": " << got << " vs " << want;
+    }
+  }
+}
+
+// The kernel gives row_to_device's bytes for every row of a matrix (and of an expert blob, its padding zeroed), for
+// mxfp4's blocks and for mxfp4_ggml's (put in mxfp4's order on the way).
 TEST(CudaMxfp4Layout, DeviceKernelGivesTheHostLayout) {
   SKIP_WITHOUT_CUDA_DEVICE();
-  for (const int64_t cols : kCols) {
-    const int64_t rows = 37, nb = mx::blocks(cols);
-    const std::vector<uint8_t> stored = random_bytes(size_t(rows * nb) * mx::kStored, uint32_t(cols + 1));
-    const std::vector<uint8_t> got = test::device_weights(Codec::MXFP4, stored, rows, cols).download();
-    ASSERT_EQ(got.size(), size_t(rows) * mx::row_bytes(cols));
-    std::vector<uint8_t> want(mx::row_bytes(cols));
-    for (int64_t r = 0; r < rows; ++r) {
-      mx::row_to_device(stored.data() + size_t(r * nb) * mx::kStored, cols, want.data());
-      ASSERT_TRUE(std::equal(want.begin(), want.end(), got.begin() + ptrdiff_t(size_t(r) * want.size())))
-          << "cols " << cols << " row " << r;
+  for (const Codec c : {Codec::MXFP4, Codec::MXFP4_GGML}) {
+    for (const int64_t cols : kCols) {
+      const int64_t rows = 37, nb = mx::blocks(cols);
+      const std::vector<uint8_t> stored = random_bytes(size_t(rows * nb) * mx::kStored, uint32_t(cols + 1));
+      const std::vector<uint8_t> got = test::device_weights(c, stored, rows, cols).download();
+      ASSERT_EQ(got.size(), size_t(rows) * mx::row_bytes(cols));
+      std::vector<uint8_t> want(mx::row_bytes(cols));
+      for (int64_t r = 0; r < rows; ++r) {
+        mx::row_to_device(stored.data() + size_t(r * nb) * mx::kStored, cols, want.data(), c == Codec::MXFP4_GGML);
+        ASSERT_TRUE(std::equal(want.begin(), want.end(), got.begin() + ptrdiff_t(size_t(r) * want.size())))
+            << codec_name(c) << " cols " << cols << " row " << r;
+      }
     }
   }
 }

@@ -1,0 +1,115 @@
+// GGUF's ggml blocks as the CUDA kernels read them (cuda/ggml_pieces.h), on the CPU: no GPU needed, so these run in
+// CI. Every piece of random blocks of each type decodes to codec/ggml_quants.h's codes, and its values are
+// ggml_quants.h's (gguf-py's: ggml_codec_test.cpp) bit for bit; the kernels' factored form d * q + m is the very
+// arithmetic of those values.
+#include "cuda/ggml_pieces.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "codec/codec.h"
+#include "cuda_test_util.h"
+
+namespace seedling {
+namespace {
+
+namespace gd = cuda::ggml_dev;
+using cuda::codec_ids::CodecId;
+
+// Every piece of `blocks` (back to back) against ggml_quants.h; returns the number of pieces checked.
+template <CodecId C>
+int check_pieces(Codec c, const std::vector<uint8_t>& blocks, const std::string& what) {
+  const int G = gd::block_elems(C), bytes = gd::block_bytes(C);
+  int pieces = 0;
+  for (size_t at = 0; at + size_t(bytes) <= blocks.size(); at += size_t(bytes)) {
+    const uint8_t* b = blocks.data() + at;
+    for (int j0 = 0; j0 < G; j0 += 8) {
+      uint32_t raw[8] = {};
+      gd::fetch<C>(b, j0, raw);
+      const gd::Piece p = gd::decode<C>(raw, j0);
+      float v[8];
+      gd::values<C>(p, v);
+      for (int i = 0; i < 8; ++i) {
+        const int j = j0 + i;
+        EXPECT_EQ(p.q[i], float(ggml::ggml_code(c, b, j))) << what << " block " << at / size_t(bytes) << " elem " << j;
+        EXPECT_EQ(std::bit_cast<uint32_t>(v[i]), std::bit_cast<uint32_t>(ggml::ggml_value(c, b, j)))
+            << what << " block " << at / size_t(bytes) << " elem " << j << ": " << v[i] << " vs "
+            << ggml::ggml_value(c, b, j);
+        if (::testing::Test::HasFailure()) return pieces;
+      }
+      // The offset only where the type has one.
+      if (!gd::has_offset(C)) {
+        EXPECT_EQ(p.m, 0.0f) << what;
+      }
+      ++pieces;
+    }
+  }
+  return pieces;
+}
+
+// Random blocks at the kernels' scale (float16 subnormal d included), then blocks whose every float16 field is a
+// random finite float16 (any sign, exponent and mantissa), then the extremes: every byte 0x00, every byte 0xFF but
+// the float16 fields set to the largest finite float16.
+template <CodecId C>
+void check_codec() {
+  const Codec c = Codec(uint8_t(C));
+  const std::string name(codec_name(c));
+  std::vector<uint8_t> blocks = test::random_ggml_blocks(c, 300, 17);
+  EXPECT_EQ(check_pieces<C>(c, blocks, name + " (kernel scale)"), 300 * gd::block_elems(C) / 8);
+  std::mt19937 rng(18);
+  const size_t bytes = codec_block_bytes(c);
+  for (size_t at = 0; at < blocks.size(); at += bytes) {
+    for (const size_t f : ggml::ggml_f16_fields(c)) {
+      uint16_t h;
+      do {
+        h = uint16_t(rng());
+      } while ((h & 0x7C00u) == 0x7C00u);  // not an infinity or NaN
+      std::memcpy(blocks.data() + at + f, &h, 2);
+    }
+  }
+  check_pieces<C>(c, blocks, name + " (any finite float16)");
+  std::vector<uint8_t> zeros(bytes, 0x00), ones(bytes, 0xFF);
+  for (const size_t f : ggml::ggml_f16_fields(c)) {
+    const uint16_t largest = 0x7BFF;
+    std::memcpy(ones.data() + f, &largest, 2);
+  }
+  check_pieces<C>(c, zeros, name + " (zeros)");
+  check_pieces<C>(c, ones, name + " (ones)");
+}
+
+TEST(GgmlPieces, EveryPieceIsGgmlQuantsBitForBit) {
+  check_codec<CodecId::Q8_0>();
+  check_codec<CodecId::Q4_0>();
+  check_codec<CodecId::Q5_0>();
+  check_codec<CodecId::Q5_1>();
+  check_codec<CodecId::Q2_K>();
+  check_codec<CodecId::Q3_K>();
+  check_codec<CodecId::Q4_K>();
+  check_codec<CodecId::Q5_K>();
+  check_codec<CodecId::Q6_K>();
+  check_codec<CodecId::IQ4_NL>();
+  check_codec<CodecId::IQ4_XS>();
+}
+
+// The blocks' sizes keep every load of fetch() aligned to its size when the row starts kAlign-aligned (rows start
+// 16-byte aligned in VRAM): a block starts at a multiple of its size, which kAlign divides.
+TEST(GgmlPieces, BlockSizesKeepTheLoadsAligned) {
+  for (const Codec c : test::kGgmlCodecs) {
+    const CodecId id = CodecId(uint8_t(c));
+    ASSERT_TRUE(gd::is_ggml_piece(id)) << codec_name(c);
+    EXPECT_EQ(gd::block_bytes(id) % gd::kAlign(id), 0) << codec_name(c);
+    EXPECT_EQ(size_t(gd::block_bytes(id)), codec_block_bytes(c)) << codec_name(c);
+    EXPECT_EQ(gd::block_elems(id), codec_group(c)) << codec_name(c);
+  }
+  EXPECT_FALSE(gd::is_ggml_piece(CodecId::MXFP4_GGML));
+  EXPECT_FALSE(gd::is_ggml_piece(CodecId::FP8_G32));
+}
+
+}  // namespace
+}  // namespace seedling
