@@ -198,10 +198,19 @@ __device__ __forceinline__ void load_unit(const uint8_t* row, int64_t u, int val
 }
 
 // Element k of a row, exactly as codec_value (codec.h): one element found from its block alone, for kernels that
-// read a matrix down its columns (mla.cu's absorbed query). The float, affine and FP8 codecs.
+// read a matrix down its columns (mla.cu's absorbed query). The float, affine, FP8 and ggml codecs (the ggml ones
+// decode the element's piece of 8, ggml_pieces.h).
 template <CodecId C>
 __device__ __forceinline__ float load_element(const uint8_t* row, int64_t k) {
-  if constexpr (C == Id::F32) {
+  if constexpr (ggml_dev::is_ggml_piece(C)) {
+    constexpr int G = Unit<C>::G;
+    const int j = int(k % G), j0 = j & ~7;
+    uint32_t raw[8] = {};
+    ggml_dev::fetch<C>(row + size_t(k / G) * Unit<C>::bytes, j0, raw);
+    float v[8];
+    ggml_dev::values<C>(ggml_dev::decode<C>(raw, j0), v);
+    return v[j - j0];
+  } else if constexpr (C == Id::F32) {
     return reinterpret_cast<const float*>(row)[k];
   } else if constexpr (C == Id::F16 || C == Id::BF16) {
     const uint16_t h = reinterpret_cast<const uint16_t*>(row)[k];
