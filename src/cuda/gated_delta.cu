@@ -25,9 +25,9 @@ constexpr int kChunkThreads = 256;  // threads of a chunked block
 __global__ void ungroup_kernel(const float* qkvz, const float* ba, int64_t per_row, DeltaShape s, float* mixed,
                                float* z, float* b, float* a) {
   pdl_wait();
-  const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t e = int64_t(blockIdx.y) * blockDim.x + threadIdx.x;
   if (e >= per_row) return;
-  const int64_t i = blockIdx.y;  // the row
+  const int64_t i = blockIdx.x;  // the row
   const int dk = s.key_dim, dv = s.value_dim, r = s.value_heads / s.key_heads;
   const int64_t KW = int64_t(s.key_heads) * dk, VW = int64_t(s.value_heads) * dv, C = s.channels();
   const int64_t group = 2 * dk + 2 * int64_t(r) * dv, qkvz_row = s.key_heads * group;
@@ -60,9 +60,9 @@ __global__ void ungroup_kernel(const float* qkvz, const float* ba, int64_t per_r
 __global__ void conv_kernel(const float* x, const float* w, const DeltaRow* rows, int64_t C, int K, size_t offset,
                             float* out) {
   pdl_wait();
-  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t c = int64_t(blockIdx.y) * blockDim.x + threadIdx.x;
   if (c >= C) return;
-  const int i = int(blockIdx.y);
+  const int i = int(blockIdx.x);
   const DeltaRow r = rows[i];
   const int t = i - r.first;
   float* win = r.state + offset;  // [K - 1][C]
@@ -291,14 +291,14 @@ void gated_delta_ungroup(const float* qkvz, const float* ba, int64_t m, const De
   if (m == 0) return;
   check_shape("gated_delta_ungroup", s);
   const int64_t per_row = s.channels() + int64_t(s.value_heads) * s.value_dim + 2 * int64_t(s.value_heads);
-  const dim3 grid{unsigned(blocks_for(per_row, 256)), unsigned(m)};
+  const dim3 grid{unsigned(m), unsigned(blocks_for(per_row, 256))};
   launch_pdl("gated_delta_ungroup", ungroup_kernel, grid, 256, 0, stream, qkvz, ba, per_row, s, mixed, z, b, a);
 }
 
 void causal_conv1d_silu(const float* x, int64_t m, const float* w, const DeltaRow* rows, int64_t channels, int kernel,
                         size_t window_offset, float* out, cudaStream_t stream) {
   if (m == 0) return;
-  const dim3 grid{unsigned(blocks_for(channels, 256)), unsigned(m)};
+  const dim3 grid{unsigned(m), unsigned(blocks_for(channels, 256))};
   launch_pdl("causal_conv1d_silu", conv_kernel, grid, 256, 0, stream, x, w, rows, channels, kernel, window_offset, out);
 }
 
