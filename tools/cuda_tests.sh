@@ -5,10 +5,11 @@
 # then the same CPU/CUDA comparison on each checkpoint packed with seed experts (p4, s3: the seed kernels end to
 # end; a search over seeds 1..256 only, since only CPU against CUDA on the same pack is compared) and the same packs
 # searched on the GPU (--search-device cuda: the same expert bytes); then the layer-plan families (olmoe, qwen2_moe,
-# glm4_moe, gpt_oss with bf16 and with MXFP4 experts, deepseek_v3 with MLA and FP8 weights) against the CPU, and packs
-# of MXFP4 and FP8 experts through VRAM slots and three tiers; then the GGUF files of every quant type against the
-# CPU, and two of them packed with a VRAM cache of the minimum size against all in VRAM. On a machine without a GPU
-# the gtests skip and this script stops, saying so.
+# glm4_moe, gpt_oss with bf16 and with MXFP4 experts, deepseek_v3 with MLA and FP8 weights, the hybrids qwen3_next
+# and qwen3_5_moe) against the CPU, the hybrids' prompts fed in pieces against one forward, and packs of MXFP4 and FP8
+# experts through VRAM slots and three tiers; then the GGUF files of every quant type against the CPU, and two of them
+# packed with a VRAM cache of the minimum size against all in VRAM. On a machine without a GPU the gtests skip and
+# this script stops, saying so.
 #
 # Usage: tools/cuda_tests.sh [BUILD_DIR]     (default: build)
 # Builds seedling and cuda_tests in BUILD_DIR first, unless SEEDLING_NO_BUILD=1 (binaries carried to a GPU machine
@@ -119,14 +120,29 @@ for m in qwen3_moe_a qwen3_moe_b mixtral_a mixtral_b; do
     printf "ok   %-12s --experts %s --search-device cuda: the CPU search's expert bytes\n" "$m" "$tier"
   done
 done
-# The families that run from layer plans (olmoe, qwen2_moe, glm4_moe, gpt_oss, deepseek_v3 with its latent attention),
-# each in the layout it is checked in (gpt_oss_mxfp4/hub: the MXFP4 experts as released; deepseek_v3_fp8/hub: FP8
-# weights as released): cuda greedy ids = cpu, logits within 2e-2.
+# The families that run from layer plans (olmoe, qwen2_moe, glm4_moe, gpt_oss, deepseek_v3 with its latent attention,
+# the hybrids qwen3_next and qwen3_5_moe), each in the layout it is checked in (gpt_oss_mxfp4/hub: the MXFP4 experts
+# as released; deepseek_v3_fp8/hub: FP8 weights as released; qwen3_5_moe_a/hub: the multimodal folder with fused
+# experts): cuda greedy ids = cpu, logits within 2e-2.
 for d in olmoe_a/hf qwen2_moe_a/hf glm4_moe_a/hf gpt_oss_a/hf gpt_oss_mxfp4/hub deepseek_v3_a/hf deepseek_v3_b/hf \
-  deepseek_v3_fp8/hub; do
+  deepseek_v3_fp8/hub qwen3_next_a/hf qwen3_5_moe_a/hf qwen3_5_moe_a/hub; do
   ids=$(reference_ids "${d%%/*}")
   compare_cpu_cuda "$d" "$models/$d" "$models/$d" "$ids"
   printf "ok   %-18s cuda greedy ids = cpu; logits max |cuda - cpu| %s\n" "$d" "$err"
+done
+# The hybrids on CUDA: the prompt (320 and 80 ids) fed in forwards of 65, 64 and 63 rows and token by token
+# (logits --rows-per-forward) gives logits within 2e-2 of one forward: the conv windows and delta-rule states carried
+# across forwards in VRAM, the chunked form from mid-sequence, the recurrent step.
+for d in qwen3_next_a/hf qwen3_5_moe_a/hub; do
+  ids=$(reference_ids "${d%%/*}")
+  "$bin" logits -m "$models/$d" --ids "$ids" -o "$tmp/whole.f32" --device cuda 2>/dev/null
+  errs=""
+  for n in 65 64 63 1; do
+    "$bin" logits -m "$models/$d" --ids "$ids" -o "$tmp/piece.f32" --device cuda --rows-per-forward "$n" 2>/dev/null
+    err=$(max_diff_within_2e2 "$tmp/whole.f32" "$tmp/piece.f32") || { echo "FAIL $d in pieces of $n: $err"; exit 1; }
+    errs="$errs $n: $err,"
+  done
+  printf "ok   %-18s cuda prompt in pieces vs one forward, max |diff| by rows a forward:%s\n" "$d" "${errs%,}"
 done
 # --route-replay on CUDA: the CPU records qwen3_moe_a's routes, each expert id is then moved to the next one (routes
 # the router would not choose), and that trace is replayed on both backends: the replay changes the logits, the CUDA

@@ -1,4 +1,5 @@
-// cli/cmd_logits.cpp - `seedling logits`: logits of every position of one full-prompt forward, as raw float32.
+// cli/cmd_logits.cpp - `seedling logits`: logits of every position of the prompt, as raw float32 (one forward, or
+// forwards of --rows-per-forward rows).
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -11,6 +12,7 @@ struct LogitsFlags {
   ModelFlags model;
   std::string ids;
   std::string out;
+  int rows_per_forward = 0;
 };
 
 int run(const LogitsFlags& f) {
@@ -18,6 +20,7 @@ int run(const LogitsFlags& f) {
   auto model = load_model(f.model);
   EngineOptions eo;
   eo.max_context = f.model.ctx;
+  eo.max_rows_per_forward = f.rows_per_forward;
   Engine engine(*model, eo);
   const int seq = engine.add_sequence();
   SequenceStep step{seq, ids, true};
@@ -40,6 +43,9 @@ void add_logits(CLI::App& app, int* status) {
   add_model_flags(cmd, &f->model);
   cmd->add_option("--ids", f->ids, "prompt as comma-separated token ids")->required();
   cmd->add_option("-o,--output", f->out, "output file")->required();
+  cmd->add_option("--rows-per-forward", f->rows_per_forward,
+                  "feed the prompt in forwards of at most N rows (1: token by token; default: the device's)")
+      ->check(CLI::PositiveNumber);
   cmd->callback([f, status] { *status = run(*f); });
 }
 

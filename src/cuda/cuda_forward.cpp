@@ -16,6 +16,7 @@
 #include "cuda/forward_products.h"
 #include "cuda/gemm.h"
 #include "cuda/kernels.h"
+#include "cuda/linear_attention.h"
 #include "cuda/mla_forward.h"
 #include "cuda/vram_experts.h"
 
@@ -23,6 +24,7 @@ namespace seedling {
 
 namespace {
 
+using cuda::accurate_product;
 using cuda::check;
 using cuda::DeviceMatrix;
 using cuda::DeviceScratch;
@@ -53,20 +55,6 @@ class PinnedScratch {
   size_t bytes_ = 0;
 };
 
-// The head's product for several rows (logits of many positions: `seedling logits`, `perplexity`). Its sums are the
-// logits themselves, so they keep float32's accuracy: bf16 and f16 heads on tensor cores with x split in two
-// (matmul_tc_split), the other codecs on CUDA cores (about 0.3 s more for 2,048 rows of a 151,936-word q4 head on the
-// H200). TF32 or f16 inputs would put their 2^-11 rounding straight onto the logits: on its own, up to 0.011 on the
-// tiny checkpoints' 150-token prompts, whose largest |logit| is 25-37
-// (docs/results/2026-11-30-cuda-prompt-logit-error.md). A step that wants one row's logits is the matvec's.
-void head_product(const float* x, int64_t m, const DeviceMatrix& w, float* y, cudaStream_t stream) {
-  if (m >= kTensorCoreRows && (w.codec == Codec::BF16 || w.codec == Codec::F16)) {
-    cuda::matmul_tc_split(x, m, w, y, false, stream);
-  } else {
-    cuda::matmul(x, m, w, y, false, stream);
-  }
-}
-
 // SEEDLING_DECODE_SKIP (parse_decode_skips, cuda_forward.h), read once.
 unsigned decode_skips() {
   static const unsigned skips = [] {
@@ -94,12 +82,16 @@ void router_product(const float* x, int64_t m, const DeviceMatrix& w, float* y, 
 }
 
 // One sequence's cache in VRAM, float32: [layers][planes][cap][width], as cache_shapes says (CudaForward::kv_planes_,
-// kv_width_): keys then values of kv_dim for attention, one plane of latent rows for MLA (cuda/mla_forward.h).
+// kv_width_): keys then values of kv_dim for attention, one plane of latent rows for MLA (cuda/mla_forward.h); a
+// Gated DeltaNet layer keeps no rows (its planes stay unused) but its recurrent state (cuda/linear_attention.h),
+// allocated once.
 struct CudaKv final : KvCache::DeviceState {
   float* data = nullptr;
   int cap = 0;
+  float* state = nullptr;
   ~CudaKv() override {
     if (data) cudaFree(data);
+    if (state) cudaFree(state);
   }
 };
 
@@ -161,6 +153,9 @@ class CudaForward final : public DeviceForward {
   cuda::MlaAttention mla_;
   std::vector<Layer> layers_;
   std::unique_ptr<cuda::VramExperts> experts_;
+  std::unique_ptr<cuda::GatedDeltaNet> delta_net_;  // the Gated DeltaNet layers (cuda/linear_attention.h)
+  // Every product keeps float32's accuracy (kTensorCoreRows says why): a model with Gated DeltaNet layers.
+  bool float32_ = false;
 
   // Per forward: the batch as the kernels see it.
   struct Run {
@@ -175,12 +170,14 @@ class CudaForward final : public DeviceForward {
   cuda::KvRow* d_kvrows_ = nullptr;
   int* d_decode_ = nullptr;
   int* d_wanted_ = nullptr;
+  cuda::DeltaBatch delta_batch_;
   DeviceScratch s_meta_, s_x_, s_xn_, s_q_, s_k_, s_v_, s_att_, s_router_, s_ids_, s_w_, s_act_, s_up_, s_eout_,
       s_attn_scratch_, s_attn_counters_, s_router_counter_, s_rope_counters_, s_bucket_, s_logits_,
       s_f16_,                                                  // the f16 GEMM's operand (cuda/gemm.h's matmul_tc)
       s_split_,                                                // the router product's partial sums (matmul_tc_split)
       s_shared_g_, s_shared_u_, s_shared_out_, s_shared_gl_,   // the shared expert's gate/up, output, gate logit
-      s_guess_xn_, s_guess_logits_, s_guess_ids_, s_guess_w_;  // the prefetch's norm, router logits and top-width
+      s_guess_xn_, s_guess_logits_, s_guess_ids_, s_guess_w_,  // the prefetch's norm, router logits and top-width
+      s_qg_, s_gate_;                                          // gated attention: q_proj's output, the gate
   PinnedScratch meta_host_, logits_host_;
   cudaEvent_t span_[2] = {};  // recorded around a forward's device work
   double device_seconds_ = 0.0;
@@ -212,16 +209,6 @@ namespace {
 void check_plan_runs_on_cuda(const ModelConfig& c) {
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerPlan& p = c.plan(l);
-    if (p.mixer == Mixer::GatedDeltaNet) {
-      fail("--device cuda: {} layer {} has a mixer the CUDA forward does not run yet (use --device cpu)", c.model_type,
-           l);
-    }
-    if (p.attn.output_gate) {
-      fail(
-          "--device cuda: {} layer {} has gated attention (q_proj with an output gate), which the CUDA forward does "
-          "not run yet (use --device cpu)",
-          c.model_type, l);
-    }
     // The per-head norm runs inside qk_rope_kv, after which nothing could clamp before RoPE as decoder.cpp does.
     if (p.attn.qk_norm == QkNorm::PerHead && p.attn.clip_qkv > 0) {
       fail(
@@ -261,14 +248,19 @@ CudaForward::CudaForward(Model& model, const CudaForwardOptions& o) : c_(model.c
   inv_freq_ = upload(rope.inv_freq);
   rotary_dim_ = rope.rotary_dim;
   rope_scaling_ = rope.attention_scaling;
-  // The device cache's layout from what each layer keeps (cache_shapes): every layer alike.
+  // The device cache's layout from what each layer keeps (cache_shapes): every layer that keeps rows alike (a Gated
+  // DeltaNet layer keeps none: its planes go unused).
   const std::vector<KvLayerShape> shapes = cache_shapes(c_);
-  kv_width_ = shapes[0].key_width;
-  kv_planes_ = shapes[0].value_width > 0 ? 2 : 1;
+  int first_rows = -1;
   for (size_t l = 0; l < shapes.size(); ++l) {
-    if (shapes[l].key_width != kv_width_ || shapes[l].value_width != (kv_planes_ == 2 ? kv_width_ : 0)) {
-      fail("--device cuda: {} layer {} keeps another cache row than layer 0, which the CUDA forward does not run yet",
-           c_.model_type, l);
+    if (shapes[l].key_width == 0) continue;
+    if (first_rows < 0) {
+      first_rows = int(l);
+      kv_width_ = shapes[l].key_width;
+      kv_planes_ = shapes[l].value_width > 0 ? 2 : 1;
+    } else if (shapes[l].key_width != kv_width_ || shapes[l].value_width != (kv_planes_ == 2 ? kv_width_ : 0)) {
+      fail("--device cuda: {} layer {} keeps another cache row than layer {}, which the CUDA forward does not run yet",
+           c_.model_type, l, first_rows);
     }
   }
   for (size_t li = 0; li < w.layers.size(); ++li) {
@@ -307,6 +299,11 @@ CudaForward::CudaForward(Model& model, const CudaForwardOptions& o) : c_(model.c
     }
     layers_.push_back(l);
   }
+  delta_net_ = std::make_unique<cuda::GatedDeltaNet>(
+      c_, [this](const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate) {
+        product(x, m, w, y, accumulate, stream_, s_f16_, float32_);
+      });
+  float32_ = delta_net_->state_floats() > 0;
   size_t free_b = 0, total_b = 0;
   check(cudaMemGetInfo(&free_b, &total_b), "reading free VRAM");
   experts_ = std::make_unique<cuda::VramExperts>(model, o, free_b, stream_);
@@ -381,6 +378,9 @@ CudaKv& CudaForward::device_kv(KvCache& kv) {
   if (!kv.device) kv.device = std::make_unique<CudaKv>();
   auto* d = dynamic_cast<CudaKv*>(kv.device.get());
   SEEDLING_CHECK(d != nullptr, "a KV cache holds another device's state");
+  if (d->state == nullptr && delta_net_->state_floats() > 0) {
+    check(cudaMalloc(&d->state, delta_net_->state_floats() * sizeof(float)), "allocating the recurrent state in VRAM");
+  }
   const int need = kv.capacity();
   if (d->cap >= need) return *d;
   const size_t width = size_t(kv_width_), planes = size_t(c_.num_layers) * size_t(kv_planes_);
@@ -415,6 +415,9 @@ void CudaForward::forward(std::span<const BatchRow> rows, float* logits) {
     }
     SEEDLING_CHECK(r.pos < r.kv->capacity(), "position {} beyond KV capacity {}", r.pos, r.kv->capacity());
     CudaKv& kv = device_kv(*r.kv);
+    if (r.pos == 0 && kv.state != nullptr) {  // a sequence starts (or restarts) from a zero recurrent state
+      check(cudaMemsetAsync(kv.state, 0, delta_net_->state_floats() * sizeof(float), stream_), "zeroing a state");
+    }
     tokens[size_t(i)] = r.token;
     pos[size_t(i)] = r.pos;
     kvrows[size_t(i)] = {kv.data, kv.cap, r.pos};  // each layer's window is its attention's (AttentionShape)
@@ -424,6 +427,16 @@ void CudaForward::forward(std::span<const BatchRow> rows, float* logits) {
       ++prompt_runs_.back().n;
     } else {
       prompt_runs_.push_back({int(i), 1, r.pos, &kv});
+    }
+  }
+  // The Gated DeltaNet layers' view: each row's state and run; runs of two or more take the chunked form.
+  std::vector<cuda::DeltaRow> delta;
+  std::vector<int> delta_runs;
+  if (delta_net_->state_floats() > 0) {
+    delta.resize(rows_n);
+    for (const Run& r : prompt_runs_) {
+      for (int i = r.row; i < r.row + r.n; ++i) delta[size_t(i)] = {r.kv->state, r.row, r.n};
+      if (r.n >= 2) delta_runs.push_back(r.row);
     }
   }
   // Runs of one row go to decode attention.
@@ -444,7 +457,9 @@ void CudaForward::forward(std::span<const BatchRow> rows, float* logits) {
   auto align = [](size_t n) { return (n + 15) / 16 * 16; };
   const size_t o_pos = align(tokens.size() * 4), o_kv = o_pos + align(pos.size() * 4),
                o_dec = o_kv + align(kvrows.size() * sizeof(cuda::KvRow)), o_want = o_dec + align(decode.size() * 4),
-               total = o_want + align(wanted.size() * 4);
+               o_delta = o_want + align(wanted.size() * 4),
+               o_runs = o_delta + align(delta.size() * sizeof(cuda::DeltaRow)),
+               total = o_runs + align(delta_runs.size() * 4);
   uint8_t* mh = meta_host_.get(total);  // the last forward's copy from it finished (it ended in a synchronize)
   std::memset(mh, 0, total);
   std::memcpy(mh, tokens.data(), tokens.size() * 4);
@@ -452,6 +467,8 @@ void CudaForward::forward(std::span<const BatchRow> rows, float* logits) {
   std::memcpy(mh + o_kv, kvrows.data(), kvrows.size() * sizeof(cuda::KvRow));
   std::memcpy(mh + o_dec, decode.data(), decode.size() * 4);
   std::memcpy(mh + o_want, wanted.data(), wanted.size() * 4);
+  std::memcpy(mh + o_delta, delta.data(), delta.size() * sizeof(cuda::DeltaRow));
+  std::memcpy(mh + o_runs, delta_runs.data(), delta_runs.size() * 4);
   uint8_t* meta = s_meta_.get<uint8_t>(total);
   check(cudaEventRecord(span_[0], stream_), "timing the forward");
   check(cudaMemcpyAsync(meta, mh, total, cudaMemcpyHostToDevice, stream_), "uploading the batch");
@@ -460,6 +477,12 @@ void CudaForward::forward(std::span<const BatchRow> rows, float* logits) {
   d_kvrows_ = reinterpret_cast<cuda::KvRow*>(meta + o_kv);
   d_decode_ = reinterpret_cast<int*>(meta + o_dec);
   d_wanted_ = reinterpret_cast<int*>(meta + o_want);
+  delta_batch_ = {M,
+                  reinterpret_cast<cuda::DeltaRow*>(meta + o_delta),
+                  d_decode_,
+                  decode_rows_,
+                  reinterpret_cast<int*>(meta + o_runs),
+                  int64_t(delta_runs.size())};
 
   if (!graphed) {
     enqueue(W);
@@ -534,7 +557,10 @@ std::vector<const void*> CudaForward::graph_key() const {
           s_shared_out_.ptr(),
           s_shared_gl_.ptr(),
           mla_.buffer(),
-          mla_.counters()};
+          mla_.counters(),
+          s_qg_.ptr(),
+          s_gate_.ptr(),
+          delta_net_->scratch()};
 }
 
 // The forward on stream_. One row (decode) takes the fused path: each RMS norm inside the launch that reads its
@@ -552,6 +578,8 @@ void CudaForward::enqueue(int64_t W) {
     if (guessing) guess(l, x);  // the layer's likeliest experts, from the residual entering it
     if (lw.plan.mixer == Mixer::Mla) {
       mla_attention(l, x, xn);  // x += o(latent attention(norm(x)))
+    } else if (lw.plan.mixer == Mixer::GatedDeltaNet) {
+      delta_net_->run(l, lw.matrices, lw.vectors, x, xn, delta_batch_, stream_);  // x += out(delta net(norm(x)))
     } else {
       attention(l, x, xn);  // x += o(attention(norm(x)))
     }
@@ -564,10 +592,10 @@ void CudaForward::enqueue(int64_t W) {
       float* g = s_act_.get<float>(size_t(M * I));
       float* u = s_up_.get<float>(size_t(M * I));
       cuda::rms_norm(x, xn, M, H, lw.v(Role::FfnNorm), c_.rms_norm_eps, stream_);
-      product(xn, M, lw.m(Role::MlpGate), g, false, stream_, s_f16_);
-      product(xn, M, lw.m(Role::MlpUp), u, false, stream_, s_f16_);
+      product(xn, M, lw.m(Role::MlpGate), g, false, stream_, s_f16_, float32_);
+      product(xn, M, lw.m(Role::MlpUp), u, false, stream_, s_f16_, float32_);
       cuda::silu_mul(g, u, g, M * I, stream_);
-      product(g, M, lw.m(Role::MlpDown), x, true, stream_, s_f16_);
+      product(g, M, lw.m(Role::MlpDown), x, true, stream_, s_f16_, float32_);
     }
   }
   // Head over the rows that want logits: (wanted, H) -> (wanted, V).
@@ -579,7 +607,7 @@ void CudaForward::enqueue(int64_t W) {
     } else {
       cuda::gather_rows(x, d_wanted_, W, H, xn, stream_);
       cuda::rms_norm(xn, xn, W, H, final_norm_, c_.rms_norm_eps, stream_);
-      head_product(xn, W, head_, out, stream_);
+      accurate_product(xn, W, head_, out, false, stream_);
     }
   }
 }
@@ -596,9 +624,11 @@ void CudaForward::attention(int layer, float* x, float* xn) {
   const bool whole_norm = plan.qk_norm == QkNorm::Whole;
   const float* q_head_norm = whole_norm ? nullptr : lw.v(Role::QNorm);  // per head: inside qk_rope_kv
   const float* k_head_norm = whole_norm ? nullptr : lw.v(Role::KNorm);
+  // Gated attention: q_proj's rows (per head its query, then its gate) into qg, split into q and gate below.
+  float* qg = plan.output_gate ? s_qg_.get<float>(size_t(M * 2 * Q)) : q;
   // One launch for a decode row whose q, k and v go straight from the product to the per-head norm and RoPE; biases,
-  // a whole-projection norm or a clip come between them, so those plans take the separate launches.
-  const bool fused = M == 1 && lw.v(Role::QBias) == nullptr && !whole_norm && plan.clip_qkv <= 0;
+  // a whole-projection norm, a clip or an output gate come between them, so those plans take the separate launches.
+  const bool fused = M == 1 && lw.v(Role::QBias) == nullptr && !whole_norm && plan.clip_qkv <= 0 && !plan.output_gate;
   if (fused) {  // q/k/v, qk-norm, RoPE and the cache write in one launch
     const DeviceMatrix ws[3] = {lw.m(Role::Q), lw.m(Role::K), lw.m(Role::V)};
     const cuda::QkRope rope{.n_heads = c_.num_heads,
@@ -619,14 +649,16 @@ void CudaForward::attention(int layer, float* x, float* xn) {
     }
   } else if (M == 1) {
     const DeviceMatrix ws[3] = {lw.m(Role::Q), lw.m(Role::K), lw.m(Role::V)};
-    float* const ys[3] = {q, k, v};
+    float* const ys[3] = {qg, k, v};
     cuda::matvec(x, ws, ys, lw.v(Role::AttnNorm), c_.rms_norm_eps, xn, false, stream_);
   } else {
     cuda::rms_norm(x, xn, M, H, lw.v(Role::AttnNorm), c_.rms_norm_eps, stream_);
     const DeviceMatrix ws[3] = {lw.m(Role::Q), lw.m(Role::K), lw.m(Role::V)};
-    float* const ys[3] = {q, k, v};
-    products(xn, M, ws, ys, 3, stream_, s_f16_);  // (M, Q) (M, KV) (M, KV)
+    float* const ys[3] = {qg, k, v};
+    products(xn, M, ws, ys, 3, stream_, s_f16_, float32_);  // (M, Q) or (M, 2Q) gated, (M, KV) (M, KV)
   }
+  float* gate = plan.output_gate ? s_gate_.get<float>(size_t(M * Q)) : nullptr;
+  if (gate != nullptr) cuda::split_gated_query(qg, M, c_.num_heads, hd, q, gate, stream_);
   if (lw.v(Role::QBias) != nullptr) {
     cuda::add_bias(q, lw.v(Role::QBias), M, Q, stream_);
     cuda::add_bias(k, lw.v(Role::KBias), M, KV, stream_);
@@ -659,12 +691,13 @@ void CudaForward::attention(int layer, float* x, float* xn) {
     cuda::attention_prompt(q + int64_t(r.row) * Q, r.n, r.p0, kc, vc, plan.window, shape, att + int64_t(r.row) * Q,
                            stream_);
   }
+  if (gate != nullptr) cuda::mul_sigmoid(att, gate, M * Q, stream_);  // the attention output times sigmoid(gate)
   if (M == 1) {
     float* const ys[1] = {x};
     if (!skipped(M, kSkipO))
       cuda::matvec(att, {&lw.m(Role::O), 1}, ys, nullptr, 0.0f, nullptr, true, stream_);  // x += o . att
   } else {
-    product(att, M, lw.m(Role::O), x, true, stream_, s_f16_);  // x += (M, H)
+    product(att, M, lw.m(Role::O), x, true, stream_, s_f16_, float32_);  // x += (M, H)
   }
   if (lw.v(Role::OBias) != nullptr) cuda::add_bias(x, lw.v(Role::OBias), M, H, stream_);  // x += o's bias
 }
@@ -724,7 +757,7 @@ void CudaForward::moe(int layer, float* x, float* xn) {
   // From kTensorCoreRows rows: rows bucketed by expert, tensor-core GEMMs (cuda/gemm.h; seed experts too, their
   // blocks decoded in registers; the plan's expert biases and activation in their epilogues). They do not read MXFP4:
   // MXFP4 experts take the CUDA-core expert kernels for prompt rows too (correct, slower on long prompts).
-  const bool tc = on_tensor_cores(M, el.gate_up) && on_tensor_cores(M, el.down);
+  const bool tc = !float32_ && on_tensor_cores(M, el.gate_up) && on_tensor_cores(M, el.down);
   void* bucket = tc ? s_bucket_.get<uint8_t>(cuda::expert_gemm_scratch_bytes(M, K, E, experts_->layout())) : nullptr;
   auto run = [&](const uint8_t* const* table, bool only_pass) {
     if (tc) {
@@ -828,16 +861,16 @@ void CudaForward::shared_expert(int layer, float* x, const float* xn) {
   const int64_t M = m_, H = c_.hidden_size, S = lw.m(Role::SharedGate).rows;
   float* g = s_shared_g_.get<float>(size_t(M * S));
   float* u = s_shared_u_.get<float>(size_t(M * S));
-  product(xn, M, lw.m(Role::SharedGate), g, false, stream_, s_f16_);  // (M, S)
-  product(xn, M, lw.m(Role::SharedUp), u, false, stream_, s_f16_);    // (M, S)
+  product(xn, M, lw.m(Role::SharedGate), g, false, stream_, s_f16_, float32_);  // (M, S)
+  product(xn, M, lw.m(Role::SharedUp), u, false, stream_, s_f16_, float32_);    // (M, S)
   cuda::silu_mul(g, u, g, M * S, stream_);
   if (!lw.plan.ffn.shared_gate) {
-    product(g, M, lw.m(Role::SharedDown), x, true, stream_, s_f16_);  // x += (M, H)
+    product(g, M, lw.m(Role::SharedDown), x, true, stream_, s_f16_, float32_);  // x += (M, H)
     return;
   }
   float* out = s_shared_out_.get<float>(size_t(M * H));
   float* gate = s_shared_gl_.get<float>(size_t(M));
-  product(g, M, lw.m(Role::SharedDown), out, false, stream_, s_f16_);            // (M, H)
+  product(g, M, lw.m(Role::SharedDown), out, false, stream_, s_f16_, float32_);  // (M, H)
   router_product(xn, M, lw.m(Role::SharedExpertGate), gate, stream_, s_split_);  // (M, 1)
   cuda::add_sigmoid_scaled(x, out, gate, M, H, stream_);
 }

@@ -1,7 +1,8 @@
 // cuda/cuda_forward.h - Model::forward on a CUDA device: decoder.cpp's data path, step for step, from cuda/kernels.h.
 //
 // Dense weights are copied to VRAM as stored (same codec, same bytes); routed experts go through VramExperts.
-// Each sequence's keys and values live in VRAM, owned by its KvCache (KvCache::device) and grown with it.
+// Each sequence's keys and values live in VRAM, owned by its KvCache (KvCache::device) and grown with it; so do a
+// hybrid's recurrent states (cuda/linear_attention.h), allocated once.
 // Batch-1 decode with every expert resident is replayed as one CUDA graph, bit-identical to the op-by-op launches.
 // Invariant: forward() returns only after its logits are on the host and every kernel it launched has finished.
 #pragma once

@@ -11,7 +11,7 @@
 //
 // Where they are defined, by concern: products.cu (matmul and the fused decode products), experts.cu, row_ops.cu
 // (norms, RoPE, element-wise ops, embedding, top-k), attention_decode.cu and attention_prompt.cu, mla.cu (latent
-// attention), stage_clock.cu,
+// attention), gated_delta.cu (the Gated DeltaNet mixer's conv, norms, gates and delta rule), stage_clock.cu,
 // runtime.cpp (check, sm_count, kernel_codec_names); the device code they share is in lane_dot.cuh (the codec dots),
 // norm_rope_topk.cuh, warp_primitives.cuh and stage_clock.cuh, the host side of a launch in launch.cuh.
 #pragma once
@@ -244,6 +244,67 @@ void mla_attention(const float* q_abs, int64_t m, const KvRow* rows, int layer, 
 // as matmul sums it (the float, affine and FP8 codecs).
 void mla_value(const float* lat, int64_t m, const DeviceMatrix& kv_b, const MlaShape& s, float* att,
                cudaStream_t stream);
+// Gated attention (AttentionPlan::output_gate): qg holds m rows of n_heads x [head_dim query, head_dim gate] (q_proj
+// twice as wide); q and gate get them apart, m x (n_heads * head_dim) each.
+void split_gated_query(const float* qg, int64_t m, int n_heads, int head_dim, float* q, float* gate,
+                       cudaStream_t stream);
+// x[i] = x[i] * sigmoid(gate[i]) (the attention output times its gate, as decoder.cpp's attention).
+void mul_sigmoid(float* x, const float* gate, int64_t n, cudaStream_t stream);
+
+// Gated DeltaNet (model/linear_attention.cpp's mixer; gated_delta.cu). A row of a forward as these kernels see it:
+// its sequence's recurrent states (every Gated DeltaNet layer's in one array, a layer's from DeltaShape::state_offset:
+// its conv window [conv_kernel - 1][channels], oldest first, then a key_dim x value_dim float32 matrix per value head)
+// and its run, the consecutive rows of that sequence in this forward (the run's first row, its length).
+struct DeltaRow {
+  float* state = nullptr;
+  int first = 0;
+  int n = 0;
+};
+// One layer's sizes (LinearAttentionPlan): the conv's input rows are [q (key_heads x key_dim), k (the same), v
+// (value_heads x value_dim)] = channels floats; each key head serves value_heads / key_heads consecutive value heads.
+struct DeltaShape {
+  int key_heads = 0, value_heads = 0, key_dim = 0, value_dim = 0;
+  int conv_kernel = 0;
+  size_t state_offset = 0;  // floats into a row's state array
+  SEEDLING_HD int64_t channels() const { return 2 * int64_t(key_heads) * key_dim + int64_t(value_heads) * value_dim; }
+  SEEDLING_HD size_t conv_floats() const { return size_t(conv_kernel - 1) * size_t(channels()); }
+};
+// qwen3_next's grouped projections put back in order (model/linear_attention.cpp): qkvz holds per key head [q
+// (key_dim), k (key_dim), v (r x value_dim), z (r x value_dim)], ba per key head [b (r), a (r)], r = value_heads /
+// key_heads; into mixed (m x channels: q, k, v), z (m x value_heads * value_dim), b and a (m x value_heads).
+void gated_delta_ungroup(const float* qkvz, const float* ba, int64_t m, const DeltaShape& s, float* mixed, float* z,
+                         float* b, float* a, cudaStream_t stream);
+// The causal depthwise conv1d + SiLU of m rows of `channels` (ops::causal_conv1d_silu_step for each row of a run in
+// turn, in double as it): each row's inputs before its run's first come from its sequence's window (at
+// window_offset in DeltaRow::state), which then holds the last kernel - 1 inputs of the run. w: channels x kernel.
+void causal_conv1d_silu(const float* x, int64_t m, const float* w, const DeltaRow* rows, int64_t channels, int kernel,
+                        size_t window_offset, float* out, cudaStream_t stream);
+// ops::l2_normalize of `heads` consecutive heads of `dim` floats in each of m rows (row i at x + i * stride), in
+// place, the first `scaled` heads also times scale (q's 1 / sqrt(key_dim)); one warp a head, float32 sums.
+void l2_normalize_heads(float* x, int64_t m, int64_t stride, int heads, int dim, int scaled, float scale, float eps,
+                        cudaStream_t stream);
+// ops::delta_gates: beta = sigmoid(b), g = -exp(a_log[h]) * softplus(a + dt_bias[h]) (in double as on the CPU) for
+// m rows of `heads` value heads.
+void delta_gates(const float* b, const float* a, const float* a_log, const float* dt_bias, int64_t m, int heads,
+                 float* beta, float* g, cudaStream_t stream);
+// The gated delta rule (ops/gated_delta.h) of each value head over its sequence's state. qkv: m rows of `channels`
+// with q and k L2-normalised (q scaled); g, beta: m x value_heads; out: m x value_heads * value_dim.
+// Decode: the recurrent step (ops::ref::gated_delta_rule for one token) of each listed row, every row its own
+// sequence's state, in one launch (a block per row and value head, a thread per value column; float32 sums in a
+// fixed order, so a row gets the same bits alone or batched).
+void gated_delta_decode(const float* qkv, const float* g, const float* beta, const int* row_ids, int64_t n_rows,
+                        const DeltaRow* rows, const DeltaShape& s, float* out, cudaStream_t stream);
+// Prompts: the chunked form (ops::gated_delta_chunked, chunks of kDeltaChunk from the run's first row) over each run
+// whose first row is listed, in one launch: a block per run and value head walks its chunks in order, each chunk's
+// keys, queries, the triangular solve's right-hand sides and its two chunk x chunk matrices in shared memory, the
+// state read and advanced in VRAM once per chunk (float32 throughout).
+constexpr int kDeltaChunk = 64;
+void gated_delta_chunked(const float* qkv, const float* g, const float* beta, const int* runs, int64_t n_runs,
+                         const DeltaRow* rows, const DeltaShape& s, float* out, cudaStream_t stream);
+// The shared memory gated_delta_chunked needs at these head dims, and whether the current device gives a block that
+// much (the layer is refused by name where not).
+size_t gated_delta_chunked_smem_bytes(int key_dim, int value_dim);
+bool gated_delta_chunked_fits(int key_dim, int value_dim);
 
 // Stage clock, a measuring build (cmake -DSEEDLING_STAGE_CLOCK=ON): each block of the decode launches (the products,
 // decode attention, gate/up, down + combine) notes the SM cycles from its start to its marks (past its wait for the

@@ -1,6 +1,7 @@
 // cuda/row_ops.cu - the small kernels of a layer (declared in cuda/kernels.h): RMS norm, qk-norm + RoPE + the cache
-// write, SiLU product, bias, clamp, the shared expert's gated add, embedding rows, row gathers and the router's
-// policies (softmax + top-k, top-k + softmax, sigmoid group top-k), each the twin of a CPU op.
+// write, SiLU product, bias, clamp, the shared expert's gated add, gated attention's query split and sigmoid gate,
+// embedding rows, row gathers and the router's policies (softmax + top-k, top-k + softmax, sigmoid group top-k), each
+// the twin of a CPU op.
 #include <cmath>
 #include <cstdint>
 
@@ -98,6 +99,19 @@ __global__ void add_sigmoid_scaled_kernel(float* x, const float* y, const float*
   if (i >= total) return;
   const float sg = 1.0f / (1.0f + expf(-gate[i / n]));  // ops::sigmoid
   x[i] = x[i] + sg * y[i];
+}
+
+__global__ void split_gated_query_kernel(const float* qg, int64_t total, int hd, float* q, float* gate) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // an element of q: (row and head) * hd + d
+  if (i >= total) return;
+  const int64_t head = i / hd, d = i % hd;
+  q[i] = qg[head * 2 * hd + d];
+  gate[i] = qg[head * 2 * hd + hd + d];
+}
+
+__global__ void mul_sigmoid_kernel(float* x, const float* gate, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = x[i] * (1.0f / (1.0f + expf(-gate[i])));  // ops::sigmoid
 }
 
 // The k largest of choice (each taken one set to -inf) into ids, with weights[s] = value[id] (lane 0 writes).
@@ -234,6 +248,20 @@ void add_sigmoid_scaled(float* x, const float* y, const float* gate, int64_t row
   if (rows * n == 0) return;
   add_sigmoid_scaled_kernel<<<blocks_for(rows * n, 256), 256, 0, stream>>>(x, y, gate, rows * n, n);
   launched("add_sigmoid_scaled");
+}
+
+void split_gated_query(const float* qg, int64_t m, int n_heads, int head_dim, float* q, float* gate,
+                       cudaStream_t stream) {
+  const int64_t total = m * n_heads * head_dim;
+  if (total == 0) return;
+  split_gated_query_kernel<<<blocks_for(total, 256), 256, 0, stream>>>(qg, total, head_dim, q, gate);
+  launched("split_gated_query");
+}
+
+void mul_sigmoid(float* x, const float* gate, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  mul_sigmoid_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(x, gate, n);
+  launched("mul_sigmoid");
 }
 
 void embed(const int* tokens, int64_t m, const DeviceMatrix& emb, float* x, cudaStream_t stream) {

@@ -35,19 +35,7 @@ void Model::gated_delta_net(int layer, std::span<const BatchRow> rows, const flo
     const int group = 2 * dk + 2 * rep * dv;  // [q k v z] of one key head
     std::vector<float> qkvz(size_t(M * NK * group)), ba(size_t(M * 2 * NV));
     ops::matmul_batch({{xn, M, lw.lin_qkvz, qkvz.data()}, {xn, M, lw.lin_ba, ba.data()}});
-    for (int64_t i = 0; i < M; ++i) {
-      for (int h = 0; h < NK; ++h) {
-        const float* src = qkvz.data() + i * NK * group + h * group;
-        float* row = mixed.data() + i * C;
-        std::copy_n(src, dk, row + h * dk);
-        std::copy_n(src + dk, dk, row + KW + h * dk);
-        std::copy_n(src + 2 * dk, rep * dv, row + 2 * KW + h * rep * dv);
-        std::copy_n(src + 2 * dk + rep * dv, rep * dv, z.data() + i * VW + h * rep * dv);
-        const float* bas = ba.data() + i * 2 * NV + h * 2 * rep;
-        std::copy_n(bas, rep, b.data() + i * NV + h * rep);
-        std::copy_n(bas + rep, rep, a.data() + i * NV + h * rep);
-      }
-    }
+    ops::ungroup_qkvz_ba(qkvz.data(), ba.data(), M, NK, NV, dk, dv, mixed.data(), z.data(), b.data(), a.data());
   } else {
     ops::matmul_batch({{xn, M, lw.lin_qkv, mixed.data()},
                        {xn, M, lw.lin_z, z.data()},
@@ -61,20 +49,15 @@ void Model::gated_delta_net(int layer, std::span<const BatchRow> rows, const flo
                                  p.conv_kernel, conv.data() + i * C);
   }
   const float q_scale = float(1.0 / std::sqrt(double(dk)));
-  std::vector<float> g(size_t(M * NV)), beta(size_t(M * NV));
   for (int64_t i = 0; i < M; ++i) {
     float* row = conv.data() + i * C;
     for (int h = 0; h < NK; ++h) {
       ops::l2_normalize(row + h * dk, dk, 1e-6f, q_scale);
       ops::l2_normalize(row + KW + h * dk, dk, 1e-6f, 1.0f);
     }
-    for (int h = 0; h < NV; ++h) {
-      const size_t at = size_t(i * NV + h);
-      beta[at] = ops::sigmoid(b[at]);
-      const double decay = std::exp(double(lw.lin_a_log[size_t(h)]));
-      g[at] = float(-decay * ops::softplus(double(a[at]) + double(lw.lin_dt_bias[size_t(h)])));
-    }
   }
+  std::vector<float> g(size_t(M * NV)), beta(size_t(M * NV));
+  ops::delta_gates(b.data(), a.data(), lw.lin_a_log.data(), lw.lin_dt_bias.data(), M, NV, beta.data(), g.data());
   // Each sequence's rows, in order; one work item per (sequence, value head).
   std::vector<KvCache*> seqs;
   std::map<KvCache*, std::vector<int64_t>> rows_of;

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <vector>
 
+#include "ops/ops.h"
+
 namespace seedling::ops {
 
 void l2_normalize(float* x, int n, float eps, float scale) {
@@ -16,6 +18,37 @@ void l2_normalize(float* x, int n, float eps, float scale) {
 
 double softplus(double x) {
   return x > 20.0 ? x : std::log1p(std::exp(x));
+}
+
+void ungroup_qkvz_ba(const float* qkvz, const float* ba, int64_t m, int key_heads, int value_heads, int key_dim,
+                     int value_dim, float* mixed, float* z, float* b, float* a) {
+  const int NK = key_heads, NV = value_heads, dk = key_dim, rep = value_heads / key_heads, rv = rep * value_dim;
+  const int64_t KW = int64_t(NK) * dk, VW = int64_t(NV) * value_dim, C = 2 * KW + VW, group = 2 * dk + 2 * rv;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int h = 0; h < NK; ++h) {
+      const float* src = qkvz + (i * NK + h) * group;
+      float* row = mixed + i * C;
+      std::copy_n(src, dk, row + h * dk);
+      std::copy_n(src + dk, dk, row + KW + h * dk);
+      std::copy_n(src + 2 * dk, rv, row + 2 * KW + h * rv);
+      std::copy_n(src + 2 * dk + rv, rv, z + i * VW + h * rv);
+      const float* bas = ba + i * 2 * NV + h * 2 * rep;
+      std::copy_n(bas, rep, b + i * NV + h * rep);
+      std::copy_n(bas + rep, rep, a + i * NV + h * rep);
+    }
+  }
+}
+
+void delta_gates(const float* b, const float* a, const float* a_log, const float* dt_bias, int64_t rows, int heads,
+                 float* beta, float* g) {
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int h = 0; h < heads; ++h) {
+      const int64_t at = i * heads + h;
+      beta[at] = sigmoid(b[at]);
+      const double decay = std::exp(double(a_log[h]));
+      g[at] = float(-decay * softplus(double(a[at]) + double(dt_bias[h])));
+    }
+  }
 }
 
 void causal_conv1d_silu_step(const float* x, float* window, const float* w, int channels, int kernel, float* out) {

@@ -40,6 +40,18 @@ void l2_normalize(float* x, int n, float eps, float scale);
 // log(1 + exp(x)), as torch's softplus (x past 20 returned as is).
 double softplus(double x);
 
+// qwen3_next's grouped projections put in order: qkvz holds m rows of, per key head, [q (key_dim), k (key_dim), v
+// (r x value_dim), z (r x value_dim)], ba per key head [b (r), a (r)], r = value_heads / key_heads; into mixed (m rows
+// of q, k, v: 2 key_heads x key_dim + value_heads x value_dim), z (m x value_heads * value_dim), b and a (m x
+// value_heads).
+void ungroup_qkvz_ba(const float* qkvz, const float* ba, int64_t m, int key_heads, int value_heads, int key_dim,
+                     int value_dim, float* mixed, float* z, float* b, float* a);
+
+// The per-head gates of `rows` rows of `heads` value heads: beta = sigmoid(b) and the log decay
+// g = -exp(a_log[h]) * softplus(a + dt_bias[h]) (b, a, beta, g: rows x heads).
+void delta_gates(const float* b, const float* a, const float* a_log, const float* dt_bias, int64_t rows, int heads,
+                 float* beta, float* g);
+
 namespace ref {
 // The recurrent form, token by token: the definition above.
 void gated_delta_rule(const DeltaRun& run, int key_dim, int value_dim, float* state);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main commands end to end on a tiny golden checkpoint: run --print-ids gives transformers' greedy tokens,
-# logits writes [n x vocab] float32 equal to the reference within 1e-3, info and bench print their figures.
+# logits writes [n x vocab] float32 equal to the reference within 1e-3 (and the same bytes fed in pieces), info and
+# bench print their figures.
 source "$(dirname "$0")/lib/common.bash"
 want=$(reference_ids greedy)
 
@@ -18,6 +19,18 @@ err = max(abs(x - y) for x, y in zip(struct.unpack('<%df' % n, a), struct.unpack
 assert err <= 1e-3, err
 print("ok   logits file matches the reference, max |diff| %.2e" % err)
 PY
+
+# --rows-per-forward: the prompt in forwards of 1 and of 5 rows gives the one forward's logits bytes (on the CPU a row's
+# bits do not depend on the rows beside it); 0 is refused.
+for n in 1 5; do
+  "$bin" logits -m "$m/hub" --ids "$ids" -o "$tmp/l$n.f32" --rows-per-forward "$n" 2>/dev/null
+  cmp -s "$tmp/l.f32" "$tmp/l$n.f32" || { echo "logits --rows-per-forward $n differ from one forward"; exit 1; }
+done
+if "$bin" logits -m "$m/hub" --ids "$ids" -o "$tmp/x.f32" --rows-per-forward 0 2>"$tmp/err"; then
+  echo "--rows-per-forward 0 was accepted"; exit 1
+fi
+grep -q -- "--rows-per-forward" "$tmp/err" || { echo "the refusal does not name --rows-per-forward: $(cat "$tmp/err")"; exit 1; }
+echo "ok   logits --rows-per-forward 1 and 5 = one forward, bit for bit; 0 refused"
 
 "$bin" info -m "$m/hf" >"$tmp/info"
 grep -q "family:           qwen3_moe" "$tmp/info"

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -100,6 +101,16 @@ void for_each_simd_target(F&& fn) {
     fn();
   }
   hwy::SetSupportedTargetsForTest(0);
+}
+
+// max |a - b| over max |b|: the error of a whole output relative to its largest value.
+inline double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, std::fabs(double(a[i]) - double(b[i])));
+    scale = std::max(scale, std::fabs(double(b[i])));
+  }
+  return worst / scale;
 }
 
 // The prompt ids of a tiny golden checkpoint (tests/data/models/NAME/reference.json, key "ids").

@@ -60,15 +60,7 @@ struct DeltaInputs {
   }
 };
 
-// |a - b| over the largest |b|: the relative error of a whole output.
-double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
-  double worst = 0, scale = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    worst = std::max(worst, std::fabs(double(a[i]) - double(b[i])));
-    scale = std::max(scale, std::fabs(double(b[i])));
-  }
-  return worst / scale;
-}
+using test::relative_error;
 
 std::vector<float> prompt_logits(Model& model, const std::vector<int32_t>& ids, size_t chunk) {
   Engine e(model, {});
