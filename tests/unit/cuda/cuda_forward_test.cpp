@@ -518,7 +518,12 @@ TEST_P(CudaForwardMlaTest, LongPromptNearTheCpuAndBitIdenticalAcrossBudgets) {
   auto cpu_model = Model::load(dir());
   const double f32_err = float32_chunks_error(dir(), ids, prompt_logits(*cpu_model, ids, 512));
   EXPECT_LE(f32_err, 1e-4) << GetParam() << ": float32 products (32-row chunks)";
-  const double tc = expect_long_prompt_on_tensor_cores(dir(), ids, GetParam());
+  // On tensor cores an MLA query passes three TF32-rounded products in series (q_a, q_b, then the absorbed query
+  // against the cache row that kv_a's product made) where a GQA query passes one (q): three roundings of 2^-11
+  // against logits of 25-37 is 3 x 2^-11 x 37 = 0.054, where expect_long_prompt_on_tensor_cores' 2e-2 allows one.
+  // Measured on an H100 (2026-12-05, docs/results/2026-12-05-cuda-new-families.md): 0.025-0.036, greedy tokens
+  // equal; the first run asserted 2e-2 and failed at those values.
+  const double tc = expect_long_prompt_on_tensor_cores(dir(), ids, GetParam(), 3 * 37.0 / 2048);
   std::printf("%s: 150-token prompt: float32 chunks %.3g from the CPU; tensor cores %.3g\n", GetParam().c_str(),
               f32_err, tc);
 }
