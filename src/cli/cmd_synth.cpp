@@ -169,7 +169,47 @@ ordered_json preset_config(const std::string& name) {
             {"bos_token_id", 0},
             {"eos_token_id", 1}};
   }
-  fail("synth: --preset '{}' is unknown (known: qwen3-30b-a3b, mixtral-8x7b, gpt-oss-20b, deepseek-v3)", name);
+  if (name == "qwen3.5-35b-a3b") {
+    // Qwen3.5-35B-A3B's text model as issue 23 and NVMAI's ArchConfig give it (docs in ../shared/research): 40 layers,
+    // every 4th full attention (16 q / 2 kv heads of 256, a sigmoid output gate in q_proj, RoPE on 64 of the 256 dims,
+    // theta 1e7), the others Gated DeltaNet (16 key / 32 value heads of 128, a 4-tap conv); 256 experts top-8 of width
+    // 512 and a sigmoid-gated shared expert of 512; hidden 2048, vocabulary 248,320, untied head. Written as the flat
+    // qwen3_5_moe_text config (no vision tower); the token ids are within the vocabulary, not the release's.
+    ordered_json layer_types = ordered_json::array();
+    for (int l = 0; l < 40; ++l) layer_types.push_back(l % 4 == 3 ? "full_attention" : "linear_attention");
+    return {
+        {"architectures", {"Qwen3_5MoeForCausalLM"}},
+        {"model_type", "qwen3_5_moe_text"},
+        {"vocab_size", 248320},
+        {"hidden_size", 2048},
+        {"num_hidden_layers", 40},
+        {"layer_types", layer_types},
+        {"num_attention_heads", 16},
+        {"num_key_value_heads", 2},
+        {"head_dim", 256},
+        {"linear_conv_kernel_dim", 4},
+        {"linear_key_head_dim", 128},
+        {"linear_num_key_heads", 16},
+        {"linear_num_value_heads", 32},
+        {"linear_value_head_dim", 128},
+        {"moe_intermediate_size", 512},
+        {"shared_expert_intermediate_size", 512},
+        {"num_experts", 256},
+        {"num_experts_per_tok", 8},
+        {"partial_rotary_factor", 0.25},
+        {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 10000000.0}, {"partial_rotary_factor", 0.25}}},
+        {"max_position_embeddings", 262144},
+        {"rms_norm_eps", 1e-6},
+        {"hidden_act", "silu"},
+        {"attention_bias", false},
+        {"tie_word_embeddings", false},
+        {"torch_dtype", "bfloat16"},
+        {"bos_token_id", 1},
+        {"eos_token_id", 2}};
+  }
+  fail(
+      "synth: --preset '{}' is unknown (known: qwen3-30b-a3b, mixtral-8x7b, gpt-oss-20b, deepseek-v3, qwen3.5-35b-a3b)",
+      name);
 }
 
 uint64_t mix(uint64_t z) {
@@ -384,8 +424,9 @@ void add_synth(CLI::App& app, int* status) {
   CLI::App* cmd = app.add_subcommand("synth", "Write a random-weight checkpoint at the shapes of a real model");
   cmd->add_option("-o,--output", f->out, "output folder")->required();
   cmd->add_option("--preset", f->preset,
-                  "shape: qwen3-30b-a3b, mixtral-8x7b, gpt-oss-20b (with --packed) or deepseek-v3 (with --layers N: "
-                  "at most N - 1 dense layers)");
+                  "shape: qwen3-30b-a3b, mixtral-8x7b, gpt-oss-20b (with --packed), deepseek-v3 (with --layers N: "
+                  "at most N - 1 dense layers) or qwen3.5-35b-a3b (with --layers N: its 3-linear-1-full pattern cut "
+                  "to N)");
   cmd->add_option("--layers", f->layers, "number of layers (default: the preset's)")->check(CLI::PositiveNumber);
   cmd->add_option("--experts", f->experts, "routed experts per layer (default: the preset's)")
       ->check(CLI::PositiveNumber);

@@ -44,6 +44,19 @@ for layer in m["experts"]:
 PY
 echo "ok   synth --packed q8_g32 writes a packed Qwen3-30B-A3B-shaped model that info and run load"
 
+# The Qwen3.5-35B-A3B shape cut to 4 layers: three Gated DeltaNet layers then gated full attention, each with 256
+# experts' top-8 (here 4 experts) and the shared expert; info reports the plan and the recurrent state, run decodes.
+"$bin" synth --preset qwen3.5-35b-a3b --packed q8_g32 --layers 4 --experts 4 --vocab 512 -o "$tmp/h" >/dev/null 2>&1
+"$bin" info -m "$tmp/h" >"$tmp/h.info"
+grep -q "family:           qwen3_5_moe_text" "$tmp/h.info" || { cat "$tmp/h.info"; exit 1; }
+grep -q "layers 0-2:       gated delta net (16 key heads of 128, 32 value heads of 128, conv kernel 4)" "$tmp/h.info" ||
+  { cat "$tmp/h.info"; exit 1; }
+grep -q "layer 3:          attention (q/k norm per head, sigmoid output gate)" "$tmp/h.info" || { cat "$tmp/h.info"; exit 1; }
+grep -q "shared expert (512, sigmoid-gated)" "$tmp/h.info" || { cat "$tmp/h.info"; exit 1; }
+grep -q "over 64 of 256 dims" "$tmp/h.info" || { cat "$tmp/h.info"; exit 1; }
+"$bin" run -m "$tmp/h" --ids 1,2,3 -n 2 --ignore-eos --print-ids >/dev/null 2>&1
+echo "ok   synth --preset qwen3.5-35b-a3b writes the hybrid shape (Gated DeltaNet + gated attention) that info and run load"
+
 "$bin" synth --packed q4_g64 --dense q4_g64 --layers 2 --experts 4 --vocab 512 -o "$tmp/sd" >/dev/null 2>&1
 "$bin" run -m "$tmp/sd" --ids 1,2,3 -n 2 --ignore-eos --print-ids >/dev/null 2>&1
 sd_bpt=$("$bin" info -m "$tmp/sd" | sed -n 's/^bytes per token: *\([0-9.e+]*\).*/\1/p')
