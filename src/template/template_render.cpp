@@ -348,16 +348,15 @@ class Renderer {
     return Flow::kNormal;
   }
 
-  // One loop iteration or macro call: past kMaxRenderSteps or kMaxRenderSeconds in one render, an error at pos, not
-  // a hang.
+  // One loop iteration or macro call: past the options' max_steps or max_seconds in one render, an error at pos,
+  // not a hang.
   void step(const SourcePos& pos) {
-    if (++steps_ > kMaxRenderSteps) {
+    if (++steps_ > options_.max_steps) {
       fail_at(pos, fmt::format("more than {} loop iterations and macro calls, too many for a chat template",
-                               kMaxRenderSteps));
+                               options_.max_steps));
     }
-    if (steps_ % 256 == 0 &&
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() > kMaxRenderSeconds) {
-      fail_at(pos, fmt::format("rendering took over {} s, too long for a chat template", kMaxRenderSeconds));
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() > options_.max_seconds) {
+      fail_at(pos, fmt::format("rendering took over {} s, too long for a chat template", options_.max_seconds));
     }
   }
 

@@ -77,6 +77,9 @@ Value get_attr(const Value& obj, const std::string& name);  // obj.name with jin
 struct RenderOptions {
   std::string origin;
   std::tm now{};  // what strftime_now formats
+  // The render's work limits (template/value.h says why): loop iterations and macro calls, and seconds.
+  int64_t max_steps = kMaxRenderSteps;
+  double max_seconds = kMaxRenderSeconds;
 };
 
 std::string render_template(const Body& body, const DictItems& context, const RenderOptions& options);

@@ -21,9 +21,9 @@ struct Value;
 using List = std::vector<Value>;
 
 // The most a template may build or do: text of kMaxTemplateText bytes, lists of kMaxTemplateItems items,
-// kMaxRenderSteps loop iterations and macro calls, kMaxRenderSeconds of rendering (checked at each step: every single
-// operation is bounded by the sizes). A chat template renders a prompt in milliseconds, far below each; past one,
-// rendering stops with an error naming it instead of exhausting memory or hanging (`'x' * 2**40`,
+// kMaxRenderSteps loop iterations and macro calls, kMaxRenderSeconds of rendering (the clock read at each step: every
+// single operation is bounded by the sizes). A chat template renders a prompt in milliseconds, far below each; past
+// one, rendering stops with an error naming it instead of exhausting memory or hanging (`'x' * 2**40`,
 // `tojson(indent=2**31)`, nested loops of range(2**20), a macro that calls itself twice a level).
 inline constexpr size_t kMaxTemplateText = size_t{1} << 24;
 inline constexpr size_t kMaxTemplateItems = size_t{1} << 20;

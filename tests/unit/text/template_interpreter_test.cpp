@@ -142,28 +142,54 @@ TEST(TemplateExpressions, GrowthPastTheTemplateLimitsIsAnErrorNotAnAllocation) {
             "[\n  1,\n  [\n    2\n  ]\n]|a\nb|  a\n  b");
 }
 
+// The error of rendering source with these work limits ("" when it renders).
+std::string error_with_limits(const std::string& source, int64_t max_steps, double max_seconds) {
+  seedling::tmpl::RenderOptions o;
+  o.origin = "t.jinja";
+  o.max_steps = max_steps;
+  o.max_seconds = max_seconds;
+  try {
+    seedling::tmpl::render_template(seedling::tmpl::parse_template(source, "t.jinja"), {}, o);
+  } catch (const seedling::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 TEST(TemplateLoops, WorkPastTheStepLimitIsAnErrorNotAHang) {
-  const auto fails = [](const std::string& source) {
-    const std::string e = error_of(source);
-    EXPECT_NE(e.find("loop iterations and macro calls, too many for a chat template"), std::string::npos)
+  // With a limit of 1000 steps (the default is 2**20, template/value.h) and no clock in the way: 2**40 iterations of
+  // nested loops, a filtered loop, and a macro that calls itself twice a level (2**60 calls within the depth limit).
+  for (const char* source :
+       {"{% for a in range(1048576) %}{% for b in range(1048576) %}{% endfor %}{% endfor %}",
+        "{% for a in range(1048576) if a >= 0 %}{% for b in range(8) if b %}{% endfor %}{% endfor %}",
+        "{% macro m(n) %}{% if n %}{{ m(n - 1) }}{{ m(n - 1) }}{% endif %}{% endmacro %}{{ m(60) }}"}) {
+    const std::string e = error_with_limits(source, 1000, 1e9);
+    EXPECT_NE(e.find("more than 1000 loop iterations and macro calls, too many for a chat template"), std::string::npos)
         << source << " -> " << e;
-  };
-  fails("{% for a in range(1048576) %}{% for b in range(1048576) %}{% endfor %}{% endfor %}");
-  fails("{% for a in range(1048576) if a >= 0 %}{% for b in range(8) if b %}{% endfor %}{% endfor %}");
-  // A macro that calls itself twice a level: 2**60 calls within the depth limit.
-  fails("{% macro m(n) %}{% if n %}{{ m(n - 1) }}{{ m(n - 1) }}{% endif %}{% endmacro %}{{ m(60) }}");
+  }
+  // At the default limits the same nested loops end in an error too (the steps' or, in a slow build, the clock's).
+  const std::string e = error_of("{% for a in range(1048576) %}{% for b in range(1048576) %}{% endfor %}{% endfor %}");
+  EXPECT_TRUE(e.find("too many for a chat template") != std::string::npos ||
+              e.find("too long for a chat template") != std::string::npos)
+      << e;
+  // Exactly at the limit: 32 x 31 inner iterations + 32 outer = 1024 steps render.
+  EXPECT_EQ(error_with_limits("{% for a in range(32) %}{% for b in range(31) %}{% endfor %}{% endfor %}", 1024, 1e9),
+            "");
+  EXPECT_NE(error_with_limits("{% for a in range(32) %}{% for b in range(31) %}{% endfor %}{% endfor %}", 1023, 1e9),
+            "");
   EXPECT_EQ(render("{% set ns = namespace(n=0) %}{% for a in range(64) %}{% for b in range(1024) %}"
                    "{% set ns.n = ns.n + 1 %}{% endfor %}{% endfor %}{{ ns.n }}"),
             "65536");
 }
 
 TEST(TemplateLoops, FewStepsOfLargeWorkStopAtTheTimeLimit) {
-  // Each step scans a 16 MB string: 2**20 steps would take hours, so the clock stops it (after about 5 s).
+  // Each step scans a 16 MB string: 2**20 steps would take hours, so the clock stops it (here after 0.5 s).
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string e = error_of(
-      "{% set s = 'x' * 16777216 %}{% for i in range(1048576) %}{% if s | length > 1 %}{% endif %}{% endfor %}");
+  const std::string e = error_with_limits(
+      "{% set s = 'x' * 16777216 %}{% for i in range(1048576) %}{% if s | length > 1 %}{% endif %}{% endfor %}",
+      int64_t(1) << 20, 0.5);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_NE(e.find("rendering took over 5 s, too long for a chat template"), std::string::npos) << e;
+  EXPECT_NE(e.find("rendering took over 0.5 s, too long for a chat template"), std::string::npos) << e;
   EXPECT_LT(seconds, 30.0);
 }
 
