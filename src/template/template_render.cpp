@@ -12,7 +12,6 @@ namespace seedling::tmpl {
 namespace {
 
 constexpr int kMaxCallDepth = 100;
-constexpr size_t kMaxRangeLength = 1u << 20;
 
 enum class Flow { kNormal, kBreak, kContinue };
 
@@ -283,7 +282,7 @@ class Renderer {
       if (step == 0) builtin_fail("range() arg 3 must not be zero");
       List items;
       for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) {
-        if (items.size() >= kMaxRangeLength) builtin_fail("range() is too long for a chat template");
+        if (items.size() >= kMaxTemplateItems) builtin_fail("range() is too long for a chat template");
         items.push_back(Value::integer(k));
       }
       return Value::make_list(std::move(items));
