@@ -30,7 +30,7 @@ struct ModelFlags {
   std::string prefetch_replay;  // --prefetch-replay FILE: next-layer guesses from a prediction file (measuring)
   int prefetch_width = 0;       // --prefetch-width N: next-layer prefetch (streamed experts, or a VRAM cache)
   bool no_cuda_graph = false;   // --no-cuda-graph: batch-1 decode launched op by op (--device cuda)
-  std::string cpu_dot;          // --cpu-dot float | int8 (ops/matmul.h); empty: SEEDLING_CPU_DOT, else float
+  std::string cpu_dot;          // --cpu-dot auto | float | int8 (ops/matmul.h); empty: SEEDLING_CPU_DOT, else auto
 };
 void add_model_flags(CLI::App* cmd, ModelFlags* f);
 // Sets the thread count, loads the model named by -m (or the default model) and places its experts.
