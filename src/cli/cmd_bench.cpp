@@ -3,6 +3,8 @@
 // Batch-1 decode reads every active weight once per token, so tokens/s <= bandwidth / bytes per token. The
 // bandwidth is a multithreaded streaming read of a 1 GiB buffer, measured between the timed arms (A B A B ...),
 // and the report gives decode GB/s as a fraction of it. Times are medians over --repeats, with min and max.
+#include <malloc.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
@@ -81,6 +83,33 @@ uint64_t touch_weights(const Model& model) {
   return total;
 }
 
+// What one sequence's cache takes, measured: a fresh sequence allocated alone for `positions` (Engine::reserve: its
+// rows at that capacity and its recurrent state, in host arrays or in VRAM) between two readings of the process's
+// resident set (VmRSS) and, on CUDA, of the device's free memory (cudaMemGetInfo), against what KvCache computes.
+// malloc_trim first hands the freed pages of the sequences removed before back to the kernel, so the new arrays fault
+// pages in rather than reuse resident ones unseen. VRAM moves in the driver's pages (2 MiB) and counts every process
+// on the device.
+struct SequenceMemory {
+  int capacity = 0;
+  size_t computed = 0, state = 0;  // KvCache::bytes(), of which recurrent state
+  int64_t rss = 0, vram = 0;       // growth, bytes
+};
+SequenceMemory measure_sequence(Engine& engine, int positions, int device) {
+  malloc_trim(0);
+  SequenceMemory m;
+  const uint64_t rss0 = rss_bytes(), free0 = device >= 0 ? cuda_free_bytes(device) : 0;
+  const int seq = engine.add_sequence();
+  engine.reserve(seq, positions);
+  m.rss = int64_t(rss_bytes()) - int64_t(rss0);
+  m.vram = device >= 0 ? int64_t(free0) - int64_t(cuda_free_bytes(device)) : 0;
+  const KvCache& kv = engine.kv(seq);
+  m.capacity = kv.capacity();
+  m.computed = kv.bytes();
+  m.state = kv.bytes_at(0);
+  engine.remove_sequence(seq);
+  return m;
+}
+
 int run(const BenchFlags& f) {
   auto model = load_model(f.model);
   const ModelConfig& c = model->config();
@@ -142,6 +171,7 @@ int run(const BenchFlags& f) {
     kv_bytes = engine.kv_bytes();
     engine.remove_sequence(seq);
   }
+  const SequenceMemory seq_mem = measure_sequence(engine, f.prompt_tokens + f.decode_tokens, device);
   const Stat b = stat(bw), p = stat(prefill), d = stat(decode);
   const double bytes = double(sizes.bytes_per_token);
   const double gbs = d.median * bytes / 1e9;
@@ -169,9 +199,15 @@ int run(const BenchFlags& f) {
               gbs, 100.0 * gbs / b.median);
   std::printf("ceiling at this bandwidth: %.2f tok/s\n", b.median * 1e9 / bytes);
   // The linear layers' recurrent state (conv windows, delta-rule states): fixed per sequence, inside the KV figure.
-  const size_t state_bytes = KvCache(cache_shapes(model->config()), 1, 1).bytes_at(0);
   std::printf("peak RSS: %.2f GB; KV cache: %.2f MB", double(peak_rss_bytes()) / 1e9, double(kv_bytes) / 1e6);
-  if (state_bytes > 0) std::printf(" (of which %.3f MB recurrent state per sequence)", double(state_bytes) / 1e6);
+  if (seq_mem.state > 0) std::printf(" (of which %.3f MB recurrent state per sequence)", double(seq_mem.state) / 1e6);
+  std::printf("\n");
+  std::printf(
+      "one sequence at %d positions: %.3f MB computed (%.3f MB rows + %.3f MB recurrent state); measured: RSS "
+      "%+.3f MB",
+      seq_mem.capacity, double(seq_mem.computed) / 1e6, double(seq_mem.computed - seq_mem.state) / 1e6,
+      double(seq_mem.state) / 1e6, double(seq_mem.rss) / 1e6);
+  if (cuda) std::printf(", VRAM %+.3f MB (cudaMemGetInfo, 2 MiB pages)", double(seq_mem.vram) / 1e6);
   std::printf("\n");
   const auto print_decode_uses = [&](const char* tier, const ExpertStats& s) {
     if (s.hits + s.misses == 0) return;

@@ -54,6 +54,8 @@ std::vector<int32_t> read_text_tokens(const std::string& dir, const std::string&
 double now_seconds();
 // Peak resident set size of this process in bytes (VmHWM).
 uint64_t peak_rss_bytes();
+// Resident set size of this process now, in bytes (VmRSS).
+uint64_t rss_bytes();
 
 // Each adds its subcommand to `app`; when parsed, the subcommand runs and stores its exit status in *status.
 void add_run(CLI::App& app, int* status);

@@ -1,4 +1,5 @@
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -169,13 +170,26 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-uint64_t peak_rss_bytes() {
+namespace {
+// A "Name:  N kB" line of /proc/self/status, in bytes (0 where absent).
+uint64_t status_bytes(const char* name) {
   std::ifstream in("/proc/self/status");
   std::string line;
+  const size_t n = std::strlen(name);
   while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+    if (line.compare(0, n, name) == 0 && line.size() > n && line[n] == ':')
+      return std::stoull(line.substr(n + 1)) * 1024;
   }
   return 0;
+}
+}  // namespace
+
+uint64_t peak_rss_bytes() {
+  return status_bytes("VmHWM");
+}
+
+uint64_t rss_bytes() {
+  return status_bytes("VmRSS");
 }
 
 }  // namespace seedling::cli

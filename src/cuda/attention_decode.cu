@@ -90,7 +90,7 @@ __host__ __device__ __forceinline__ int decode_split_keys(int cap) {
 
 template <int D, bool S>
 __global__ void __launch_bounds__(kAttnThreads, 2)
-    attention_decode_split_kernel(const float* q, const int* row_ids, const KvRow* rows, int layer, AttentionShape s,
+    attention_decode_split_kernel(const float* q, const int* row_ids, const KvRow* rows, int64_t base, AttentionShape s,
                                   float* scratch, int* counters, float* out) {
   BlockClock clk;
   pdl_wait();
@@ -110,7 +110,7 @@ __global__ void __launch_bounds__(kAttnThreads, 2)
   const int row = row_ids[li];
   const KvRow r = rows[row];
   const int hd = s.head_dim, kv_dim = s.n_kv_heads * hd;
-  const float* kc = r.cache + (int64_t(layer) * 2) * r.cap * kv_dim + kvh * hd;
+  const float* kc = r.layer(base) + kvh * hd;
   const float* vc = kc + int64_t(r.cap) * kv_dim;
   const int split_keys = decode_split_keys(r.cap);
   const int first = s.window > 0 ? max(0, r.pos - s.window + 1) : 0;  // the first key this row sees
@@ -219,7 +219,7 @@ int64_t decode_attention_scratch_floats(int64_t n_rows, const AttentionShape& s)
   return n_rows * s.n_heads * kDecodeSplits * (s.head_dim + 2);
 }
 
-void attention_decode(const float* q, const int* row_ids, int64_t n_rows, const KvRow* rows, int layer,
+void attention_decode(const float* q, const int* row_ids, int64_t n_rows, const KvRow* rows, int64_t base,
                       const AttentionShape& s, float* out, float* scratch, int* counters, cudaStream_t stream) {
   if (n_rows == 0) return;
   check(s.head_dim <= 256 ? cudaSuccess : cudaErrorInvalidValue, "attention_decode: head_dim above 256");
@@ -233,7 +233,7 @@ void attention_decode(const float* q, const int* row_ids, int64_t n_rows, const 
   auto go = [&]<int D>() {
     launch_pdl("attention_decode",
                staged ? attention_decode_split_kernel<D, true> : attention_decode_split_kernel<D, false>, grid,
-               kAttnThreads, smem, stream, q, row_ids, rows, layer, s, scratch, counters, out);
+               kAttnThreads, smem, stream, q, row_ids, rows, base, s, scratch, counters, out);
   };
   if (s.head_dim <= 32) {
     go.template operator()<1>();

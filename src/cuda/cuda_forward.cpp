@@ -19,6 +19,7 @@
 #include "cuda/linear_attention.h"
 #include "cuda/mla_forward.h"
 #include "cuda/vram_experts.h"
+#include "kv/kv_layout.h"
 
 namespace seedling {
 
@@ -81,10 +82,10 @@ void router_product(const float* x, int64_t m, const DeviceMatrix& w, float* y, 
   }
 }
 
-// One sequence's cache in VRAM, float32: [layers][planes][cap][width], as cache_shapes says (CudaForward::kv_planes_,
-// kv_width_): keys then values of kv_dim for attention, one plane of latent rows for MLA (cuda/mla_forward.h); a
-// Gated DeltaNet layer keeps no rows (its planes stay unused) but its recurrent state (cuda/linear_attention.h),
-// allocated once.
+// One sequence's cache in VRAM, float32: its layers one after another, each [planes][cap][width] as cache_shapes says
+// (CudaForward::kv_layout_, kv/kv_layout.h): keys then values of kv_dim for attention, one plane of latent rows for MLA
+// (cuda/mla_forward.h); a Gated DeltaNet layer takes no rows, only its part of the recurrent state array
+// (cuda/linear_attention.h), allocated once.
 struct CudaKv final : KvCache::DeviceState {
   float* data = nullptr;
   int cap = 0;
@@ -105,6 +106,7 @@ class CudaForward final : public DeviceForward {
   // activations of a pass (about 0.2 GB at Qwen3-30B-A3B's widths) stay small beside the weights.
   int rows_per_forward() const override { return 4096; }
   double last_device_seconds() const override { return device_seconds_; }
+  void allocate(KvCache& kv) override { device_kv(kv); }
   ExpertStats expert_stats() const override { return experts_ ? experts_->stats() : ExpertStats{}; }
   void set_route_source(RouteSource* s) override { route_source_ = s; }
   void set_route_observer(RouteObserver* o) override { route_observer_ = o; }
@@ -149,7 +151,7 @@ class CudaForward final : public DeviceForward {
   const float* inv_freq_ = nullptr;
   int rotary_dim_ = 0;
   float rope_scaling_ = 1.0f;
-  int kv_planes_ = 2, kv_width_ = 0;  // CudaKv's layout
+  KvRowLayout kv_layout_;  // CudaKv's rows: each layer's base (the kernels' KvRow::layer)
   cuda::MlaAttention mla_;
   std::vector<Layer> layers_;
   std::unique_ptr<cuda::VramExperts> experts_;
@@ -235,7 +237,8 @@ cuda::RouterPolicy router_policy(const RouterPlan& p, const float* bias, const f
 }
 }  // namespace
 
-CudaForward::CudaForward(Model& model, const CudaForwardOptions& o) : c_(model.config()), graphs_(o.graphs) {
+CudaForward::CudaForward(Model& model, const CudaForwardOptions& o)
+    : c_(model.config()), kv_layout_(cache_shapes(c_)), graphs_(o.graphs) {
   check_plan_runs_on_cuda(c_);
   check(cudaSetDevice(o.device), "selecting the CUDA device");
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating the compute stream");
@@ -248,21 +251,6 @@ CudaForward::CudaForward(Model& model, const CudaForwardOptions& o) : c_(model.c
   inv_freq_ = upload(rope.inv_freq);
   rotary_dim_ = rope.rotary_dim;
   rope_scaling_ = rope.attention_scaling;
-  // The device cache's layout from what each layer keeps (cache_shapes): every layer that keeps rows alike (a Gated
-  // DeltaNet layer keeps none: its planes go unused).
-  const std::vector<KvLayerShape> shapes = cache_shapes(c_);
-  int first_rows = -1;
-  for (size_t l = 0; l < shapes.size(); ++l) {
-    if (shapes[l].key_width == 0) continue;
-    if (first_rows < 0) {
-      first_rows = int(l);
-      kv_width_ = shapes[l].key_width;
-      kv_planes_ = shapes[l].value_width > 0 ? 2 : 1;
-    } else if (shapes[l].key_width != kv_width_ || shapes[l].value_width != (kv_planes_ == 2 ? kv_width_ : 0)) {
-      fail("--device cuda: {} layer {} keeps another cache row than layer {}, which the CUDA forward does not run yet",
-           c_.model_type, l, first_rows);
-    }
-  }
   for (size_t li = 0; li < w.layers.size(); ++li) {
     const LayerWeights& lw = w.layers[li];
     Layer l;
@@ -373,7 +361,8 @@ const float* CudaForward::upload(const std::vector<float>& v) {
 }
 
 // The sequence's device cache, grown to the host cache's capacity (which the engine has already reserved); a
-// growth copies every position of every layer.
+// growth copies every position of every layer's planes (KvRowLayout::growth: one copy a plane, a few hundred
+// at most, once per doubling).
 CudaKv& CudaForward::device_kv(KvCache& kv) {
   if (!kv.device) kv.device = std::make_unique<CudaKv>();
   auto* d = dynamic_cast<CudaKv*>(kv.device.get());
@@ -383,14 +372,15 @@ CudaKv& CudaForward::device_kv(KvCache& kv) {
   }
   const int need = kv.capacity();
   if (d->cap >= need) return *d;
-  const size_t width = size_t(kv_width_), planes = size_t(c_.num_layers) * size_t(kv_planes_);
+  const size_t floats = size_t(kv_layout_.per_position()) * size_t(need);
   float* fresh = nullptr;
-  check(cudaMalloc(&fresh, planes * size_t(need) * width * sizeof(float)), "allocating the KV cache in VRAM");
+  if (floats > 0) check(cudaMalloc(&fresh, floats * sizeof(float)), "allocating the KV cache in VRAM");
   if (d->data) {
-    check(
-        cudaMemcpy2DAsync(fresh, size_t(need) * width * sizeof(float), d->data, size_t(d->cap) * width * sizeof(float),
-                          size_t(d->cap) * width * sizeof(float), planes, cudaMemcpyDeviceToDevice, stream_),
-        "growing the KV cache");
+    for (const KvRowLayout::Copy& c : kv_layout_.growth(d->cap, need)) {
+      check(cudaMemcpyAsync(fresh + c.to, d->data + c.from, size_t(c.floats) * sizeof(float), cudaMemcpyDeviceToDevice,
+                            stream_),
+            "growing the KV cache");
+    }
     check(cudaStreamSynchronize(stream_), "growing the KV cache");
     cudaFree(d->data);
   }
@@ -642,7 +632,7 @@ void CudaForward::attention(int layer, float* x, float* xn) {
                             .rotary_dim = rotary_dim_,
                             .scaling = rope_scaling_,
                             .rows = d_kvrows_,
-                            .layer = layer};
+                            .base = kv_layout_.base(layer)};
     int* counters = s_rope_counters_.get_zeroed<int>(size_t(c_.num_heads + 2 * c_.num_kv_heads), stream_);
     if (!skipped(M, kSkipQkv)) {
       cuda::matvec_qkv_rope(x, ws, q, k, v, lw.v(Role::AttnNorm), c_.rms_norm_eps, xn, rope, counters, stream_);
@@ -675,7 +665,7 @@ void CudaForward::attention(int layer, float* x, float* xn) {
       cuda::clamp(v, M * KV, -plan.clip_qkv, plan.clip_qkv, stream_);
     }
     cuda::qk_rope_kv(q, k, v, M, c_.num_heads, c_.num_kv_heads, hd, q_head_norm, k_head_norm, c_.rms_norm_eps, d_pos_,
-                     inv_freq_, rotary_dim_, rope_scaling_, d_kvrows_, layer, stream_);
+                     inv_freq_, rotary_dim_, rope_scaling_, d_kvrows_, kv_layout_.base(layer), stream_);
   }
   const cuda::AttentionShape shape{c_.num_heads, c_.num_kv_heads,
                                    hd,           1.0f / std::sqrt(float(hd)),
@@ -683,10 +673,11 @@ void CudaForward::attention(int layer, float* x, float* xn) {
   if (decode_rows_ > 0 && !skipped(M, kSkipAttention)) {
     float* scratch = s_attn_scratch_.get<float>(size_t(cuda::decode_attention_scratch_floats(decode_rows_, shape)));
     int* counters = s_attn_counters_.get_zeroed<int>(size_t(decode_rows_ * c_.num_heads), stream_);
-    cuda::attention_decode(q, d_decode_, decode_rows_, d_kvrows_, layer, shape, att, scratch, counters, stream_);
+    cuda::attention_decode(q, d_decode_, decode_rows_, d_kvrows_, kv_layout_.base(layer), shape, att, scratch, counters,
+                           stream_);
   }
   for (const Run& r : prompt_runs_) {
-    const float* kc = r.kv->data + size_t(layer) * 2 * size_t(r.kv->cap) * size_t(KV);
+    const float* kc = r.kv->data + size_t(kv_layout_.base(layer)) * size_t(r.kv->cap);
     const float* vc = kc + size_t(r.kv->cap) * size_t(KV);
     cuda::attention_prompt(q + int64_t(r.row) * Q, r.n, r.p0, kc, vc, plan.window, shape, att + int64_t(r.row) * Q,
                            stream_);
@@ -711,7 +702,7 @@ void CudaForward::mla_attention(int layer, float* x, float* xn) {
                            .inv_freq = inv_freq_,
                            .rope_scaling = rope_scaling_,
                            .eps = c_.rms_norm_eps};
-  mla_.run(layer, lw.plan.mla, c_.num_heads, lw.mla, rows, x, xn, stream_, s_f16_);
+  mla_.run(kv_layout_.base(layer), lw.plan.mla, c_.num_heads, lw.mla, rows, x, xn, stream_, s_f16_);
 }
 
 void CudaForward::moe(int layer, float* x, float* xn) {

@@ -99,6 +99,17 @@ double cuda_device_copy_gbs(int device, size_t bytes) {
 #endif
 }
 
+uint64_t cuda_free_bytes(int device) {
+#ifdef SEEDLING_HAVE_CUDA
+  must(cudaSetDevice(device), "selecting the device");
+  size_t free_b = 0, total_b = 0;
+  must(cudaMemGetInfo(&free_b, &total_b), "reading the free memory");
+  return free_b;
+#else
+  fail("no CUDA device: {}", cuda_devices().why_none);
+#endif
+}
+
 double cuda_pinned_upload_gbs(int device, size_t bytes) {
 #ifdef SEEDLING_HAVE_CUDA
   must(cudaSetDevice(device), "selecting the device");

@@ -52,6 +52,9 @@ struct CudaForwardOptions {
 // a device-to-device copy of `bytes`, counting bytes read plus bytes written (the HBM ceiling), and a pinned
 // host-to-device copy of `bytes` (the PCIe ceiling). GB/s. An Error without a device.
 double cuda_device_copy_gbs(int device, size_t bytes);
+// The device's free memory now (cudaMemGetInfo: every process's allocations count, in the driver's pages). An Error
+// without a device.
+uint64_t cuda_free_bytes(int device);
 double cuda_pinned_upload_gbs(int device, size_t bytes);
 
 // The stage clock (cuda/kernels.h; a measuring build, cmake -DSEEDLING_STAGE_CLOCK=ON): zero its sums before the

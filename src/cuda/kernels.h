@@ -146,7 +146,10 @@ void expert_down_combine(const float* act, int64_t m, int k, const int* ids, con
 void moe_combine(const float* expert_out, const float* weights, int64_t m, int k, int64_t h, float* x,
                  cudaStream_t stream);
 
-// Attention. A sequence's device cache holds, per layer, keys then values: [layers][2][cap][kv_heads * head_dim].
+// Attention. A sequence's device cache holds its layers one after another (kv/kv_layout.h's KvRowLayout), each
+// [planes][cap][width]: an attention layer its keys then its values of kv_heads * head_dim, an MLA layer its latent
+// rows, a Gated DeltaNet layer nothing. The kernels reach a layer by its base (KvRowLayout::base: the floats per
+// position of the layers before it), which with each row's own capacity says where the layer starts.
 struct AttentionShape {
   int n_heads = 0;
   int n_kv_heads = 0;
@@ -159,14 +162,16 @@ struct KvRow {
   float* cache = nullptr;  // the sequence's whole device cache
   int cap = 0;             // its positions per layer
   int pos = 0;             // this row's position
+  // The first row of the layer at `base` (its key rows; an attention layer's value rows follow cap rows later).
+  SEEDLING_HD float* layer(int64_t base) const { return cache + base * cap; }
 };
 // Per row i (m rows of n_heads q heads and n_kv_heads k heads of head_dim): each head RMS-normed over head_dim with
 // q_norm / k_norm when given (Qwen3's qk-norm), then rotate-half RoPE of its first rotary_dim dims at pos[i]
 // (inv_freq: rotary_dim / 2; scaling multiplies cos and sin), in place; then k and v (m x kv_dim) are written at
-// the row's position of layer `layer` of its cache.
+// the row's position of the layer at `base` of its cache.
 void qk_rope_kv(float* q, float* k, const float* v, int64_t m, int n_heads, int n_kv_heads, int head_dim,
                 const float* q_norm, const float* k_norm, float eps, const int* pos, const float* inv_freq,
-                int rotary_dim, float scaling, const KvRow* rows, int layer, cudaStream_t stream);
+                int rotary_dim, float scaling, const KvRow* rows, int64_t base, cudaStream_t stream);
 // qk_rope_kv's arguments for one decode row (pos[0], rows[0]).
 struct QkRope {
   int n_heads = 0, n_kv_heads = 0, head_dim = 0;
@@ -178,7 +183,7 @@ struct QkRope {
   int rotary_dim = 0;
   float scaling = 1.0f;
   const KvRow* rows = nullptr;
-  int layer = 0;
+  int64_t base = 0;  // the layer's place in the cache (KvRow::layer)
 };
 // Decode: matvec of x against w = {q, k, v} with the norm inside (as matvec: xn_out gets the normed row), then
 // qk_rope_kv of that row, in one launch where matvec's is one launch and heads are whole blocks of outputs (the last
@@ -196,7 +201,7 @@ bool matvec_qkv_rope(const float* x, const DeviceMatrix (&w)[3], float* q, float
 // 256. scratch: decode_attention_scratch_floats(...) floats; counters: n_rows * n_heads ints, zero before the first
 // call (every call leaves them at zero again).
 int64_t decode_attention_scratch_floats(int64_t n_rows, const AttentionShape& s);
-void attention_decode(const float* q, const int* row_ids, int64_t n_rows, const KvRow* rows, int layer,
+void attention_decode(const float* q, const int* row_ids, int64_t n_rows, const KvRow* rows, int64_t base,
                       const AttentionShape& s, float* out, float* scratch, int* counters, cudaStream_t stream);
 // Prompt attention, flash style: n consecutive rows of one sequence at positions p0 .. p0 + n - 1 (row i of q is
 // position p0 + i), causal, each row over keys [max(0, p - window + 1), p] (window 0: all), tiles of queries and
@@ -205,10 +210,10 @@ void attention_decode(const float* q, const int* row_ids, int64_t n_rows, const 
 void attention_prompt(const float* q, int64_t n, int p0, const float* k_cache, const float* v_cache, int window,
                       const AttentionShape& s, float* out, cudaStream_t stream);
 
-// Multi-head latent attention (model/mla.h; mla.cu), every row absorbed as model/mla.cpp runs it. A sequence's device
-// cache holds, per layer, one row per position of the normalised latent then the rope key after RoPE:
-// [layers][cap][rank + rope] (the host cache's KvLayerShape: no value rows). kv_b is (heads x (nope + v), rank): head
-// h's nope rows W_UK[h] then its value rows W_UV[h].
+// Multi-head latent attention (model/mla.h; mla.cu), every row absorbed as model/mla.cpp runs it. An MLA layer of a
+// sequence's device cache holds one row per position of the normalised latent then the rope key after RoPE:
+// [cap][rank + rope] from its base (the host cache's KvLayerShape: no value rows). kv_b is (heads x (nope + v), rank):
+// head h's nope rows W_UK[h] then its value rows W_UV[h].
 struct MlaShape {
   int heads = 0, rank = 0, nope = 0, rope = 0, v = 0;    // q heads, kv_lora_rank, qk_nope/qk_rope/v_head_dim
   bool interleave = true;                                // rope_interleave: RoPE's pairs (2i, 2i + 1)
@@ -219,10 +224,10 @@ struct MlaShape {
 // Per row i of m: the latent kv[i][0, rank) RMS-normed with `norm` (rms_norm's operations over rank), then the rope
 // key kv[i][rank, rank + rope) and every head's rope part of q[i] (heads x (nope + rope)) rotated at pos[i] as
 // mla_rope does (de-interleaved first with s.interleave; then rotate-half with inv_freq's rope / 2 angles, cos and sin
-// times scaling: norm_rope_head's operations), in place; then kv's row is written at the row's position of layer
-// `layer` of its cache.
+// times scaling: norm_rope_head's operations), in place; then kv's row is written at the row's position of the layer
+// at `base` of its cache.
 void mla_rope_cache(float* q, float* kv, int64_t m, const MlaShape& s, const float* norm, float eps, const int* pos,
-                    const float* inv_freq, float scaling, const KvRow* rows, int layer, cudaStream_t stream);
+                    const float* inv_freq, float scaling, const KvRow* rows, int64_t base, cudaStream_t stream);
 // The absorbed queries of m rows, q_abs[i][h] = [W_UK[h]^T q_nope[i][h], q_rope[i][h]] (rank + rope floats): W_UK[h]
 // read down its columns as stored (the float, affine and FP8 codecs; load_element's weights), each output the sum
 // over the nope dims in order, so a row's bits do not depend on the rows beside it.
@@ -238,7 +243,7 @@ void mla_absorb_query(const float* q, int64_t m, const DeviceMatrix& kv_b, const
 // ceil(heads / 8) ints, zero before the first call (every launch leaves them at zero).
 int64_t mla_attention_scratch_floats(int64_t rows_per_launch, const MlaShape& s);
 int64_t mla_attention_counters(int64_t rows_per_launch, const MlaShape& s);
-void mla_attention(const float* q_abs, int64_t m, const KvRow* rows, int layer, const MlaShape& s, float* lat,
+void mla_attention(const float* q_abs, int64_t m, const KvRow* rows, int64_t base, const MlaShape& s, float* lat,
                    float* scratch, int* counters, int64_t rows_per_launch, cudaStream_t stream);
 // att[i][h * v + j] = W_UV[h] row j . lat[i][h] for m rows (lat: [m][heads][rank]), each output one warp's lane_dot
 // as matmul sums it (the float, affine and FP8 codecs).

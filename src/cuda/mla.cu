@@ -55,7 +55,7 @@ __device__ __forceinline__ void mla_rope_part(float* x, const MlaShape& s, int p
 // Block (row, group of 8 warps): warp g < heads ropes head g's query; warp g == heads normalises the row's latent
 // (norm_rope_head's norm over rank, no rotation), ropes its key and writes the row into the cache.
 __global__ void mla_rope_cache_kernel(float* q, float* kv, MlaShape s, const float* norm, float eps, const int* pos,
-                                      const float* inv_freq, float scaling, const KvRow* rows, int layer) {
+                                      const float* inv_freq, float scaling, const KvRow* rows, int64_t base) {
   pdl_wait();
   const int64_t row = blockIdx.x;
   const int g = int(blockIdx.y) * kWarpsPerBlock + int(threadIdx.x) / kWarp;
@@ -70,7 +70,7 @@ __global__ void mla_rope_cache_kernel(float* q, float* kv, MlaShape s, const flo
   norm_rope_head(c, norm, eps, s.rank, p, inv_freq, 0, scaling);  // half 0: the norm only
   mla_rope_part(c + s.rank, s, p, inv_freq, scaling);
   const KvRow r = rows[row];
-  float* dst = r.cache + (int64_t(layer) * r.cap + r.pos) * w;
+  float* dst = r.layer(base) + int64_t(r.pos) * w;
   for (int i = int(threadIdx.x) % kWarp; i < w; i += kWarp) dst[i] = c[i];
 }
 
@@ -168,7 +168,7 @@ __device__ __forceinline__ void mla_merge_if_last(const MlaShape& s, int used, c
 // query, never on the rows or heads beside it. KD: latent dims per thread, rank <= KD * kMlaThreads.
 template <int KD>
 __global__ void __launch_bounds__(kMlaThreads)
-    mla_attention_kernel(const float* q_abs, int64_t first_row, const KvRow* rows, int layer, MlaShape s, float* lat,
+    mla_attention_kernel(const float* q_abs, int64_t first_row, const KvRow* rows, int64_t base, MlaShape s, float* lat,
                          float* scratch, int* counters) {
   extern __shared__ __align__(16) float mla_sm[];
   __shared__ float run_max[kMlaGroup], run_sum[kMlaGroup], rescale[kMlaGroup];
@@ -181,7 +181,7 @@ __global__ void __launch_bounds__(kMlaThreads)
   const int64_t row = first_row + li;
   const int h0 = int(blockIdx.y) * kMlaGroup, nh = min(kMlaGroup, s.heads - h0);
   const KvRow kr = rows[row];
-  const float* cache = kr.cache + int64_t(layer) * kr.cap * w;
+  const float* cache = kr.layer(base);
   const int split_keys = mla_split_keys(kr.cap);
   const int j0 = split * split_keys, j_end = min(kr.pos + 1, j0 + split_keys);  // keys [j0, j_end)
   const int used = min(kMlaSplits, (kr.pos + split_keys) / split_keys);         // splits with keys
@@ -294,13 +294,13 @@ void check_kv_b(const DeviceMatrix& kv_b, const MlaShape& s, const char* what) {
 }  // namespace
 
 void mla_rope_cache(float* q, float* kv, int64_t m, const MlaShape& s, const float* norm, float eps, const int* pos,
-                    const float* inv_freq, float scaling, const KvRow* rows, int layer, cudaStream_t stream) {
+                    const float* inv_freq, float scaling, const KvRow* rows, int64_t base, cudaStream_t stream) {
   if (m == 0) return;
   check(s.rope % 2 == 0 && s.rope / 2 <= 8 * kWarp ? cudaSuccess : cudaErrorInvalidValue,
         "mla_rope_cache: the rope part must be even and at most 512 wide");
   const dim3 grid{unsigned(m), unsigned(blocks_for(s.heads + 1, kWarpsPerBlock))};
   launch_pdl("mla_rope_cache", mla_rope_cache_kernel, grid, kWarp * kWarpsPerBlock, 0, stream, q, kv, s, norm, eps, pos,
-             inv_freq, scaling, rows, layer);
+             inv_freq, scaling, rows, base);
 }
 
 void mla_absorb_query(const float* q, int64_t m, const DeviceMatrix& kv_b, const MlaShape& s, float* q_abs,
@@ -325,7 +325,7 @@ int64_t mla_attention_counters(int64_t rows_per_launch, const MlaShape& s) {
   return rows_per_launch * mla_groups(s);
 }
 
-void mla_attention(const float* q_abs, int64_t m, const KvRow* rows, int layer, const MlaShape& s, float* lat,
+void mla_attention(const float* q_abs, int64_t m, const KvRow* rows, int64_t base, const MlaShape& s, float* lat,
                    float* scratch, int* counters, int64_t rows_per_launch, cudaStream_t stream) {
   if (m == 0) return;
   const size_t smem = size_t(mla_smem_floats(s)) * sizeof(float);
@@ -346,7 +346,7 @@ void mla_attention(const float* q_abs, int64_t m, const KvRow* rows, int layer, 
     const int64_t n = per < m - first ? per : m - first;
     const dim3 grid{unsigned(kMlaSplits), unsigned(mla_groups(s)), unsigned(n)};
     auto go = [&]<int KD>() {
-      launch_pdl("mla_attention", mla_attention_kernel<KD>, grid, kMlaThreads, smem, stream, q_abs, first, rows, layer,
+      launch_pdl("mla_attention", mla_attention_kernel<KD>, grid, kMlaThreads, smem, stream, q_abs, first, rows, base,
                  s, lat, scratch, counters);
     };
     if (s.rank <= kMlaThreads) {

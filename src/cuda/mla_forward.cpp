@@ -42,7 +42,7 @@ void check_mla_layer(const MlaPlan& p, const MlaWeights& w, int rotary_dim, int 
   }
 }
 
-void MlaAttention::run(int layer, const MlaPlan& p, int heads, const MlaWeights& w, const MlaRows& b, float* x,
+void MlaAttention::run(int64_t base, const MlaPlan& p, int heads, const MlaWeights& w, const MlaRows& b, float* x,
                        float* xn, cudaStream_t stream, DeviceScratch& f16_scratch) {
   const MlaShape s = mla_shape(p, heads);
   const int64_t M = b.m, H = w.kv_a.cols, Q = int64_t(heads) * s.q_head(), W = s.width();
@@ -80,10 +80,10 @@ void MlaAttention::run(int layer, const MlaPlan& p, int heads, const MlaWeights&
     rms_norm(qa, qa, M, qr, w.q_a_norm, b.eps, stream);
     product(qa, M, w.q_b, q, false, stream, f16_scratch);  // (M, Q)
   }
-  mla_rope_cache(q, kv, M, s, w.kv_a_norm, b.eps, b.pos, b.inv_freq, b.rope_scaling, b.rows, layer, stream);
+  mla_rope_cache(q, kv, M, s, w.kv_a_norm, b.eps, b.pos, b.inv_freq, b.rope_scaling, b.rows, base, stream);
   mla_absorb_query(q, M, w.kv_b, s, q_abs, stream);
   int* counters = counters_.get_zeroed<int>(size_t(mla_attention_counters(rows_per_launch, s)), stream);
-  mla_attention(q_abs, M, b.rows, layer, s, lat, part, counters, rows_per_launch, stream);
+  mla_attention(q_abs, M, b.rows, base, s, lat, part, counters, rows_per_launch, stream);
   mla_value(lat, M, w.kv_b, s, att, stream);  // (M, heads * v)
   if (M == 1) {
     float* const out[1] = {x};

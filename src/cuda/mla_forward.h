@@ -2,8 +2,9 @@
 // step, from mla.cu's kernels and the products every block uses (cuda/forward_products.h). Every row, prompt or
 // decode, runs absorbed as on the CPU (kv_b's key half folded into the query, its value half applied after the latent
 // sum), through one attention kernel over the latent cache, so a position's attention has the same bits whether it came
-// in a prompt or decoded alone. The latent cache lives in the sequence's device cache (cuda_forward.cpp's CudaKv,
-// [layers][cap][kv_lora_rank + qk_rope_head_dim] float32: what the host cache's shape says and `seedling info` prints).
+// in a prompt or decoded alone. The latent cache lives in the sequence's device cache (cuda_forward.cpp's CudaKv: per
+// MLA layer [cap][kv_lora_rank + qk_rope_head_dim] float32 from its base, kv/kv_layout.h; what the host cache's shape
+// says and `seedling info` prints).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -46,8 +47,9 @@ void check_mla_layer(const MlaPlan& p, const MlaWeights& w, int rotary_dim, int 
 // The scratch of the MLA layers (sized by a forward's rows, shared by its layers) and their launches.
 class MlaAttention {
  public:
-  // x += o_proj(MLA(RMSNorm(x))) of layer `layer` for the rows (q_lora_rank 0: q_proj); xn gets RMSNorm(x).
-  void run(int layer, const MlaPlan& p, int heads, const MlaWeights& w, const MlaRows& b, float* x, float* xn,
+  // x += o_proj(MLA(RMSNorm(x))) of the layer at `base` of the rows' caches (KvRow::layer) for the rows (q_lora_rank
+  // 0: q_proj); xn gets RMSNorm(x).
+  void run(int64_t base, const MlaPlan& p, int heads, const MlaWeights& w, const MlaRows& b, float* x, float* xn,
            cudaStream_t stream, DeviceScratch& f16_scratch);
   // The two buffers every launch of run() names (cuda_forward.cpp captures its decode graph with them).
   const void* buffer() const { return arena_.ptr(); }

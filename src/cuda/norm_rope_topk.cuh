@@ -71,9 +71,10 @@ __device__ __forceinline__ void norm_rope_head(float* vh, const float* nw, float
   __syncwarp();
 }
 
-// Where kv head `h`'s key (and value) row sits at the row's position in layer `layer` of its cache.
-__device__ __forceinline__ float* cache_key_row(const KvRow& r, int layer, int kv_dim, int h, int hd) {
-  return r.cache + (int64_t(layer) * 2) * r.cap * kv_dim + int64_t(r.pos) * kv_dim + int64_t(h) * hd;
+// Where kv head `h`'s key row sits at the row's position in the layer at `base` of its cache (its value row cap rows
+// later).
+__device__ __forceinline__ float* cache_key_row(const KvRow& r, int64_t base, int kv_dim, int h, int hd) {
+  return r.layer(base) + int64_t(r.pos) * kv_dim + int64_t(h) * hd;
 }
 
 // One warp: the largest of v[0..n) and its index, ties to the lower index (ops::top_k's order). Values already taken

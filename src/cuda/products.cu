@@ -93,7 +93,7 @@ __device__ __forceinline__ void rope_epilogue(const MatvecTargets& t, int block_
   if (mi == 0) return;
   const KvRow kv = r.rows[0];
   const int kv_dim = r.n_kv_heads * r.head_dim;
-  float* dst = cache_key_row(kv, r.layer, kv_dim, head, r.head_dim) + (mi == 2 ? int64_t(kv.cap) * kv_dim : 0);
+  float* dst = cache_key_row(kv, r.base, kv_dim, head, r.head_dim) + (mi == 2 ? int64_t(kv.cap) * kv_dim : 0);
   for (int i = threadIdx.x; i < r.head_dim; i += kWarp) dst[i] = vh[i];
 }
 
@@ -425,7 +425,7 @@ bool matvec_qkv_rope(const float* x, const DeviceMatrix (&w)[3], float* q, float
   if (!fused) {
     matvec(x, w, ys, norm, eps, xn_out, false, stream);
     qk_rope_kv(q, k, v, 1, r.n_heads, r.n_kv_heads, r.head_dim, r.q_norm, r.k_norm, r.eps, r.pos, r.inv_freq,
-               r.rotary_dim, r.scaling, r.rows, r.layer, stream);
+               r.rotary_dim, r.scaling, r.rows, r.base, stream);
     return false;
   }
   MatvecTargets t;

@@ -26,7 +26,7 @@ __global__ void rms_norm_kernel(const float* x, float* out, int64_t n, const flo
 // warp of k head h then writes k head h and v head h at that position of the row's cache.
 __global__ void qk_rope_kv_kernel(float* q, float* k, const float* v, int n_heads, int n_kv, int hd,
                                   const float* q_norm, const float* k_norm, float eps, const int* pos,
-                                  const float* inv_freq, int half, float scaling, const KvRow* rows, int layer) {
+                                  const float* inv_freq, int half, float scaling, const KvRow* rows, int64_t base) {
   pdl_wait();
   const int64_t row = blockIdx.x;
   const int lane = threadIdx.x % kWarp;
@@ -37,7 +37,7 @@ __global__ void qk_rope_kv_kernel(float* q, float* k, const float* v, int n_head
   float* vh = is_q ? q + (row * n_heads + h) * hd : k + row * kv_dim + int64_t(h - n_heads) * hd;
   norm_rope_head(vh, is_q ? q_norm : k_norm, eps, hd, pos[row], inv_freq, half, scaling);
   if (is_q) return;
-  float* kc = cache_key_row(rows[row], layer, kv_dim, h - n_heads, hd);
+  float* kc = cache_key_row(rows[row], base, kv_dim, h - n_heads, hd);
   float* vc = kc + int64_t(rows[row].cap) * kv_dim;
   const float* vr = v + row * kv_dim + int64_t(h - n_heads) * hd;
   for (int i = lane; i < hd; i += kWarp) {
@@ -218,11 +218,11 @@ void rms_norm(const float* x, float* out, int64_t rows, int64_t n, const float* 
 
 void qk_rope_kv(float* q, float* k, const float* v, int64_t m, int n_heads, int n_kv_heads, int head_dim,
                 const float* q_norm, const float* k_norm, float eps, const int* pos, const float* inv_freq,
-                int rotary_dim, float scaling, const KvRow* rows, int layer, cudaStream_t stream) {
+                int rotary_dim, float scaling, const KvRow* rows, int64_t base, cudaStream_t stream) {
   if (m == 0) return;
   const dim3 grid{unsigned(m), unsigned(blocks_for(n_heads + n_kv_heads, kWarpsPerBlock))};
   launch_pdl("qk_rope_kv", qk_rope_kv_kernel, grid, kWarp * kWarpsPerBlock, 0, stream, q, k, v, n_heads, n_kv_heads,
-             head_dim, q_norm, k_norm, eps, pos, inv_freq, rotary_dim / 2, scaling, rows, layer);
+             head_dim, q_norm, k_norm, eps, pos, inv_freq, rotary_dim / 2, scaling, rows, base);
   launched("qk_rope_kv");
 }
 

@@ -57,6 +57,12 @@ void Engine::truncate(int seq, int n) {
   kv.length = n;
 }
 
+void Engine::reserve(int seq, int n) {
+  KvCache& kv = cache(seq);
+  kv.reserve(n);
+  if (model_.device_forward() != nullptr) model_.device_forward()->allocate(kv);
+}
+
 bool Engine::rewindable(int seq) const {
   return !kv(seq).recurrent();
 }

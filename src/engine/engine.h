@@ -42,6 +42,9 @@ class Engine {
   // that is not rewindable() (a model with a recurrent state) truncates to 0 or to its length only.
   void truncate(int seq, int n);
   bool rewindable(int seq) const;
+  // Makes room for positions [0, n) of the sequence now, in its host arrays or in the device forward's copy
+  // (DeviceForward::allocate), as the step that first needs them would; an Error past the context limit.
+  void reserve(int seq, int n);
   const KvCache& kv(int seq) const;
   size_t kv_bytes() const;
   int max_context() const { return options_.max_context; }

@@ -97,6 +97,9 @@ class DeviceForward {
   // Seconds the device spent on the last forward, from its first copy or launch to its logits on the host (0 where
   // not measured): against the wall time of a step, what the host adds.
   virtual double last_device_seconds() const { return 0.0; }
+  // Allocates the sequence's copy on the device (its rows at kv's capacity, its recurrent state) now, which its next
+  // forward would otherwise do: so that `bench` can measure what a sequence takes (Engine::reserve).
+  virtual void allocate(KvCache& kv) { (void)kv; }
   // Routes to replace the router's (Model::set_route_source hands its source on); null: the router's own.
   virtual void set_route_source(RouteSource* s) = 0;
   // Sees each row's route after any replay, as the CPU's MoE block reports it (Model::set_route_observer hands its

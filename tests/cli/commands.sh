@@ -40,6 +40,16 @@ echo "ok   info"
 "$bin" bench -m "$m/hf" --prompt-tokens 16 -n 4 --repeats 1 >"$tmp/bench" 2>/dev/null
 grep -q "of the measured read bandwidth" "$tmp/bench"
 echo "ok   bench"
+# A sequence of the hybrid qwen3_next_a (3 linear layers: conv windows and delta-rule states; 1 attention layer: rows)
+# allocated alone: its resident set grows by what KvCache computes, within 64 kB (pages; measured 0.147 of 0.148 MB).
+"$bin" bench -m "$data/models/qwen3_next_a/hf" --prompt-tokens 16 -n 4 --repeats 1 >"$tmp/bench" 2>/dev/null
+line=$(grep "^one sequence at 256 positions: .* recurrent state); measured: RSS " "$tmp/bench") ||
+  { echo "bench printed no measured sequence memory:"; cat "$tmp/bench"; exit 1; }
+computed=$(sed 's/.*positions: \([0-9.]*\) MB computed.*/\1/' <<<"$line")
+measured=$(sed 's/.*measured: RSS \([-+0-9.]*\) MB.*/\1/' <<<"$line")
+awk -v c="$computed" -v m="$measured" 'BEGIN { d = m - c; exit !(c > 0.1 && d <= 0.064 && d >= -0.064) }' ||
+  { echo "bench: a sequence measured $measured MB of RSS, computed $computed MB"; exit 1; }
+echo "ok   bench on a hybrid: one sequence's RSS growth $measured MB = computed $computed MB within 64 kB"
 
 # Sampling with a seed is repeatable.
 a=$("$bin" run -m "$m/hf" --ids "$ids" -n 8 --temp 0.8 --top-p 0.9 --seed 7 --print-ids 2>/dev/null | tail -n 1)

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <tuple>
@@ -113,6 +114,45 @@ void expect_graph_bit_identical(const std::string& dir, const std::vector<int32_
               (long long)replays[1]);
 }
 
+// The prompt in three steps, then 5 decoded tokens, on a device cache grown from 1 position (doubling at each step:
+// every layer's rows moved to its base at the new capacity, kv/kv_layout.h's growth) and on one allocated once at the
+// final capacity: the same logits bit for bit. Prompt attention reads the keys wherever they sit and both end at one
+// capacity (which alone sizes decode attention's splits), so only a row lost or misplaced by a growth moves a bit.
+void expect_growth_bit_identical(const std::string& dir, const std::vector<int32_t>& ids, const std::string& what) {
+  auto model = Model::load(dir);
+  CudaForwardOptions o;
+  o.verbose = false;
+  use_cuda_forward(*model, o);
+  const int decoded = 5, full = int(std::bit_ceil(ids.size() + decoded));
+  const size_t piece = (ids.size() + 2) / 3;
+  auto run = [&](int initial) {
+    EngineOptions eo;
+    eo.kv_initial_positions = initial;
+    Engine engine(*model, eo);
+    const int seq = engine.add_sequence();
+    std::vector<float> out;
+    std::vector<int> caps;
+    for (size_t at = 0; at < ids.size(); at += piece) {
+      SequenceStep step{seq, {ids.data() + at, std::min(piece, ids.size() - at)}, true};
+      const std::vector<float> l = engine.step({&step, 1});
+      out.insert(out.end(), l.begin(), l.end());
+      caps.push_back(engine.kv(seq).capacity());
+    }
+    for (int t = 0; t < decoded; ++t) {
+      SequenceStep one{seq, {&ids[size_t(t)], 1}, false};
+      const std::vector<float> l = engine.step({&one, 1});
+      out.insert(out.end(), l.begin(), l.end());
+    }
+    EXPECT_EQ(engine.kv(seq).capacity(), full) << what;
+    return std::pair{out, caps};
+  };
+  const auto [grown, grown_caps] = run(1);
+  const auto [once, once_caps] = run(full);
+  EXPECT_EQ(once_caps, std::vector<int>(once_caps.size(), full)) << what;
+  EXPECT_NE(grown_caps.front(), grown_caps.back()) << what << ": the cache grew between the prompt's steps";
+  EXPECT_EQ(grown, once) << what;
+}
+
 }  // namespace
 
 class CudaForwardTest : public ::testing::TestWithParam<std::string> {};
@@ -120,6 +160,11 @@ class CudaForwardTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(CudaForwardTest, LogitsWithin2e2OfCpuAndSameGreedyTokens) {
   SKIP_WITHOUT_CUDA_DEVICE();
   expect_cuda_near_cpu(test::data_path("models/" + GetParam() + "/hf"), ids_of(GetParam()), GetParam());
+}
+
+TEST_P(CudaForwardTest, ACacheGrownAcrossStepsGivesTheLogitsOfOneAllocatedOnceBitForBit) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  expect_growth_bit_identical(test::data_path("models/" + GetParam() + "/hf"), ids_of(GetParam()), GetParam());
 }
 
 TEST_P(CudaForwardTest, LogitsBitIdenticalAcrossVramBudgetsThatEvictEveryToken) {
@@ -486,6 +531,15 @@ TEST_P(CudaForwardHybridTest, SequencesDecodedTogetherGiveTheirLogitsAloneBitFor
 TEST_P(CudaForwardHybridTest, LongPromptNearTheCpuAndBitIdenticalAcrossBudgets) {
   SKIP_WITHOUT_CUDA_DEVICE();
   expect_long_prompt_on_tensor_cores(dir(), long_ids(name()), GetParam(), 1e-3);
+}
+
+// The attention layers' rows sit after one another, the linear layers taking none (kv/kv_layout.h): a growth moves
+// each attention layer's rows to its base at the new capacity.
+TEST_P(CudaForwardHybridTest, ACacheGrownAcrossStepsGivesTheLogitsOfOneAllocatedOnceBitForBit) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  std::vector<int32_t> ids = ids_of(name());
+  ids.resize(std::min<size_t>(ids.size(), 140));
+  expect_growth_bit_identical(dir(), ids, GetParam());
 }
 
 TEST_P(CudaForwardHybridTest, DecodeGraphBitIdenticalToOpByOpLaunches) {

@@ -19,6 +19,7 @@
 #include "codec/quantize.h"
 #include "core/error.h"
 #include "cuda_test_util.h"
+#include "kv/kv_layout.h"
 #include "model/config.h"
 #include "ops/matmul.h"
 #include "ops/ops.h"
@@ -73,6 +74,14 @@ double abs_dot(const std::vector<float>& x, int64_t i, const ops::Matrix& w, int
   for (int64_t k = 0; k < w.cols; ++k) s += std::fabs(double(x[size_t(i * w.cols + k)])) * abs_term(w, n, k);
   return s;
 }
+
+// Where the CUDA forward keeps the keys and values of a hybrid of 4 layers with kv_dim-wide rows (kv/kv_layout.h):
+// layers 0 and 2 Gated DeltaNet (no rows), 1 and 3 attention; the tests write and read layer 3, at base 2 * kv_dim.
+KvRowLayout hybrid_layout(int kv_dim) {
+  const KvLayerShape linear{0, 0, 64}, attention{kv_dim, kv_dim, 0};
+  return KvRowLayout(std::vector<KvLayerShape>{linear, attention, linear, attention});
+}
+constexpr int kHybridLayer = 3;
 
 }  // namespace
 
@@ -237,8 +246,10 @@ TEST(CudaKernels, MatvecQkvRopeEqualsMatvecThenQkRopeKvBitForBit) {
     // The last: Qwen3-30B-A3B's heads, enough rows for two a warp (blocks of 16 outputs).
     for (const Heads sh : {Heads{8, 2, 8}, Heads{8, 2, 64}, Heads{8, 2, 128}, Heads{8, 2, 12}, Heads{32, 4, 128}}) {
       for (const bool qk_norm : {true, false}) {
-        const int hd = sh.hd, heads = sh.heads, kv_heads = sh.kv_heads, layer = 1, cap = 300;
+        const int hd = sh.hd, heads = sh.heads, kv_heads = sh.kv_heads, cap = 300;
         const int64_t cols = 256, rq = heads * hd, rk = kv_heads * hd, kv_dim = rk;
+        const KvRowLayout layout = hybrid_layout(int(kv_dim));
+        const int64_t base = layout.base(kHybridLayer);
         const std::vector<uint8_t> wq = encoded(c, rq, cols, 21), wk = encoded(c, rk, cols, 22),
                                    wv = encoded(c, rk, cols, 23);
         const std::vector<float> nw = random_floats(size_t(cols), 25), qn = random_floats(size_t(hd), 26),
@@ -249,7 +260,7 @@ TEST(CudaKernels, MatvecQkvRopeEqualsMatvecThenQkRopeKvBitForBit) {
         const cuda::DeviceMatrix ws[3] = {{c, dq.get(), rq, cols}, {c, dk.get(), rk, cols}, {c, dv.get(), rk, cols}};
         DeviceVec<float> dn(nw), dqn(qn), dkn(kn), df(inv_freq);
         DeviceVec<int> counters(std::vector<int>(size_t(heads + 2 * kv_heads), 0));
-        const std::vector<float> zeros(size_t(2 * 2 * cap * kv_dim), 0.0f);
+        const std::vector<float> zeros(size_t(layout.per_position() * cap), 0.0f);
         DeviceVec<float> cache_a(zeros), cache_b(zeros);
         for (const int pos : {0, 5, 299}) {
           const std::vector<float> x = random_floats(size_t(cols), uint32_t(24 + pos), 2.0f);
@@ -263,7 +274,7 @@ TEST(CudaKernels, MatvecQkvRopeEqualsMatvecThenQkRopeKvBitForBit) {
           float* const ys[3] = {qa.get(), ka.get(), va.get()};
           cuda::matvec(dx.get(), ws, ys, dn.get(), 1e-6f, xn_a.get(), false, nullptr);
           cuda::qk_rope_kv(qa.get(), ka.get(), va.get(), 1, heads, kv_heads, hd, qk_norm ? dqn.get() : nullptr,
-                           qk_norm ? dkn.get() : nullptr, 1e-6f, dp.get(), df.get(), hd, 1.0f, rows_a.get(), layer,
+                           qk_norm ? dkn.get() : nullptr, 1e-6f, dp.get(), df.get(), hd, 1.0f, rows_a.get(), base,
                            nullptr);
           const cuda::QkRope r{.n_heads = heads,
                                .n_kv_heads = kv_heads,
@@ -276,7 +287,7 @@ TEST(CudaKernels, MatvecQkvRopeEqualsMatvecThenQkRopeKvBitForBit) {
                                .rotary_dim = hd,
                                .scaling = 1.0f,
                                .rows = rows_b.get(),
-                               .layer = layer};
+                               .base = base};
           const bool fused = cuda::matvec_qkv_rope(dx.get(), ws, qb.get(), kb.get(), vb.get(), dn.get(), 1e-6f,
                                                    xn_b.get(), r, counters.get(), nullptr);
           const std::string at = std::string(codec_name(c)) + " head_dim " + std::to_string(hd) +
@@ -335,8 +346,9 @@ TEST_P(CudaQkRopeKvTest, MatchesCpu) {
   SKIP_WITHOUT_CUDA_DEVICE();
   const auto [scaling, qk_norm] = GetParam();
   // As model.cpp builds the table: inv_freq[i] = 1 / theta^(2i / d), divided by the factor for linear scaling.
-  const int heads = 4, kv_heads = 2, hd = 64, rows = 5, layer = 1, cap = 4100;
+  const int heads = 4, kv_heads = 2, hd = 64, rows = 5, layer = kHybridLayer, cap = 4100;
   const int kv_dim = kv_heads * hd;
+  const KvRowLayout layout = hybrid_layout(kv_dim);
   ops::Rope rope;
   rope.rotary_dim = hd;
   for (int i = 0; i < hd / 2; ++i) {
@@ -360,13 +372,14 @@ TEST_P(CudaQkRopeKvTest, MatchesCpu) {
     ops::apply_rope(want_k.data() + r * kv_dim, kv_heads, hd, pos[size_t(r)], rope);
   }
   DeviceVec<float> dq(q), dk(k), dv(v), dqn(qn), dkn(kn), df(rope.inv_freq);
-  DeviceVec<float> cache(std::vector<float>(size_t(2 * 2 * cap * kv_dim), 0.0f));
+  DeviceVec<float> cache(std::vector<float>(size_t(layout.per_position() * cap), 0.0f));
   std::vector<cuda::KvRow> kvrows;
   for (int r = 0; r < rows; ++r) kvrows.push_back({cache.get(), cap, pos[size_t(r)]});
   DeviceVec<cuda::KvRow> drows(kvrows);
   DeviceVec<int> dp(pos);
   cuda::qk_rope_kv(dq.get(), dk.get(), dv.get(), rows, heads, kv_heads, hd, qk_norm ? dqn.get() : nullptr,
-                   qk_norm ? dkn.get() : nullptr, 1e-6f, dp.get(), df.get(), hd, 1.0f, drows.get(), layer, nullptr);
+                   qk_norm ? dkn.get() : nullptr, 1e-6f, dp.get(), df.get(), hd, 1.0f, drows.get(), layout.base(layer),
+                   nullptr);
   const std::vector<float> got_q = dq.download(), got_k = dk.download(), c = cache.download();
   // The norm: a sum of hd squares in float (relative (hd + 8) u). RoPE: the angle is the same float product on
   // both sides; cosf/sinf within 2 ulps of the C library's; two products and a sum of the normed pair.
@@ -381,10 +394,11 @@ TEST_P(CudaQkRopeKvTest, MatchesCpu) {
   check(got_q, want_q, normed_q, "q");
   check(got_k, want_k, normed_k, "k");
   for (int r = 0; r < rows; ++r) {
-    const size_t at = (size_t(layer) * 2 * size_t(cap) + size_t(pos[size_t(r)])) * size_t(kv_dim);
+    const size_t at = size_t(layout.row(layer, false, cap, pos[size_t(r)]));
+    const size_t value_at = size_t(layout.row(layer, true, cap, pos[size_t(r)]));
     for (int i = 0; i < kv_dim; ++i) {
       ASSERT_EQ(c[at + size_t(i)], got_k[size_t(r * kv_dim + i)]) << "cached key, row " << r;
-      ASSERT_EQ(c[at + size_t(cap) * size_t(kv_dim) + size_t(i)], v[size_t(r * kv_dim + i)]) << "cached value";
+      ASSERT_EQ(c[value_at + size_t(i)], v[size_t(r * kv_dim + i)]) << "cached value";
     }
   }
 }
@@ -824,20 +838,18 @@ TEST(CudaKernels, Mxfp4ExpertsAtGptOssWidthsMatchCpu) {
 
 namespace {
 
-// A device cache of `layers` layers holding random keys and values at [0, cap); its host copy for the CPU.
+// A device cache laid out as hybrid_layout's, random at every float (keys and values of positions [0, cap)); its host
+// copy for the CPU.
 struct TestCache {
-  int layers = 2, cap = 0, kv_dim = 0;
-  std::vector<float> host;  // [layers][2][cap][kv_dim]
-  const float* keys(int layer) const { return host.data() + size_t(layer) * 2 * size_t(cap) * size_t(kv_dim); }
-  const float* values(int layer) const { return keys(layer) + size_t(cap) * size_t(kv_dim); }
+  int cap = 0, kv_dim = 0;
+  std::vector<float> host;
+  const float* keys(int layer) const { return host.data() + hybrid_layout(kv_dim).row(layer, false, cap, 0); }
+  const float* values(int layer) const { return host.data() + hybrid_layout(kv_dim).row(layer, true, cap, 0); }
+  const float* device_keys(const float* device, int layer) const { return device + (keys(layer) - host.data()); }
 };
 
 TestCache make_cache(int cap, int kv_dim, uint32_t seed) {
-  TestCache c;
-  c.cap = cap;
-  c.kv_dim = kv_dim;
-  c.host = random_floats(size_t(c.layers) * 2 * size_t(cap) * size_t(kv_dim), seed);
-  return c;
+  return {cap, kv_dim, random_floats(size_t(hybrid_layout(kv_dim).per_position()) * size_t(cap), seed)};
 }
 
 // The CPU's attention for one query row at `pos` over keys [first, pos] (with sink logits when sinks is not null).
@@ -860,7 +872,7 @@ class CudaPromptAttentionTest : public ::testing::TestWithParam<std::tuple<int, 
 TEST_P(CudaPromptAttentionTest, MatchesCpuRowByRow) {
   SKIP_WITHOUT_CUDA_DEVICE();
   const auto [heads, kv_heads, hd, window, p0, n] = GetParam();
-  const int layer = 1;
+  const int layer = kHybridLayer;
   const TestCache c = make_cache(p0 + n + 3, kv_heads * hd, 21);
   const std::vector<float> q = random_floats(size_t(n * heads * hd), 22);
   // Without sinks, and with one logit a head of either sign and the scores' size (gpt_oss's attention sinks).
@@ -870,14 +882,14 @@ TEST_P(CudaPromptAttentionTest, MatchesCpuRowByRow) {
     const cuda::AttentionShape s{
         heads, kv_heads, hd, 1.0f / std::sqrt(float(hd)), window, with_sinks ? dsinks.get() : nullptr};
     DeviceVec<float> dc(c.host), dq(q), dout(test::poisoned(q.size()));
-    const float* kc = dc.get() + size_t(layer) * 2 * size_t(c.cap) * size_t(c.kv_dim);
+    const float* kc = c.device_keys(dc.get(), layer);
     cuda::attention_prompt(dq.get(), n, p0, kc, kc + size_t(c.cap) * size_t(c.kv_dim), window, s, dout.get(), nullptr);
     const std::vector<float> got = dout.download();
     // A cache one float off 16-byte alignment takes the plain-load path (not cp.async): the same bits.
     std::vector<float> shifted(c.host.size() + 1, 0.0f);
     std::copy(c.host.begin(), c.host.end(), shifted.begin() + 1);
     DeviceVec<float> dshifted(shifted), dout2(test::poisoned(q.size()));
-    const float* kc2 = dshifted.get() + 1 + size_t(layer) * 2 * size_t(c.cap) * size_t(c.kv_dim);
+    const float* kc2 = c.device_keys(dshifted.get() + 1, layer);
     cuda::attention_prompt(dq.get(), n, p0, kc2, kc2 + size_t(c.cap) * size_t(c.kv_dim), window, s, dout2.get(),
                            nullptr);
     ASSERT_EQ(dout2.download(), got);
@@ -933,7 +945,8 @@ TEST_P(CudaDecodeAttentionTest, SplitOverKeysMatchesCpuAndEachRowAlone) {
   DeviceVec<float> dsinks(sinks);
   for (const auto& [window, with_sinks] :
        {std::pair{0, false}, std::pair{300, false}, std::pair{0, true}, std::pair{300, true}}) {
-    const int layer = 1;
+    const int layer = kHybridLayer;
+    const int64_t base = hybrid_layout(kv_heads * hd).base(layer);
     const cuda::AttentionShape s{
         heads, kv_heads, hd, 1.0f / std::sqrt(float(hd)), window, with_sinks ? dsinks.get() : nullptr};
     // (position, cache capacity): one key; splits of 64 keys (2 tiles) with the last one partial; splits of exactly
@@ -956,18 +969,18 @@ TEST_P(CudaDecodeAttentionTest, SplitOverKeysMatchesCpuAndEachRowAlone) {
     DeviceVec<float> dq(q), dout(test::poisoned(q.size()));
     DeviceVec<float> scratch(size_t(cuda::decode_attention_scratch_floats(n, s)));
     DeviceVec<int> counters(std::vector<int>(size_t(n * heads), 0));
-    cuda::attention_decode(dq.get(), dlisted.get(), n, drows.get(), layer, s, dout.get(), scratch.get(), counters.get(),
+    cuda::attention_decode(dq.get(), dlisted.get(), n, drows.get(), base, s, dout.get(), scratch.get(), counters.get(),
                            nullptr);
     const std::vector<float> got = dout.download();
     // The counters the launch's last blocks use are back at zero: a second launch merges again, to the same bits;
     // and a row listed alone gets the bits it got in the batch.
     DeviceVec<float> dout2(test::poisoned(q.size()));
-    cuda::attention_decode(dq.get(), dlisted.get(), n, drows.get(), layer, s, dout2.get(), scratch.get(),
-                           counters.get(), nullptr);
+    cuda::attention_decode(dq.get(), dlisted.get(), n, drows.get(), base, s, dout2.get(), scratch.get(), counters.get(),
+                           nullptr);
     ASSERT_EQ(dout2.download(), got);
     DeviceVec<int> one(std::vector<int>{3});
     DeviceVec<float> dout3(test::poisoned(q.size()));
-    cuda::attention_decode(dq.get(), one.get(), 1, drows.get(), layer, s, dout3.get(), scratch.get(), counters.get(),
+    cuda::attention_decode(dq.get(), one.get(), 1, drows.get(), base, s, dout3.get(), scratch.get(), counters.get(),
                            nullptr);
     const std::vector<float> alone = dout3.download();
     for (int j = 0; j < heads * hd; ++j) ASSERT_EQ(alone[size_t(3 * heads * hd + j)], got[size_t(3 * heads * hd + j)]);

@@ -19,6 +19,7 @@
 #include "codec/quantize.h"
 #include "cuda/mla_forward.h"
 #include "cuda_test_util.h"
+#include "kv/kv_layout.h"
 #include "ops/matmul.h"
 #include "ops/ops.h"
 #include "test_util.h"
@@ -69,14 +70,20 @@ ops::Rope rope_table(int d, float scaling) {
   return r;
 }
 
-// A sequence's latent cache of 2 layers, [layers][cap][width], random rows.
+// Where the CUDA forward keeps the latent rows of 2 MLA layers (kv/kv_layout.h): layer l's from base(l) * cap.
+KvRowLayout latent_layout(int width) {
+  const KvLayerShape latent{width, 0, 0};
+  return KvRowLayout(std::vector<KvLayerShape>{latent, latent});
+}
+
+// A sequence's latent cache of those 2 layers, random rows.
 struct LatentCache {
   int cap = 0, width = 0;
   std::vector<float> host;
-  const float* layer(int l) const { return host.data() + size_t(l) * size_t(cap) * size_t(width); }
+  const float* layer(int l) const { return host.data() + latent_layout(width).row(l, false, cap, 0); }
 };
 LatentCache latent_cache(int cap, int width, uint32_t seed) {
-  return {cap, width, test::gaussian(size_t(2) * size_t(cap) * size_t(width), seed)};
+  return {cap, width, test::gaussian(size_t(latent_layout(width).per_position()) * size_t(cap), seed)};
 }
 
 }  // namespace
@@ -106,13 +113,15 @@ TEST_P(CudaMlaTest, RopeAndCacheWriteMatchCpu) {
         for (int h = 0; h < s.heads; ++h)
           mla_rope(want_q.data() + (r * s.heads + h) * qh + s.nope, pos[size_t(r)], m, rope);
       }
-      DeviceVec<float> dq(q), dkv(kv), dn(norm), df(rope.inv_freq), cache(test::poisoned(size_t(2 * cap * w)));
+      const KvRowLayout layout = latent_layout(w);
+      DeviceVec<float> dq(q), dkv(kv), dn(norm), df(rope.inv_freq),
+          cache(test::poisoned(size_t(layout.per_position() * cap)));
       std::vector<cuda::KvRow> kr;
       for (int r = 0; r < rows; ++r) kr.push_back({cache.get(), cap, pos[size_t(r)]});
       DeviceVec<cuda::KvRow> drows(kr);
       DeviceVec<int> dp(pos);
       cuda::mla_rope_cache(dq.get(), dkv.get(), rows, s, dn.get(), 1e-6f, dp.get(), df.get(), scaling, drows.get(),
-                           layer, nullptr);
+                           layout.base(layer), nullptr);
       const std::vector<float> got_q = dq.download(), got_kv = dkv.download(), c = cache.download();
       const std::string what =
           std::string(interleave ? "interleaved" : "rotate-half") + " scaling " + std::to_string(scaling);
@@ -143,7 +152,7 @@ TEST_P(CudaMlaTest, RopeAndCacheWriteMatchCpu) {
         for (int j = s.rank; j < w; ++j) {
           ASSERT_NEAR(got_kv[at + size_t(j)], want_kv[at + size_t(j)], b) << what << " rope key, row " << r;
         }
-        const size_t row_at = (size_t(layer) * size_t(cap) + size_t(pos[size_t(r)])) * size_t(w);
+        const size_t row_at = size_t(layout.row(layer, false, cap, pos[size_t(r)]));
         for (int j = 0; j < w; ++j) ASSERT_EQ(c[row_at + size_t(j)], got_kv[at + size_t(j)]) << what << " cached";
       }
       int64_t written = 0;
@@ -226,8 +235,9 @@ TEST_P(CudaMlaTest, LatentAttentionMatchesCpuAndEachRowAlone) {
     DeviceVec<float> scratch(size_t(cuda::mla_attention_scratch_floats(per_launch, s)));
     DeviceVec<int> counters(std::vector<int>(size_t(cuda::mla_attention_counters(per_launch, s)), 0));
     for (int rep = 0; rep < 2; ++rep) {  // twice on the same counters: the second launch must merge as well
-      cuda::mla_attention(dq.get() + size_t(first * s.heads * w), rows, drows.get() + first, layer, s, lat.get(),
-                          scratch.get(), counters.get(), per_launch, nullptr);
+      cuda::mla_attention(dq.get() + size_t(first * s.heads * w), rows, drows.get() + first,
+                          latent_layout(w).base(layer), s, lat.get(), scratch.get(), counters.get(), per_launch,
+                          nullptr);
     }
     EXPECT_EQ(counters.download(), std::vector<int>(size_t(cuda::mla_attention_counters(per_launch, s)), 0));
     return lat.download();
@@ -315,7 +325,8 @@ TEST_P(CudaMlaTest, AbsorbedOnTheDeviceEqualsExpandedWithinFloatRounding) {
     DeviceVec<float> scratch(size_t(cuda::mla_attention_scratch_floats(n, s)));
     DeviceVec<int> counters(std::vector<int>(size_t(cuda::mla_attention_counters(n, s)), 0));
     cuda::mla_absorb_query(dq.get(), n, dm, s, q_abs.get(), nullptr);
-    cuda::mla_attention(q_abs.get(), n, drows.get(), layer, s, lat.get(), scratch.get(), counters.get(), n, nullptr);
+    cuda::mla_attention(q_abs.get(), n, drows.get(), latent_layout(w).base(layer), s, lat.get(), scratch.get(),
+                        counters.get(), n, nullptr);
     cuda::mla_value(lat.get(), n, dm, s, att.get(), nullptr);
     const std::vector<float> got = att.download();
     for (int i = 0; i < n; ++i) {
