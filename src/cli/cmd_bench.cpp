@@ -28,17 +28,25 @@ struct BenchFlags {
   int repeats = 3;
 };
 
-// The disk's O_DIRECT random-read rate for the model's own expert blobs, at the provider's queue depth and at four
-// times it (the disk's ceiling is the larger), against what the decode steps' reads got while in flight; and the
-// decode rate those reads allow: the ceiling over the bytes a token read.
-void report_disk_ceiling(const StreamedExperts& streamed, const ExpertStats& decode, double decode_tok_s,
-                         int64_t tokens) {
+// The disk's O_DIRECT random-read rates for the model's own expert blobs, at the provider's queue depth and at four
+// times it. bench takes them before and after the timed runs (a shared disk moves between the two) and holds what the
+// decode steps' reads got while in flight against the largest, the disk's ceiling; and prints the decode rate those
+// reads allow: the ceiling over the bytes a token read.
+std::vector<RandomReadRate> disk_rates(const StreamedExperts& streamed) {
   const std::vector<BlobLocation> blobs = streamed.blobs();
-  const RandomReadRate at = measure_random_reads(blobs, streamed.queue_depth(), 2.0);
-  const RandomReadRate deep = measure_random_reads(blobs, 4 * streamed.queue_depth(), 2.0);
-  const double ceiling = std::max(at.gb_per_s(), deep.gb_per_s());
-  std::printf("disk: O_DIRECT random reads of whole expert blobs: %.2f GB/s with %d in flight, %.2f GB/s with %d\n",
-              at.gb_per_s(), at.queue_depth, deep.gb_per_s(), deep.queue_depth);
+  return {measure_random_reads(blobs, streamed.queue_depth(), 2.0),
+          measure_random_reads(blobs, 4 * streamed.queue_depth(), 2.0)};
+}
+
+void report_disk_ceiling(const std::vector<RandomReadRate>& rates, const ExpertStats& decode, double decode_tok_s,
+                         int64_t tokens) {
+  double ceiling = 0.0;
+  std::printf("disk: O_DIRECT random reads of whole expert blobs, before and after the runs:");
+  for (const RandomReadRate& r : rates) {
+    std::printf(" %.2f GB/s with %d in flight;", r.gb_per_s(), r.queue_depth);
+    ceiling = std::max(ceiling, r.gb_per_s());
+  }
+  std::printf("\n");
   const double per_token = double(decode.bytes_read) / 1e9 / double(tokens);
   std::printf(
       "decode expert reads: %.2f GB/s while in flight = %.1f%% of the disk's ceiling (%.2f GB/s); "
@@ -143,6 +151,9 @@ int run(const BenchFlags& f) {
     sum.bytes_read += after.bytes_read - before.bytes_read;
     sum.read_busy_s += after.read_busy_s - before.read_busy_s;
   };
+  const auto* streamed = dynamic_cast<const StreamedExperts*>(&model->experts());
+  std::vector<RandomReadRate> disk;
+  if (streamed != nullptr && streamed->direct_io()) disk = disk_rates(*streamed);
   for (int r = 0; r < f.repeats; ++r) {
     bw.push_back(ceiling());
     const int seq = engine.add_sequence();
@@ -218,9 +229,9 @@ int run(const BenchFlags& f) {
   };
   print_decode_uses("VRAM", decode_vram);
   print_decode_uses("RAM", decode_ram);
-  if (const auto* streamed = dynamic_cast<const StreamedExperts*>(&model->experts());
-      streamed != nullptr && streamed->direct_io() && decode_ram.read_busy_s > 0.0) {
-    report_disk_ceiling(*streamed, decode_ram, d.median, int64_t(f.repeats) * f.decode_tokens);
+  if (!disk.empty() && decode_ram.read_busy_s > 0.0) {
+    for (const RandomReadRate& r : disk_rates(*streamed)) disk.push_back(r);
+    report_disk_ceiling(disk, decode_ram, d.median, int64_t(f.repeats) * f.decode_tokens);
   }
   if (cuda) std::printf("%s", cuda_stage_clock_report().c_str());
   finish_model(*model, int64_t(f.repeats) * (f.prompt_tokens + f.decode_tokens));
