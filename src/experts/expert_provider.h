@@ -112,6 +112,9 @@ class ExpertProvider {
   virtual void prefetch_guess(int layer, std::span<const int> experts) {}
   virtual ExpertWeights acquire(int layer, int expert) = 0;
   virtual void release(int layer, int expert) = 0;
+  // Whether acquire(layer, expert) would return without waiting for the disk (counting no hit or miss): the MoE
+  // block runs the experts a streaming provider already holds while the others are still being read.
+  virtual bool ready(int layer, int expert) { return true; }
   virtual ExpertStats stats() const { return {}; }
   virtual const char* name() const = 0;
 };

@@ -432,6 +432,14 @@ ExpertWeights StreamedExperts::acquire(int layer, int expert) {
   return io_[size_t(slot)].weights;
 }
 
+bool StreamedExperts::ready(int layer, int expert) {
+  std::lock_guard lock(mutex_);
+  location(layer, expert);
+  reap(false);
+  const int slot = cache_.find(expert_key(layer, expert));
+  return slot >= 0 && io_[size_t(slot)].state == SlotState::ready;
+}
+
 void StreamedExperts::release(int layer, int expert) {
   std::lock_guard lock(mutex_);
   const int slot = cache_.find(expert_key(layer, expert));

@@ -99,6 +99,8 @@ class StreamedExperts final : public ExpertProvider {
   void prefetch_guess(int layer, std::span<const int> experts) override;
   ExpertWeights acquire(int layer, int expert) override;
   void release(int layer, int expert) override;
+  // Collects the reads that have finished, then: is the expert's blob in a slot, read and checked?
+  bool ready(int layer, int expert) override;
   ExpertStats stats() const override;
   const char* name() const override { return "streamed"; }
 

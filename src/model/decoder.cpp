@@ -313,13 +313,39 @@ void Model::moe(int layer, int64_t M, const float* xn, float* out) {
   const ops::ExpertSteps steps{[&](size_t j) { gather(work[j]); },
                                [&](size_t j, int64_t n0, int64_t n1) { activate(work[j], n0, n1); },
                                [&](size_t j, int64_t n0, int64_t n1) { finish(work[j], n0, n1); }};
-  for (size_t g0 = 0; g0 < used.size(); g0 += size_t(K)) {
-    const size_t count = std::min(used.size() - g0, size_t(K));
+  // Groups in `used` order, except that a streaming provider's misses wait: each group takes the pending experts
+  // the provider already holds (at most k), or when it holds none, the first pending one (waiting for its read) and
+  // any that landed meanwhile. So the held experts compute while the others are read. An expert's products do not
+  // depend on its group, so the bits are those of any grouping; a resident provider holds all, giving groups of k
+  // in order.
+  std::vector<int> pending(used.begin(), used.end()), group;
+  const auto take_ready = [&] {
+    for (size_t i = 0; i < pending.size() && group.size() < size_t(K);) {
+      if (experts_->ready(layer, pending[i])) {
+        group.push_back(pending[i]);
+        pending.erase(pending.begin() + std::ptrdiff_t(i));
+      } else {
+        ++i;
+      }
+    }
+  };
+  while (!pending.empty()) {
+    group.clear();
+    size_t started = 0;
+    take_ready();
+    if (group.empty()) {
+      group.push_back(pending.front());
+      pending.erase(pending.begin());
+      start(work[0], group[0]);  // waits for its read
+      started = 1;
+      take_ready();
+    }
+    const size_t count = group.size();
     bool region = activation_observer_ == nullptr;
     jobs.clear();
     for (size_t j = 0; j < count; ++j) {
       Work& wk = work[j];
-      start(wk, used[g0 + j]);
+      if (j >= started) start(wk, group[j]);
       region = region && ops::matmul_by_pieces(wk.w.gate) && ops::matmul_by_pieces(wk.w.up) &&
                ops::matmul_by_pieces(wk.w.down);
       jobs.push_back(

@@ -292,6 +292,32 @@ TEST(StreamedExperts, MissingFileIsAnErrorNamingIt) {
   }
 }
 
+// ready(): true once an expert's blob is read and checked, never counting a hit or a miss; the MoE block asks it to
+// run the held experts while the others are read.
+TEST(StreamedExperts, ReadyOnceTheBlobIsInASlotAndCountsNothing) {
+  const auto files = test::write_blob_files(test::temp_dir("/tmp", "stream-ready"), 1, 8);
+  StreamedExperts x(files.where, test::view_blob(), test::check_xxh64(), slots_opt(4));
+  EXPECT_FALSE(x.ready(0, 3));  // never asked for
+  const std::vector<int> two = {3, 5};
+  x.prefetch(0, two);
+  const ExpertStats before = x.stats();
+  ASSERT_TRUE(holds(x.acquire(0, 3), 0, 3));
+  EXPECT_TRUE(x.ready(0, 3));
+  bool landed = false;
+  for (int i = 0; i < 10000 && !landed; ++i) landed = x.ready(0, 5);  // its read finishes on its own
+  EXPECT_TRUE(landed);
+  EXPECT_FALSE(x.ready(0, 6));
+  const ExpertStats after = x.stats();
+  EXPECT_EQ(after.hits, before.hits);
+  EXPECT_EQ(after.misses, before.misses);
+  ASSERT_TRUE(holds(x.acquire(0, 5), 0, 5));
+  x.release(0, 3);
+  x.release(0, 5);
+  EXPECT_TRUE(x.ready(0, 3));  // still in its slot
+  EXPECT_THROW(x.ready(1, 0), Error);
+  EXPECT_THROW(x.ready(0, 8), Error);
+}
+
 // The disk ceiling `seedling bench` holds the provider's reads against: whole blobs, at least 2 * queue depth of
 // them however short the time, every byte counted; bad blobs and missing files are Errors naming the file.
 TEST(RandomReads, ReadWholeBlobsAtTheQueueDepthAndCountEveryByte) {
