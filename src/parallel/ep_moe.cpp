@@ -1,0 +1,74 @@
+// parallel/ep_moe.cpp - dispatch, experts, return, combine, all-gather: one MoE layer on one rank.
+#include "parallel/ep_moe.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace seedling {
+
+ExpertParallelMoe::ExpertParallelMoe(Model& model, const ExpertPlacement& placement, Transport& transport)
+    : model_(model), placement_(placement), t_(transport) {
+  if (placement.ranks != transport.ranks()) {
+    fail("expert parallelism: a placement for {} ranks over a transport of {}", placement.ranks, transport.ranks());
+  }
+  if (placement.owner.size() != size_t(model.config().num_layers)) {
+    fail("expert parallelism: a placement of {} layers for a model of {}", placement.owner.size(),
+         model.config().num_layers);
+  }
+}
+
+void ExpertParallelMoe::routed_sum(int layer, int64_t M, const float* xn, const int* chosen, const float* weight,
+                                   float* out) {
+  const int R = t_.ranks(), rank = t_.rank(), K = model_.config().experts_per_token;
+  const int64_t H = model_.config().hidden_size;
+  const RowShard mine = row_shard(M, rank, R);
+  const int64_t m = mine.end - mine.begin;
+  // Dispatch: this rank's rows to the owners of their experts, with each row's slots there.
+  const DispatchPlan plan =
+      plan_dispatch(m, K, std::span<const int>(chosen + mine.begin * K, size_t(m * K)), placement_, layer);
+  const std::vector<int64_t> send_rows = plan.send_counts();
+  std::vector<int64_t> recv_rows(static_cast<size_t>(R));
+  t_.exchange_counts(send_rows, recv_rows);
+  const int64_t sent = int64_t(plan.send_row.size());
+  int64_t received = 0;
+  for (int64_t n : recv_rows) received += n;
+  send_.resize(size_t(sent * H));
+  for (int64_t r = 0; r < sent; ++r) {
+    std::copy_n(xn + (mine.begin + plan.send_row[size_t(r)]) * H, H, send_.data() + r * H);
+  }
+  recv_.resize(size_t(received * H));
+  meta_.resize(size_t(received * K));
+  all_to_all_rows(t_, send_.data(), send_rows, recv_.data(), recv_rows, H);
+  all_to_all_rows(t_, plan.send_meta.data(), send_rows, meta_.data(), recv_rows, K);
+  // This rank's experts on the pairs it was sent; their outputs back in arrival order.
+  const ReceivedPairs pairs = received_pairs(recv_rows, K, meta_, placement_, layer, rank);
+  outputs_.resize(pairs.pair_row.size() * size_t(H));
+  model_.expert_outputs(layer, pairs.pair_row, pairs.pair_expert, recv_.data(), outputs_.data());
+  const std::vector<int64_t> back = pairs.return_counts(), expect = plan.return_counts();
+  returned_.resize(size_t(plan.return_offset.back() * H));
+  all_to_all_rows(t_, outputs_.data(), back, returned_.data(), expect, H);
+  // Combine this rank's rows, then every rank's rows to every rank.
+  combine_expert_outputs(m, K, H, weight + mine.begin * K, returned_.data(), plan.pair_index.data(),
+                         out + mine.begin * H);
+  const size_t ranks = static_cast<size_t>(R);
+  std::vector<int64_t> gather_send(ranks), gather_recv(ranks), gather_send_offset(ranks, 0), gather_recv_offset(ranks);
+  for (int r = 0; r < R; ++r) {
+    const RowShard s = row_shard(M, r, R);
+    gather_recv[size_t(r)] = (s.end - s.begin) * H;
+    gather_recv_offset[size_t(r)] = s.begin * H;
+    gather_send[size_t(r)] = m * H;
+  }
+  // The own shard is already in place: to the others only.
+  gather_send[size_t(rank)] = gather_recv[size_t(rank)] = 0;
+  t_.all_to_all_v({.send = out + mine.begin * H,
+                   .send_count = gather_send,
+                   .send_offset = gather_send_offset,
+                   .recv = out,
+                   .recv_count = gather_recv,
+                   .recv_offset = gather_recv_offset,
+                   .item_bytes = sizeof(float)});
+  traffic_ = {sent, int64_t(pairs.pair_row.size()), m * (R - 1)};
+}
+
+}  // namespace seedling
