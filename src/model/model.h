@@ -175,6 +175,8 @@ class Model {
   // logits of the rows with want_logits, in row order, into `logits` ([wanted x V]).
   void forward(std::span<const BatchRow> rows, float* logits);
 
+  // Stored bytes of one routed expert (gate + up + down), 0 without experts.
+  int64_t expert_bytes() const { return expert_bytes_; }
   // Parameter counts and bytes per decoded token at the stored codecs.
   struct Sizes {
     int64_t total_params = 0;

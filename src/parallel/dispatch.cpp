@@ -111,4 +111,28 @@ RowShard row_shard(int64_t m, int rank, int ranks) {
   return {begin, begin + base + (rank < extra ? 1 : 0)};
 }
 
+ReplicatedExchange replicated_exchange(int64_t M, int k, std::span<const int> chosen, const ExpertPlacement& placement,
+                                       int layer, int rank) {
+  const int R = placement.ranks;
+  if (chosen.size() != size_t(M * k)) fail("dispatch: {} expert ids for {} rows of top-{}", chosen.size(), M, k);
+  ReplicatedExchange x;
+  x.recv_rows.assign(size_t(R), 0);
+  std::vector<int32_t> meta;
+  for (int s = 0; s < R; ++s) {
+    const RowShard shard = row_shard(M, s, R);
+    DispatchPlan p =
+        plan_dispatch(shard.end - shard.begin, k,
+                      chosen.subspan(size_t(shard.begin * k), size_t((shard.end - shard.begin) * k)), placement, layer);
+    const int64_t first = p.send_offset[size_t(rank)], last = p.send_offset[size_t(rank) + 1];
+    x.recv_rows[size_t(s)] = last - first;
+    meta.insert(meta.end(), p.send_meta.begin() + first * k, p.send_meta.begin() + last * k);
+    if (s == rank) {
+      x.shard = shard;
+      x.plan = std::move(p);
+    }
+  }
+  x.pairs = received_pairs(x.recv_rows, k, meta, placement, layer, rank);
+  return x;
+}
+
 }  // namespace seedling

@@ -64,4 +64,17 @@ struct RowShard {
 };
 RowShard row_shard(int64_t m, int rank, int ranks);
 
+// One MoE layer's exchange on rank `rank` when every rank holds the same batch and the same routes (attention and
+// router replicated): its shard's dispatch plan, and what it will receive from each rank, worked out from the
+// routes alone, since every rank can compute every other rank's plan. No counts or metadata need to travel, only
+// rows and outputs: the same plans as exchanging them (the same functions compute both).
+struct ReplicatedExchange {
+  RowShard shard;
+  DispatchPlan plan;               // the shard's rows, indices relative to shard.begin
+  std::vector<int64_t> recv_rows;  // rows received from each rank
+  ReceivedPairs pairs;
+};
+ReplicatedExchange replicated_exchange(int64_t M, int k, std::span<const int> chosen, const ExpertPlacement& placement,
+                                       int layer, int rank);
+
 }  // namespace seedling

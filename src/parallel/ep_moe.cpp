@@ -7,8 +7,9 @@
 
 namespace seedling {
 
-ExpertParallelMoe::ExpertParallelMoe(Model& model, const ExpertPlacement& placement, Transport& transport)
-    : model_(model), placement_(placement), t_(transport) {
+ExpertParallelMoe::ExpertParallelMoe(Model& model, const ExpertPlacement& placement, Transport& transport,
+                                     bool from_routes)
+    : model_(model), placement_(placement), t_(transport), from_routes_(from_routes) {
   if (placement.ranks != transport.ranks()) {
     fail("expert parallelism: a placement for {} ranks over a transport of {}", placement.ranks, transport.ranks());
   }
@@ -22,14 +23,23 @@ void ExpertParallelMoe::routed_sum(int layer, int64_t M, const float* xn, const 
                                    float* out) {
   const int R = t_.ranks(), rank = t_.rank(), K = model_.config().experts_per_token;
   const int64_t H = model_.config().hidden_size;
-  const RowShard mine = row_shard(M, rank, R);
-  const int64_t m = mine.end - mine.begin;
   // Dispatch: this rank's rows to the owners of their experts, with each row's slots there.
-  const DispatchPlan plan =
-      plan_dispatch(m, K, std::span<const int>(chosen + mine.begin * K, size_t(m * K)), placement_, layer);
+  ReplicatedExchange x;
+  if (from_routes_) {
+    x = replicated_exchange(M, K, std::span<const int>(chosen, size_t(M * K)), placement_, layer, rank);
+  } else {
+    x.shard = row_shard(M, rank, R);
+    const int64_t rows = x.shard.end - x.shard.begin;
+    x.plan =
+        plan_dispatch(rows, K, std::span<const int>(chosen + x.shard.begin * K, size_t(rows * K)), placement_, layer);
+    x.recv_rows.assign(static_cast<size_t>(R), 0);
+    t_.exchange_counts(x.plan.send_counts(), x.recv_rows);
+  }
+  const RowShard mine = x.shard;
+  const DispatchPlan& plan = x.plan;
+  const int64_t m = mine.end - mine.begin;
   const std::vector<int64_t> send_rows = plan.send_counts();
-  std::vector<int64_t> recv_rows(static_cast<size_t>(R));
-  t_.exchange_counts(send_rows, recv_rows);
+  const std::vector<int64_t>& recv_rows = x.recv_rows;
   const int64_t sent = int64_t(plan.send_row.size());
   int64_t received = 0;
   for (int64_t n : recv_rows) received += n;
@@ -38,11 +48,14 @@ void ExpertParallelMoe::routed_sum(int layer, int64_t M, const float* xn, const 
     std::copy_n(xn + (mine.begin + plan.send_row[size_t(r)]) * H, H, send_.data() + r * H);
   }
   recv_.resize(size_t(received * H));
-  meta_.resize(size_t(received * K));
   all_to_all_rows(t_, send_.data(), send_rows, recv_.data(), recv_rows, H);
-  all_to_all_rows(t_, plan.send_meta.data(), send_rows, meta_.data(), recv_rows, K);
+  if (!from_routes_) {
+    meta_.resize(size_t(received * K));
+    all_to_all_rows(t_, plan.send_meta.data(), send_rows, meta_.data(), recv_rows, K);
+    x.pairs = received_pairs(recv_rows, K, meta_, placement_, layer, rank);
+  }
   // This rank's experts on the pairs it was sent; their outputs back in arrival order.
-  const ReceivedPairs pairs = received_pairs(recv_rows, K, meta_, placement_, layer, rank);
+  const ReceivedPairs& pairs = x.pairs;
   outputs_.resize(pairs.pair_row.size() * size_t(H));
   model_.expert_outputs(layer, pairs.pair_row, pairs.pair_expert, recv_.data(), outputs_.data());
   const std::vector<int64_t> back = pairs.return_counts(), expect = plan.return_counts();

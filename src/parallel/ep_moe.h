@@ -20,7 +20,9 @@ namespace seedling {
 class ExpertParallelMoe final : public RoutedSum {
  public:
   // `model` computes this rank's experts (only the ones it owns are asked for); all three must outlive this.
-  ExpertParallelMoe(Model& model, const ExpertPlacement& placement, Transport& transport);
+  // from_routes: every rank works out what it receives from the routes (replicated_exchange, what the CUDA forward
+  // does) instead of exchanging counts and metadata; the same rows and sums either way.
+  ExpertParallelMoe(Model& model, const ExpertPlacement& placement, Transport& transport, bool from_routes = false);
   void routed_sum(int layer, int64_t M, const float* xn, const int* chosen, const float* weight, float* out) override;
 
   // Rows of H floats this rank sent in the last layer (dispatch, return, all-gather), for measurements.
@@ -33,6 +35,7 @@ class ExpertParallelMoe final : public RoutedSum {
   Model& model_;
   const ExpertPlacement& placement_;
   Transport& t_;
+  bool from_routes_;
   Traffic traffic_;
   // Reused between layers: a prompt's are tens of MB.
   std::vector<float> send_, recv_, outputs_, returned_;

@@ -116,6 +116,10 @@ int launch_ranks(const std::vector<std::vector<std::string>>& argv, bool quiet_o
       fail("launch: cannot start rank {}: {}", r, std::strerror(err));
     }
     if (pid == 0) {  // the child: only async-signal-safe calls until exec
+      sigset_t
+          none;  // exec keeps the signal mask: a launcher that blocked SIGINT for a waiter thread must not pass it on
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
       if (quiet_others && r > 0) {
         const int null = ::open("/dev/null", O_WRONLY);
         if (null >= 0) ::dup2(null, STDOUT_FILENO);

@@ -36,7 +36,7 @@ PlacementInput placement_input(const ModelConfig& c, int ranks) {
 }
 
 // Runs body(rank, model, ep) on R threads, each rank with its own model and transport.
-void on_ranks(const std::string& name, const ExpertPlacement& placement,
+void on_ranks(const std::string& name, const ExpertPlacement& placement, bool from_routes,
               const std::function<void(int, Model&, ExpertParallelMoe&)>& body) {
   const int R = placement.ranks;
   ThreadGroup g(R);
@@ -48,7 +48,7 @@ void on_ranks(const std::string& name, const ExpertPlacement& placement,
     threads.emplace_back([&, r] {
       try {
         auto t = g.transport(r);
-        ExpertParallelMoe ep(*models[size_t(r)], placement, *t);
+        ExpertParallelMoe ep(*models[size_t(r)], placement, *t, from_routes);
         body(r, *models[size_t(r)], ep);
       } catch (const std::exception& e) {
         errors[size_t(r)] = e.what();
@@ -103,12 +103,16 @@ TEST_P(ExpertParallelTest, ForwardOnOneToFourRanksEqualsOneDeviceBitForBit) {
       }
     }
     const ExpertPlacement placement = plan_placement(in);
-    std::vector<std::vector<float>> got(static_cast<size_t>(R));
-    on_ranks(GetParam(), placement, [&](int r, Model& m, ExpertParallelMoe& ep) {
-      m.set_routed_sum(&ep);
-      got[size_t(r)] = greedy_logits(m, prompt, 4);
-    });
-    for (int r = 0; r < R; ++r) EXPECT_TRUE(same_bits(got[size_t(r)], want)) << "R " << R << " rank " << r;
+    for (bool from_routes : {false, true}) {
+      std::vector<std::vector<float>> got(static_cast<size_t>(R));
+      on_ranks(GetParam(), placement, from_routes, [&](int r, Model& m, ExpertParallelMoe& ep) {
+        m.set_routed_sum(&ep);
+        got[size_t(r)] = greedy_logits(m, prompt, 4);
+      });
+      for (int r = 0; r < R; ++r) {
+        EXPECT_TRUE(same_bits(got[size_t(r)], want)) << "R " << R << " rank " << r << " from routes " << from_routes;
+      }
+    }
   }
 }
 
@@ -148,7 +152,7 @@ TEST_P(ExpertParallelTest, RoutedSumOnRandomRowsEqualsTheSingleDeviceSum) {
         single->expert_outputs(layer, pair_row, chosen, xn.data(), outputs.data());
         combine_expert_outputs(M, K, H, weight.data(), outputs.data(), nullptr, want.data());
         std::vector<std::vector<float>> got(size_t(R), std::vector<float>(size_t(M * H), -1.0f));
-        on_ranks(GetParam(), placement, [&](int r, Model&, ExpertParallelMoe& ep) {
+        on_ranks(GetParam(), placement, M == 3, [&](int r, Model&, ExpertParallelMoe& ep) {
           ep.routed_sum(layer, M, xn.data(), chosen.data(), weight.data(), got[size_t(r)].data());
           if (one_rank && r > 0) {
             EXPECT_EQ(ep.last_traffic().returned_rows, 0);  // no pair of theirs
