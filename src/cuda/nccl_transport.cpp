@@ -115,6 +115,7 @@ class NcclTransport final : public Transport {
   int rank() const override { return rank_; }
   int ranks() const override { return ranks_; }
   const char* name() const override { return name_.c_str(); }
+  void set_stream(void* stream) override { stream_ = static_cast<cudaStream_t>(stream); }
 
   // Through a small device buffer (NCCL moves device memory), then back to the host: the one place it waits.
   void exchange_counts(std::span<const int64_t> send, std::span<int64_t> recv) override {
@@ -122,7 +123,7 @@ class NcclTransport final : public Transport {
     const size_t bytes = size_t(ranks_) * sizeof(int64_t);
     must(cudaMemcpyAsync(counts_, send.data(), bytes, cudaMemcpyHostToDevice, stream_), "copying counts");
     const std::vector<int64_t> ones(size_t(ranks_), 1), offsets = [&] {
-      std::vector<int64_t> o(size_t(ranks_));
+      std::vector<int64_t> o(static_cast<size_t>(ranks_));
       for (int r = 0; r < ranks_; ++r) o[size_t(r)] = r;
       return o;
     }();
@@ -158,7 +159,7 @@ class NcclTransport final : public Transport {
   // One byte to and from every rank, waited for.
   void barrier() override {
     const std::vector<int64_t> ones(size_t(ranks_), 1), zeros(size_t(ranks_), 0);
-    std::vector<int64_t> offsets(size_t(ranks_));
+    std::vector<int64_t> offsets(static_cast<size_t>(ranks_));
     for (int r = 0; r < ranks_; ++r) offsets[size_t(r)] = r;
     all_to_all_v({.send = counts_,
                   .send_count = ones,

@@ -64,24 +64,29 @@ void ExpertParallelMoe::routed_sum(int layer, int64_t M, const float* xn, const 
   // Combine this rank's rows, then every rank's rows to every rank.
   combine_expert_outputs(m, K, H, weight + mine.begin * K, returned_.data(), plan.pair_index.data(),
                          out + mine.begin * H);
+  all_gather_shards(t_, out, M, H);
+  traffic_ = {sent, int64_t(pairs.pair_row.size()), m * (R - 1)};
+}
+
+void all_gather_shards(Transport& t, float* rows, int64_t M, int64_t width) {
+  const int R = t.ranks(), rank = t.rank();
+  const RowShard mine = row_shard(M, rank, R);
   const size_t ranks = static_cast<size_t>(R);
-  std::vector<int64_t> gather_send(ranks), gather_recv(ranks), gather_send_offset(ranks, 0), gather_recv_offset(ranks);
+  std::vector<int64_t> send_count(ranks, (mine.end - mine.begin) * width), send_offset(ranks, 0), recv_count(ranks),
+      recv_offset(ranks);
   for (int r = 0; r < R; ++r) {
     const RowShard s = row_shard(M, r, R);
-    gather_recv[size_t(r)] = (s.end - s.begin) * H;
-    gather_recv_offset[size_t(r)] = s.begin * H;
-    gather_send[size_t(r)] = m * H;
+    recv_count[size_t(r)] = (s.end - s.begin) * width;
+    recv_offset[size_t(r)] = s.begin * width;
   }
-  // The own shard is already in place: to the others only.
-  gather_send[size_t(rank)] = gather_recv[size_t(rank)] = 0;
-  t_.all_to_all_v({.send = out + mine.begin * H,
-                   .send_count = gather_send,
-                   .send_offset = gather_send_offset,
-                   .recv = out,
-                   .recv_count = gather_recv,
-                   .recv_offset = gather_recv_offset,
-                   .item_bytes = sizeof(float)});
-  traffic_ = {sent, int64_t(pairs.pair_row.size()), m * (R - 1)};
+  send_count[size_t(rank)] = recv_count[size_t(rank)] = 0;  // the own shard is in place
+  t.all_to_all_v({.send = rows + mine.begin * width,
+                  .send_count = send_count,
+                  .send_offset = send_offset,
+                  .recv = rows,
+                  .recv_count = recv_count,
+                  .recv_offset = recv_offset,
+                  .item_bytes = sizeof(float)});
 }
 
 }  // namespace seedling

@@ -42,4 +42,8 @@ class ExpertParallelMoe final : public RoutedSum {
   std::vector<int32_t> meta_;
 };
 
+// rows (M, width) on every rank, each rank's row_shard of them up to date: sends it to every other rank, so all
+// hold every row (the own shard stays in place; `rows` lives where the transport moves data).
+void all_gather_shards(Transport& t, float* rows, int64_t M, int64_t width);
+
 }  // namespace seedling

@@ -36,6 +36,9 @@ class Transport {
   virtual void all_to_all_v(const AllToAllV& a) = 0;
   // Returns once every rank has called it.
   virtual void barrier() = 0;
+  // Where a device transport enqueues its exchanges (a cudaStream_t: the forward's, so they run in order with its
+  // kernels); host transports ignore it.
+  virtual void set_stream(void* stream) { (void)stream; }
   // What it runs over, for messages ("threads", "nccl 2.21.5").
   virtual const char* name() const = 0;
 };
