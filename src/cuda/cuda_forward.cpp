@@ -108,6 +108,7 @@ class CudaForward final : public DeviceForward {
   int rows_per_forward() const override { return 4096; }
   double last_device_seconds() const override { return device_seconds_; }
   ExpertStats expert_stats() const override { return experts_ ? experts_->stats() : ExpertStats{}; }
+  Exchanges exchanges() const override { return exchanges_; }
   void set_route_source(RouteSource* s) override { route_source_ = s; }
   void set_route_observer(RouteObserver* o) override { route_observer_ = o; }
 
@@ -197,6 +198,11 @@ class CudaForward final : public DeviceForward {
   std::shared_ptr<const ExpertPlacement> placement_;
   Transport* transport_ = nullptr;
   PinnedScratch ep_index_host_;
+  // Events around each exchange of a forward (pairs, reused), read once the forward has synchronised.
+  std::vector<cudaEvent_t> ep_events_;
+  size_t ep_events_used_ = 0;
+  Exchanges exchanges_;
+  cudaEvent_t ep_event();
   DeviceScratch s_ep_index_, s_ep_send_, s_ep_recv_, s_ep_pairs_, s_ep_out_, s_ep_back_;
 
   // Decode as one CUDA graph (batch 1, every expert resident): the graph reads token, position and cache row from
@@ -343,6 +349,7 @@ CudaForward::~CudaForward() {
   if (stream_) cudaStreamSynchronize(stream_);
   if (graph_) cudaGraphExecDestroy(graph_);
   if (guessed_) cudaEventDestroy(guessed_);
+  for (cudaEvent_t e : ep_events_) cudaEventDestroy(e);
   for (cudaEvent_t e : span_) {
     if (e) cudaEventDestroy(e);
   }
@@ -547,6 +554,20 @@ void CudaForward::forward(std::span<const BatchRow> rows, float* logits) {
   float ms = 0.0f;
   check(cudaEventElapsedTime(&ms, span_[0], span_[1]), "timing the forward");
   device_seconds_ = double(ms) / 1e3;
+  for (size_t i = 0; i + 1 < ep_events_used_; i += 2) {
+    check(cudaEventElapsedTime(&ms, ep_events_[i], ep_events_[i + 1]), "timing an exchange");
+    exchanges_.seconds += double(ms) / 1e3;
+  }
+  ep_events_used_ = 0;
+}
+
+cudaEvent_t CudaForward::ep_event() {
+  if (ep_events_used_ == ep_events_.size()) {
+    cudaEvent_t e = nullptr;
+    check(cudaEventCreate(&e), "creating an exchange timing event");
+    ep_events_.push_back(e);
+  }
+  return ep_events_[ep_events_used_++];
 }
 
 // Every buffer a batch-1 decode's launches name: a graph captured with them stays valid while they are unchanged.
@@ -847,7 +868,9 @@ void CudaForward::moe_expert_parallel(int layer, float* x, const float* xn, cons
   float* send = s_ep_send_.get<float>(size_t(std::max<int64_t>(sent, 1) * H));
   float* recv = s_ep_recv_.get<float>(size_t(std::max<int64_t>(received, 1) * H));
   if (sent > 0) cuda::gather_rows(xn, send_index, sent, H, send, stream_);
+  check(cudaEventRecord(ep_event(), stream_), "timing the dispatch");
   all_to_all_rows(t, send, plan.send_counts(), recv, ex.recv_rows, H);
+  check(cudaEventRecord(ep_event(), stream_), "timing the dispatch");
   // This rank's experts. The tensor cores or not as the single GPU decides for this batch, so the bits match.
   const cuda::ExpertLayout& el = experts_->layout();
   const cuda::ExpertMath& em = lw.expert_math;
@@ -867,13 +890,19 @@ void CudaForward::moe_expert_parallel(int layer, float* x, const float* xn, cons
   }
   // Return, combine, all-gather.
   float* back = s_ep_back_.get<float>(size_t(std::max<int64_t>(back_rows, 1) * H));
+  check(cudaEventRecord(ep_event(), stream_), "timing the return");
   all_to_all_rows(t, out, ex.pairs.return_counts(), back, plan.return_counts(), H);
+  check(cudaEventRecord(ep_event(), stream_), "timing the return");
   if (m > 0) {
     float* eout = s_eout_.get<float>(size_t(m * K * H));
     cuda::gather_rows(back, combine_index, m * K, H, eout, stream_);
     cuda::moe_combine(eout, weights + ex.shard.begin * K, m, K, H, x + ex.shard.begin * H, stream_);
   }
+  check(cudaEventRecord(ep_event(), stream_), "timing the all-gather");
   all_gather_shards(t, x, M, H);
+  check(cudaEventRecord(ep_event(), stream_), "timing the all-gather");
+  exchanges_.layers += 1;
+  exchanges_.bytes_sent += uint64_t(sent + P + m * (t.ranks() - 1)) * uint64_t(H) * sizeof(float);
 }
 
 void CudaForward::host_routes(int layer, int* ids, float* weights) {

@@ -97,6 +97,14 @@ class DeviceForward {
   // Seconds the device spent on the last forward, from its first copy or launch to its logits on the host (0 where
   // not measured): against the wall time of a step, what the host adds.
   virtual double last_device_seconds() const { return 0.0; }
+  // Expert parallelism (--devices): over the run, the MoE layers' exchanges (dispatch, return, all-gather) as timed
+  // on the device's stream, waits for peers included, and the bytes this rank sent in them. Zero without.
+  struct Exchanges {
+    int64_t layers = 0;
+    double seconds = 0.0;
+    uint64_t bytes_sent = 0;
+  };
+  virtual Exchanges exchanges() const { return {}; }
   // Routes to replace the router's (Model::set_route_source hands its source on); null: the router's own.
   virtual void set_route_source(RouteSource* s) = 0;
   // Sees each row's route after any replay, as the CPU's MoE block reports it (Model::set_route_observer hands its
