@@ -9,33 +9,11 @@
 
 #include "cuda/device.h"
 #include "cuda_test_util.h"
-#include "engine/engine.h"
+#include "parallel/ep_test_util.h"
 #include "parallel/placement.h"
 #include "test_util.h"
 
 namespace seedling {
-
-namespace {
-
-// Prompt logits of every row, then `steps` greedy decode rows' logits.
-std::vector<float> prompt_and_decode(Model& model, const std::vector<int32_t>& ids, int steps) {
-  Engine e(model, {});
-  const int seq = e.add_sequence();
-  SequenceStep p{seq, ids, true};
-  std::vector<float> all = e.step({&p, 1});
-  const size_t V = size_t(model.config().vocab_size);
-  std::vector<int32_t> tokens;
-  for (int t = 0; t < steps; ++t) {
-    const float* last = all.data() + all.size() - V;
-    tokens.push_back(int32_t(std::max_element(last, last + V) - last));
-    SequenceStep d{seq, {&tokens.back(), 1}, false};
-    const std::vector<float> l = e.step({&d, 1});
-    all.insert(all.end(), l.begin(), l.end());
-  }
-  return all;
-}
-
-}  // namespace
 
 class CudaExpertParallelTest : public ::testing::TestWithParam<std::string> {};
 
@@ -60,7 +38,7 @@ TEST_P(CudaExpertParallelTest, TwoGpusGiveTheOneGpuLogitsBitForBit) {
     CudaForwardOptions o;
     o.verbose = false;
     use_cuda_forward(*single, o);
-    for (const auto& ids : {short_ids, long_ids}) want.push_back(prompt_and_decode(*single, ids, 6));
+    for (const auto& ids : {short_ids, long_ids}) want.push_back(test::prompt_and_greedy_logits(*single, ids, 6));
   }
   auto probe = Model::load(dir);
   const ModelConfig& c = probe->config();
@@ -91,7 +69,8 @@ TEST_P(CudaExpertParallelTest, TwoGpusGiveTheOneGpuLogitsBitForBit) {
           o.device = r;
           o.verbose = false;
           use_cuda_expert_parallel(*model, o, placement, *transport);
-          for (const auto& ids : {short_ids, long_ids}) got[size_t(r)].push_back(prompt_and_decode(*model, ids, 6));
+          for (const auto& ids : {short_ids, long_ids})
+            got[size_t(r)].push_back(test::prompt_and_greedy_logits(*model, ids, 6));
           model.reset();  // the forward before the transport it exchanges through
         } catch (const std::exception& e) {
           errors[size_t(r)] = e.what();

@@ -15,6 +15,7 @@
 
 #include "engine/engine.h"
 #include "model/model.h"
+#include "parallel/ep_test_util.h"
 #include "parallel/thread_transport.h"
 #include "test_util.h"
 
@@ -63,24 +64,6 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-// Greedy decoding of `steps` tokens after the prompt, every logit kept: one prompt forward, then one row a step.
-std::vector<float> greedy_logits(Model& model, const std::vector<int32_t>& prompt, int steps) {
-  Engine e(model, {});
-  const int seq = e.add_sequence();
-  SequenceStep p{seq, prompt, true};
-  std::vector<float> all = e.step({&p, 1});
-  const size_t V = size_t(model.config().vocab_size);
-  std::vector<int32_t> tokens;
-  for (int t = 0; t < steps; ++t) {
-    const float* last = all.data() + all.size() - V;
-    tokens.push_back(int32_t(std::max_element(last, last + V) - last));
-    SequenceStep d{seq, {&tokens.back(), 1}, false};
-    const std::vector<float> l = e.step({&d, 1});
-    all.insert(all.end(), l.begin(), l.end());
-  }
-  return all;
-}
-
 }  // namespace
 
 class ExpertParallelTest : public ::testing::TestWithParam<std::string> {};
@@ -91,7 +74,7 @@ TEST_P(ExpertParallelTest, ForwardOnOneToFourRanksEqualsOneDeviceBitForBit) {
   auto single = Model::load(model_path(GetParam()));
   const std::vector<int32_t> prompt =
       test::read_json(test::data_path("models/" + GetParam() + "/reference.json"))["ids"].get<std::vector<int32_t>>();
-  const std::vector<float> want = greedy_logits(*single, prompt, 4);
+  const std::vector<float> want = test::prompt_and_greedy_logits(*single, prompt, 4);
   const ModelConfig& c = single->config();
   for (int R = 1; R <= 4; ++R) {
     PlacementInput in = placement_input(c, R);
@@ -107,7 +90,7 @@ TEST_P(ExpertParallelTest, ForwardOnOneToFourRanksEqualsOneDeviceBitForBit) {
       std::vector<std::vector<float>> got(static_cast<size_t>(R));
       on_ranks(GetParam(), placement, from_routes, [&](int r, Model& m, ExpertParallelMoe& ep) {
         m.set_routed_sum(&ep);
-        got[size_t(r)] = greedy_logits(m, prompt, 4);
+        got[size_t(r)] = test::prompt_and_greedy_logits(m, prompt, 4);
       });
       for (int r = 0; r < R; ++r) {
         EXPECT_TRUE(same_bits(got[size_t(r)], want)) << "R " << R << " rank " << r << " from routes " << from_routes;
