@@ -16,6 +16,8 @@
 # that lacks the -dev libraries; then BUILD_DIR holds seedling and tests/cuda_tests). SEEDLING_SKIP_GTESTS=1 leaves
 # the gtests out (run on their own first, so that a failing one does not hide the command-line checks).
 set -euo pipefail
+# CUDA keeps activations in float32: compare it with the CPU's float path, not its default int8 one (ops/matmul.h).
+export SEEDLING_CPU_DOT=float
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
 if [ -z "${SEEDLING_NO_BUILD:-}" ]; then

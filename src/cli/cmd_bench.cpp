@@ -13,6 +13,7 @@
 #include "core/thread_pool.h"
 #include "cuda/device.h"
 #include "engine/sampler.h"
+#include "experts/streamed_experts.h"
 #include "ops/matmul.h"
 
 namespace seedling::cli {
@@ -24,6 +25,25 @@ struct BenchFlags {
   int decode_tokens = 32;
   int repeats = 3;
 };
+
+// The disk's O_DIRECT random-read rate for the model's own expert blobs, at the provider's queue depth and at four
+// times it (the disk's ceiling is the larger), against what the decode steps' reads got while in flight; and the
+// decode rate those reads allow: the ceiling over the bytes a token read.
+void report_disk_ceiling(const StreamedExperts& streamed, const ExpertStats& decode, double decode_tok_s,
+                         int64_t tokens) {
+  const std::vector<BlobLocation> blobs = streamed.blobs();
+  const RandomReadRate at = measure_random_reads(blobs, streamed.queue_depth(), 2.0);
+  const RandomReadRate deep = measure_random_reads(blobs, 4 * streamed.queue_depth(), 2.0);
+  const double ceiling = std::max(at.gb_per_s(), deep.gb_per_s());
+  std::printf("disk: O_DIRECT random reads of whole expert blobs: %.2f GB/s with %d in flight, %.2f GB/s with %d\n",
+              at.gb_per_s(), at.queue_depth, deep.gb_per_s(), deep.queue_depth);
+  const double per_token = double(decode.bytes_read) / 1e9 / double(tokens);
+  std::printf(
+      "decode expert reads: %.2f GB/s while in flight = %.1f%% of the disk's ceiling (%.2f GB/s); "
+      "%.3f GB a token allows %.2f tok/s at the ceiling, decode ran %.2f\n",
+      decode.read_gb_per_s(), 100.0 * decode.read_gb_per_s() / ceiling, ceiling, per_token,
+      per_token > 0.0 ? ceiling / per_token : 0.0, decode_tok_s);
+}
 
 // Streaming read of `buf` with every thread of the pool (SIMD loads, four accumulators); returns GB/s.
 double read_bandwidth(const std::vector<float>& buf) {
@@ -165,6 +185,10 @@ int run(const BenchFlags& f) {
   };
   print_decode_uses("VRAM", decode_vram);
   print_decode_uses("RAM", decode_ram);
+  if (const auto* streamed = dynamic_cast<const StreamedExperts*>(&model->experts());
+      streamed != nullptr && streamed->direct_io() && decode_ram.read_busy_s > 0.0) {
+    report_disk_ceiling(*streamed, decode_ram, d.median, int64_t(f.repeats) * f.decode_tokens);
+  }
   if (cuda) std::printf("%s", cuda_stage_clock_report().c_str());
   finish_model(*model, int64_t(f.repeats) * (f.prompt_tokens + f.decode_tokens));
   return 0;

@@ -30,7 +30,7 @@ struct ModelFlags {
   std::string prefetch_replay;  // --prefetch-replay FILE: next-layer guesses from a prediction file (measuring)
   int prefetch_width = 0;       // --prefetch-width N: next-layer prefetch (streamed experts, or a VRAM cache)
   bool no_cuda_graph = false;   // --no-cuda-graph: batch-1 decode launched op by op (--device cuda)
-  std::string cpu_dot;          // --cpu-dot float | int8 (ops/matmul.h); empty: SEEDLING_CPU_DOT, else float
+  std::string cpu_dot;          // --cpu-dot auto | float | int8 (ops/matmul.h); empty: SEEDLING_CPU_DOT, else auto
   // Expert parallelism (run, bench, serve; cli/expert_parallel.cpp): --devices cuda:0,cuda:1,... and the route trace
   // whose expert counts balance the placement; the rank and meeting file the launcher gives each rank process.
   std::string devices;

@@ -53,9 +53,12 @@ void add_model_flags(CLI::App* cmd, ModelFlags* f) {
                   "measuring tool, with --route-replay and --prefetch-width: take the next-layer guesses from the "
                   "prediction FILE (token_index,layer,predicted_ids) instead of the model's router");
   cmd->add_option("--cpu-dot", f->cpu_dot,
-                  "how the CPU multiplies q4/q8 weights: float (default; activations kept in float) or int8 "
-                  "(activations quantized to int8 per block: llama.cpp's trade, faster, ~0.0007 KLD)")
-      ->check(CLI::IsMember({"float", "int8"}));
+                  "how the CPU multiplies quantized weights (q4/q8 packs, GGUF quant types): int8 (activations "
+                  "quantized to int8 per block, as llama.cpp does: up to 4x faster, ~0.0007 KLD), float (activations "
+                  "kept in float32: the exact product of the stored weights) or auto (default: int8 where its "
+                  "kernel is the faster, i.e. q4/q8 packs, K quants and IQ4_XS; float for Q8_0, Q4_0, Q5_x, IQ4_NL, "
+                  "MXFP4)")
+      ->check(CLI::IsMember({"auto", "float", "int8"}));
   cmd->add_flag("--no-cuda-graph", f->no_cuda_graph,
                 "--device cuda: launch batch-1 decode op by op instead of replaying one CUDA graph (for comparison)");
 }
@@ -79,7 +82,11 @@ std::string model_dir(const ModelFlags& f) {
 std::unique_ptr<Model> load_model(const ModelFlags& f) {
   if (!f.devices.empty()) return load_expert_parallel(f);
   if (f.threads > 0) ThreadPool::set_global_threads(f.threads);
-  if (!f.cpu_dot.empty()) ops::set_cpu_dot(f.cpu_dot == "int8" ? ops::CpuDot::Int8 : ops::CpuDot::Float);
+  if (!f.cpu_dot.empty()) {
+    ops::set_cpu_dot(f.cpu_dot == "int8"    ? ops::CpuDot::Int8
+                     : f.cpu_dot == "float" ? ops::CpuDot::Float
+                                            : ops::CpuDot::Auto);
+  }
   const int device = parse_device(f.device);
   if (device < 0 && !f.vram_budget.empty()) fail("--vram-budget needs --device cuda");
   if (device < 0 && f.no_cuda_graph) fail("--no-cuda-graph needs --device cuda");

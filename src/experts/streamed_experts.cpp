@@ -461,6 +461,115 @@ ExpertStats StreamedExperts::stats() const {
   return s;
 }
 
+std::vector<BlobLocation> StreamedExperts::blobs() const {
+  std::vector<BlobLocation> all;
+  for (const auto& layer : where_) all.insert(all.end(), layer.begin(), layer.end());
+  return all;
+}
+
+RandomReadRate measure_random_reads(std::span<const BlobLocation> blobs, int queue_depth, double seconds,
+                                    uint64_t seed) {
+  if (blobs.empty()) fail("measure_random_reads: no blobs to read");
+  if (queue_depth < 1 || queue_depth > 4096) fail("read queue depth {} (expected 1..4096)", queue_depth);
+  uint64_t largest = 0;
+  std::map<std::string, int> fds;
+  struct Fds {
+    std::map<std::string, int>& m;
+    ~Fds() {
+      for (auto& [path, fd] : m) ::close(fd);
+    }
+  } close_all{fds};
+  for (const BlobLocation& b : blobs) {
+    if (b.offset % kAlign != 0 || b.bytes % kAlign != 0 || b.bytes == 0) {
+      fail("{}: a blob at offset {} with {} bytes is not 4 KiB aligned", b.file, b.offset, b.bytes);
+    }
+    largest = std::max(largest, b.bytes);
+    if (fds.count(b.file) != 0) continue;
+    const int fd = ::open(b.file.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+    if (fd < 0) fail("{}: cannot open with O_DIRECT to measure the disk: {}", b.file, errno_text(errno));
+    fds[b.file] = fd;
+  }
+  std::unique_ptr<uint8_t[], void (*)(uint8_t*)> buffer(
+      static_cast<uint8_t*>(std::aligned_alloc(kAlign, size_t(largest) * size_t(queue_depth))),
+      [](uint8_t* p) { std::free(p); });
+  if (!buffer) fail("cannot allocate {} read buffers of {} bytes", queue_depth, largest);
+  io_uring ring{};
+  if (const int rc = io_uring_queue_init(unsigned(queue_depth), &ring, 0); rc != 0) {
+    fail("io_uring unavailable ({}): cannot measure O_DIRECT random reads", errno_text(-rc));
+  }
+  struct Ring {
+    io_uring& r;
+    int in_flight = 0;
+    ~Ring() {  // the kernel may still write into the buffers: wait for every read first (an Error mid-way)
+      io_uring_submit(&r);
+      for (io_uring_cqe* cqe = nullptr; in_flight > 0 && io_uring_wait_cqe(&r, &cqe) == 0; --in_flight) {
+        io_uring_cqe_seen(&r, cqe);
+      }
+      io_uring_queue_exit(&r);
+    }
+  } guard{ring};
+  struct Slot {
+    size_t blob = 0;
+    uint64_t done = 0;
+  };
+  std::vector<Slot> slots(static_cast<size_t>(queue_depth));
+  uint64_t rng = seed * 0x9e3779b97f4a7c15ull + 1;
+  auto submit = [&](int slot) {
+    Slot& s = slots[size_t(slot)];
+    const BlobLocation& b = blobs[s.blob];
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+    SEEDLING_CHECK(sqe != nullptr, "io_uring submission queue full with {} reads in flight", guard.in_flight);
+    io_uring_prep_read(sqe, fds.at(b.file), buffer.get() + size_t(slot) * largest + s.done, unsigned(b.bytes - s.done),
+                       b.offset + s.done);
+    io_uring_sqe_set_data64(sqe, uint64_t(slot));
+    ++guard.in_flight;
+  };
+  auto start_blob = [&](int slot) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    slots[size_t(slot)] = {size_t(rng % blobs.size()), 0};
+    submit(slot);
+  };
+  RandomReadRate r;
+  r.queue_depth = queue_depth;
+  const uint64_t min_reads = 2 * uint64_t(queue_depth);
+  uint64_t started = 0;
+  const double t0 = seconds_now();
+  for (int i = 0; i < queue_depth; ++i, ++started) start_blob(i);
+  io_uring_submit(&ring);
+  while (guard.in_flight > 0) {
+    io_uring_cqe* cqe = nullptr;
+    const int rc = io_uring_wait_cqe(&ring, &cqe);
+    if (rc == -EINTR) continue;
+    if (rc < 0) fail("io_uring: waiting for a read: {}", errno_text(-rc));
+    const int slot = int(io_uring_cqe_get_data64(cqe));
+    const int64_t res = cqe->res;
+    io_uring_cqe_seen(&ring, cqe);
+    --guard.in_flight;
+    Slot& s = slots[size_t(slot)];
+    const BlobLocation& b = blobs[s.blob];
+    if (res <= 0) {
+      fail("{}: reading {} bytes at offset {}: {}", b.file, b.bytes, b.offset,
+           res == 0 ? std::string("unexpected end of file") : errno_text(int(-res)));
+    }
+    s.done += uint64_t(res);
+    if (s.done < b.bytes) {
+      submit(slot);
+    } else {
+      ++r.reads;
+      r.bytes += b.bytes;
+      if (started < min_reads || seconds_now() - t0 < seconds) {
+        start_blob(slot);
+        ++started;
+      }
+    }
+    io_uring_submit(&ring);
+  }
+  r.seconds = seconds_now() - t0;
+  return r;
+}
+
 std::unique_ptr<StreamedExperts> StreamedExperts::from_packed(std::shared_ptr<const PackedModel> packed,
                                                               StreamedOptions options) {
   // The provider reads whole 4 KiB pages (O_DIRECT); the packed files are padded so that the page after a blob's

@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,20 @@ uint64_t parse_byte_size(const std::string& text, const char* flag = "--ram-budg
 // naming the minimum (o.min_slots slots and their bytes) when it is smaller, or when neither is given.
 int streamed_slot_count(const StreamedOptions& o, uint64_t blob_bytes);
 
+// The disk's O_DIRECT random-read rate for whole blobs: what the provider's reads are held against (`seedling
+// bench`). Blobs picked at random (a fixed seed), `queue_depth` reads in flight through io_uring, for about `seconds`
+// (and at least 2 * queue_depth reads); the clock runs from the first submission to the last completion.
+struct RandomReadRate {
+  int queue_depth = 0;
+  uint64_t reads = 0;
+  uint64_t bytes = 0;
+  double seconds = 0.0;
+  double gb_per_s() const { return seconds > 0.0 ? double(bytes) / seconds / 1e9 : 0.0; }
+};
+// An Error naming the file when one cannot be opened with O_DIRECT or a read fails.
+RandomReadRate measure_random_reads(std::span<const BlobLocation> blobs, int queue_depth, double seconds,
+                                    uint64_t seed = 1);
+
 class StreamedExperts final : public ExpertProvider {
  public:
   // where[layer][expert]; layers without routed experts have an empty row. Opens every file named (an Error
@@ -88,6 +103,9 @@ class StreamedExperts final : public ExpertProvider {
   const char* name() const override { return "streamed"; }
 
   int slots() const { return slots_; }
+  int queue_depth() const { return options_.queue_depth; }
+  // Every expert's blob, layer by layer (for measure_random_reads).
+  std::vector<BlobLocation> blobs() const;
   uint64_t slot_bytes() const { return slot_bytes_; }
   // True while reads go through O_DIRECT and io_uring (false after a fallback).
   bool direct_io() const;

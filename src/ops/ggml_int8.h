@@ -1,5 +1,5 @@
 // ops/ggml_int8.h - int8-activation products for ggml's quant blocks (codec/ggml_quants.h), the GGUF twin of
-// ops::matmul_int8 (ops/matmul.h), chosen by the same switch (cpu_dot() == Int8, `--cpu-dot int8`).
+// ops::matmul_int8 (ops/matmul.h), chosen by the same switch (int8_products, `--cpu-dot`).
 //
 // x is quantized once per call, row by row, into int8 blocks matching the weight's block: 32 values for the
 // 32-element types (q8_0, q4_0, q5_0, q5_1, iq4_nl, mxfp4_ggml: quantize_int8_rows with group 32), 256 for the

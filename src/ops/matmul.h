@@ -32,11 +32,29 @@ void set_ggml_decode(GgmlDecode mode);
 // codec_value's bit for bit.
 void ggml_decode_row(Codec c, const uint8_t* row, int64_t cols, float* out);
 
-// How matmul multiplies affine weights on the CPU. Read once from SEEDLING_CPU_DOT (float or int8; any other value
-// fails, naming it); Float when unset. set_cpu_dot overrides it (the commands' --cpu-dot, tests, benches).
-enum class CpuDot : uint8_t { Float, Int8 };
+// How matmul multiplies quantized weights (the affine and ggml codecs) on the CPU. Int8 quantizes each row of x to
+// int8 blocks and takes integer dot products (llama.cpp's trade: about +0.0007 KLD on the demo, 3-4x faster for the
+// affine codecs); Float keeps x in float32 and is the exact product of the stored weights, the reference the tests
+// hold the kernels to. Auto, the default, is Int8 for the codecs whose int8 kernel is the faster one (the affine
+// q4/q8 codecs, ggml's K types and iq4_xs) and Float for the rest (ggml's 32-element types, whose int8 kernel is
+// still 0.4-0.9x their float path: docs/results/2026-12-02-gguf-int8-dot.md). Read once from SEEDLING_CPU_DOT (auto,
+// float or int8; any other value fails, naming it); set_cpu_dot overrides it (--cpu-dot, tests, benches).
+enum class CpuDot : uint8_t { Auto, Float, Int8 };
 CpuDot cpu_dot();
 void set_cpu_dot(CpuDot mode);
+// Whether matmul multiplies weights of codec c with int8 activations under the current mode.
+bool int8_products(Codec c);
+// Sets the mode for a scope and puts the previous one back (tests and benches that pin a definition).
+class ScopedCpuDot {
+ public:
+  explicit ScopedCpuDot(CpuDot mode) : before_(cpu_dot()) { set_cpu_dot(mode); }
+  ~ScopedCpuDot() { set_cpu_dot(before_); }
+  ScopedCpuDot(const ScopedCpuDot&) = delete;
+  ScopedCpuDot& operator=(const ScopedCpuDot&) = delete;
+
+ private:
+  CpuDot before_;
+};
 
 // Rows of x quantized for matmul_int8: row i cut into `blocks` blocks of `group` (the weight's G), block (i, b) =
 // index i * blocks + b holding

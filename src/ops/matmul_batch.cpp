@@ -8,13 +8,13 @@
 namespace seedling::ops {
 
 bool matmul_by_pieces(const Matrix& w) {
-  if (codec_is_seed(w.codec) || w.codec == Codec::MXFP4) return false;    // kernels with threads of their own
-  if (cpu_dot() == CpuDot::Int8 && codec_is_ggml(w.codec)) return false;  // likewise ggml's int8 kernels
+  if (codec_is_seed(w.codec) || w.codec == Codec::MXFP4) return false;  // kernels with threads of their own
+  if (codec_is_ggml(w.codec) && int8_products(w.codec)) return false;   // likewise ggml's int8 kernels
   return !matmul_piece_reads_int8(w) || int8_tile_outputs(w.codec) != 0;
 }
 
 bool matmul_piece_reads_int8(const Matrix& w) {
-  return cpu_dot() == CpuDot::Int8 && codec_is_affine(w.codec);
+  return codec_is_affine(w.codec) && int8_products(w.codec);
 }
 
 void matmul_piece(const float* x, int64_t m, const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1) {

@@ -333,8 +333,9 @@ void matmul(const float* x, int64_t m, const Matrix& w, float* y) {
   // Seed slices: computed on seeds (ops/seed_matmul.h), its own threads over the rows of W.
   if (codec_is_seed(w.codec)) return seed::seed_matmul(x, m, w.seed_matrix(), y);
   if (w.codec == Codec::MXFP4) return mxfp4_matmul(x, m, w, y);
-  if (codec_is_affine(w.codec) && cpu_dot() == CpuDot::Int8) return matmul_int8(x, m, w, y);
-  if (codec_is_ggml(w.codec) && cpu_dot() == CpuDot::Int8) return ggml_matmul_int8(x, m, w, y);
+  if (int8_products(w.codec)) {
+    return codec_is_affine(w.codec) ? matmul_int8(x, m, w, y) : ggml_matmul_int8(x, m, w, y);
+  }
   // Split output columns across threads in multiples of 4 (whole tiles); at least 16 columns per chunk.
   const int64_t groups = (w.rows + 3) / 4;
   ThreadPool::global().parallel_for(size_t(groups), 4, [&](size_t g0, size_t g1) {

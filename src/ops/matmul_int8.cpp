@@ -428,9 +428,10 @@ HWY_EXPORT(TileOutputs);
 namespace {
 CpuDot cpu_dot_from_env() {
   const char* v = std::getenv("SEEDLING_CPU_DOT");
-  if (v == nullptr || *v == '\0' || std::string_view(v) == "float") return CpuDot::Float;
+  if (v == nullptr || *v == '\0' || std::string_view(v) == "auto") return CpuDot::Auto;
   if (std::string_view(v) == "int8") return CpuDot::Int8;
-  fail("SEEDLING_CPU_DOT={}: expected float or int8", v);
+  if (std::string_view(v) == "float") return CpuDot::Float;
+  fail("SEEDLING_CPU_DOT={}: expected auto, float or int8", v);
 }
 std::atomic<CpuDot>& cpu_dot_slot() {
   static std::atomic<CpuDot> mode{cpu_dot_from_env()};
@@ -443,6 +444,28 @@ CpuDot cpu_dot() {
 }
 void set_cpu_dot(CpuDot mode) {
   cpu_dot_slot().store(mode, std::memory_order_relaxed);
+}
+
+bool int8_products(Codec c) {
+  switch (cpu_dot()) {
+    case CpuDot::Float:
+      return false;
+    case CpuDot::Int8:
+      return codec_is_affine(c) || codec_is_ggml(c);
+    case CpuDot::Auto:
+      break;
+  }
+  switch (c) {
+    case Codec::Q2_K:
+    case Codec::Q3_K:
+    case Codec::Q4_K:
+    case Codec::Q5_K:
+    case Codec::Q6_K:
+    case Codec::IQ4_XS:
+      return true;
+    default:
+      return codec_is_affine(c);
+  }
 }
 
 void quantize_int8_rows(const float* x, int64_t m, int64_t cols, int64_t group, Int8Rows& out) {

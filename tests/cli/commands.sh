@@ -47,16 +47,18 @@ b=$("$bin" run -m "$m/hf" --ids "$ids" -n 8 --temp 0.8 --top-p 0.9 --seed 7 --pr
 [ "$a" = "$b" ] || { echo "seeded sampling differs: $a vs $b"; exit 1; }
 echo "ok   seeded sampling repeats"
 
-# --cpu-dot: int8 activations on affine weights give SEEDLING_CPU_DOT=int8's bytes, and not the float path's; a value
-# other than float or int8 is refused.
+# --cpu-dot: int8 activations on affine weights (the default) give SEEDLING_CPU_DOT=int8's bytes, and not the float
+# path's; a value other than float or int8 is refused.
 "$bin" pack -m "$m/hf" --experts q4_g32 --dense q4_g32 -o "$tmp/q4" >/dev/null 2>&1
 "$bin" logits -m "$tmp/q4" --ids "$ids" --cpu-dot int8 -o "$tmp/int8.f32" 2>/dev/null
 SEEDLING_CPU_DOT=int8 "$bin" logits -m "$tmp/q4" --ids "$ids" -o "$tmp/env.f32" 2>/dev/null
 "$bin" logits -m "$tmp/q4" --ids "$ids" --cpu-dot float -o "$tmp/float.f32" 2>/dev/null
 [ -s "$tmp/int8.f32" ] && cmp -s "$tmp/int8.f32" "$tmp/env.f32" || { echo "--cpu-dot int8 differs from SEEDLING_CPU_DOT=int8"; exit 1; }
 cmp -s "$tmp/int8.f32" "$tmp/float.f32" && { echo "--cpu-dot int8 gave the float path's bytes"; exit 1; }
+"$bin" logits -m "$tmp/q4" --ids "$ids" -o "$tmp/default.f32" 2>/dev/null
+cmp -s "$tmp/int8.f32" "$tmp/default.f32" || { echo "the default is not int8 activations"; exit 1; }
 if "$bin" logits -m "$tmp/q4" --ids "$ids" --cpu-dot fast -o "$tmp/x.f32" 2>"$tmp/err"; then
   echo "--cpu-dot fast was accepted"; exit 1
 fi
 grep -q -- "--cpu-dot" "$tmp/err" || { echo "the refusal does not name --cpu-dot: $(cat "$tmp/err")"; exit 1; }
-echo "ok   --cpu-dot int8 = SEEDLING_CPU_DOT=int8, not float; others refused"
+echo "ok   --cpu-dot int8 = SEEDLING_CPU_DOT=int8 = the default, not float; others refused"

@@ -101,7 +101,10 @@ TEST(Codec, NonFiniteValuesAreAnError) {
   EXPECT_THROW(encode(Codec::Q8_G32, x, 1, 32), Error);
 }
 
-class QuantMatmulTest : public ::testing::TestWithParam<std::tuple<Codec, int, int, int>> {};
+// The float path's definition (the int8 path has its own tests: int8_dot_test.cpp).
+class QuantMatmulTest : public ::testing::TestWithParam<std::tuple<Codec, int, int, int>> {
+  ops::ScopedCpuDot float_dot_{ops::CpuDot::Float};
+};
 
 TEST_P(QuantMatmulTest, FastEqualsReferenceWithinFloatRoundingAndRowsAreBatchIndependent) {
   const auto [c, m, rows, cols] = GetParam();

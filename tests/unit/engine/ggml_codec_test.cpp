@@ -141,6 +141,7 @@ TEST(GgmlCodec, SimdDecodeEqualsGgufPyBitForBitOnEveryTarget) {
 // subnormal, plus the float64 dot's own error (cols * 2^-53 relative). Rows whose products could overflow float32
 // (the F32 extremes, MXFP4's largest exponent) are held to the bit tests only.
 TEST(GgmlCodec, MatmulIsWithinFloatRoundingOfAFloat64DotOfGgufPysValues) {
+  const ops::ScopedCpuDot float_dot(ops::CpuDot::Float);  // the float path's definition
   const std::vector<Vectors> vs = all_vectors();
   test::for_each_simd_target([&] {
     for (const Vectors& v : vs) {
@@ -196,6 +197,7 @@ TEST(GgmlCodec, ARowGivesTheSameBitsAtAnyThreadCount) {
 }
 
 TEST(GgmlCodec, RowsOfPartialBlocksAndEncodingAreRefusedByName) {
+  const ops::ScopedCpuDot float_dot(ops::CpuDot::Float);  // the float path's definition
   Vectors v;
   for (const Vectors& u : all_vectors())
     if (u.type == GgmlType::Q4_K) v = u;

@@ -223,4 +223,41 @@ TEST(GgmlInt8, MatmulFollowsTheSelectedPath) {
   }
 }
 
+// Auto, the default, takes int8 where that kernel is the faster: the affine codecs, the K types and iq4_xs; the
+// 32-element ggml types keep their float path.
+TEST(GgmlInt8, AutoTakesInt8WhereItsKernelIsFaster) {
+  const ScopedCpuDot automatic(CpuDot::Auto);
+  for (const Codec c : {Codec::Q4_G32, Codec::Q4_G64, Codec::Q8_G32, Codec::Q8_G64, Codec::Q2_K, Codec::Q3_K,
+                        Codec::Q4_K, Codec::Q5_K, Codec::Q6_K, Codec::IQ4_XS}) {
+    EXPECT_TRUE(int8_products(c)) << codec_name(c);
+  }
+  for (const Codec c : {Codec::Q8_0, Codec::Q4_0, Codec::Q5_0, Codec::Q5_1, Codec::IQ4_NL, Codec::MXFP4_GGML,
+                        Codec::BF16, Codec::F16, Codec::F32, Codec::MXFP4}) {
+    EXPECT_FALSE(int8_products(c)) << codec_name(c);
+  }
+  const int64_t rows = 20, cols = 512;
+  const auto x = test::gaussian(size_t(cols), 4);
+  for (const Codec c : {Codec::Q4_K, Codec::Q8_0}) {
+    const auto bytes = random_blocks(c, rows, cols, 3);
+    const Matrix w{c, bytes.data(), rows, cols};
+    std::vector<float> expect(static_cast<size_t>(rows)), got(expect.size());
+    if (c == Codec::Q4_K) {
+      ggml_matmul_int8(x.data(), 1, w, expect.data());
+    } else {
+      const ScopedCpuDot flt(CpuDot::Float);
+      matmul(x.data(), 1, w, expect.data());
+    }
+    matmul(x.data(), 1, w, got.data());
+    EXPECT_EQ(got, expect) << codec_name(c);
+  }
+  {
+    const ScopedCpuDot flt(CpuDot::Float);
+    EXPECT_FALSE(int8_products(Codec::Q4_K));
+    EXPECT_FALSE(int8_products(Codec::Q4_G64));
+  }
+  const ScopedCpuDot int8(CpuDot::Int8);
+  EXPECT_TRUE(int8_products(Codec::Q8_0));
+  EXPECT_FALSE(int8_products(Codec::BF16));
+}
+
 }  // namespace seedling::ops

@@ -326,6 +326,7 @@ TEST(GgufModel, ConvertedConfigsMapAsTheirFolders) {
 // dequantize). Q8_0 values d * q (f16 d, int8 q) are exact in float32, so the two forwards differ only in the order
 // of float32 additions: 1e-4 is far above that (logits of size ~3).
 TEST(GgufModel, LlamaQuantizeQ8_0AgainstItsDequantizedWeights) {
+  const ops::ScopedCpuDot float_dot(ops::CpuDot::Float);  // the float path's definition
   if (!ggml_codec(GgmlType::Q8_0)) GTEST_SKIP() << "Q8_0 is not a codec yet (io/gguf_codec.h)";
   const std::vector<int32_t> ids = {1, 5, 77, 200, 13, 42, 99, 128, 255, 0, 64, 31};
   const std::vector<float> got = logits_of(test::data_path("gguf/llama_cpp/kquant_qwen3moe_q8_0.gguf"), ids);

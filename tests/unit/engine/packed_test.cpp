@@ -17,6 +17,7 @@
 #include "io/packed_model.h"
 #include "io/safetensors_writer.h"
 #include "model/model.h"
+#include "ops/matmul.h"
 #include "test_util.h"
 
 namespace seedling {
@@ -138,6 +139,7 @@ TEST_P(PackedGoldenTest, Bf16PackGivesTheHfFolderLogitsBitForBit) {
 }
 
 TEST_P(PackedGoldenTest, AffinePackComputesExactlyItsDequantizedModel) {
+  const ops::ScopedCpuDot float_dot(ops::CpuDot::Float);  // the float path's definition
   const std::string name = GetParam();
   const test::ScratchDir tmp("packq");
   const auto ids = golden_ids(name);

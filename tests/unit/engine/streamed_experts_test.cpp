@@ -292,5 +292,39 @@ TEST(StreamedExperts, MissingFileIsAnErrorNamingIt) {
   }
 }
 
+// The disk ceiling `seedling bench` holds the provider's reads against: whole blobs, at least 2 * queue depth of
+// them however short the time, every byte counted; bad blobs and missing files are Errors naming the file.
+TEST(RandomReads, ReadWholeBlobsAtTheQueueDepthAndCountEveryByte) {
+  const auto files = test::write_blob_files(test::temp_dir("/tmp", "random-reads"), 2, 8);
+  StreamedExperts x(files.where, test::view_blob(), test::check_xxh64(), slots_opt(2));
+  const std::vector<BlobLocation> blobs = x.blobs();
+  ASSERT_EQ(blobs.size(), 16u);
+  EXPECT_EQ(blobs[8].file, files.where[1][0].file);
+  for (int qd : {1, 3, 8}) {
+    const RandomReadRate r = measure_random_reads(blobs, qd, 0.0);
+    EXPECT_EQ(r.queue_depth, qd);
+    EXPECT_GE(r.reads, uint64_t(2 * qd));
+    EXPECT_EQ(r.bytes, r.reads * 8192);
+    EXPECT_GT(r.seconds, 0.0);
+    EXPECT_GT(r.gb_per_s(), 0.0);
+  }
+  EXPECT_THROW(measure_random_reads({}, 8, 0.0), Error);
+  EXPECT_THROW(measure_random_reads(blobs, 0, 0.0), Error);
+  std::vector<BlobLocation> odd = blobs;
+  odd[3].offset += 512;
+  EXPECT_THROW(measure_random_reads(odd, 2, 0.0), Error);
+  std::vector<BlobLocation> gone = blobs;
+  gone[5].file += ".missing";
+  try {
+    measure_random_reads(gone, 2, 0.0);
+    FAIL() << "no error for a missing file";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(gone[5].file), std::string::npos) << e.what();
+  }
+  std::vector<BlobLocation> past = blobs;
+  past[0].offset = 1ull << 30;  // past the end of the file: a read of 0 bytes
+  EXPECT_THROW(measure_random_reads({past.data(), 1}, 1, 0.0), Error);
+}
+
 }  // namespace
 }  // namespace seedling
