@@ -142,8 +142,9 @@ std::vector<std::vector<uint64_t>> expert_load_from_trace(const std::vector<Rout
 std::string describe_placement(const ExpertPlacement& p, const PlacementInput& in) {
   std::string s = "expert placement:";
   for (int r = 0; r < p.ranks; ++r) {
-    s += fmt::format(" rank {} {:.3f} GB", r, gb(p.rank_bytes[size_t(r)]));
+    s += fmt::format(" rank {} {:.3f}", r, gb(p.rank_bytes[size_t(r)]));
     if (!in.rank_budget.empty()) s += fmt::format(" of {:.3f}", gb(in.rank_budget[size_t(r)]));
+    s += " GB";
     s += r + 1 < p.ranks ? "," : "";
   }
   double worst = 1.0;

@@ -90,6 +90,17 @@ TEST(PlacementTest, MeasuredLoadIsBalancedLongestFirst) {
   }
 }
 
+TEST(PlacementTest, TheSummaryNamesBytesBudgetsAndTheWorstLayer) {
+  PlacementInput in = input(2, 8, 2, 1'000'000'000);
+  EXPECT_EQ(describe_placement(plan_placement(in), in),
+            "expert placement: rank 0 8.000 GB, rank 1 8.000 GB; busiest rank / mean experts: 1.000 (layer 0)\n");
+  in.rank_budget = {9'000'000'000, 9'000'000'000};
+  in.load = {{8, 1, 1, 1, 1, 1, 1, 1}, {}};  // layer 0 measured (11 against 4 under the cap), layer 1 alike
+  EXPECT_EQ(describe_placement(plan_placement(in), in),
+            "expert placement: rank 0 8.000 of 9.000 GB, rank 1 8.000 of 9.000 GB; busiest rank / mean load: 1.467 "
+            "(layer 0)\n");
+}
+
 TEST(PlacementTest, DeterministicForTheSameInputs) {
   PlacementInput in = input(3, 64, 6, 12345);
   std::mt19937 rng(3);
