@@ -902,7 +902,11 @@ void CudaForward::moe_expert_parallel(int layer, float* x, const float* xn, cons
   all_gather_shards(t, x, M, H);
   check(cudaEventRecord(ep_event(), stream_), "timing the all-gather");
   exchanges_.layers += 1;
-  exchanges_.bytes_sent += uint64_t(sent + P + m * (t.ranks() - 1)) * uint64_t(H) * sizeof(float);
+  // Rows to the other ranks (what a rank sends itself is a copy on its own GPU).
+  const int self = t.rank();
+  const int64_t rows_out =
+      sent - plan.send_counts()[size_t(self)] + P - ex.pairs.return_counts()[size_t(self)] + m * (t.ranks() - 1);
+  exchanges_.bytes_sent += uint64_t(rows_out) * uint64_t(H) * sizeof(float);
 }
 
 void CudaForward::host_routes(int layer, int* ids, float* weights) {

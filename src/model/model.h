@@ -98,7 +98,7 @@ class DeviceForward {
   // not measured): against the wall time of a step, what the host adds.
   virtual double last_device_seconds() const { return 0.0; }
   // Expert parallelism (--devices): over the run, the MoE layers' exchanges (dispatch, return, all-gather) as timed
-  // on the device's stream, waits for peers included, and the bytes this rank sent in them. Zero without.
+  // on the device's stream, waits for peers included, and the bytes this rank sent to the others. Zero without.
   struct Exchanges {
     int64_t layers = 0;
     double seconds = 0.0;
