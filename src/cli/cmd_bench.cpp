@@ -135,7 +135,10 @@ int run(const BenchFlags& f) {
   // The ceiling: a streaming read of RAM on the CPU; a device-to-device copy of 2 GiB (read + written) on CUDA.
   const bool cuda = model->device_forward() != nullptr;
   std::vector<float> buf(cuda ? 0 : (size_t(1) << 30) / sizeof(float), 1.0f);
-  const int device = cuda ? parse_device(f.model.device) : -1;  // the ceilings of the device the forward runs on
+  // The ceilings of the device the forward runs on: with --devices, this rank's.
+  const int device = !cuda                     ? -1
+                     : f.model.devices.empty() ? parse_device(f.model.device)
+                                               : check_devices_flags(f.model)[size_t(std::max(f.model.ep_rank, 0))];
   auto ceiling = [&] { return cuda ? cuda_device_copy_gbs(device, size_t(1) << 31) : read_bandwidth(buf); };
   ceiling();  // warm
 
@@ -243,6 +246,7 @@ void add_bench(CLI::App& app, int* status) {
   auto f = std::make_shared<BenchFlags>();
   CLI::App* cmd = app.add_subcommand("bench", "Measure prefill and decode speed against the read bandwidth");
   add_model_flags(cmd, &f->model);
+  add_devices_flags(cmd, &f->model);
   cmd->add_option("--prompt-tokens", f->prompt_tokens, "prompt length (random ids)")->check(CLI::PositiveNumber);
   cmd->add_option("-n,--decode-tokens", f->decode_tokens, "tokens to decode")->check(CLI::PositiveNumber);
   cmd->add_option("--repeats", f->repeats, "repeats; medians are reported")->check(CLI::PositiveNumber);

@@ -118,6 +118,7 @@ void add_run(CLI::App& app, int* status) {
   auto f = std::make_shared<RunFlags>();
   CLI::App* cmd = app.add_subcommand("run", "Generate a continuation of a prompt");
   add_model_flags(cmd, &f->model);
+  add_devices_flags(cmd, &f->model);
   cmd->add_option("-p,--prompt", f->prompt, "prompt text");
   cmd->add_option("--ids", f->ids, "prompt as comma-separated token ids");
   cmd->add_flag("--chat", f->chat, "wrap the prompt as a user message in the model's chat template");

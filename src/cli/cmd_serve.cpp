@@ -38,6 +38,12 @@ int run(ServeFlags f) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  if (!f.model.devices.empty()) {
+    check_devices_flags(f.model);  // the flag's own errors first
+    fail(
+        "serve --devices: not yet: only rank 0 would hear the requests, and the other ranks need each step's rows "
+        "(docs/expert-parallel.md); use run or bench");
+  }
   f.server.max_body = size_t(parse_byte_size(f.max_body, "--max-body"));
   f.server.max_context = f.model.ctx;
   if (f.server.model_id.empty()) f.server.model_id = folder_name(model_dir(f.model));
@@ -64,6 +70,7 @@ void add_serve(CLI::App& app, int* status) {
   auto f = std::make_shared<ServeFlags>();
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching");
   add_model_flags(cmd, &f->model);
+  add_devices_flags(cmd, &f->model);
   serve::ServerOptions& s = f->server;
   cmd->add_option("--host", s.host, "address to listen on (loopback unless told otherwise)")->capture_default_str();
   cmd->add_option("--port", s.port, "port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));

@@ -24,19 +24,39 @@ struct ModelFlags {
   int expert_slots = 0;
   std::string expert_policy = "lru";
   std::string route_trace;      // --route-trace FILE: chosen experts per token and layer (docs/formats/route-trace.md)
-  std::string device = "cpu";   // --device cpu | cuda | cuda:N
+  std::string device;           // --device cpu | cuda | cuda:N; empty: not given (the CPU)
   std::string vram_budget;      // --vram-budget SIZE: VRAM for routed experts (--device cuda)
   std::string route_replay;     // --route-replay FILE: routes taken from a trace instead of the router (measuring)
   std::string prefetch_replay;  // --prefetch-replay FILE: next-layer guesses from a prediction file (measuring)
   int prefetch_width = 0;       // --prefetch-width N: next-layer prefetch (streamed experts, or a VRAM cache)
   bool no_cuda_graph = false;   // --no-cuda-graph: batch-1 decode launched op by op (--device cuda)
   std::string cpu_dot;          // --cpu-dot auto | float | int8 (ops/matmul.h); empty: SEEDLING_CPU_DOT, else auto
+  // Expert parallelism (run, bench, serve; cli/expert_parallel.cpp): --devices cuda:0,cuda:1,... and the route trace
+  // whose expert counts balance the placement; the rank and meeting file the launcher gives each rank process.
+  std::string devices;
+  std::string placement_trace;
+  int ep_rank = -1;
+  std::string ep_id;
 };
 void add_model_flags(CLI::App* cmd, ModelFlags* f);
 // Sets the thread count, loads the model named by -m (or the default model) and places its experts.
 std::unique_ptr<Model> load_model(const ModelFlags& f);
-// --device: "cpu" -> -1, "cuda" -> 0, "cuda:N" -> N; anything else is an Error naming the flag.
+// --device: "cpu" (or not given) -> -1, "cuda" -> 0, "cuda:N" -> N; anything else is an Error naming the flag.
 int parse_device(const std::string& text);
+// --devices and its companions on run, bench and serve (cli/expert_parallel.cpp).
+void add_devices_flags(CLI::App* cmd, ModelFlags* f);
+// The checks of --devices that need no device (the list, no --device beside it); the device indices.
+std::vector<int> check_devices_flags(const ModelFlags& f);
+// The model of an expert-parallel run: in the process the user started, launches one rank process per device and
+// throws RanksFinished with their status; in a rank, joins the others and loads the model with its experts.
+std::unique_ptr<Model> load_expert_parallel(const ModelFlags& f);
+// Thrown by the launcher when its ranks have finished: main returns `status` without running the command further.
+struct RanksFinished {
+  int status = 0;
+};
+// The command line as main received it, for the launcher to run again per rank.
+void set_command_line(int argc, char** argv);
+
 // At the end of a command: closes the route trace and prints the expert statistics (hits, reads, latency) for
 // `tokens` processed tokens on stderr.
 void finish_model(Model& model, int64_t tokens);

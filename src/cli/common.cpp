@@ -37,7 +37,7 @@ void add_model_flags(CLI::App* cmd, ModelFlags* f) {
   cmd->add_option("--expert-policy", f->expert_policy, "slot eviction of the RAM and VRAM expert caches: lru or lfu")
       ->capture_default_str();
   cmd->add_option("--route-trace", f->route_trace, "write the chosen experts per token and layer to FILE (CSV)");
-  cmd->add_option("--device", f->device, "where the forward runs: cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--device", f->device, "where the forward runs: cpu (default), cuda or cuda:N");
   cmd->add_option("--vram-budget", f->vram_budget,
                   "VRAM for routed experts, e.g. 8G (--device cuda; default: all when they fit, else what is free)");
   cmd->add_option(
@@ -65,7 +65,7 @@ void add_model_flags(CLI::App* cmd, ModelFlags* f) {
 }
 
 int parse_device(const std::string& text) {
-  if (text == "cpu") return -1;
+  if (text == "cpu" || text.empty()) return -1;
   if (text == "cuda") return 0;
   if (text.rfind("cuda:", 0) == 0 && text.size() > 5 && text.size() < 9 &&
       text.find_first_not_of("0123456789", 5) == std::string::npos) {
@@ -81,6 +81,7 @@ std::string model_dir(const ModelFlags& f) {
 }
 
 std::unique_ptr<Model> load_model(const ModelFlags& f) {
+  if (!f.devices.empty()) return load_expert_parallel(f);
   if (f.threads > 0) ThreadPool::set_global_threads(f.threads);
   if (!f.cpu_dot.empty()) {
     ops::set_cpu_dot(f.cpu_dot == "int8"    ? ops::CpuDot::Int8

@@ -131,6 +131,14 @@ void finish_model(Model& model, int64_t tokens) {
   std::fputs(stats.c_str(), stderr);
   if (const DeviceForward* d = model.device_forward()) {
     std::fputs(format_expert_stats(d->expert_stats(), "vram", tokens).c_str(), stderr);
+    const DeviceForward::Exchanges x = d->exchanges();
+    if (x.layers > 0) {  // --devices: the all-to-all time per MoE layer, to hold against nccl-tests' bandwidth
+      std::fprintf(stderr,
+                   "exchanges: %lld MoE layers, %.3f ms a layer on the stream (dispatch + return + all-gather, "
+                   "waits included), %.3f GB sent, %.2f GB/s\n",
+                   (long long)x.layers, x.seconds * 1e3 / double(x.layers), double(x.bytes_sent) / 1e9,
+                   x.seconds > 0 ? double(x.bytes_sent) / x.seconds / 1e9 : 0.0);
+    }
   }
   std::fprintf(stderr, "memory: peak RSS (VmHWM) %.3f GB\n", double(peak_rss_bytes()) / 1e9);
 }

@@ -23,8 +23,11 @@ int main(int argc, char** argv) {
   seedling::cli::add_cache_sim(app, &status);
   seedling::cli::add_imatrix(app, &status);
   seedling::cli::add_serve(app, &status);
+  seedling::cli::set_command_line(argc, argv);
   try {
-    app.parse(argc, argv);  // the chosen subcommand runs inside parse, as its callback
+    app.parse(argc, argv);                              // the chosen subcommand runs inside parse, as its callback
+  } catch (const seedling::cli::RanksFinished& done) {  // --devices: this process launched the ranks
+    return done.status;
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 1;
   } catch (const seedling::Error& e) {

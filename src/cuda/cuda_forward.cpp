@@ -20,6 +20,8 @@
 #include "cuda/mla_forward.h"
 #include "cuda/vram_experts.h"
 #include "kv/kv_layout.h"
+#include "parallel/dispatch.h"
+#include "parallel/ep_moe.h"
 
 namespace seedling {
 
@@ -108,6 +110,7 @@ class CudaForward final : public DeviceForward {
   double last_device_seconds() const override { return device_seconds_; }
   void allocate(KvCache& kv) override { device_kv(kv); }
   ExpertStats expert_stats() const override { return experts_ ? experts_->stats() : ExpertStats{}; }
+  Exchanges exchanges() const override { return exchanges_; }
   void set_route_source(RouteSource* s) override { route_source_ = s; }
   void set_route_observer(RouteObserver* o) override { route_observer_ = o; }
 
@@ -132,6 +135,8 @@ class CudaForward final : public DeviceForward {
   void attention(int layer, float* x, float* xn);
   void mla_attention(int layer, float* x, float* xn);  // cuda/mla_forward.h
   void moe(int layer, float* x, float* xn);
+  // Expert parallelism (--devices): the routed sum with this rank's experts and the others' over the transport.
+  void moe_expert_parallel(int layer, float* x, const float* xn, const int* ids, const float* weights);
   void shared_expert(int layer, float* x, const float* xn);
   // Next-layer prefetch (CudaForwardOptions::prefetch_width): guess() enqueues the guess for `layer` from the
   // residual x entering it, prefetch() (after the attention is enqueued) waits for it and starts the copies.
@@ -190,6 +195,17 @@ class CudaForward final : public DeviceForward {
   RouteSource* route_source_ = nullptr;
   RouteObserver* route_observer_ = nullptr;
   int prefetch_width_ = 0;
+  // Expert parallelism (CudaForwardOptions::placement): this rank's share of the experts and its peers; the index
+  // lists of a layer's gathers (pinned, one upload) and its exchange buffers.
+  std::shared_ptr<const ExpertPlacement> placement_;
+  Transport* transport_ = nullptr;
+  PinnedScratch ep_index_host_;
+  // Events around each exchange of a forward (pairs, reused), read once the forward has synchronised.
+  std::vector<cudaEvent_t> ep_events_;
+  size_t ep_events_used_ = 0;
+  Exchanges exchanges_;
+  cudaEvent_t ep_event();
+  DeviceScratch s_ep_index_, s_ep_send_, s_ep_recv_, s_ep_pairs_, s_ep_out_, s_ep_back_;
 
   // Decode as one CUDA graph (batch 1, every expert resident): the graph reads token, position and cache row from
   // the batch description in device memory, and decode attention sizes its splits from the cache's capacity read
@@ -295,6 +311,13 @@ CudaForward::CudaForward(Model& model, const CudaForwardOptions& o)
   size_t free_b = 0, total_b = 0;
   check(cudaMemGetInfo(&free_b, &total_b), "reading free VRAM");
   experts_ = std::make_unique<cuda::VramExperts>(model, o, free_b, stream_);
+  if (o.placement != nullptr) {
+    if (o.transport == nullptr) fail("expert parallelism: a placement without a transport");
+    if (o.prefetch_width > 0) fail("--prefetch-width does not run with --devices yet");
+    placement_ = o.placement;
+    transport_ = o.transport;
+    transport_->set_stream(stream_);  // exchanges in order with the kernels around them
+  }
   if (o.prefetch_width > 0) {
     if (o.prefetch_width > c_.num_experts) {
       fail("--prefetch-width {}: the model has {} experts a layer", o.prefetch_width, c_.num_experts);
@@ -314,6 +337,7 @@ CudaForward::~CudaForward() {
   if (stream_) cudaStreamSynchronize(stream_);
   if (graph_) cudaGraphExecDestroy(graph_);
   if (guessed_) cudaEventDestroy(guessed_);
+  for (cudaEvent_t e : ep_events_) cudaEventDestroy(e);
   for (cudaEvent_t e : span_) {
     if (e) cudaEventDestroy(e);
   }
@@ -442,7 +466,7 @@ void CudaForward::forward(std::span<const BatchRow> rows, float* logits) {
   decode_rows_ = int64_t(decode.size());
   const int64_t W = int64_t(wanted.size());
   const bool graphed = graphs_ && M == 1 && decode_rows_ == 1 && W == 1 && experts_->resident() &&
-                       route_source_ == nullptr && route_observer_ == nullptr;
+                       route_source_ == nullptr && route_observer_ == nullptr && transport_ == nullptr;
   // One upload of the batch description.
   auto align = [](size_t n) { return (n + 15) / 16 * 16; };
   const size_t o_pos = align(tokens.size() * 4), o_kv = o_pos + align(pos.size() * 4),
@@ -520,6 +544,20 @@ void CudaForward::forward(std::span<const BatchRow> rows, float* logits) {
   float ms = 0.0f;
   check(cudaEventElapsedTime(&ms, span_[0], span_[1]), "timing the forward");
   device_seconds_ = double(ms) / 1e3;
+  for (size_t i = 0; i + 1 < ep_events_used_; i += 2) {
+    check(cudaEventElapsedTime(&ms, ep_events_[i], ep_events_[i + 1]), "timing an exchange");
+    exchanges_.seconds += double(ms) / 1e3;
+  }
+  ep_events_used_ = 0;
+}
+
+cudaEvent_t CudaForward::ep_event() {
+  if (ep_events_used_ == ep_events_.size()) {
+    cudaEvent_t e = nullptr;
+    check(cudaEventCreate(&e), "creating an exchange timing event");
+    ep_events_.push_back(e);
+  }
+  return ep_events_[ep_events_used_++];
 }
 
 // Every buffer a batch-1 decode's launches name: a graph captured with them stays valid while they are unchanged.
@@ -740,6 +778,7 @@ void CudaForward::moe(int layer, float* x, float* xn) {
                        weights, stream_);
   }
   if (route_source_ != nullptr || route_observer_ != nullptr) host_routes(layer, ids, weights);
+  if (transport_ != nullptr) return moe_expert_parallel(layer, x, xn, ids, weights);
   const cuda::ExpertLayout& el = experts_->layout();
   const cuda::ExpertMath& em = lw.expert_math;
   // One pass over every chosen expert: down products and combine in one launch. Several passes (a VRAM cache
@@ -782,6 +821,83 @@ void CudaForward::moe(int layer, float* x, float* xn) {
   used.erase(std::unique(used.begin(), used.end()), used.end());
   experts_->run_layer(layer, used, run);
   if (eout != nullptr) cuda::moe_combine(eout, weights, M, K, H, x, stream_);  // x += sum_s w_s * expert_s
+}
+
+// parallel/ep_moe.h's steps with device buffers, every exchange on stream_ in order with the kernels: the routes to
+// the host (the one wait), the layer's plans from them (replicated_exchange: every rank has every route), this
+// rank's shard of the rows gathered and sent to the owners of their experts, this rank's experts on the pairs it
+// received (each pair a row with one slot, on the kernels the single-GPU path takes for a batch of M rows), the
+// outputs back, the shard's rows combined in slot order by the single-GPU combine, and every shard to every rank.
+void CudaForward::moe_expert_parallel(int layer, float* x, const float* xn, const int* ids, const float* weights) {
+  const Layer& lw = layers_[size_t(layer)];
+  const int64_t M = m_, H = c_.hidden_size, I = c_.moe_intermediate_size;
+  const int E = c_.num_experts, K = c_.experts_per_token;
+  Transport& t = *transport_;
+  ids_host_.resize(size_t(M * K));
+  check(cudaMemcpyAsync(ids_host_.data(), ids, size_t(M * K) * sizeof(int), cudaMemcpyDeviceToHost, stream_),
+        "copying the routes back");
+  check(cudaStreamSynchronize(stream_), "the router");  // also: the last layer's uploads from ep_index_host_ are done
+  const ReplicatedExchange ex = replicated_exchange(M, K, ids_host_, *placement_, layer, t.rank());
+  const DispatchPlan& plan = ex.plan;
+  const int64_t m = ex.shard.end - ex.shard.begin, sent = int64_t(plan.send_row.size());
+  const int64_t P = int64_t(ex.pairs.pair_row.size()), back_rows = plan.return_offset.back();
+  int64_t received = 0;
+  for (int64_t n : ex.recv_rows) received += n;
+  // One upload of the gathers' indices: rows to send, the received row of each pair, each pair's expert, and where
+  // each (row, slot) of the shard finds its output among those returned.
+  const size_t n_index = size_t(sent + 2 * P + m * K);
+  int* hi = reinterpret_cast<int*>(ep_index_host_.get(std::max<size_t>(n_index, 1) * sizeof(int)));
+  for (int64_t r = 0; r < sent; ++r) hi[r] = int(ex.shard.begin + plan.send_row[size_t(r)]);
+  for (int64_t j = 0; j < P; ++j) hi[sent + j] = int(ex.pairs.pair_row[size_t(j)]);
+  for (int64_t j = 0; j < P; ++j) hi[sent + P + j] = ex.pairs.pair_expert[size_t(j)];
+  for (int64_t j = 0; j < m * K; ++j) hi[sent + 2 * P + j] = int(plan.pair_index[size_t(j)]);
+  int* d_index = s_ep_index_.get<int>(std::max<size_t>(n_index, 1));
+  check(cudaMemcpyAsync(d_index, hi, n_index * sizeof(int), cudaMemcpyHostToDevice, stream_), "uploading indices");
+  const int *send_index = d_index, *pair_row = d_index + sent, *pair_expert = d_index + sent + P,
+            *combine_index = d_index + sent + 2 * P;
+  // Dispatch.
+  float* send = s_ep_send_.get<float>(size_t(std::max<int64_t>(sent, 1) * H));
+  float* recv = s_ep_recv_.get<float>(size_t(std::max<int64_t>(received, 1) * H));
+  if (sent > 0) cuda::gather_rows(xn, send_index, sent, H, send, stream_);
+  check(cudaEventRecord(ep_event(), stream_), "timing the dispatch");
+  all_to_all_rows(t, send, plan.send_counts(), recv, ex.recv_rows, H);
+  check(cudaEventRecord(ep_event(), stream_), "timing the dispatch");
+  // This rank's experts. The tensor cores or not as the single GPU decides for this batch, so the bits match.
+  const cuda::ExpertLayout& el = experts_->layout();
+  const cuda::ExpertMath& em = lw.expert_math;
+  const uint8_t* const* table = experts_->table(layer);
+  float* out = s_ep_out_.get<float>(size_t(std::max<int64_t>(P, 1) * H));
+  if (P > 0) {
+    float* xp = s_ep_pairs_.get<float>(size_t(P * H));
+    float* act = s_act_.get<float>(size_t(P * I));
+    cuda::gather_rows(recv, pair_row, P, H, xp, stream_);
+    if (!float32_ && on_tensor_cores(M, el.gate_up) && on_tensor_cores(M, el.down)) {
+      void* bucket = s_bucket_.get<uint8_t>(cuda::expert_gemm_scratch_bytes(P, 1, E, el));
+      cuda::expert_gemms_tc(xp, P, 1, pair_expert, table, E, el, act, out, bucket, stream_, em);
+    } else {
+      cuda::expert_gate_up(xp, P, 1, pair_expert, table, E, el, act, stream_, em);
+      cuda::expert_down(act, P, pair_expert, table, el, out, stream_, em);
+    }
+  }
+  // Return, combine, all-gather.
+  float* back = s_ep_back_.get<float>(size_t(std::max<int64_t>(back_rows, 1) * H));
+  check(cudaEventRecord(ep_event(), stream_), "timing the return");
+  all_to_all_rows(t, out, ex.pairs.return_counts(), back, plan.return_counts(), H);
+  check(cudaEventRecord(ep_event(), stream_), "timing the return");
+  if (m > 0) {
+    float* eout = s_eout_.get<float>(size_t(m * K * H));
+    cuda::gather_rows(back, combine_index, m * K, H, eout, stream_);
+    cuda::moe_combine(eout, weights + ex.shard.begin * K, m, K, H, x + ex.shard.begin * H, stream_);
+  }
+  check(cudaEventRecord(ep_event(), stream_), "timing the all-gather");
+  all_gather_shards(t, x, M, H);
+  check(cudaEventRecord(ep_event(), stream_), "timing the all-gather");
+  exchanges_.layers += 1;
+  // Rows to the other ranks (what a rank sends itself is a copy on its own GPU).
+  const int self = t.rank();
+  const int64_t rows_out =
+      sent - plan.send_counts()[size_t(self)] + P - ex.pairs.return_counts()[size_t(self)] + m * (t.ranks() - 1);
+  exchanges_.bytes_sent += uint64_t(rows_out) * uint64_t(H) * sizeof(float);
 }
 
 void CudaForward::host_routes(int layer, int* ids, float* weights) {

@@ -152,4 +152,27 @@ void use_cuda_forward(Model& model, const CudaForwardOptions& options) {
 #endif
 }
 
+void use_cuda_expert_parallel(Model& model, const CudaForwardOptions& options,
+                              std::shared_ptr<const ExpertPlacement> placement, Transport& transport) {
+  CudaForwardOptions o = options;
+  o.placement = std::move(placement);
+  o.transport = &transport;
+  use_cuda_forward(model, o);
+}
+
+#ifndef SEEDLING_HAVE_CUDA
+// Without CUDA there is no NCCL transport (cuda/nccl_transport.cpp is built with the backend only).
+std::vector<uint8_t> nccl_unique_id() {
+  fail("--devices: {}", cuda_devices().why_none);
+}
+
+size_t nccl_unique_id_bytes() {
+  return 128;
+}
+
+std::unique_ptr<Transport> nccl_transport(int, int, int, std::span<const uint8_t>, void*) {
+  fail("--devices: {}", cuda_devices().why_none);
+}
+#endif
+
 }  // namespace seedling

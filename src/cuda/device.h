@@ -6,11 +6,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "experts/slot_cache.h"
 #include "model/model.h"
+#include "parallel/placement.h"
+#include "parallel/transport.h"
 
 namespace seedling {
 
@@ -46,6 +50,10 @@ struct CudaForwardOptions {
   // attention runs. 0: off. Needs the cache fed from pinned host memory (an Error otherwise, and with every expert
   // resident there is nothing to fetch).
   int prefetch_width = 0;
+  // Expert parallelism (use_cuda_expert_parallel): the experts of this rank (transport->rank()) are those the
+  // placement gives it, all in VRAM; the other ranks run theirs. Null: every expert here.
+  std::shared_ptr<const ExpertPlacement> placement;
+  Transport* transport = nullptr;
 };
 
 // Ceilings for benchmarks, measured now on `device` with CUDA events (median of 5 after a warm-up):
@@ -61,6 +69,22 @@ double cuda_pinned_upload_gbs(int device, size_t bytes);
 // steps to measure, then its report ("" in other builds).
 void cuda_stage_clock_reset();
 std::string cuda_stage_clock_report();
+
+// Expert parallelism over NCCL (cuda/nccl_transport.cpp), libnccl.so.2 loaded at run time; each an Error naming
+// the library when it cannot be loaded, or saying the build has no CUDA. NCCL_NVLS_ENABLE is set to 0 first.
+// A new unique id (nccl_unique_id_bytes() bytes) for the ranks to meet by; made by the launcher, read by each rank.
+std::vector<uint8_t> nccl_unique_id();
+size_t nccl_unique_id_bytes();
+// Joins rank `rank` of `ranks` on `device` (blocks until all have joined); its exchanges run on `stream` (a
+// cudaStream_t; null: the default stream) over device memory.
+std::unique_ptr<Transport> nccl_transport(int device, int rank, int ranks, std::span<const uint8_t> id,
+                                          void* stream = nullptr);
+
+// Expert parallelism (--devices): puts the model's forward on options.device holding only the routed experts
+// `placement` gives `transport`'s rank, every MoE layer's routed sum exchanged with the other ranks through it
+// (docs/expert-parallel.md); an Error naming what is missing otherwise.
+void use_cuda_expert_parallel(Model& model, const CudaForwardOptions& options,
+                              std::shared_ptr<const ExpertPlacement> placement, Transport& transport);
 
 // Puts the model's forward on a CUDA device (cuda/cuda_forward.h): an Error naming the reason when there is none.
 void use_cuda_forward(Model& model, const CudaForwardOptions& options);

@@ -84,7 +84,15 @@ VramExperts::VramExperts(Model& model, const CudaForwardOptions& o, uint64_t fre
            kernel_codec_names());
     }
   }
-  const uint64_t total = uint64_t(moe_layers) * uint64_t(c.num_experts) * layout_.bytes;
+  // Expert parallelism: only this rank's experts, every one in VRAM (a VRAM cache per rank is not built yet).
+  const ExpertPlacement* placement = o.placement.get();
+  const int rank = o.transport != nullptr ? o.transport->rank() : 0;
+  const auto here = [&](int l, int e) { return placement == nullptr || placement->owner_of(l, e) == rank; };
+  uint64_t held = 0;
+  for (int l = 0; l < c.num_layers; ++l) {
+    for (int e = 0; layer_index_[size_t(l)] >= 0 && e < c.num_experts; ++e) held += here(l, e) ? 1 : 0;
+  }
+  const uint64_t total = held * layout_.bytes;
   const uint64_t minimum = uint64_t(c.experts_per_token) * layout_.bytes;
   const uint64_t reserve = (uint64_t(1) << 30) + free_bytes / 20;  // KV caches and activations
   // Where a cache's misses come from: the streamed provider (three tiers) when the model has one, i.e. when a RAM
@@ -131,6 +139,12 @@ VramExperts::VramExperts(Model& model, const CudaForwardOptions& o, uint64_t fre
                    resident_ ? "" : "; ", resident_ ? "" : source.c_str());
     }
   }
+  if (placement != nullptr && !resident_) {
+    fail(
+        "--devices: rank {}'s {:.3f} GB of experts do not fit its VRAM; with --devices every expert must be in VRAM "
+        "(no VRAM cache per rank yet): add GPUs, or free VRAM",
+        rank, gb(total));
+  }
   const size_t table_entries = size_t(c.num_layers) * size_t(c.num_experts);
   if (rearranged_on_device(packed_))
     check(cudaMalloc(&vram_staging_, packed_.bytes), "allocating an expert staging blob");
@@ -139,11 +153,13 @@ VramExperts::VramExperts(Model& model, const CudaForwardOptions& o, uint64_t fre
     check(cudaMalloc(&tables_dev_, table_entries * sizeof(void*)), "allocating the expert tables");
     std::vector<const uint8_t*> tables(table_entries, nullptr);
     std::vector<uint8_t> packed(packed_.bytes);
+    size_t next = 0;  // blobs in (layer, expert) order; another rank's experts have null table entries
     for (int l = 0; l < c.num_layers; ++l) {
       const int li = layer_index_[size_t(l)];
       if (li < 0) continue;
       for (int e = 0; e < c.num_experts; ++e) {
-        uint8_t* blob = vram_ + (size_t(li) * size_t(c.num_experts) + size_t(e)) * layout_.bytes;
+        if (!here(l, e)) continue;
+        uint8_t* blob = vram_ + next++ * layout_.bytes;
         fetch_expert_blob(provider, l, e, packed_, packed.data());
         land(blob, packed.data(), nullptr);
         check(cudaStreamSynchronize(nullptr), "copying an expert to VRAM");  // `packed` is refilled next

@@ -233,17 +233,44 @@ void Model::guess_experts(int layer, int64_t M, const float* x) {
 }
 
 void Model::moe(int layer, int64_t M, const float* xn, float* out) {
+  const int K = config_.experts_per_token;
+  const int64_t H = config_.hidden_size;
+  std::vector<int> chosen(size_t(M * K));
+  std::vector<float> weight(size_t(M * K));
+  route(layer, M, xn, chosen.data(), weight.data());
+  if (routed_sum_ != nullptr) {
+    routed_sum_->routed_sum(layer, M, xn, chosen.data(), weight.data(), out);  // the experts on other ranks
+  } else {
+    // The buffer outlives the call (this thread's, reused): a prompt's is tens of MB, which a fresh allocation
+    // would map, fault in and zero again in every layer.
+    thread_local std::vector<float> expert_out_buffer;
+    std::vector<float>& expert_out = expert_out_buffer;  // (M, K, H)
+    if (expert_out.size() < size_t(M * K * H)) expert_out.resize(size_t(M * K * H));
+    std::vector<int64_t> pair_row(size_t(M * K));
+    for (int64_t j = 0; j < M * K; ++j) pair_row[size_t(j)] = j / K;
+    expert_outputs(layer, pair_row, chosen, xn, expert_out.data());
+    combine_expert_outputs(M, K, H, weight.data(), expert_out.data(), nullptr, out);
+  }
+  add_shared_expert(layer, M, xn, out);
+}
+
+void Model::expert_outputs(int layer, std::span<const int64_t> pair_row, std::span<const int> pair_expert,
+                           const float* xn, float* out) {
   const ModelConfig& c = config_;
   const LayerWeights& lw = w_.layers[size_t(layer)];
   const FfnPlan& plan = c.plan(layer).ffn;
   const int E = c.num_experts, K = c.experts_per_token;
   const int64_t H = c.hidden_size, I = plan.width;
-  std::vector<int> chosen(size_t(M * K));
-  std::vector<float> weight(size_t(M * K));
-  route(layer, M, xn, chosen.data(), weight.data());
-  // Rows grouped by expert, so each chosen expert is fetched once per batch and runs as one matrix product.
-  std::vector<std::vector<int64_t>> slots_of(static_cast<size_t>(E));  // expert -> indices into chosen (i * K + s)
-  for (int64_t j = 0; j < M * K; ++j) slots_of[size_t(chosen[size_t(j)])].push_back(j);
+  const int64_t P = int64_t(pair_row.size());
+  if (pair_expert.size() != pair_row.size()) fail("expert_outputs: {} rows for {} experts", P, pair_expert.size());
+  if (P == 0) return;  // an expert-parallel rank that was sent nothing
+  // Pairs grouped by expert, so each chosen expert is fetched once per batch and runs as one matrix product.
+  std::vector<std::vector<int64_t>> slots_of(static_cast<size_t>(E));  // expert -> indices of its pairs
+  for (int64_t j = 0; j < P; ++j) {
+    const int e = pair_expert[size_t(j)];
+    if (e < 0 || e >= E) fail("expert_outputs: expert {} of layer {} is not one of its {}", e, layer, E);
+    slots_of[size_t(e)].push_back(j);
+  }
   // Tell the provider every expert this batch needs before the first acquire, so a streamed provider has their
   // reads in flight together instead of one miss at a time.
   std::vector<int> used;
@@ -258,12 +285,8 @@ void Model::moe(int layer, int64_t M, const float* xn, float* out) {
     ExpertWeights w;
     std::vector<float> xe, g, u, a, d;
   };
-  // The buffers outlive the call (this thread's, reused): a prompt's are tens of MB, which fresh allocations would
-  // map, fault in and zero again in every layer.
-  thread_local std::vector<float> expert_out_buffer;
+  // The buffers outlive the call (this thread's, reused), as moe's output buffer does.
   thread_local std::vector<Work> work_buffer;
-  std::vector<float>& expert_out = expert_out_buffer;  // (M, K, H)
-  if (expert_out.size() < size_t(M * K * H)) expert_out.resize(size_t(M * K * H));
   const auto start = [&](Work& wk, int e) {  // acquires the expert and sizes its buffers
     wk.e = e;
     wk.n = int64_t(slots_of[size_t(e)].size());
@@ -276,7 +299,8 @@ void Model::moe(int layer, int64_t M, const float* xn, float* out) {
   };
   const auto gather = [&](Work& wk) {  // its rows of xn
     const auto& slots = slots_of[size_t(wk.e)];
-    for (int64_t r = 0; r < wk.n; ++r) std::copy_n(xn + (slots[size_t(r)] / K) * H, H, wk.xe.data() + r * H);
+    for (int64_t r = 0; r < wk.n; ++r)
+      std::copy_n(xn + pair_row[size_t(slots[size_t(r)])] * H, H, wk.xe.data() + r * H);
   };
   // Columns [n0, n1) of every row: gate and up computed, their biases, then the activation into a. Elementwise, so
   // any split of the columns gives the same bits.
@@ -295,12 +319,12 @@ void Model::moe(int layer, int64_t M, const float* xn, float* out) {
       }
     }
   };
-  const auto finish = [&](Work& wk, int64_t n0, int64_t n1) {  // down's columns [n0, n1): bias, into expert_out
+  const auto finish = [&](Work& wk, int64_t n0, int64_t n1) {  // down's columns [n0, n1): bias, into out
     const auto& slots = slots_of[size_t(wk.e)];
     for (int64_t r = 0; r < wk.n; ++r) {
       float* d = wk.d.data() + r * H + n0;
       if (plan.expert_bias) ops::add_to(d, lw.expert_down_bias.data() + wk.e * H + n0, n1 - n0);
-      std::copy(d, d + (n1 - n0), expert_out.data() + slots[size_t(r)] * H + n0);
+      std::copy(d, d + (n1 - n0), out + slots[size_t(r)] * H + n0);
     }
   };
   // At most k experts held at once (a slot budget is at least k): a decode row's all, a prompt's in groups of k.
@@ -369,18 +393,31 @@ void Model::moe(int layer, int64_t M, const float* xn, float* out) {
     }
     for (size_t j = 0; j < count; ++j) experts_->release(layer, work[j].e);
   }
-  // Combine in each row's own slot order, so a row's sum never depends on the other rows of the batch.
+}
+
+void combine_expert_outputs(int64_t M, int K, int64_t H, const float* weight, const float* outputs,
+                            const int64_t* pair_index, float* out) {
+  // Each row's own slot order, so a row's sum never depends on the other rows of the batch, nor on where its
+  // experts ran.
   ThreadPool::global().parallel_for(size_t(M), 8, [&](size_t i0, size_t i1) {
     for (size_t i = i0; i < i1; ++i) {
       float* o = out + int64_t(i) * H;
       std::fill(o, o + H, 0.0f);
       for (int s = 0; s < K; ++s) {
-        const float w = weight[i * size_t(K) + size_t(s)];
-        const float* src = expert_out.data() + (int64_t(i) * K + s) * H;
+        const size_t j = i * size_t(K) + size_t(s);
+        const float w = weight[j];
+        const float* src = outputs + (pair_index != nullptr ? pair_index[j] : int64_t(j)) * H;
         for (int64_t h = 0; h < H; ++h) o[h] = o[h] + w * src[h];
       }
     }
   });
+}
+
+void Model::add_shared_expert(int layer, int64_t M, const float* xn, float* out) {
+  const ModelConfig& c = config_;
+  const LayerWeights& lw = w_.layers[size_t(layer)];
+  const FfnPlan& plan = c.plan(layer).ffn;
+  const int64_t H = c.hidden_size;
   if (plan.shared_width == 0) return;
   // The shared expert, always on, added to the routed sum (times sigmoid(shared_expert_gate . x) where gated).
   std::vector<float> shared(static_cast<size_t>(M * H)), gate(static_cast<size_t>(M));

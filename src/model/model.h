@@ -100,11 +100,30 @@ class DeviceForward {
   // Allocates the sequence's copy on the device (its rows at kv's capacity, its recurrent state) now, which its next
   // forward would otherwise do: so that `bench` can measure what a sequence takes (Engine::reserve).
   virtual void allocate(KvCache& kv) { (void)kv; }
+  // Expert parallelism (--devices): over the run, the MoE layers' exchanges (dispatch, return, all-gather) as timed
+  // on the device's stream, waits for peers included, and the bytes this rank sent to the others. Zero without.
+  struct Exchanges {
+    int64_t layers = 0;
+    double seconds = 0.0;
+    uint64_t bytes_sent = 0;
+  };
+  virtual Exchanges exchanges() const { return {}; }
   // Routes to replace the router's (Model::set_route_source hands its source on); null: the router's own.
   virtual void set_route_source(RouteSource* s) = 0;
   // Sees each row's route after any replay, as the CPU's MoE block reports it (Model::set_route_observer hands its
   // observer on); null: none. Never changes a logit.
   virtual void set_route_observer(RouteObserver* o) = 0;
+};
+
+// Where a MoE layer's routed sum is computed when not here (expert parallelism, parallel/ep_moe.h): given the
+// layer's normalised rows and their routes, it writes out[i] = sum over s of weight[i][s] * expert(xn[i]) in the
+// row's slot order, the bits of the single-device sum (combine_expert_outputs), wherever the experts ran.
+class RoutedSum {
+ public:
+  virtual ~RoutedSum() = default;
+  // xn (M, H); chosen and weight (M, K) as the router left them; out (M, H).
+  virtual void routed_sum(int layer, int64_t M, const float* xn, const int* chosen, const float* weight,
+                          float* out) = 0;
 };
 
 class Model {
@@ -153,10 +172,22 @@ class Model {
   }
   DeviceForward* device_forward() const { return device_.get(); }
 
+  // Hands every MoE layer's routed sum to `s` (expert parallelism); null: computed here. The router, the shared
+  // expert and everything else stay here.
+  void set_routed_sum(RoutedSum* s) { routed_sum_ = s; }
+
+  // The routed experts of `layer` on pairs: out[j] (H floats) = expert pair_expert[j] applied to row pair_row[j] of
+  // xn (biases and activation included, not weighted). What moe computes for its M * K pairs, and an
+  // expert-parallel rank for the pairs sent to it: each output's bits depend on its row and expert alone.
+  void expert_outputs(int layer, std::span<const int64_t> pair_row, std::span<const int> pair_expert, const float* xn,
+                      float* out);
+
   // Runs the rows (several sequences may share a batch; rows of one sequence come in position order). Writes the
   // logits of the rows with want_logits, in row order, into `logits` ([wanted x V]).
   void forward(std::span<const BatchRow> rows, float* logits);
 
+  // Stored bytes of one routed expert (gate + up + down), 0 without experts.
+  int64_t expert_bytes() const { return expert_bytes_; }
   // Parameter counts and bytes per decoded token at the stored codecs.
   struct Sizes {
     int64_t total_params = 0;
@@ -170,6 +201,7 @@ class Model {
   void attention(int layer, std::span<const BatchRow> rows, const float* xn, float* out);
   void mla_attention(int layer, std::span<const BatchRow> rows, const float* xn, float* out);  // model/mla.cpp
   void moe(int layer, int64_t m, const float* xn, float* out);
+  void add_shared_expert(int layer, int64_t m, const float* xn, float* out);  // out += the shared expert, if any
   void route(int layer, int64_t m, const float* xn, int* chosen, float* weight);
   void guess_experts(int layer, int64_t m, const float* x);  // set_prefetch_width's guess for `layer`
   void dense_mlp(int layer, int64_t m, const float* xn, float* out);
@@ -187,6 +219,7 @@ class Model {
   ops::Rope rope_;
   RouteObserver* observer_ = nullptr;
   RouteSource* route_source_ = nullptr;
+  RoutedSum* routed_sum_ = nullptr;
   ActivationObserver* activation_observer_ = nullptr;
   int prefetch_width_ = 0;
   // After the weights, so destroyed before them: it copied from them.
@@ -197,6 +230,12 @@ class Model {
   // interleaved), rearranged once at load (model/expert_parts.h).
   std::vector<std::vector<uint8_t>> rearranged_;
 };
+
+// out[i] = sum over s in 0..K of weight[i * K + s] * outputs[p * H], p = pair_index[i * K + s] (i * K + s when
+// pair_index is null), summed in slot order from 0: the MoE block's combine, one order for every row whatever the
+// batch or where its experts ran. weight (M, K); out (M, H).
+void combine_expert_outputs(int64_t M, int K, int64_t H, const float* weight, const float* outputs,
+                            const int64_t* pair_index, float* out);
 
 // The JSON of a file; an Error naming it when it cannot be read or is not JSON.
 nlohmann::json read_json_file(const std::filesystem::path& path);

@@ -21,7 +21,26 @@ expect_error "--vram-budget needs --device cuda" logits -m "$m/hf" --ids "$ids" 
 expect_error "--no-cuda-graph needs --device cuda" run -m "$m/hf" --ids "$ids" -n 1 --no-cuda-graph
 echo "ok   bad --device, and --vram-budget or --no-cuda-graph without cuda, refused"
 
+# --devices (expert parallelism, docs/expert-parallel.md): the list's errors on run, bench and serve, before any device
+# is looked for.
+for cmd in "run --ids $ids -n 1" "bench --prompt-tokens 4 -n 1 --repeats 1" "serve --port 0"; do
+  # shellcheck disable=SC2086
+  {
+    expect_error "needs at least 2 devices, 'cuda:0' names 1" $cmd -m "$m/hf" --devices cuda:0
+    expect_error "cuda:1 is named twice in 'cuda:1,cuda:0,cuda:1'" $cmd -m "$m/hf" --devices cuda:1,cuda:0,cuda:1
+    expect_error "'gpu1' is not a CUDA device (expected cuda:N" $cmd -m "$m/hf" --devices cuda:0,gpu1
+    expect_error "an empty entry in 'cuda:0,'" $cmd -m "$m/hf" --devices cuda:0,
+    expect_error "--devices and --device cannot be given together" $cmd -m "$m/hf" --devices cuda:0,cuda:1 --device cpu
+    expect_error "--placement-trace: $tmp/none.csv: no such file" $cmd -m "$m/hf" --devices cuda:0,cuda:1 \
+      --placement-trace "$tmp/none.csv"
+  }
+done
+expect_error "serve --devices: not yet" serve -m "$m/hf" --port 0 --devices cuda:0,cuda:1
+echo "ok   bad --devices lists, and --devices with --device, refused on run, bench and serve"
+
 if grep -q "no cuda: " "$tmp/info"; then
+  expect_error "--devices: no CUDA device: " run -m "$m/hf" --ids "$ids" -n 1 --devices cuda:0,cuda:1
+  echo "ok   --devices without a GPU: one clear error"
   for cmd in "run --ids $ids -n 1" "logits --ids $ids -o $tmp/l" "bench --prompt-tokens 4 -n 1 --repeats 1" \
     "perplexity -f $data/demo/heldout.txt --ctx 16"; do
     # shellcheck disable=SC2086
