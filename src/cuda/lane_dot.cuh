@@ -697,6 +697,11 @@ __device__ __forceinline__ void ggml_group_dot(const uint8_t* const (&wrows)[NW]
 }
 
 // Float codecs: lane l takes units l, l + 32, ... of each weight row (lane_dot's contract).
+//
+// With 16-byte loads (kRawLoads) a lane first loads kInFlight units of every one of the NW rows, then widens and
+// adds them: a matrix-vector product lives on the bytes in flight. The loads are predicated on the row's end, so a
+// row's last partial pass (a bf16 row of 2,880 is 2.8 passes of 4 units a lane) keeps its loads in flight together
+// instead of one load and one round trip per unit. Each accumulator still takes its row's units in increasing order.
 template <CodecId C, int R, bool V, int NW>
 __device__ __forceinline__ void lane_dot_float(const uint8_t* const (&wrows)[NW], int64_t cols,
                                                const float* const (&xs)[NW], int64_t ldx, int rows,
@@ -704,30 +709,39 @@ __device__ __forceinline__ void lane_dot_float(const uint8_t* const (&wrows)[NW]
   constexpr int G = Unit<C>::G;
   const int64_t units = (cols + G - 1) / G, full = cols / G;
   const int lane = threadIdx.x % kWarp;
+  float w[G];
+  int64_t u = lane;
+  if constexpr (kRawLoads<C, V>) {
+    constexpr int kInFlight = NW >= 2 ? 4 : 8;  // units of each row a lane loads before the first is used
+    for (; u < full; u += kInFlight * kWarp) {
+      Raw<C> raw[NW][kInFlight];
 #pragma unroll
-  for (int v = 0; v < NW; ++v) {
-    const uint8_t* wrow = wrows[v];
-    const float* x = xs[v];
-    float w[G];
-    int64_t u = lane;
-    if constexpr (kRawLoads<C, V>) {
-      constexpr int kInFlight = Unit<C>::bytes <= 16 ? 4 : 2;  // units loaded before the first is used
-      for (; u + (kInFlight - 1) * kWarp < full; u += kInFlight * kWarp) {
-        Raw<C> raw[kInFlight];
-#pragma unroll
-        for (int i = 0; i < kInFlight; ++i) load_raw<C, V>(wrow, u + i * kWarp, raw[i]);
+      for (int v = 0; v < NW; ++v) {
 #pragma unroll
         for (int i = 0; i < kInFlight; ++i) {
-          widen<C>(raw[i], w);
-          fma_unit<G, R>(w, G, x, ldx, (u + i * kWarp) * G, rows, acc[v]);
+          if (u + i * kWarp < full) load_raw<C, V>(wrows[v], u + i * kWarp, raw[v][i]);
+        }
+      }
+#pragma unroll
+      for (int v = 0; v < NW; ++v) {
+#pragma unroll
+        for (int i = 0; i < kInFlight; ++i) {
+          if (u + i * kWarp >= full) break;
+          widen<C>(raw[v][i], w);
+          fma_unit<G, R>(w, G, xs[v], ldx, (u + i * kWarp) * G, rows, acc[v]);
         }
       }
     }
-    for (; u < units; u += kWarp) {
-      const int64_t k0 = u * G;
+    // The lane's first unit at or past `full`: the partial last unit if it is this lane's.
+    u = full + (lane - full % kWarp + kWarp) % kWarp;
+  }
+#pragma unroll
+  for (int v = 0; v < NW; ++v) {
+    for (int64_t k = u; k < units; k += kWarp) {
+      const int64_t k0 = k * G;
       const int valid = int(min_i64(G, cols - k0));
-      load_unit<C>(wrow, u, valid, w);
-      fma_unit<G, R>(w, valid, x, ldx, k0, rows, acc[v]);
+      load_unit<C>(wrows[v], k, valid, w);
+      fma_unit<G, R>(w, valid, xs[v], ldx, k0, rows, acc[v]);
     }
   }
 }
