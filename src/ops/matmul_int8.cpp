@@ -455,17 +455,8 @@ bool int8_products(Codec c) {
     case CpuDot::Auto:
       break;
   }
-  switch (c) {
-    case Codec::Q2_K:
-    case Codec::Q3_K:
-    case Codec::Q4_K:
-    case Codec::Q5_K:
-    case Codec::Q6_K:
-    case Codec::IQ4_XS:
-      return true;
-    default:
-      return codec_is_affine(c);
-  }
+  // The ggml types in super-blocks of 256 are the K types and iq4_xs, whose int8 kernel is the faster.
+  return codec_is_affine(c) || (codec_is_ggml(c) && codec_group(c) == kQK_K);
 }
 
 void quantize_int8_rows(const float* x, int64_t m, int64_t cols, int64_t group, Int8Rows& out) {
