@@ -16,7 +16,8 @@
 #   LAYERS   default 4 (48 is the full shape); THREADS default "1 2"; RUNS default 3
 # Environment: SEEDLING (default build/seedling), SEEDLING_BEFORE (a second binary, run turn about with it; its
 #   rows are before-int8 and before-float), P (prompt, default 64), N (decode tokens, default 32),
-#   PYTHON (with numpy; default python3), BITS (5.0, the default, or 4.5), IK_BENCH, IK_QUANTIZE.
+#   PYTHON (with numpy; default python3), BITS (5.0, the default, or 4.5), IK_BENCH, IK_QUANTIZE, WARMUP (Seedling's
+#   untimed passes before each timed one, `bench --warmup`; default 1, as llama-bench warms up; 0 before 2026-12-05).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 src=${1:?usage: bench/cpu_vs_ik.sh IK_SRC WORK [LAYERS] [THREADS] [RUNS]}
@@ -67,6 +68,9 @@ echo "seedling $(git -C "$root" log -1 --format=%h); ik $(git -C "$src" log -1 -
 echo "model: $layers layers of Qwen3-30B-A3B's shape, $what; prompt $P, decode $N; $(nproc) cores"
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 # SEEDLING_BEFORE: a second binary (the build before a change), run turn about with SEEDLING on both paths.
+# Seedling warms up as llama-bench does (one untimed pass; WARMUP=0 for binaries older than `bench --warmup`).
+warmup_flag=
+[ "${WARMUP:-1}" != 0 ] && warmup_flag="--warmup=${WARMUP:-1}"
 arms="seedling-int8 seedling-float"
 [ -n "${SEEDLING_BEFORE:-}" ] && arms="before-int8 seedling-int8 before-float seedling-float"
 [ -n "${SEEDLING_BEFORE:-}" ] && echo "before: $SEEDLING_BEFORE"
@@ -77,7 +81,8 @@ for t in $threads; do
     for arm in $arms; do
       bin=$seedling
       [ "${arm%%-*}" = before ] && bin=$SEEDLING_BEFORE
-      out=$(SEEDLING_CPU_DOT=${arm#*-} "$bin" bench -m "$pack" -t "$t" --prompt-tokens "$P" -n "$N" --repeats 1 2>&1)
+      out=$(SEEDLING_CPU_DOT=${arm#*-} "$bin" bench -m "$pack" -t "$t" --prompt-tokens "$P" -n "$N" --repeats 1 \
+        ${warmup_flag:+"$warmup_flag"} 2>&1)
       pre=$(echo "$out" | awk '/^prefill:/ {print $2}')
       dec=$(echo "$out" | awk '/^decode:/ {print $2}')
       echo "t=$t run=$r $arm prefill $pre decode $dec load $(cut -d' ' -f1 /proc/loadavg)" | tee -a "$results"
