@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <random>
+#include <thread>
 
 #include "streamed_test_util.h"
 
@@ -303,8 +305,11 @@ TEST(StreamedExperts, ReadyOnceTheBlobIsInASlotAndCountsNothing) {
   const ExpertStats before = x.stats();
   ASSERT_TRUE(holds(x.acquire(0, 3), 0, 3));
   EXPECT_TRUE(x.ready(0, 3));
-  bool landed = false;
-  for (int i = 0; i < 10000 && !landed; ++i) landed = x.ready(0, 5);  // its read finishes on its own
+  bool landed = false;  // its read finishes on its own: poll for up to 10 s
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!(landed = x.ready(0, 5)) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   EXPECT_TRUE(landed);
   EXPECT_FALSE(x.ready(0, 6));
   const ExpertStats after = x.stats();
