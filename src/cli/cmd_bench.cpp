@@ -2,7 +2,8 @@
 //
 // Batch-1 decode reads every active weight once per token, so tokens/s <= bandwidth / bytes per token. The
 // bandwidth is a multithreaded streaming read of a 1 GiB buffer, measured between the timed arms (A B A B ...),
-// and the report gives decode GB/s as a fraction of it. Times are medians over --repeats, with min and max.
+// and the report gives decode GB/s as a fraction of it. Times are medians over --repeats, with min and max. A
+// streamed model's expert reads are likewise held against the disk's O_DIRECT rate, measured before and after.
 #include <malloc.h>
 
 #include <algorithm>

@@ -1,12 +1,15 @@
 // ops::expert_products (a MoE layer's experts in one parallel region) against the products one after another
 // (matmul, the activation, matmul) bit for bit, for float and int8 activations, any thread count; a failing step
 // ends the region with its exception; and a model's affine pack under int8 gives a row the same logits in a prompt
-// of 24 rows (the GEMM kernel, the region) as decoded one row at a time (the decode kernel), on 1-3 threads.
+// of 24 rows (the GEMM kernel, the region) as decoded one row at a time (the decode kernel), on 1-3 threads; and the
+// MoE block runs the experts its provider holds before one still being read, with the same bits.
 #include "ops/expert_products.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -15,6 +18,7 @@
 #include "codec/quantize.h"
 #include "core/thread_pool.h"
 #include "engine/engine.h"
+#include "experts/expert_provider.h"
 #include "model/model.h"
 #include "ops/ops.h"
 #include "test_util.h"
@@ -35,6 +39,35 @@ std::vector<uint8_t> encode(Codec c, int64_t rows, int64_t cols, uint64_t seed) 
   encode_matrix(c, DType::F32, w.data(), rows, cols, out.data());
   return out;
 }
+
+// Another model's provider, through which the first expert of every prefetch is "still being read": ready() is false
+// for it until it is acquired. Records each prefetch's first expert and the order of the acquires that follow.
+class LateFirstExpert final : public ExpertProvider {
+ public:
+  explicit LateFirstExpert(ExpertProvider& inner) : inner_(inner) {}
+  void prefetch(int layer, std::span<const int> experts) override {
+    late_layer_ = layer;
+    late_ = experts.empty() ? -1 : experts[0];
+    firsts.push_back(late_);
+    acquired.emplace_back();
+    inner_.prefetch(layer, experts);
+  }
+  ExpertWeights acquire(int layer, int expert) override {
+    acquired.back().push_back(expert);
+    if (layer == late_layer_ && expert == late_) late_ = -1;
+    return inner_.acquire(layer, expert);
+  }
+  void release(int layer, int expert) override { inner_.release(layer, expert); }
+  bool ready(int layer, int expert) override { return !(layer == late_layer_ && expert == late_); }
+  const char* name() const override { return "late-first"; }
+
+  std::vector<int> firsts;
+  std::vector<std::vector<int>> acquired;
+
+ private:
+  ExpertProvider& inner_;
+  int late_layer_ = -1, late_ = -1;
+};
 
 void restore_threads() {
   ThreadPool::set_global_threads(int(std::max(1u, std::thread::hardware_concurrency())));
@@ -151,6 +184,43 @@ TEST(ExpertProducts, AnAffinePackUnderInt8GivesAPromptRowTheBitsOfDecodingItAlon
   }
   ops::set_cpu_dot(before);
   restore_threads();
+}
+
+// The MoE block runs the experts its provider holds before one still being read (ExpertProvider::ready), and the
+// logits are those of the plain order bit for bit: a prompt and its decode steps through a provider that holds back
+// the first expert of every layer's batch.
+TEST(ExpertProducts, HeldExpertsRunBeforeOneStillBeingReadWithTheSameBits) {
+  const std::string dir = test::data_path("models/qwen3_moe_a/hf");
+  auto plain = Model::load(dir), late = Model::load(dir);
+  auto provider = std::make_unique<LateFirstExpert>(plain->experts());
+  LateFirstExpert& seen = *provider;
+  late->set_expert_provider(std::move(provider));
+  const auto ids =
+      test::read_json(test::data_path("models/qwen3_moe_a/reference.json"))["ids"].get<std::vector<int32_t>>();
+  std::vector<std::vector<float>> out;
+  for (Model* m : {plain.get(), late.get()}) {
+    Engine engine(*m, {});
+    const int seq = engine.add_sequence();
+    SequenceStep prompt{seq, {ids.data(), ids.size() - 4}, true};
+    std::vector<float> logits = engine.step({&prompt, 1});
+    for (size_t i = ids.size() - 4; i < ids.size(); ++i) {
+      SequenceStep step{seq, {&ids[i], 1}, true};
+      const std::vector<float> row = engine.step({&step, 1});
+      logits.insert(logits.end(), row.begin(), row.end());
+    }
+    out.push_back(std::move(logits));
+  }
+  ASSERT_EQ(out[0].size(), out[1].size());
+  EXPECT_EQ(std::memcmp(out[0].data(), out[1].data(), out[0].size() * 4), 0);
+  ASSERT_FALSE(seen.acquired.empty());
+  int checked = 0;
+  for (size_t b = 0; b < seen.acquired.size(); ++b) {
+    if (seen.acquired[b].size() < 2) continue;
+    EXPECT_EQ(seen.acquired[b].back(), seen.firsts[b]) << "batch " << b;
+    EXPECT_NE(seen.acquired[b].front(), seen.firsts[b]) << "batch " << b;
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
 }
 
 }  // namespace seedling
