@@ -76,8 +76,8 @@ void restore_threads() {
 }  // namespace
 
 TEST(ExpertProducts, OneRegionEqualsTheProductsOneAfterAnotherBitForBit) {
-  const int64_t H = 130, I = 100;  // short last pieces (64 outputs) and blocks (32, 64)
-  const ops::CpuDot before = ops::cpu_dot();
+  const int64_t H = 130, I = 100;                   // short last pieces (64 outputs) and blocks (32, 64)
+  const ops::ScopedCpuDot restore(ops::cpu_dot());  // the mode before, back at the end
   for (const Codec c : {Codec::Q4_G32, Codec::Q8_G64, Codec::BF16}) {
     for (const ops::CpuDot dot : {ops::CpuDot::Float, ops::CpuDot::Int8}) {
       ops::set_cpu_dot(dot);
@@ -130,7 +130,6 @@ TEST(ExpertProducts, OneRegionEqualsTheProductsOneAfterAnotherBitForBit) {
       }
     }
   }
-  ops::set_cpu_dot(before);
   restore_threads();
 }
 
@@ -157,7 +156,7 @@ TEST(ExpertProducts, AnAffinePackUnderInt8GivesAPromptRowTheBitsOfDecodingItAlon
   const std::string cmd = std::string(SEEDLING_BINARY) + " pack -m " + test::data_path("models/qwen3_moe_a/hf") +
                           " -o " + (tmp / "p") + " --force --experts q4_g32 --dense q8_g64 2>/dev/null >/dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  const ops::CpuDot before = ops::cpu_dot();
+  const ops::ScopedCpuDot restore(ops::cpu_dot());  // the mode before, back at the end
   ops::set_cpu_dot(ops::CpuDot::Int8);
   auto model = Model::load(tmp / "p");
   const auto ids =
@@ -182,7 +181,6 @@ TEST(ExpertProducts, AnAffinePackUnderInt8GivesAPromptRowTheBitsOfDecodingItAlon
     if (threads == 1) full = prompt, stepwise = rows;
     EXPECT_EQ(std::memcmp(prompt.data(), full.data(), full.size() * 4), 0) << "threads " << threads;
   }
-  ops::set_cpu_dot(before);
   restore_threads();
 }
 

@@ -349,12 +349,11 @@ class LlamaQuantizeKQuant : public ::testing::TestWithParam<std::string> {};
 TEST_P(LlamaQuantizeKQuant, FloatPathIsItsDequantizedWeightsAndInt8StaysNearerThanTheWeightsQuantization) {
   const std::vector<int32_t> ids = {1, 5, 77, 200, 13, 42, 99, 128, 255, 0, 64, 31};
   const std::string stem = test::data_path("gguf/llama_cpp/kquant_small_" + GetParam());
-  const ops::CpuDot before = ops::cpu_dot();
+  const ops::ScopedCpuDot restore(ops::cpu_dot());  // the mode before, back at the end
   ops::set_cpu_dot(ops::CpuDot::Float);
   const std::vector<float> flt = logits_of(stem + ".gguf", ids);
   ops::set_cpu_dot(ops::CpuDot::Int8);
   const std::vector<float> int8 = logits_of(stem + ".gguf", ids);
-  ops::set_cpu_dot(before);
   EXPECT_LE(max_abs_diff(flt, test::read_f32(stem + ".dequantized_logits.f32")), 1e-4);
   const std::vector<float> bf16 = test::read_f32(test::data_path("gguf/llama_cpp/kquant_small_bf16_logits.f32"));
   ASSERT_EQ(bf16.size(), flt.size());

@@ -217,12 +217,11 @@ TEST(Int8Dot, MatmulFollowsTheSelectedPath) {
   const auto x = test::gaussian(size_t(cols), 4);
   std::vector<float> int8(static_cast<size_t>(rows)), via(int8.size()), flt(int8.size());
   matmul_int8(x.data(), 1, w, int8.data());
-  const CpuDot before = cpu_dot();
+  const ScopedCpuDot restore(cpu_dot());  // the mode before, back at the end
   set_cpu_dot(CpuDot::Float);
   matmul(x.data(), 1, w, flt.data());
   set_cpu_dot(CpuDot::Int8);
   matmul(x.data(), 1, w, via.data());
-  set_cpu_dot(before);
   EXPECT_EQ(via, int8);
   EXPECT_NE(flt, int8);
 }

@@ -35,7 +35,7 @@ TEST(MatmulBatch, EveryJobGetsMatmulsBitsOnBothPathsWithAnyThreadCount) {
   const std::vector<std::tuple<size_t, const float*, int64_t>> plan = {
       {0, x1.data(), 3}, {1, x1.data(), 3}, {2, x1.data(), 3}, {3, x1.data(), 3},
       {4, x2.data(), 1}, {5, x2.data(), 1}, {5, x2.data(), 0}};
-  const CpuDot before = cpu_dot();
+  const ScopedCpuDot restore(cpu_dot());  // the mode before, back at the end
   for (const CpuDot mode : {CpuDot::Float, CpuDot::Int8}) {
     set_cpu_dot(mode);
     std::vector<std::vector<float>> want;
@@ -62,7 +62,6 @@ TEST(MatmulBatch, EveryJobGetsMatmulsBitsOnBothPathsWithAnyThreadCount) {
       }
     }
   }
-  set_cpu_dot(before);
   ThreadPool::set_global_threads(int(std::max(1u, std::thread::hardware_concurrency())));
 }
 
