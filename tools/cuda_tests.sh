@@ -252,11 +252,12 @@ cmp -s "$tmp/gpu_all.f32" "$tmp/gpu3.f32" || { echo "FAIL deepseek_v3_fp8 fp8_g3
 printf "ok   %-18s packed --experts fp8_g32: cuda greedy ids = cpu; logits max |cuda - cpu| %s; " deepseek_v3_fp8 "$err"
 echo "top-k VRAM slots and three tiers = all in VRAM bit for bit"
 # GGUF files (docs/formats/gguf.md), every ggml type computed on as stored: llama.cpp's own llama-quantize outputs
-# (Q4_K_M, Q6_K, IQ4_XS with a Q8_0 attn_v, Q8_0: tests/data/gguf/llama_cpp/README.md), Seedling's Q4_1 file and
+# (Q4_K_M, Q6_K, IQ4_XS with a Q8_0 attn_v, Q8_0, and a two-layer Q4_K_M whose layers' down projections differ,
+# Q4_K and Q6_K: tests/data/gguf/llama_cpp/README.md), Seedling's Q4_1 file and
 # gpt-oss with MXFP4 experts as ggml stores them (mxfp4_ggml): cuda greedy ids = cpu, logits within 2e-2.
 g=$root/tests/data/gguf
 for f in llama_cpp/kquant_small_q4_k_m llama_cpp/kquant_small_q6_k llama_cpp/kquant_small_iq4_xs \
-  llama_cpp/kquant_qwen3moe_q8_0 qwen3moe_q4_1 gpt_oss_mxfp4; do
+  llama_cpp/kquant_qwen3moe_q8_0 llama_cpp/kquant_qwen3moe_q4_k_m qwen3moe_q4_1 gpt_oss_mxfp4; do
   case $f in
     qwen3moe_q4_1) ids=1,7,33,2,63,0,12,45 ;;
     gpt_oss_mxfp4) ids=1,5,9,2,40 ;;
@@ -267,7 +268,7 @@ for f in llama_cpp/kquant_small_q4_k_m llama_cpp/kquant_small_q6_k llama_cpp/kqu
 done
 # A GGUF packed (`pack -m FILE.gguf`: every expert's bytes as stored, K-quants and mxfp4_ggml), its experts all in
 # VRAM and in top-k VRAM slots (the minimum the 1-byte refusal names) fed from pinned host memory: the same bits.
-for f in llama_cpp/kquant_small_q4_k_m gpt_oss_mxfp4; do
+for f in llama_cpp/kquant_small_q4_k_m llama_cpp/kquant_qwen3moe_q4_k_m gpt_oss_mxfp4; do
   "$bin" pack -m "$g/$f.gguf" -o "$tmp/gp" --force >/dev/null 2>&1
   min=$("$bin" logits -m "$tmp/gp" --ids 1 -o "$tmp/x.f32" --device cuda --vram-budget 1 2>&1 |
     grep -o 'at least [0-9]* bytes' | grep -o '[0-9]*' || true)

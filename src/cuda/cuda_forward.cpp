@@ -779,7 +779,7 @@ void CudaForward::moe(int layer, float* x, float* xn) {
   }
   if (route_source_ != nullptr || route_observer_ != nullptr) host_routes(layer, ids, weights);
   if (transport_ != nullptr) return moe_expert_parallel(layer, x, xn, ids, weights);
-  const cuda::ExpertLayout& el = experts_->layout();
+  const cuda::ExpertLayout& el = experts_->layout(layer);
   const cuda::ExpertMath& em = lw.expert_math;
   // One pass over every chosen expert: down products and combine in one launch. Several passes (a VRAM cache
   // smaller than the batch's experts): each pass's down products into eout, the combine after the last.
@@ -788,7 +788,7 @@ void CudaForward::moe(int layer, float* x, float* xn) {
   // blocks decoded in registers; the plan's expert biases and activation in their epilogues). They do not read MXFP4:
   // MXFP4 experts take the CUDA-core expert kernels for prompt rows too (correct, slower on long prompts).
   const bool tc = !float32_ && on_tensor_cores(M, el.gate_up) && on_tensor_cores(M, el.down);
-  void* bucket = tc ? s_bucket_.get<uint8_t>(cuda::expert_gemm_scratch_bytes(M, K, E, experts_->layout())) : nullptr;
+  void* bucket = tc ? s_bucket_.get<uint8_t>(cuda::expert_gemm_scratch_bytes(M, K, E, el)) : nullptr;
   auto run = [&](const uint8_t* const* table, bool only_pass) {
     if (tc) {
       if (eout == nullptr) eout = s_eout_.get<float>(size_t(M * K * H));
@@ -863,7 +863,7 @@ void CudaForward::moe_expert_parallel(int layer, float* x, const float* xn, cons
   all_to_all_rows(t, send, plan.send_counts(), recv, ex.recv_rows, H);
   check(cudaEventRecord(ep_event(), stream_), "timing the dispatch");
   // This rank's experts. The tensor cores or not as the single GPU decides for this batch, so the bits match.
-  const cuda::ExpertLayout& el = experts_->layout();
+  const cuda::ExpertLayout& el = experts_->layout(layer);
   const cuda::ExpertMath& em = lw.expert_math;
   const uint8_t* const* table = experts_->table(layer);
   float* out = s_ep_out_.get<float>(size_t(std::max<int64_t>(P, 1) * H));

@@ -12,8 +12,8 @@ void check_expert_layout(const ExpertWeights& ew, const ExpertLayout& l, int lay
       ew.gate.rows != l.intermediate || ew.gate.cols != l.hidden || ew.up.rows != l.intermediate ||
       ew.up.cols != l.hidden || ew.down.rows != l.hidden || ew.down.cols != l.intermediate) {
     fail(
-        "layer {} expert {}: codecs {}/{}/{} or shapes differ from the first expert's {}/{}/{} (the CUDA forward "
-        "needs one expert layout)",
+        "layer {} expert {}: codecs {}/{}/{} or shapes differ from the layer's first expert's {}/{}/{} (the CUDA "
+        "forward needs one expert layout per layer)",
         layer, expert, codec_name(ew.gate.codec), codec_name(ew.up.codec), codec_name(ew.down.codec),
         codec_name(l.gate_up), codec_name(l.gate_up), codec_name(l.down));
   }
@@ -44,16 +44,13 @@ void fetch_expert_blob(ExpertProvider& provider, int layer, int expert, const Ex
   provider.release(layer, expert);
 }
 
-StagingRing::StagingRing(std::vector<uint8_t*> buffers, const ExpertLayout& layout, Send send, Wait wait)
-    : buffers_(std::move(buffers)),
-      in_flight_(buffers_.size(), false),
-      layout_(layout),
-      send_(std::move(send)),
-      wait_(std::move(wait)) {
+StagingRing::StagingRing(std::vector<uint8_t*> buffers, Send send, Wait wait)
+    : buffers_(std::move(buffers)), in_flight_(buffers_.size(), false), send_(std::move(send)), wait_(std::move(wait)) {
   SEEDLING_CHECK(!buffers_.empty(), "a staging ring needs at least one buffer");
 }
 
-void StagingRing::fetch(ExpertProvider& provider, int layer, std::span<const SlotFill> fills) {
+void StagingRing::fetch(ExpertProvider& provider, int layer, const ExpertLayout& layout,
+                        std::span<const SlotFill> fills) {
   if (fills.empty()) return;
   std::vector<int> experts;
   experts.reserve(fills.size());
@@ -66,8 +63,8 @@ void StagingRing::fetch(ExpertProvider& provider, int layer, std::span<const Slo
       wait_(b);
       in_flight_[size_t(b)] = false;
     }
-    fetch_expert_blob(provider, layer, f.expert, layout_, buffers_[size_t(b)]);
-    send_(b, buffers_[size_t(b)], f.slot);
+    fetch_expert_blob(provider, layer, f.expert, layout, buffers_[size_t(b)]);
+    send_(b, buffers_[size_t(b)], layer, f.slot);
     in_flight_[size_t(b)] = true;
   }
 }

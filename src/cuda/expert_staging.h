@@ -20,7 +20,7 @@
 namespace seedling::cuda {
 
 // An Error naming the layer and expert when `ew`'s codecs or shapes are not `l`'s (the CUDA forward needs one
-// layout for every expert).
+// layout for every expert of a layer).
 void check_expert_layout(const ExpertWeights& ew, const ExpertLayout& l, int layer, int expert);
 // Copies the three matrices of `ew` into `blob` (host memory of l.bytes) at l's offsets; the padding is zeroed.
 void pack_expert_blob(const ExpertWeights& ew, const ExpertLayout& l, uint8_t* blob);
@@ -36,16 +36,17 @@ struct SlotFill {
 
 class StagingRing {
  public:
-  // Enqueues the copy of buffer `buffer` (holding one packed blob) to VRAM slot `slot`; returns at once.
-  using Send = std::function<void(int buffer, const uint8_t* data, int slot)>;
+  // Enqueues the copy of buffer `buffer` (holding one packed blob of `layer`) to VRAM slot `slot`; returns at once.
+  using Send = std::function<void(int buffer, const uint8_t* data, int layer, int slot)>;
   // Returns once buffer `buffer`'s last copy has finished.
   using Wait = std::function<void(int buffer)>;
 
-  // `buffers`: at least one, each of layout.bytes, owned by the caller and outliving the ring.
-  StagingRing(std::vector<uint8_t*> buffers, const ExpertLayout& layout, Send send, Wait wait);
-  // Fetches `fills` of `layer` through `provider` (one prefetch of them all, then acquire, pack, release, send one
-  // by one, cycling through the buffers). Returns when the last copy is enqueued, not finished.
-  void fetch(ExpertProvider& provider, int layer, std::span<const SlotFill> fills);
+  // `buffers`: at least one, each of the largest layer's packed blob, owned by the caller and outliving the ring.
+  StagingRing(std::vector<uint8_t*> buffers, Send send, Wait wait);
+  // Fetches `fills` of `layer` (whose experts are packed as `layout`) through `provider` (one prefetch of them all,
+  // then acquire, pack, release, send one by one, cycling through the buffers). Returns when the last copy is
+  // enqueued, not finished.
+  void fetch(ExpertProvider& provider, int layer, const ExpertLayout& layout, std::span<const SlotFill> fills);
   // Waits for every buffer with a copy not yet waited for.
   void drain();
   int size() const { return int(buffers_.size()); }
@@ -53,7 +54,6 @@ class StagingRing {
  private:
   std::vector<uint8_t*> buffers_;
   std::vector<bool> in_flight_;
-  ExpertLayout layout_;
   Send send_;
   Wait wait_;
   int next_ = 0;

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -32,11 +33,11 @@ int first_moe_layer(const ModelConfig& c) {
 
 }  // namespace
 
-ExpertLayout packed_expert_layout(Model& model) {
+ExpertLayout packed_expert_layout(Model& model, int layer) {
   const ModelConfig& c = model.config();
   ExpertLayout l;
-  const int first = first_moe_layer(c);
-  if (first < 0) return l;
+  const int first = layer >= 0 ? layer : first_moe_layer(c);
+  if (first < 0 || !c.layer_has_experts[size_t(first)]) return l;
   const ExpertWeights ew = model.experts().acquire(first, 0);
   l.gate_up = ew.gate.codec;
   l.down = ew.down.codec;
@@ -49,18 +50,26 @@ ExpertLayout packed_expert_layout(Model& model) {
   return l;
 }
 
-ExpertLayout expert_layout(Model& model) {
-  return device_expert_layout(packed_expert_layout(model));
+ExpertLayout expert_layout(Model& model, int layer) {
+  return device_expert_layout(packed_expert_layout(model, layer));
 }
 
-void VramExperts::land(uint8_t* dst, const uint8_t* src, cudaStream_t stream) {
-  if (vram_staging_ == nullptr) {
-    check(cudaMemcpyAsync(dst, src, layout_.bytes, cudaMemcpyHostToDevice, stream), "copying an expert to VRAM");
+size_t expert_slot_bytes(Model& model) {
+  size_t bytes = 0;
+  for (int l = 0; l < model.config().num_layers; ++l) {
+    if (model.config().layer_has_experts[size_t(l)]) bytes = std::max(bytes, expert_layout(model, l).bytes);
+  }
+  return bytes;
+}
+
+void VramExperts::land(uint8_t* dst, const uint8_t* src, int layer, cudaStream_t stream) {
+  const ExpertLayout& packed = packed_[size_t(layer)];
+  if (!rearranged_on_device(packed)) {
+    check(cudaMemcpyAsync(dst, src, packed.bytes, cudaMemcpyHostToDevice, stream), "copying an expert to VRAM");
     return;
   }
-  check(cudaMemcpyAsync(vram_staging_, src, packed_.bytes, cudaMemcpyHostToDevice, stream),
-        "copying an expert to VRAM");
-  expert_to_device_layout(vram_staging_, packed_, dst, layout_, stream);
+  check(cudaMemcpyAsync(vram_staging_, src, packed.bytes, cudaMemcpyHostToDevice, stream), "copying an expert to VRAM");
+  expert_to_device_layout(vram_staging_, packed, dst, layouts_[size_t(layer)], stream);
 }
 
 VramExperts::VramExperts(Model& model, const CudaForwardOptions& o, uint64_t free_bytes, cudaStream_t compute)
@@ -75,25 +84,36 @@ VramExperts::VramExperts(Model& model, const CudaForwardOptions& o, uint64_t fre
   }
   if (moe_layers == 0) return;
   ExpertProvider& provider = model.experts();
-  // One layout for every expert: the first expert's codecs and shapes; any other expert that differs is refused.
-  packed_ = packed_expert_layout(model);
-  layout_ = device_expert_layout(packed_);
-  for (const Codec codec : {layout_.gate_up, layout_.down}) {
-    if (!has_kernel(codec)) {
-      fail("--device cuda: the routed experts are stored as {}, which has no CUDA kernel ({} have)", codec_name(codec),
-           kernel_codec_names());
+  // One layout per layer: its first expert's codecs and shapes; another expert of the layer that differs is refused.
+  // A slot of the cache holds the largest layer's blob.
+  packed_.assign(size_t(c.num_layers), ExpertLayout{});
+  layouts_.assign(size_t(c.num_layers), ExpertLayout{});
+  bool rearranged = false;
+  for (int l = 0; l < c.num_layers; ++l) {
+    if (layer_index_[size_t(l)] < 0) continue;
+    packed_[size_t(l)] = packed_expert_layout(model, l);
+    layouts_[size_t(l)] = device_expert_layout(packed_[size_t(l)]);
+    slot_bytes_ = std::max(slot_bytes_, layouts_[size_t(l)].bytes);
+    packed_max_ = std::max(packed_max_, packed_[size_t(l)].bytes);
+    rearranged = rearranged || rearranged_on_device(packed_[size_t(l)]);
+    for (const Codec codec : {layouts_[size_t(l)].gate_up, layouts_[size_t(l)].down}) {
+      if (!has_kernel(codec)) {
+        fail("--device cuda: layer {}'s routed experts are stored as {}, which has no CUDA kernel ({} have)", l,
+             codec_name(codec), kernel_codec_names());
+      }
     }
   }
   // Expert parallelism: only this rank's experts, every one in VRAM (a VRAM cache per rank is not built yet).
   const ExpertPlacement* placement = o.placement.get();
   const int rank = o.transport != nullptr ? o.transport->rank() : 0;
   const auto here = [&](int l, int e) { return placement == nullptr || placement->owner_of(l, e) == rank; };
-  uint64_t held = 0;
+  uint64_t total = 0;  // every held blob in its own layer's VRAM layout
   for (int l = 0; l < c.num_layers; ++l) {
-    for (int e = 0; layer_index_[size_t(l)] >= 0 && e < c.num_experts; ++e) held += here(l, e) ? 1 : 0;
+    for (int e = 0; layer_index_[size_t(l)] >= 0 && e < c.num_experts; ++e) {
+      total += here(l, e) ? layouts_[size_t(l)].bytes : 0;
+    }
   }
-  const uint64_t total = held * layout_.bytes;
-  const uint64_t minimum = uint64_t(c.experts_per_token) * layout_.bytes;
+  const uint64_t minimum = uint64_t(c.experts_per_token) * slot_bytes_;
   const uint64_t reserve = (uint64_t(1) << 30) + free_bytes / 20;  // KV caches and activations
   // Where a cache's misses come from: the streamed provider (three tiers) when the model has one, i.e. when a RAM
   // budget or slot count was given or the experts do not fit in memory (cli/expert_placement.cpp); else pinned
@@ -113,7 +133,7 @@ VramExperts::VramExperts(Model& model, const CudaForwardOptions& o, uint64_t fre
   if (o.budget_given) {
     if (budget < minimum) {
       fail("--vram-budget {}: one layer's top-{} experts need at least {} bytes ({:.2f} MB, {} bytes each)", budget,
-           c.experts_per_token, minimum, double(minimum) / 1e6, layout_.bytes);
+           c.experts_per_token, minimum, double(minimum) / 1e6, slot_bytes_);
     }
     resident_ = budget >= total;
     if (o.verbose) {
@@ -146,22 +166,22 @@ VramExperts::VramExperts(Model& model, const CudaForwardOptions& o, uint64_t fre
         rank, gb(total));
   }
   const size_t table_entries = size_t(c.num_layers) * size_t(c.num_experts);
-  if (rearranged_on_device(packed_))
-    check(cudaMalloc(&vram_staging_, packed_.bytes), "allocating an expert staging blob");
+  if (rearranged) check(cudaMalloc(&vram_staging_, packed_max_), "allocating an expert staging blob");
   if (resident_) {
     check(cudaMalloc(&vram_, size_t(total)), "allocating VRAM for the experts");
     check(cudaMalloc(&tables_dev_, table_entries * sizeof(void*)), "allocating the expert tables");
     std::vector<const uint8_t*> tables(table_entries, nullptr);
-    std::vector<uint8_t> packed(packed_.bytes);
-    size_t next = 0;  // blobs in (layer, expert) order; another rank's experts have null table entries
+    std::vector<uint8_t> packed(packed_max_);
+    size_t next = 0;  // bytes of the blobs so far, in (layer, expert) order; another rank's experts are null entries
     for (int l = 0; l < c.num_layers; ++l) {
       const int li = layer_index_[size_t(l)];
       if (li < 0) continue;
       for (int e = 0; e < c.num_experts; ++e) {
         if (!here(l, e)) continue;
-        uint8_t* blob = vram_ + next++ * layout_.bytes;
-        fetch_expert_blob(provider, l, e, packed_, packed.data());
-        land(blob, packed.data(), nullptr);
+        uint8_t* blob = vram_ + next;
+        next += layouts_[size_t(l)].bytes;
+        fetch_expert_blob(provider, l, e, packed_[size_t(l)], packed.data());
+        land(blob, packed.data(), l, nullptr);
         check(cudaStreamSynchronize(nullptr), "copying an expert to VRAM");  // `packed` is refilled next
         tables[size_t(l) * size_t(c.num_experts) + size_t(e)] = blob;
       }
@@ -170,20 +190,25 @@ VramExperts::VramExperts(Model& model, const CudaForwardOptions& o, uint64_t fre
           "uploading the expert tables");
     return;
   }
-  const int slots = int(std::min<uint64_t>(budget / layout_.bytes, uint64_t(moe_layers) * uint64_t(c.num_experts)));
+  const int slots = int(std::min<uint64_t>(budget / slot_bytes_, uint64_t(moe_layers) * uint64_t(c.num_experts)));
   if (streamed) {
     start_three_tier(*streamed, c.experts_per_token);
   } else {
-    const size_t host_bytes = size_t(moe_layers) * size_t(c.num_experts) * packed_.bytes;
+    host_offset_.assign(size_t(c.num_layers), 0);
+    size_t host_bytes = 0;
+    for (int l = 0; l < c.num_layers; ++l) {
+      host_offset_[size_t(l)] = host_bytes;
+      if (layer_index_[size_t(l)] >= 0) host_bytes += size_t(c.num_experts) * packed_[size_t(l)].bytes;
+    }
     check(cudaHostAlloc(&host_, host_bytes, cudaHostAllocDefault), "allocating pinned host memory for the experts");
     for (int l = 0; l < c.num_layers; ++l) {
       if (layer_index_[size_t(l)] < 0) continue;
       for (int e = 0; e < c.num_experts; ++e) {
-        fetch_expert_blob(provider, l, e, packed_, host_blob(l, e));
+        fetch_expert_blob(provider, l, e, packed_[size_t(l)], host_blob(l, e));
       }
     }
   }
-  check(cudaMalloc(&vram_, size_t(slots) * layout_.bytes), "allocating the VRAM expert slots");
+  check(cudaMalloc(&vram_, size_t(slots) * slot_bytes_), "allocating the VRAM expert slots");
   check(cudaMalloc(&tables_dev_, size_t(c.num_experts) * sizeof(void*)), "allocating the expert table");
   check(cudaHostAlloc(&table_host_, size_t(c.num_experts) * sizeof(void*), cudaHostAllocDefault),
         "allocating the expert table staging");
@@ -198,23 +223,23 @@ VramExperts::VramExperts(Model& model, const CudaForwardOptions& o, uint64_t fre
 
 void VramExperts::start_three_tier(ExpertProvider& provider, int buffers) {
   provider_ = &provider;
-  check(cudaHostAlloc(&staging_, size_t(buffers) * packed_.bytes, cudaHostAllocDefault),
+  check(cudaHostAlloc(&staging_, size_t(buffers) * packed_max_, cudaHostAllocDefault),
         "allocating the pinned expert staging buffers");
   std::vector<uint8_t*> ring;
   for (int b = 0; b < buffers; ++b) {
-    ring.push_back(staging_ + size_t(b) * packed_.bytes);
+    ring.push_back(staging_ + size_t(b) * packed_max_);
     cudaEvent_t start = nullptr, end = nullptr;
     check(cudaEventCreate(&start), "creating a staging copy timing event");
     staged_start_.push_back(start);
     check(cudaEventCreate(&end), "creating a staging copy timing event");
     staged_end_.push_back(end);
   }
-  auto send = [this](int b, const uint8_t* data, int slot) {
+  auto send = [this](int b, const uint8_t* data, int layer, int slot) {
     check(cudaEventRecord(staged_start_[size_t(b)], copy_), "timing an expert copy");
-    land(vram_ + size_t(slot) * layout_.bytes, data, copy_);
+    land(vram_ + size_t(slot) * slot_bytes_, data, layer, copy_);
     check(cudaEventRecord(staged_end_[size_t(b)], copy_), "timing an expert copy");
   };
-  ring_ = std::make_unique<StagingRing>(std::move(ring), packed_, send, [this](int b) { reclaim(b); });
+  ring_ = std::make_unique<StagingRing>(std::move(ring), send, [this](int b) { reclaim(b); });
 }
 
 void VramExperts::reclaim(int b) {
@@ -241,8 +266,7 @@ VramExperts::~VramExperts() {
 }
 
 uint8_t* VramExperts::host_blob(int layer, int expert) const {
-  const size_t li = size_t(layer_index_[size_t(layer)]);
-  return host_ + (li * size_t(num_experts_) + size_t(expert)) * packed_.bytes;
+  return host_ + host_offset_[size_t(layer)] + size_t(expert) * packed_[size_t(layer)].bytes;
 }
 
 void VramExperts::run_layer(int layer, std::span<const int> used,
@@ -258,7 +282,7 @@ void VramExperts::run_layer(int layer, std::span<const int> used,
       const int e = used[next];
       const auto a = cache_->access(expert_key(layer, e));
       if (!a) break;
-      uint8_t* slot = vram_ + size_t(a->slot) * layout_.bytes;
+      uint8_t* slot = vram_ + size_t(a->slot) * slot_bytes_;
       if (guess_pending_[size_t(a->slot)] != 0) {
         prefetch_used_ += a->hit ? 1 : 0;  // a miss here means the guess was evicted before its use
         guess_pending_[size_t(a->slot)] = 0;
@@ -269,9 +293,9 @@ void VramExperts::run_layer(int layer, std::span<const int> used,
         } else {
           if (!copied) check(cudaEventRecord(copy_start_, copy_), "timing the expert copies");
           copied = true;
-          land(slot, host_blob(layer, e), copy_);
+          land(slot, host_blob(layer, e), layer, copy_);
         }
-        bytes_copied_ += packed_.bytes;
+        bytes_copied_ += packed_[size_t(layer)].bytes;
       }
       table_host_[e] = slot;
       pinned.push_back(a->slot);
@@ -279,7 +303,7 @@ void VramExperts::run_layer(int layer, std::span<const int> used,
     SEEDLING_CHECK(!pinned.empty(), "VRAM expert cache: no slot for layer {}", layer);
     if (!fills.empty()) {
       try {
-        ring_->fetch(*provider_, layer, fills);
+        ring_->fetch(*provider_, layer, packed_[size_t(layer)], fills);
       } catch (...) {
         // A failed read or a bad blob: the missed slots never got their experts, so they must not count as held.
         cudaStreamSynchronize(copy_);
@@ -318,9 +342,10 @@ void VramExperts::prefetch(int layer, std::span<const int> experts) {
   for (int e : experts) {
     const auto a = cache_->admit(expert_key(layer, e));
     if (!a) continue;  // in VRAM already, or every slot pinned
-    land(vram_ + size_t(a->slot) * layout_.bytes, host_blob(layer, e), copy_);
+    land(vram_ + size_t(a->slot) * slot_bytes_, host_blob(layer, e), layer, copy_);
     guess_pending_[size_t(a->slot)] = 1;
     ++prefetched_;
+    prefetch_bytes_ += packed_[size_t(layer)].bytes;
   }
 }
 
@@ -333,12 +358,12 @@ ExpertStats VramExperts::stats() const {
   s.read_busy_s = copy_seconds_;  // so read_gb_per_s() is the PCIe rate of the misses
   s.reads = cache_->misses();
   s.slots = cache_->size();
-  s.slot_bytes = layout_.bytes;
+  s.slot_bytes = slot_bytes_;
   s.policy = policy_name(cache_->policy());
   s.vram_copies = true;
   s.prefetched = prefetched_;
   s.prefetch_used = prefetch_used_;
-  s.prefetch_bytes = prefetched_ * packed_.bytes;
+  s.prefetch_bytes = prefetch_bytes_;
   return s;
 }
 

@@ -33,11 +33,14 @@
 
 namespace seedling::cuda {
 
-// The blob layout of the model's routed experts as packed on the host (pack_expert_blob), from its first expert
-// (bytes padded to 256 per matrix).
-ExpertLayout packed_expert_layout(Model& model);
-// The same blobs as they sit in VRAM, what the kernels read (device_expert_layout of the packed one): a VRAM slot.
-ExpertLayout expert_layout(Model& model);
+// The blob layout of a layer's routed experts as packed on the host (pack_expert_blob), from the layer's first
+// expert (bytes padded to 256 per matrix); every expert of the layer must have it. Layers may differ: a Q4_K_M GGUF
+// stores some layers' down projections in Q6_K and the others' in Q4_K. layer -1: the first layer with experts.
+ExpertLayout packed_expert_layout(Model& model, int layer = -1);
+// The same blobs as they sit in VRAM, what the kernels read (device_expert_layout of the packed one).
+ExpertLayout expert_layout(Model& model, int layer = -1);
+// A VRAM slot of the cache: the largest of the layers' VRAM blobs, so any layer's expert fits any slot.
+size_t expert_slot_bytes(Model& model);
 
 class VramExperts {
  public:
@@ -48,7 +51,8 @@ class VramExperts {
   VramExperts(const VramExperts&) = delete;
   VramExperts& operator=(const VramExperts&) = delete;
 
-  const ExpertLayout& layout() const { return layout_; }
+  // The layout of `layer`'s experts in VRAM, what its kernels are given.
+  const ExpertLayout& layout(int layer) const { return layouts_[size_t(layer)]; }
   bool resident() const { return resident_; }
   // Cached mode with the misses fetched through the model's streamed provider (three tiers).
   bool three_tier() const { return ring_ != nullptr; }
@@ -70,13 +74,17 @@ class VramExperts {
   uint8_t* host_blob(int layer, int expert) const;
   void start_three_tier(ExpertProvider& provider, int buffers);
   void reclaim(int buffer);  // waits for a staging buffer's copy and adds its time to copy_seconds_
-  // Enqueues packed blob `src` (host memory) into VRAM blob `dst` on `stream`: a copy, or where the layouts differ a
-  // copy into vram_staging_ and the rearranging kernel (the next copy into vram_staging_ waits for it on `stream`).
-  void land(uint8_t* dst, const uint8_t* src, cudaStream_t stream);
+  // Enqueues `layer`'s packed blob `src` (host memory) into VRAM blob `dst` on `stream`: a copy, or where the layer's
+  // layouts differ a copy into vram_staging_ and the rearranging kernel (the next copy into vram_staging_ waits for it
+  // on `stream`).
+  void land(uint8_t* dst, const uint8_t* src, int layer, cudaStream_t stream);
 
-  ExpertLayout layout_;              // in VRAM
-  ExpertLayout packed_;              // in host memory and over PCIe
-  uint8_t* vram_staging_ = nullptr;  // one packed blob in VRAM, where packed_ and layout_ differ
+  std::vector<ExpertLayout> layouts_;  // per model layer, in VRAM (layers without experts: the default)
+  std::vector<ExpertLayout> packed_;   // per model layer, in host memory and over PCIe
+  size_t slot_bytes_ = 0;              // the largest VRAM blob: one slot of the cache
+  size_t packed_max_ = 0;              // the largest packed blob: one staging buffer
+  std::vector<size_t> host_offset_;    // all pinned: per model layer, its first blob's offset in host_
+  uint8_t* vram_staging_ = nullptr;    // one packed blob in VRAM, where some layer's two layouts differ
   int num_layers_ = 0, num_experts_ = 0;
   bool resident_ = false;
   cudaStream_t compute_ = nullptr, copy_ = nullptr;
@@ -94,7 +102,7 @@ class VramExperts {
   std::unique_ptr<ExpertSlotCache> cache_;
   uint64_t bytes_copied_ = 0;
   std::vector<uint8_t> guess_pending_;  // per slot: filled by prefetch and not routed to since
-  uint64_t prefetched_ = 0, prefetch_used_ = 0;
+  uint64_t prefetched_ = 0, prefetch_used_ = 0, prefetch_bytes_ = 0;
   // All pinned: sum over passes of the copy stream's time from first to last copy; three tiers: sum over copies
   // (a pass's copies wait for NVMe reads in between, which are the RAM tier's time, not PCIe's).
   double copy_seconds_ = 0.0;

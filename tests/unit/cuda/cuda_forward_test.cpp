@@ -174,7 +174,7 @@ TEST_P(CudaForwardTest, LogitsBitIdenticalAcrossVramBudgetsThatEvictEveryToken) 
   std::vector<Outcome> outcomes;
   std::vector<ExpertStats> stats;
   auto probe = Model::load(dir);
-  const uint64_t blob = cuda::expert_layout(*probe).bytes;
+  const uint64_t blob = cuda::expert_slot_bytes(*probe);
   const int k = probe->config().experts_per_token;
   // All in VRAM (no budget given), exactly top-k slots (a miss nearly every layer of every token), top-k + 1.
   for (const uint64_t budget : {uint64_t(0), uint64_t(k) * blob, uint64_t(k + 1) * blob}) {
@@ -228,7 +228,7 @@ double expect_long_prompt_on_tensor_cores(const std::string& dir, const std::vec
   auto cpu_model = Model::load(dir);
   const Outcome cpu = run_model(*cpu_model, ids);
   auto probe = Model::load(dir);
-  const uint64_t blob = cuda::expert_layout(*probe).bytes;
+  const uint64_t blob = cuda::expert_slot_bytes(*probe);
   const int k = probe->config().experts_per_token;
   std::vector<Outcome> gpu;
   for (const uint64_t budget : {uint64_t(0), uint64_t(k) * blob}) {
@@ -296,7 +296,7 @@ TEST_P(CudaForwardTest, ThreeTiersGiveTheAllInVramLogitsBitForBitAndTheirStatsAd
   test::pack_checkpoint(test::data_path("models/" + GetParam() + "/hf"), tmp / "p", "");
   const std::vector<int32_t> ids = ids_of(GetParam()), longer = long_ids(GetParam());
   auto reference = Model::load(tmp / "p");
-  const uint64_t blob = cuda::expert_layout(*reference).bytes;
+  const uint64_t blob = cuda::expert_slot_bytes(*reference);
   const int k = reference->config().experts_per_token;
   CudaForwardOptions all;
   all.verbose = false;
@@ -680,6 +680,7 @@ INSTANTIATE_TEST_SUITE_P(Files, CudaGgufTest,
                                            GgufCase{"llama_cpp/kquant_small_q6_k", kKquantIds},
                                            GgufCase{"llama_cpp/kquant_small_iq4_xs", kKquantIds},
                                            GgufCase{"llama_cpp/kquant_qwen3moe_q8_0", kKquantIds},
+                                           GgufCase{"llama_cpp/kquant_qwen3moe_q4_k_m", kKquantIds},
                                            GgufCase{"qwen3moe_q4_1", {1, 7, 33, 2, 63, 0, 12, 45}},
                                            GgufCase{"gpt_oss_mxfp4", {1, 5, 9, 2, 40}}),
                          [](const auto& info) {
@@ -687,10 +688,54 @@ INSTANTIATE_TEST_SUITE_P(Files, CudaGgufTest,
                            return n.substr(n.find('/') + 1);
                          });
 
+// A Q4_K_M file keeps some layers' down projections in Q6_K and the rest in Q4_K (llama-quantize's use_more_bits):
+// kquant_qwen3moe_q4_k_m has Q4_K in layer 0 and Q6_K in layer 1. Each layer's kernels get its own layout and a VRAM
+// slot holds the larger blob, so its pack gives one set of logits all in VRAM, in top-k VRAM slots fed from pinned
+// memory, and in three tiers (top-k RAM slots over the pack's files), within 2e-2 of the CPU.
+TEST(CudaForward, LayersWhoseExpertsDifferInCodecRunInEveryPlacementWithTheSameBits) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const test::ScratchDir tmp("mixedlayers");
+  test::pack_checkpoint(test::data_path("gguf/llama_cpp/kquant_qwen3moe_q4_k_m.gguf"), tmp / "p", "");
+  auto reference = Model::load(tmp / "p");
+  const cuda::ExpertLayout l0 = cuda::expert_layout(*reference, 0), l1 = cuda::expert_layout(*reference, 1);
+  ASSERT_NE(l0.down, l1.down) << "the file should mix down codecs across layers";
+  const uint64_t slot = cuda::expert_slot_bytes(*reference);
+  EXPECT_EQ(slot, std::max(l0.bytes, l1.bytes));
+  const int k = reference->config().experts_per_token;
+  const Outcome cpu = run_model(*Model::load(tmp / "p"), kKquantIds);
+  CudaForwardOptions all;
+  all.verbose = false;
+  use_cuda_forward(*reference, all);
+  const Outcome want = run_model(*reference, kKquantIds);
+  EXPECT_LE(max_abs_diff(want.logits, cpu.logits), 2e-2);
+  EXPECT_EQ(want.greedy, cpu.greedy);
+  for (const bool three_tiers : {false, true}) {
+    auto model = Model::load(tmp / "p");
+    if (three_tiers) {
+      StreamedOptions so;
+      so.min_slots = k;
+      so.slots = k;
+      model->set_expert_provider(StreamedExperts::from_packed(model->packed(), so));
+    }
+    CudaForwardOptions o;
+    o.verbose = false;
+    o.vram_budget = uint64_t(k) * slot;
+    o.budget_given = true;
+    use_cuda_forward(*model, o);
+    const Outcome got = run_model(*model, kKquantIds);
+    const ExpertStats vram = model->device_forward()->expert_stats();
+    EXPECT_EQ(got.logits, want.logits) << (three_tiers ? "three tiers" : "pinned");
+    EXPECT_EQ(got.decode_logits, want.decode_logits) << (three_tiers ? "three tiers" : "pinned");
+    EXPECT_EQ(vram.slots, k);
+    EXPECT_EQ(vram.slot_bytes, slot);
+    EXPECT_GT(vram.misses, 0u);
+  }
+}
+
 TEST(CudaForward, VramBudgetBelowOneLayersTopKIsOneClearError) {
   SKIP_WITHOUT_CUDA_DEVICE();
   auto model = Model::load(test::data_path("models/qwen3_moe_a/hf"));
-  const uint64_t blob = cuda::expert_layout(*model).bytes;
+  const uint64_t blob = cuda::expert_slot_bytes(*model);
   CudaForwardOptions o;
   o.verbose = false;
   o.vram_budget = uint64_t(model->config().experts_per_token) * blob - 1;

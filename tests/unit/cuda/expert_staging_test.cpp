@@ -29,7 +29,7 @@ struct FakeCopies {
   int sends = 0, waits = 0;
 
   cuda::StagingRing::Send send() {
-    return [this](int b, const uint8_t* data, int slot) {
+    return [this](int b, const uint8_t* data, int /*layer*/, int slot) {
       EXPECT_EQ(pending.count(b), 0u) << "buffer " << b << " sent again before its copy was waited for";
       pending[b] = {data, slot};
       ++sends;
@@ -69,7 +69,7 @@ TEST(ExpertStaging, MissesThroughTheStreamedProviderLandInTheirSlotsAsTheAllPinn
   std::vector<std::vector<uint8_t>> storage(buffers, std::vector<uint8_t>(layout.bytes, 0xee));
   std::vector<uint8_t*> ring_buffers;
   for (auto& s : storage) ring_buffers.push_back(s.data());
-  cuda::StagingRing ring(ring_buffers, layout, copies.send(), copies.wait());
+  cuda::StagingRing ring(ring_buffers, copies.send(), copies.wait());
 
   // Several layers, each call a list of (expert, slot) as VRAM misses would give; expert repeats make RAM hits.
   std::map<int, std::pair<int, int>> slot_holds;  // slot -> (layer, expert) it ends with
@@ -84,7 +84,7 @@ TEST(ExpertStaging, MissesThroughTheStreamedProviderLandInTheirSlotsAsTheAllPinn
         slot_holds[slot % 7] = {layer, e};
         ++slot;
       }
-      ring.fetch(*streamed, layer, f);
+      ring.fetch(*streamed, layer, layout, f);
       ring.drain();
       fills += int(f.size());
     }
@@ -125,19 +125,19 @@ TEST(ExpertStaging, AnExpertOfAnotherLayoutIsOneClearErrorAndTheNextFetchStillFi
   std::vector<uint8_t> buffer(layout.bytes);
   cuda::ExpertLayout wrong = layout;
   wrong.down = Codec::BF16;
-  cuda::StagingRing bad({buffer.data()}, wrong, copies.send(), copies.wait());
+  cuda::StagingRing bad({buffer.data()}, copies.send(), copies.wait());
   std::vector<cuda::SlotFill> f;
   for (int e = 0; e < k; ++e) f.push_back({e, e});
   const int layer = packed->config().layer_has_experts[0] ? 0 : 1;
-  const std::string msg = test::error_of([&] { bad.fetch(*streamed, layer, f); });
+  const std::string msg = test::error_of([&] { bad.fetch(*streamed, layer, wrong, f); });
   EXPECT_NE(msg.find("layer " + std::to_string(layer) + " expert 0"), std::string::npos) << msg;
   EXPECT_NE(msg.find("one expert layout"), std::string::npos) << msg;
   // The failed expert was released, so the next fetch of k other experts (whose prefetch drops the stale
   // prefetch pins of the experts never reached) finds every RAM slot free.
-  cuda::StagingRing good({buffer.data()}, layout, copies.send(), copies.wait());
+  cuda::StagingRing good({buffer.data()}, copies.send(), copies.wait());
   std::vector<cuda::SlotFill> g;
   for (int e = 0; e < k; ++e) g.push_back({k + e, e});
-  good.fetch(*streamed, layer, g);
+  good.fetch(*streamed, layer, layout, g);
   good.drain();
   EXPECT_EQ(copies.waits, k);
 }
