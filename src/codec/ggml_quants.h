@@ -28,7 +28,8 @@ inline float f16_at(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
   const uint32_t exp = (h >> 10) & 0x1Fu;
-  if (exp == 0 || exp == 31) return f16_to_f32(h);  // zeros, subnormals, infinities, NaNs
+  if ((h & 0x7FFFu) == 0) return (h & 0x8000u) != 0 ? -0.0f : 0.0f;  // a block's dmin is often zero
+  if (exp == 0 || exp == 31) return f16_to_f32(h);                   // subnormals, infinities, NaNs
   const uint32_t bits = uint32_t(h & 0x8000u) << 16 | (uint32_t(h & 0x7FFFu) + ((127 - 15) << 10)) << 13;
   float f;
   std::memcpy(&f, &bits, 4);
@@ -148,6 +149,18 @@ inline void k_scale_min(const uint8_t* q, int s, int& scale, int& min) {
   }
 }
 
+// k_scale_min of all 8 sub-blocks at once, byte s of `scales` and of `mins` sub-block s's (the int8 kernels read
+// them per block): bytes 0-3 of the 12 hold scales 0-3 (low 6 bits) and the top bits of scales 4-7, bytes 4-7 the
+// mins likewise, bytes 8-11 the low nibbles of scales 4-7 (low) and mins 4-7 (high). Little-endian.
+inline void k_scales_mins(const uint8_t* q, uint64_t& scales, uint64_t& mins) {
+  uint32_t u[3];
+  std::memcpy(u, q, sizeof(u));
+  const uint32_t hi_scales = (u[2] & 0x0F0F0F0Fu) | ((u[0] >> 2) & 0x30303030u);
+  const uint32_t hi_mins = ((u[2] >> 4) & 0x0F0F0F0Fu) | ((u[1] >> 2) & 0x30303030u);
+  scales = uint64_t(u[0] & 0x3F3F3F3Fu) | uint64_t(hi_scales) << 32;
+  mins = uint64_t(u[1] & 0x3F3F3F3Fu) | uint64_t(hi_mins) << 32;
+}
+
 // The 4-bit field of element j of Q4_K's and Q5_K's 128 code bytes: each 64 elements sweep 32 bytes twice,
 // low nibbles then high.
 inline int k_nibble(const uint8_t* qs, int j) {
@@ -265,7 +278,8 @@ struct IntScales {
   int16_t scale[16] = {}, min[16] = {};
   bool has_min = false;
 };
-inline void ggml_int_scales(Codec c, const uint8_t* b, IntScales& s) {
+// Always inlined: the int8 kernels call it once per block with a constant codec, which folds the switch away.
+[[gnu::always_inline]] inline void ggml_int_scales(Codec c, const uint8_t* b, IntScales& s) {
   const int groups = int(codec_group(c) / 16);
   s.has_min = c == Codec::Q5_1 || c == Codec::Q2_K || c == Codec::Q4_K || c == Codec::Q5_K;
   s.dmin = 0;
@@ -288,15 +302,17 @@ inline void ggml_int_scales(Codec c, const uint8_t* b, IntScales& s) {
       for (int g = 0; g < 16; ++g) s.scale[g] = int16_t(q3_k_scale(b + offsetof(BlockQ3_K, scales), g));
       return;
     case Codec::Q4_K:
-    case Codec::Q5_K:
+    case Codec::Q5_K: {
       s.d = f16_at(b), s.dmin = f16_at(b + offsetof(BlockQ4_K, dmin));
+      uint64_t scales, mins;
+      k_scales_mins(b + offsetof(BlockQ4_K, scales), scales, mins);
       for (int sub = 0; sub < 8; ++sub) {
-        int scale, min;
-        k_scale_min(b + offsetof(BlockQ4_K, scales), sub, scale, min);
-        s.scale[2 * sub] = s.scale[2 * sub + 1] = int16_t(scale);
-        s.min[2 * sub] = s.min[2 * sub + 1] = int16_t(min);
+        const int16_t scale = int16_t((scales >> (8 * sub)) & 0xFFu), min = int16_t((mins >> (8 * sub)) & 0xFFu);
+        s.scale[2 * sub] = s.scale[2 * sub + 1] = scale;
+        s.min[2 * sub] = s.min[2 * sub + 1] = min;
       }
       return;
+    }
     case Codec::Q6_K:
       s.d = f16_at(b + offsetof(BlockQ6_K, d));
       for (int g = 0; g < 16; ++g) s.scale[g] = int8_t(b[offsetof(BlockQ6_K, scales) + size_t(g)]);
