@@ -163,7 +163,8 @@ HWY_INLINE hn::Vec<hn::Rebind<float, D32>> F16ToF32(D32 d32, hn::Vec<D32> h) {
 // tile repeats its last row): each block's codes are loaded once for the TM rows, each row has its own sums.
 template <Codec T, size_t TM, class D8>
 HWY_INLINE void TileRows(D8 d8, const Int8Rows& xq, int64_t i0, const uint8_t* const* rows,
-                         hn::Vec<hn::Repartition<int32_t, D8>> offset, float* y, int64_t ldy, int64_t count) {
+                         hn::Vec<hn::Repartition<int32_t, D8>> offset, float* y, int64_t ldy, int64_t count,
+                         size_t ahead) {
   constexpr int64_t G = kGroup<T>;
   const hn::Repartition<int32_t, D8> d32;
   const hn::Rebind<float, decltype(d32)> df;
@@ -173,6 +174,9 @@ HWY_INLINE void TileRows(D8 d8, const Int8Rows& xq, int64_t i0, const uint8_t* c
   for (size_t i = 0; i < TM; ++i) acc[i] = hn::Zero(df);
   for (int64_t b = 0; b < xq.blocks; ++b) {
     const size_t at = size_t(b) * kBlockBytes<T>;
+    if (ahead != 0) {
+      for (size_t j = 0; j < TN; ++j) __builtin_prefetch(rows[j] + at + ahead);
+    }
     hn::Vec<decltype(d32)> reduced[TM][TN / 4];
     for (size_t g = 0; g < TN / 4; ++g) {
       hn::Vec<D8> codes[4][S];
@@ -224,8 +228,11 @@ void Int8RangeT(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64
     }
     const auto offset = hn::Load(d32, offsets);
     int64_t i = 0;
-    for (; i + 4 <= xq.rows; i += 4) TileRows<T, 4>(d8, xq, i, rows, offset, y + n, w.rows, count);
-    for (; i < xq.rows; ++i) TileRows<T, 1>(d8, xq, i, rows, offset, y + n, w.rows, count);
+    // The next tile's rows, block by block as this tile reads its own (a tile's rows are consecutive in memory, so
+    // this is the same stream one tile ahead); only on the first pass over the tile.
+    const size_t ahead = n + 2 * int64_t(TN) <= n1 ? TN * row_bytes : 0;
+    for (; i + 4 <= xq.rows; i += 4) TileRows<T, 4>(d8, xq, i, rows, offset, y + n, w.rows, count, i == 0 ? ahead : 0);
+    for (; i < xq.rows; ++i) TileRows<T, 1>(d8, xq, i, rows, offset, y + n, w.rows, count, i == 0 ? ahead : 0);
   }
 }
 
