@@ -286,6 +286,28 @@ TEST_P(CudaForwardTest, LongPromptOnTensorCoresNearTheCpuAndBitIdenticalAcrossBu
   }
 }
 
+namespace {
+
+// The packed folder at dir on the GPU with a VRAM cache of `vram_budget` bytes, fed from pinned host memory, or with
+// ram_slots > 0 from that many RAM slots of the streamed provider (three tiers).
+std::unique_ptr<Model> load_cached(const std::string& dir, uint64_t vram_budget, int ram_slots) {
+  auto model = Model::load(dir);
+  if (ram_slots > 0) {
+    StreamedOptions so;
+    so.min_slots = ram_slots;
+    so.slots = ram_slots;
+    model->set_expert_provider(StreamedExperts::from_packed(model->packed(), so));
+  }
+  CudaForwardOptions o;
+  o.verbose = false;
+  o.vram_budget = vram_budget;
+  o.budget_given = true;
+  use_cuda_forward(*model, o);
+  return model;
+}
+
+}  // namespace
+
 // Three tiers: the packed folder's experts streamed into top-k RAM slots (an NVMe read on nearly every access) and
 // fetched from there into top-k or top-k + 1 VRAM slots (a pass of k + 1 misses cycles the k staging buffers),
 // against every expert in VRAM: the same bits, short prompt, decode and a 150-row prompt alike. Every VRAM miss is
@@ -303,16 +325,7 @@ TEST_P(CudaForwardTest, ThreeTiersGiveTheAllInVramLogitsBitForBitAndTheirStatsAd
   use_cuda_forward(*reference, all);
   const Outcome want = run_model(*reference, ids), want_long = run_model(*reference, longer);
   for (const int vram_slots : {k, k + 1}) {
-    auto model = Model::load(tmp / "p");
-    StreamedOptions so;
-    so.min_slots = k;
-    so.slots = k;
-    model->set_expert_provider(StreamedExperts::from_packed(model->packed(), so));
-    CudaForwardOptions o;
-    o.verbose = false;
-    o.vram_budget = uint64_t(vram_slots) * blob;
-    o.budget_given = true;
-    use_cuda_forward(*model, o);
+    auto model = load_cached(tmp / "p", uint64_t(vram_slots) * blob, k);
     const ExpertStats ram0 = model->experts().stats();  // the layout probe's one access
     const Outcome got = run_model(*model, ids), got_long = run_model(*model, longer);
     const ExpertStats ram = model->experts().stats(), vram = model->device_forward()->expert_stats();
@@ -710,18 +723,7 @@ TEST(CudaForward, LayersWhoseExpertsDifferInCodecRunInEveryPlacementWithTheSameB
   EXPECT_LE(max_abs_diff(want.logits, cpu.logits), 2e-2);
   EXPECT_EQ(want.greedy, cpu.greedy);
   for (const bool three_tiers : {false, true}) {
-    auto model = Model::load(tmp / "p");
-    if (three_tiers) {
-      StreamedOptions so;
-      so.min_slots = k;
-      so.slots = k;
-      model->set_expert_provider(StreamedExperts::from_packed(model->packed(), so));
-    }
-    CudaForwardOptions o;
-    o.verbose = false;
-    o.vram_budget = uint64_t(k) * slot;
-    o.budget_given = true;
-    use_cuda_forward(*model, o);
+    auto model = load_cached(tmp / "p", uint64_t(k) * slot, three_tiers ? k : 0);
     const Outcome got = run_model(*model, kKquantIds);
     const ExpertStats vram = model->device_forward()->expert_stats();
     EXPECT_EQ(got.logits, want.logits) << (three_tiers ? "three tiers" : "pinned");
