@@ -4,10 +4,12 @@
 # Writes a Qwen3-30B-A3B-shaped model once as a Seedling packed folder (experts and dense q4_g32) and once as a GGUF
 # (tools/packed_to_gguf.py: q4_g32 is ggml's Q4_1 byte for byte, so both engines read the same 5.0-bit weights). With
 # BITS=4.5 the engines read 4.5 bits a weight in their own formats instead: Seedling q4_g64 (a pack of its own random
-# weights) against ik's Q4_0 (that GGUF requantized by ik's llama-quantize; IK_QUANTIZE names it). Then
-# for each thread count runs the two engines turn about, RUNS times each: `seedling bench` (its int8-activation path
-# and its float path) and ik's `llama-bench -fa 1 -fmoe 1`. Decode is the N tokens after a P-token prompt on both
-# sides (ik: `-gp P,N`); prefill is the P-token prompt. Prints each run and, per thread count, the medians and ratios.
+# weights) against ik's Q4_0 (that GGUF requantized by ik's llama-quantize; IK_QUANTIZE names it). With
+# BITS=q4_k_m both engines read one file, that GGUF requantized to Q4_K_M by llama-quantize (Seedling reads the GGUF
+# as stored). Then for each thread count runs the two engines turn about, RUNS times each: `seedling bench` (its
+# int8-activation path and its float path; DOTS picks) and ik's `llama-bench -fa 1 -fmoe 1`. Decode is the N tokens
+# after a P-token prompt on both sides (ik: `-gp P,N`); prefill is the P-token prompt. Prints each run and, per
+# thread count, the medians and ratios.
 #
 # Usage: bench/cpu_vs_ik.sh IK_SRC WORK [LAYERS] [THREADS] [RUNS]
 #   IK_SRC   ik_llama.cpp source (../shared/tools/peer_source.sh exports one from a fetched snapshot); its CPU
@@ -16,8 +18,10 @@
 #   LAYERS   default 4 (48 is the full shape); THREADS default "1 2"; RUNS default 3
 # Environment: SEEDLING (default build/seedling), SEEDLING_BEFORE (a second binary, run turn about with it; its
 #   rows are before-int8 and before-float), P (prompt, default 64), N (decode tokens, default 32),
-#   PYTHON (with numpy; default python3), BITS (5.0, the default, or 4.5), IK_BENCH, IK_QUANTIZE, WARMUP (Seedling's
-#   untimed passes before each timed one, `bench --warmup`; default 1, as llama-bench warms up; 0 before 2026-12-05).
+#   PYTHON (with numpy; default python3), BITS (5.0, the default, 4.5 or q4_k_m), IK_BENCH, IK_QUANTIZE,
+#   WARMUP (Seedling's untimed passes before each timed one, `bench --warmup`; default 1, as llama-bench warms up;
+#   0 before 2026-12-05),
+#   DOTS (Seedling's `--cpu-dot` paths to run, default "int8 float"; "int8" alone halves the time).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 src=${1:?usage: bench/cpu_vs_ik.sh IK_SRC WORK [LAYERS] [THREADS] [RUNS]}
@@ -59,8 +63,16 @@ if [ "${BITS:-5.0}" = 4.5 ]; then
     "$seedling" synth --preset qwen3-30b-a3b --layers "$layers" --packed q4_g64 --dense q4_g64 -o "$pack" 2>&1 | tail -n 1
   gguf=$q4_0
   what="Seedling q4_g64 against ik Q4_0, 4.5 bits a weight each (same shape, not the same weights)"
+elif [ "${BITS:-5.0}" = q4_k_m ]; then
+  quantize=${IK_QUANTIZE:-$(dirname "$ik")/llama-quantize}
+  [ -x "$quantize" ] || cmake --build "$src-cpu" --target llama-quantize
+  q4_k_m=$work/qwen3-$layers-q4_k_m.gguf
+  [ -f "$q4_k_m" ] || "$quantize" --allow-requantize "$gguf" "$q4_k_m" Q4_K_M >/dev/null 2>&1
+  pack=$q4_k_m
+  gguf=$q4_k_m
+  what="the same Q4_K_M file (llama-quantize's mixture: Q4_K, and Q6_K for some down projections and the head)"
 elif [ "${BITS:-5.0}" != 5.0 ]; then
-  echo "BITS must be 5.0 or 4.5, got $BITS" >&2
+  echo "BITS must be 5.0, 4.5 or q4_k_m, got $BITS" >&2
   exit 2
 fi
 
@@ -71,8 +83,11 @@ echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 # Seedling warms up as llama-bench does (one untimed pass; WARMUP=0 for binaries older than `bench --warmup`).
 warmup_flag=
 [ "${WARMUP:-1}" != 0 ] && warmup_flag="--warmup=${WARMUP:-1}"
-arms="seedling-int8 seedling-float"
-[ -n "${SEEDLING_BEFORE:-}" ] && arms="before-int8 seedling-int8 before-float seedling-float"
+arms=
+for dot in ${DOTS:-int8 float}; do
+  [ -n "${SEEDLING_BEFORE:-}" ] && arms="$arms before-$dot"
+  arms="$arms seedling-$dot"
+done
 [ -n "${SEEDLING_BEFORE:-}" ] && echo "before: $SEEDLING_BEFORE"
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
