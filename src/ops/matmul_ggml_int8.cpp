@@ -106,6 +106,7 @@ HWY_INLINE const int16_t* SuperScales(const uint8_t* block, const ggml::IntScale
 // alone left the cores waiting on each new block's first line (Q6_K head and Q4_K experts: 4-layer Q4_K_M decode on
 // 2 cores 22.3 -> 33 tok/s; 1024 and 16384 bytes gave about the same, docs/results/2026-12-05-cpu-kquant-prefetch.md).
 static constexpr size_t kAhead = 4096;
+
 // The K types and iq4_xs: rows [i0, i0 + TM) of output row `row` (one weight row), 256-value blocks.
 template <Codec T, size_t TM>
 HWY_INLINE void SuperRows(const GgmlInt8Rows& xq, const uint8_t* row, int64_t i0, float* y, int64_t ldy) {

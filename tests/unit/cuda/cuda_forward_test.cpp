@@ -326,7 +326,7 @@ TEST_P(CudaForwardTest, ThreeTiersGiveTheAllInVramLogitsBitForBitAndTheirStatsAd
   const Outcome want = run_model(*reference, ids), want_long = run_model(*reference, longer);
   for (const int vram_slots : {k, k + 1}) {
     auto model = load_cached(tmp / "p", uint64_t(vram_slots) * blob, k);
-    const ExpertStats ram0 = model->experts().stats();  // the layout probe's one access
+    const ExpertStats ram0 = model->experts().stats();  // the layout probes' accesses, one a MoE layer
     const Outcome got = run_model(*model, ids), got_long = run_model(*model, longer);
     const ExpertStats ram = model->experts().stats(), vram = model->device_forward()->expert_stats();
     EXPECT_EQ(got.logits, want.logits) << vram_slots << " VRAM slots";
