@@ -3,7 +3,9 @@
 // window), then a dense SwiGLU MLP or routed experts (softmax, top-k-softmax or sigmoid-group router; SwiGLU or
 // clamped SwiGLU, with biases) beside an optional shared expert.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <numeric>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -123,17 +125,31 @@ void Model::attention(int layer, std::span<const BatchRow> rows, const float* xn
   }
   ops::AttentionShape shape{c.num_heads, c.num_kv_heads, hd, 1.0f / std::sqrt(float(hd))};
   shape.sinks = plan.sinks ? lw.sinks.data() : nullptr;
-  // One work item per (row, head); each reads only its own sequence's cache.
-  const int64_t items = M * c.num_heads;
-  ThreadPool::global().parallel_for(size_t(items), 1, [&](size_t b, size_t e) {
+  // One work item per (row, KV head): the query heads that share it read its keys and values once. The threads
+  // claim items one at a time, KV head by KV head (its keys and values stay in the cache of the threads on it),
+  // and within one the longest rows first, since a row costs its span of keys and that grows along a prompt. With
+  // fewer items than threads (decode), one item per (row, query head) instead.
+  const auto span_first = [&](const BatchRow& r) { return plan.window > 0 ? std::max(0, r.pos - plan.window + 1) : 0; };
+  std::vector<int64_t> order(static_cast<size_t>(M));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    const BatchRow &ra = rows[size_t(a)], &rb = rows[size_t(b)];
+    return ra.pos - span_first(ra) > rb.pos - span_first(rb);
+  });
+  ThreadPool& pool = ThreadPool::global();
+  const int per = M * c.num_kv_heads >= pool.size() ? c.num_heads / c.num_kv_heads : 1;
+  const int64_t items = M * (c.num_heads / per);
+  std::atomic<int64_t> next{0};
+  pool.parallel_for(size_t(std::min<int64_t>(items, pool.size())), 1, [&](size_t, size_t) {
     std::vector<float> scratch;
-    for (size_t it = b; it < e; ++it) {
-      const int64_t i = int64_t(it) / c.num_heads;
-      const int h = int(int64_t(it) % c.num_heads);
+    for (int64_t it = next.fetch_add(1, std::memory_order_relaxed); it < items;
+         it = next.fetch_add(1, std::memory_order_relaxed)) {
+      const int64_t i = order[size_t(it % M)];
+      const int h = int(it / M) * per;
       const BatchRow& r = rows[size_t(i)];
-      const int first = plan.window > 0 ? std::max(0, r.pos - plan.window + 1) : 0;
+      const int first = span_first(r);
       scratch.resize(size_t(r.pos - first + 1));
-      ops::attention_row(q.data() + i * Q, r.kv->keys(layer), r.kv->values(layer), first, r.pos, shape, h, h + 1,
+      ops::attention_row(q.data() + i * Q, r.kv->keys(layer), r.kv->values(layer), first, r.pos, shape, h, h + per,
                          att.data() + i * Q, scratch.data());
     }
   });

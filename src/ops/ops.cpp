@@ -126,6 +126,7 @@ void group_top_k(const float* scores, const float* bias, int n, int n_group, int
   top_k(choice, n, k, idx);
 }
 
+namespace ref {
 void attention_row(const float* q, const float* k_cache, const float* v_cache, int first, int last,
                    const AttentionShape& s, int h_begin, int h_end, float* out, float* scratch) {
   const int group = s.n_heads / s.n_kv_heads;
@@ -144,5 +145,7 @@ void attention_row(const float* q, const float* k_cache, const float* v_cache, i
       axpy(scratch[j], v_cache + int64_t(first + j) * kv_stride + kvh * s.head_dim, o, s.head_dim);
   }
 }
+
+}  // namespace ref
 
 }  // namespace seedling::ops

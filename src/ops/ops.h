@@ -65,9 +65,16 @@ struct AttentionShape {
   // [n_heads] or null: head h's softmax also counts one logit sinks[h] in its denominator (attends to nothing).
   const float* sinks = nullptr;
 };
-// Computes query heads [h_begin, h_end) only.
+// Computes query heads [h_begin, h_end) only. SIMD (ops/attention.cpp); a row's result depends only on its own
+// query and span of keys, never on the batch or the thread count.
 void attention_row(const float* q, const float* k_cache, const float* v_cache, int first, int last,
                    const AttentionShape& s, int h_begin, int h_end, float* out,
                    float* scratch /* last - first + 1 floats */);
+namespace ref {
+// The per-key form attention_row must agree with (to float rounding): a dot product per key, the softmax, the
+// value rows added in order.
+void attention_row(const float* q, const float* k_cache, const float* v_cache, int first, int last,
+                   const AttentionShape& s, int h_begin, int h_end, float* out, float* scratch);
+}  // namespace ref
 
 }  // namespace seedling::ops

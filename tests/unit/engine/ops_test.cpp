@@ -108,6 +108,48 @@ TEST(Ops, AttentionRowMatchesTheFormula) {
   }
 }
 
+// The SIMD attention (ops/attention.cpp) against the per-key form (ref::attention_row), on head dims of 1 to 16
+// vectors and ones it hands to the per-key form (20, 80), spans shorter and longer than a vector of keys, GQA groups
+// and sinks. The sums run in other orders, so they agree to float rounding: within 2e-6 of outputs whose
+// magnitude is about 1 (weights of a softmax times values of N(0, 1)).
+TEST(Ops, AttentionRowSimdMatchesThePerKeyForm) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  struct Case {
+    int heads, kv_heads, head_dim, first, last;
+    bool sinks;
+  };
+  for (const Case& k : {Case{4, 2, 8, 0, 0, false}, Case{4, 2, 16, 3, 9, true}, Case{8, 2, 64, 0, 100, false},
+                        Case{4, 4, 128, 17, 300, true}, Case{2, 1, 256, 0, 33, false}, Case{4, 1, 128, 5, 5, false},
+                        Case{3, 1, 20, 0, 40, false}, Case{2, 2, 80, 2, 70, true}, Case{32, 4, 128, 0, 511, false}}) {
+    AttentionShape s{k.heads, k.kv_heads, k.head_dim, 1.0f / std::sqrt(float(k.head_dim))};
+    std::vector<float> sinks(size_t(k.heads));
+    for (float& x : sinks) x = d(rng);
+    if (k.sinks) s.sinks = sinks.data();
+    const size_t positions = size_t(k.last + 1), row = size_t(k.kv_heads * k.head_dim);
+    std::vector<float> q(size_t(k.heads * k.head_dim)), kc(positions * row), vc(positions * row);
+    for (auto* vec : {&q, &kc, &vc}) {
+      for (float& x : *vec) x = d(rng);
+    }
+    std::vector<float> fast(q.size()), slow(q.size()), scratch(positions);
+    attention_row(q.data(), kc.data(), vc.data(), k.first, k.last, s, 0, k.heads, fast.data(), scratch.data());
+    ref::attention_row(q.data(), kc.data(), vc.data(), k.first, k.last, s, 0, k.heads, slow.data(), scratch.data());
+    for (size_t i = 0; i < q.size(); ++i) {
+      ASSERT_NEAR(fast[i], slow[i], 2e-6)
+          << "heads " << k.heads << " dim " << k.head_dim << " span " << k.first << ".." << k.last << " output " << i;
+    }
+    // One head at a time gives the same bits as all heads in one call.
+    for (int h = 0; h < k.heads; ++h) {
+      std::vector<float> one(q.size());
+      attention_row(q.data(), kc.data(), vc.data(), k.first, k.last, s, h, h + 1, one.data(), scratch.data());
+      for (int c = 0; c < k.head_dim; ++c) {
+        const size_t i = size_t(h * k.head_dim + c);
+        ASSERT_EQ(one[i], fast[i]) << "head " << h;
+      }
+    }
+  }
+}
+
 // A sink logit joins each head's softmax denominator and attends to nothing (gpt_oss): the weights sum to below 1.
 TEST(Ops, AttentionSinkJoinsTheDenominatorOnly) {
   const float sinks[2] = {0.7f, -1.3f};
