@@ -38,12 +38,14 @@ void apply_rope(float* heads, int n_heads, int head_dim, int pos, const Rope& ro
   }
 }
 
+namespace ref {
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     out[i] = (g / (1.0f + std::exp(-g))) * up[i];
   }
 }
+}  // namespace ref
 
 void clamped_swiglu(const float* gate, const float* up, float* out, int64_t n, float alpha, float limit) {
   for (int64_t i = 0; i < n; ++i) {

@@ -26,8 +26,11 @@ struct Rope {
 };
 void apply_rope(float* heads, int n_heads, int head_dim, int pos, const Rope& rope);
 
-// out[i] = silu(gate[i]) * up[i]
+// out[i] = silu(gate[i]) * up[i]: SIMD with a vector exp (ops/activation.cpp), within 2 ulp of ref::silu_mul.
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
+namespace ref {
+void silu_mul(const float* gate, const float* up, float* out, int64_t n);  // the scalar loop with std::exp
+}  // namespace ref
 // gpt_oss's activation: g = min(gate[i], limit), out[i] = (clamp(up[i], -limit, limit) + 1) * g * sigmoid(alpha g).
 void clamped_swiglu(const float* gate, const float* up, float* out, int64_t n, float alpha, float limit);
 // 1 / (1 + exp(-x)), in float.
