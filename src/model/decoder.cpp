@@ -17,6 +17,23 @@
 
 namespace seedling {
 
+namespace {
+// A float buffer that grows without zeroing what it adds, for buffers whose every element is written before it is
+// read (a prompt's are megabytes a layer: zeroing and faulting them in again in every layer is serial time).
+class Floats {
+ public:
+  float* resize(size_t n) {
+    if (n > capacity_) data_ = std::make_unique_for_overwrite<float[]>(capacity_ = n);
+    return data_.get();
+  }
+  float* data() { return data_.get(); }
+
+ private:
+  std::unique_ptr<float[]> data_;
+  size_t capacity_ = 0;
+};
+}  // namespace
+
 void Model::forward(std::span<const BatchRow> rows, float* logits) {
   const ModelConfig& c = config_;
   const int64_t M = int64_t(rows.size()), H = c.hidden_size;
@@ -30,15 +47,25 @@ void Model::forward(std::span<const BatchRow> rows, float* logits) {
     return device_->forward(rows, logits);
   }
   std::vector<float> x(size_t(M * H)), xn(size_t(M * H)), delta(size_t(M * H));
-  for (int64_t i = 0; i < M; ++i) {  // embedding: (M, H)
+  // Row-wise steps (the embedding, the residual adds, the norms) over the threads; each row's bits are its own.
+  const auto rows_in_parallel = [&](const auto& fn) {
+    ThreadPool::global().parallel_for(size_t(M), 4, [&](size_t i0, size_t i1) {
+      for (int64_t i = int64_t(i0); i < int64_t(i1); ++i) fn(i);
+    });
+  };
+  for (int64_t i = 0; i < M; ++i) {
     const int32_t t = rows[size_t(i)].token;
     if (t < 0 || t >= c.vocab_size) fail("token id {} is out of range: the vocabulary has {} ids", t, c.vocab_size);
-    for (int64_t k = 0; k < H; ++k) x[size_t(i * H + k)] = w_.embed.at(t, k);
   }
+  rows_in_parallel([&](int64_t i) {  // embedding: (M, H)
+    for (int64_t k = 0; k < H; ++k) x[size_t(i * H + k)] = w_.embed.at(rows[size_t(i)].token, k);
+  });
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& lw = w_.layers[size_t(l)];
     if (prefetch_width_ > 0 && lw.has_experts) guess_experts(l, M, x.data());  // reads run during the mixer
-    ops::rms_norm_to(x.data(), xn.data(), M, H, lw.attn_norm.data(), c.rms_norm_eps);
+    rows_in_parallel([&](int64_t i) {
+      ops::rms_norm_to(x.data() + i * H, xn.data() + i * H, 1, H, lw.attn_norm.data(), c.rms_norm_eps);
+    });
     switch (c.plan(l).mixer) {
       case Mixer::Attention:
         attention(l, rows, xn.data(), delta.data());
@@ -50,14 +77,22 @@ void Model::forward(std::span<const BatchRow> rows, float* logits) {
         mla_attention(l, rows, xn.data(), delta.data());
         break;
     }
-    for (size_t i = 0; i < x.size(); ++i) x[i] = x[i] + delta[i];
-    ops::rms_norm_to(x.data(), xn.data(), M, H, lw.ffn_norm.data(), c.rms_norm_eps);
+    rows_in_parallel([&](int64_t i) {
+      float* xi = x.data() + i * H;
+      const float* di = delta.data() + i * H;
+      for (int64_t k = 0; k < H; ++k) xi[k] = xi[k] + di[k];
+      ops::rms_norm_to(xi, xn.data() + i * H, 1, H, lw.ffn_norm.data(), c.rms_norm_eps);
+    });
     if (lw.has_experts) {
       moe(l, M, xn.data(), delta.data());
     } else {
       dense_mlp(l, M, xn.data(), delta.data());
     }
-    for (size_t i = 0; i < x.size(); ++i) x[i] = x[i] + delta[i];
+    rows_in_parallel([&](int64_t i) {
+      float* xi = x.data() + i * H;
+      const float* di = delta.data() + i * H;
+      for (int64_t k = 0; k < H; ++k) xi[k] = xi[k] + di[k];
+    });
   }
   // Head over the rows that want logits: (wanted, H) -> (wanted, V).
   int64_t wanted = 0;
@@ -77,53 +112,61 @@ void Model::attention(int layer, std::span<const BatchRow> rows, const float* xn
   const AttentionPlan& plan = c.plan(layer).attn;
   const int64_t M = int64_t(rows.size());
   const int Q = c.q_dim(), KV = c.kv_dim(), hd = c.head_dim;
-  std::vector<float> q(size_t(M * Q)), k(size_t(M * KV)), v(size_t(M * KV)), att(size_t(M * Q));
+  // This thread's buffers, reused from layer to layer (each element is written before it is read).
+  thread_local Floats q_buf, k_buf, v_buf, att_buf;
+  float* const q = q_buf.resize(size_t(M * Q));
+  float* const k = k_buf.resize(size_t(M * KV));
+  float* const v = v_buf.resize(size_t(M * KV));
+  float* const att = att_buf.resize(size_t(M * Q));
   if (activation_observer_ != nullptr)
     activation_observer_->on_input(layer, MatrixInput::AttnQkv, -1, xn, M, c.hidden_size);
   std::vector<float> gate;  // output_gate: sigmoid(gate) times the attention output, per head beside its query
   std::vector<float> qg(plan.output_gate ? size_t(M * 2 * Q) : 0);  // (M, 2Q): per head hd query, then hd gate rows
   // q, k and v in one parallel region (each with matmul's bits; with int8 activations xn is quantized once).
-  ops::matmul_batch({{xn, M, lw.q, plan.output_gate ? qg.data() : q.data()},  // (M, Q) or (M, 2Q)
-                     {xn, M, lw.k, k.data()},                                 // (M, KV)
-                     {xn, M, lw.v, v.data()}});                               // (M, KV)
+  ops::matmul_batch({{xn, M, lw.q, plan.output_gate ? qg.data() : q},  // (M, Q) or (M, 2Q)
+                     {xn, M, lw.k, k},                                 // (M, KV)
+                     {xn, M, lw.v, v}});                               // (M, KV)
   if (plan.output_gate) {
     gate.resize(size_t(M * Q));
     for (int64_t i = 0; i < M; ++i) {
       for (int h = 0; h < c.num_heads; ++h) {
         const float* src = qg.data() + i * 2 * Q + int64_t(h) * 2 * hd;
-        std::copy_n(src, hd, q.data() + i * Q + h * hd);
+        std::copy_n(src, hd, q + i * Q + h * hd);
         std::copy_n(src + hd, hd, gate.data() + i * Q + h * hd);
       }
     }
   }
-  for (int64_t i = 0; i < M; ++i) {
-    float* qi = q.data() + i * Q;
-    float* ki = k.data() + i * KV;
-    float* vi = v.data() + i * KV;
-    if (plan.qkv_bias) {
-      ops::add_to(qi, lw.q_bias.data(), Q);
-      ops::add_to(ki, lw.k_bias.data(), KV);
-      ops::add_to(vi, lw.v_bias.data(), KV);
+  // Each row's biases, norms, clamps and rotation, and its K and V into its cache (rows in parallel).
+  ThreadPool::global().parallel_for(size_t(M), 4, [&](size_t i0, size_t i1) {
+    for (int64_t i = int64_t(i0); i < int64_t(i1); ++i) {
+      float* qi = q + i * Q;
+      float* ki = k + i * KV;
+      float* vi = v + i * KV;
+      if (plan.qkv_bias) {
+        ops::add_to(qi, lw.q_bias.data(), Q);
+        ops::add_to(ki, lw.k_bias.data(), KV);
+        ops::add_to(vi, lw.v_bias.data(), KV);
+      }
+      if (plan.qk_norm == QkNorm::PerHead) {
+        ops::rms_norm(qi, c.num_heads, hd, lw.q_norm.data(), c.rms_norm_eps);
+        ops::rms_norm(ki, c.num_kv_heads, hd, lw.k_norm.data(), c.rms_norm_eps);
+      } else if (plan.qk_norm == QkNorm::Whole) {
+        ops::rms_norm(qi, 1, Q, lw.q_norm.data(), c.rms_norm_eps);
+        ops::rms_norm(ki, 1, KV, lw.k_norm.data(), c.rms_norm_eps);
+      }
+      if (plan.clip_qkv > 0) {
+        ops::clamp(qi, Q, -plan.clip_qkv, plan.clip_qkv);
+        ops::clamp(ki, KV, -plan.clip_qkv, plan.clip_qkv);
+        ops::clamp(vi, KV, -plan.clip_qkv, plan.clip_qkv);
+      }
+      const BatchRow& r = rows[size_t(i)];
+      ops::apply_rope(qi, c.num_heads, hd, r.pos, rope_);
+      ops::apply_rope(ki, c.num_kv_heads, hd, r.pos, rope_);
+      SEEDLING_CHECK(r.pos < r.kv->capacity(), "position {} beyond KV capacity {}", r.pos, r.kv->capacity());
+      std::copy_n(ki, KV, r.kv->keys(layer) + int64_t(r.pos) * KV);
+      std::copy_n(vi, KV, r.kv->values(layer) + int64_t(r.pos) * KV);
     }
-    if (plan.qk_norm == QkNorm::PerHead) {
-      ops::rms_norm(qi, c.num_heads, hd, lw.q_norm.data(), c.rms_norm_eps);
-      ops::rms_norm(ki, c.num_kv_heads, hd, lw.k_norm.data(), c.rms_norm_eps);
-    } else if (plan.qk_norm == QkNorm::Whole) {
-      ops::rms_norm(qi, 1, Q, lw.q_norm.data(), c.rms_norm_eps);
-      ops::rms_norm(ki, 1, KV, lw.k_norm.data(), c.rms_norm_eps);
-    }
-    if (plan.clip_qkv > 0) {
-      ops::clamp(qi, Q, -plan.clip_qkv, plan.clip_qkv);
-      ops::clamp(ki, KV, -plan.clip_qkv, plan.clip_qkv);
-      ops::clamp(vi, KV, -plan.clip_qkv, plan.clip_qkv);
-    }
-    const BatchRow& r = rows[size_t(i)];
-    ops::apply_rope(qi, c.num_heads, hd, r.pos, rope_);
-    ops::apply_rope(ki, c.num_kv_heads, hd, r.pos, rope_);
-    SEEDLING_CHECK(r.pos < r.kv->capacity(), "position {} beyond KV capacity {}", r.pos, r.kv->capacity());
-    std::copy_n(ki, KV, r.kv->keys(layer) + int64_t(r.pos) * KV);
-    std::copy_n(vi, KV, r.kv->values(layer) + int64_t(r.pos) * KV);
-  }
+  });
   ops::AttentionShape shape{c.num_heads, c.num_kv_heads, hd, 1.0f / std::sqrt(float(hd))};
   shape.sinks = plan.sinks ? lw.sinks.data() : nullptr;
   // One work item per (row, KV head): the query heads that share it read its keys and values once. The threads
@@ -150,19 +193,55 @@ void Model::attention(int layer, std::span<const BatchRow> rows, const float* xn
       const BatchRow& r = rows[size_t(i)];
       const int first = span_first(r);
       scratch.resize(size_t(r.pos - first + 1));
-      ops::attention_row(q.data() + i * Q, r.kv->keys(layer), r.kv->values(layer), first, r.pos, shape, h, h + per,
-                         att.data() + i * Q, scratch.data());
+      ops::attention_row(q + i * Q, r.kv->keys(layer), r.kv->values(layer), first, r.pos, shape, h, h + per,
+                         att + i * Q, scratch.data());
     }
   });
   if (plan.output_gate) {
-    for (size_t i = 0; i < att.size(); ++i) att[i] = att[i] * ops::sigmoid(gate[i]);
+    for (int64_t i = 0; i < M * Q; ++i) att[i] = att[i] * ops::sigmoid(gate[size_t(i)]);
   }
-  if (activation_observer_ != nullptr) activation_observer_->on_input(layer, MatrixInput::AttnO, -1, att.data(), M, Q);
-  ops::matmul(att.data(), M, lw.o, out);  // (M, H)
+  if (activation_observer_ != nullptr) activation_observer_->on_input(layer, MatrixInput::AttnO, -1, att, M, Q);
+  ops::matmul(att, M, lw.o, out);  // (M, H)
   if (plan.o_bias) {
     for (int64_t i = 0; i < M; ++i) ops::add_to(out + i * c.hidden_size, lw.o_bias.data(), c.hidden_size);
   }
 }
+
+namespace {
+// One row's router logits p (E, overwritten) -> the plan's top-k ids and weights.
+void gate_row(const RouterPlan& plan, const LayerWeights& lw, int E, int K, float* p, int* ids, float* w,
+              std::vector<float>& scratch) {
+  if (plan.bias) ops::add_to(p, lw.router_bias.data(), E);
+  switch (plan.gating) {
+    case Gating::SoftmaxTopK:
+      ops::softmax(p, E);
+      ops::top_k(p, E, K, ids);
+      for (int s = 0; s < K; ++s) w[s] = p[ids[s]];
+      break;
+    case Gating::TopKSoftmax:
+      ops::top_k(p, E, K, ids);
+      for (int s = 0; s < K; ++s) w[s] = p[ids[s]];
+      ops::softmax(w, K);
+      break;
+    case Gating::SigmoidGroupTopK:
+      for (int e = 0; e < E; ++e) p[e] = ops::sigmoid(p[e]);
+      ops::group_top_k(p, plan.correction_bias ? lw.router_correction.data() : nullptr, E, plan.n_group,
+                       plan.topk_group, K, ids, &scratch, plan.masked_neg_inf ? -INFINITY : 0.0f);
+      for (int s = 0; s < K; ++s) w[s] = p[ids[s]];
+      break;
+  }
+  if (plan.renormalize && plan.gating != Gating::TopKSoftmax) {
+    float sum = 0.0f;
+    for (int s = 0; s < K; ++s) sum = sum + w[s];
+    // transformers adds 1e-20 to the sum for sigmoid scores (they need not sum to 1), nothing for softmax ones.
+    if (plan.gating == Gating::SigmoidGroupTopK) sum = sum + 1e-20f;
+    for (int s = 0; s < K; ++s) w[s] = w[s] / sum;
+  }
+  if (plan.scale != 1.0f) {
+    for (int s = 0; s < K; ++s) w[s] = w[s] * plan.scale;
+  }
+}
+}  // namespace
 
 void Model::route(int layer, int64_t M, const float* xn, int* chosen, float* weight) {
   const ModelConfig& c = config_;
@@ -170,41 +249,17 @@ void Model::route(int layer, int64_t M, const float* xn, int* chosen, float* wei
   const RouterPlan& plan = c.plan(layer).ffn.router;
   const int E = c.num_experts, K = c.experts_per_token;
   // Router: (M, E) logits -> the plan's gating -> top-k ids and weights per row.
-  std::vector<float> logits(size_t(M * E)), scratch;
+  std::vector<float> logits(size_t(M * E));
   ops::matmul(xn, M, lw.router, logits.data());
+  // Each row's gating alone (rows in parallel); then the replay and the observer see the rows in order.
+  ThreadPool::global().parallel_for(size_t(M), 8, [&](size_t i0, size_t i1) {
+    std::vector<float> scratch;
+    for (int64_t i = int64_t(i0); i < int64_t(i1); ++i)
+      gate_row(plan, lw, E, K, logits.data() + i * E, chosen + i * K, weight + i * K, scratch);
+  });
   for (int64_t i = 0; i < M; ++i) {
-    float* p = logits.data() + i * E;
     int* ids = chosen + i * K;
     float* w = weight + i * K;
-    if (plan.bias) ops::add_to(p, lw.router_bias.data(), E);
-    switch (plan.gating) {
-      case Gating::SoftmaxTopK:
-        ops::softmax(p, E);
-        ops::top_k(p, E, K, ids);
-        for (int s = 0; s < K; ++s) w[s] = p[ids[s]];
-        break;
-      case Gating::TopKSoftmax:
-        ops::top_k(p, E, K, ids);
-        for (int s = 0; s < K; ++s) w[s] = p[ids[s]];
-        ops::softmax(w, K);
-        break;
-      case Gating::SigmoidGroupTopK:
-        for (int e = 0; e < E; ++e) p[e] = ops::sigmoid(p[e]);
-        ops::group_top_k(p, plan.correction_bias ? lw.router_correction.data() : nullptr, E, plan.n_group,
-                         plan.topk_group, K, ids, &scratch, plan.masked_neg_inf ? -INFINITY : 0.0f);
-        for (int s = 0; s < K; ++s) w[s] = p[ids[s]];
-        break;
-    }
-    if (plan.renormalize && plan.gating != Gating::TopKSoftmax) {
-      float sum = 0.0f;
-      for (int s = 0; s < K; ++s) sum = sum + w[s];
-      // transformers adds 1e-20 to the sum for sigmoid scores (they need not sum to 1), nothing for softmax ones.
-      if (plan.gating == Gating::SigmoidGroupTopK) sum = sum + 1e-20f;
-      for (int s = 0; s < K; ++s) w[s] = w[s] / sum;
-    }
-    if (plan.scale != 1.0f) {
-      for (int s = 0; s < K; ++s) w[s] = w[s] * plan.scale;
-    }
     if (route_source_ != nullptr) route_source_->route(layer, int(i), {ids, size_t(K)}, {w, size_t(K)});
     if (observer_ != nullptr) observer_->on_route(layer, int(i), {ids, size_t(K)}, {w, size_t(K)});
   }
@@ -296,19 +351,7 @@ void Model::expert_outputs(int layer, std::span<const int64_t> pair_row, std::sp
   }
   experts_->prefetch(layer, used);
   // One expert's work: its rows of xn gathered, then gate and up (n, I), the activation, down (n, H).
-  // Its buffers grow without zeroing what they add (each element is written before it is read): zeroing them in
-  // every group of every layer cost a prompt 2% of its time.
-  class Floats {
-   public:
-    void resize(size_t n) {
-      if (n > capacity_) data_ = std::make_unique_for_overwrite<float[]>(capacity_ = n);
-    }
-    float* data() { return data_.get(); }
-
-   private:
-    std::unique_ptr<float[]> data_;
-    size_t capacity_ = 0;
-  };
+  // Its buffers are Floats: zeroing them in every group of every layer cost a prompt 2% of its time.
   struct Work {
     int e = 0;
     int64_t n = 0;

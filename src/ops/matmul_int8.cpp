@@ -478,7 +478,13 @@ void quantize_int8_rows(const float* x, int64_t m, int64_t cols, int64_t group, 
   out.q.resize(size_t(m * blocks * group));
   out.scale.resize(size_t(m * blocks));
   out.sum.resize(size_t(m * blocks));
-  HWY_DYNAMIC_DISPATCH(QuantizeRows)(x, m, cols, group, out.q.data(), out.scale.data(), out.sum.data());
+  // Rows apart over the threads (a prompt's are thousands; inside a parallel region this runs inline).
+  ThreadPool::global().parallel_for(size_t(m), 16, [&](size_t i0, size_t i1) {
+    const int64_t at = int64_t(i0) * blocks;
+    HWY_DYNAMIC_DISPATCH(QuantizeRows)
+    (x + int64_t(i0) * cols, int64_t(i1 - i0), cols, group, out.q.data() + at * group, out.scale.data() + at,
+     out.sum.data() + at);
+  });
 }
 
 size_t int8_tile_outputs(Codec c) {
