@@ -1,17 +1,25 @@
 #!/usr/bin/env python3
-"""A Seedling packed qwen3_moe folder as a GGUF with the same bits, for side-by-side runs with the llama.cpp family.
+"""A Seedling packed qwen3_moe or deepseek_v3 folder as a GGUF with the same bits, for side-by-side runs with the
+llama.cpp family.
 
     packed_to_gguf.py PACKED OUT.gguf --gguf-py DIR      (numpy and a llama.cpp-family tree's gguf-py; no torch)
 
 Seedling's q4_g32 block ({f16 d; f16 m; u8 q[16]}, element i in the low nibble of q[i] and i + 16 in its high,
 value d * q + m; docs/formats/packed.md) is ggml's Q4_1 byte for byte, so every q4_g32 matrix (experts and dense)
-is copied as Q4_1 without touching a bit; bf16 matrices (routers, or anything packed as stored) stay BF16, norms
-become F32 (exactly: bf16 widened). Any other codec is refused: no other Seedling codec has a ggml twin of the same
-bits. There is no tokenizer in the GGUF (tokenizer.ggml.model "none"): llama-bench feeds random ids.
+is copied as Q4_1 without touching a bit; bf16 matrices (routers, DeepSeek's kv_b_proj, or anything packed as
+stored) stay BF16, norms and biases become F32 (exactly: bf16 widened). Any other codec is refused: no other
+Seedling codec has a ggml twin of the same bits. There is no tokenizer in the GGUF (tokenizer.ggml.model "none"):
+llama-bench feeds random ids.
 
-Tensors in llama.cpp's qwen3moe layout (token_embd, blk.N.attn_q/k/v/output, attn_q_norm/attn_k_norm, attn_norm,
+qwen3_moe: llama.cpp's qwen3moe layout (token_embd, blk.N.attn_q/k/v/output, attn_q_norm/attn_k_norm, attn_norm,
 ffn_norm, ffn_gate_inp, ffn_gate_exps/ffn_up_exps/ffn_down_exps stacked over the experts, output_norm, output). The
 Hugging Face q/k rows are kept in order (qwen3 uses NeoX-style RoPE, so llama.cpp's converter does not permute them).
+
+deepseek_v3 (and kimi_k2): the deepseek2 layout as ik_llama.cpp's convert_hf_to_gguf.py writes it (attn_q_a,
+attn_q_a_norm, attn_q_b, attn_kv_a_mqa, attn_kv_a_norm, attn_kv_b, attn_output; ffn_gate/up/down in the first
+`first_k_dense_replace` layers; then ffn_gate_inp, exp_probs_b.bias, the stacked experts and ffn_*_shexp), with
+head_count_kv = the query heads (ik's MLA convention), key length qk_nope + qk_rope, value length v_head_dim, and the
+YaRN keys. attn_k_b / attn_v_b are left out: ik derives them from attn_kv_b when it loads.
 """
 import argparse
 import json
@@ -36,14 +44,6 @@ def main():
     man = json.load(open(os.path.join(a.packed, "manifest.json")))
     assert man.get("format") == "seedling-packed", "%s: not a packed folder" % a.packed
     cfg = man["config"]
-    assert cfg["model_type"] == "qwen3_moe", "%s: model_type %r, only qwen3_moe is converted" % (
-        a.packed, cfg["model_type"])
-    sparse = cfg.get("decoder_sparse_step", 1)
-    dense_layers = set(cfg.get("mlp_only_layers") or [])
-    n_layers = cfg["num_hidden_layers"]
-    for i in range(n_layers):
-        assert i not in dense_layers and (i + 1) % sparse == 0, "layer %d is dense: not supported here" % i
-
     res = np.memmap(os.path.join(a.packed, man["resident"]["file"]), dtype=np.uint8, mode="r")
     tensors = man["resident"]["tensors"]
     BF16, Q4_1 = g.GGMLQuantizationType.BF16, g.GGMLQuantizationType.Q4_1
@@ -69,26 +69,14 @@ def main():
         assert t["codec"] == "bf16", "%s: codec %s, expected bf16" % (name, t["codec"])
         return bf16_to_f32(raw(t, res)).reshape(-1)
 
-    w = g.GGUFWriter(a.out, arch="qwen3moe")
-    moe_header(g, w, cfg, cfg["moe_intermediate_size"], cfg["num_experts"], g.LlamaFileType.MOSTLY_Q4_1)
+    experts = {e["layer"]: e for e in man["experts"]}
 
     def add_matrix(gguf_name, hf_name):
         data, kind = matrix(hf_name)
         w.add_tensor(gguf_name, data, raw_dtype=kind)
 
-    add_matrix("token_embd.weight", "model.embed_tokens.weight")
-    w.add_tensor("output_norm.weight", vector_f32("model.norm.weight"))
-    add_matrix("output.weight", "lm_head.weight" if "lm_head.weight" in tensors else "model.embed_tokens.weight")
-    experts = {e["layer"]: e for e in man["experts"]}
-    for i in range(n_layers):
-        p, b = "model.layers.%d." % i, "blk.%d." % i
-        w.add_tensor(b + "attn_norm.weight", vector_f32(p + "input_layernorm.weight"))
-        w.add_tensor(b + "ffn_norm.weight", vector_f32(p + "post_attention_layernorm.weight"))
-        for hf, gg in (("q_proj", "attn_q"), ("k_proj", "attn_k"), ("v_proj", "attn_v"), ("o_proj", "attn_output")):
-            add_matrix(b + gg + ".weight", p + "self_attn.%s.weight" % hf)
-        w.add_tensor(b + "attn_q_norm.weight", vector_f32(p + "self_attn.q_norm.weight"))
-        w.add_tensor(b + "attn_k_norm.weight", vector_f32(p + "self_attn.k_norm.weight"))
-        add_matrix(b + "ffn_gate_inp.weight", p + "mlp.gate.weight")
+    def add_experts(i, b):
+        """Layer i's routed experts, stacked over the experts as blk.i.ffn_{gate,up,down}_exps."""
         lay = experts[i]
         blobs = np.memmap(os.path.join(a.packed, lay["file"]), dtype=np.uint8, mode="r")
         for part, gg in (("gate", "ffn_gate_exps"), ("up", "ffn_up_exps"), ("down", "ffn_down_exps")):
@@ -99,6 +87,95 @@ def main():
                                 for bl in lay["blobs"]])
             w.add_tensor(b + gg + ".weight", stacked.reshape(len(lay["blobs"]), rows, cols // 32 * Q4_1_BLOCK),
                          raw_dtype=Q4_1)
+
+    def add_head():
+        add_matrix("token_embd.weight", "model.embed_tokens.weight")
+        w.add_tensor("output_norm.weight", vector_f32("model.norm.weight"))
+        add_matrix("output.weight", "lm_head.weight" if "lm_head.weight" in tensors else "model.embed_tokens.weight")
+
+    n_layers = cfg["num_hidden_layers"]
+    if cfg["model_type"] == "qwen3_moe":
+        sparse = cfg.get("decoder_sparse_step", 1)
+        dense_layers = set(cfg.get("mlp_only_layers") or [])
+        for i in range(n_layers):
+            assert i not in dense_layers and (i + 1) % sparse == 0, "layer %d is dense: not supported here" % i
+        w = g.GGUFWriter(a.out, arch="qwen3moe")
+        moe_header(g, w, cfg, cfg["moe_intermediate_size"], cfg["num_experts"], g.LlamaFileType.MOSTLY_Q4_1)
+        add_head()
+        for i in range(n_layers):
+            p, b = "model.layers.%d." % i, "blk.%d." % i
+            w.add_tensor(b + "attn_norm.weight", vector_f32(p + "input_layernorm.weight"))
+            w.add_tensor(b + "ffn_norm.weight", vector_f32(p + "post_attention_layernorm.weight"))
+            for hf, gg in (("q_proj", "attn_q"), ("k_proj", "attn_k"), ("v_proj", "attn_v"),
+                           ("o_proj", "attn_output")):
+                add_matrix(b + gg + ".weight", p + "self_attn.%s.weight" % hf)
+            w.add_tensor(b + "attn_q_norm.weight", vector_f32(p + "self_attn.q_norm.weight"))
+            w.add_tensor(b + "attn_k_norm.weight", vector_f32(p + "self_attn.k_norm.weight"))
+            add_matrix(b + "ffn_gate_inp.weight", p + "mlp.gate.weight")
+            add_experts(i, b)
+    elif cfg["model_type"] in ("deepseek_v3", "kimi_k2"):
+        assert cfg.get("q_lora_rank"), "q_lora_rank is null: only the q_a/q_b form is converted here"
+        dense = cfg.get("first_k_dense_replace", 0)
+        w = g.GGUFWriter(a.out, arch="deepseek2")
+        heads = cfg["num_attention_heads"]
+        w.add_block_count(n_layers)
+        w.add_context_length(cfg["max_position_embeddings"])
+        w.add_embedding_length(cfg["hidden_size"])
+        w.add_feed_forward_length(cfg["intermediate_size"])
+        w.add_head_count(heads)
+        w.add_head_count_kv(heads)
+        w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+        w.add_rope_freq_base(cfg["rope_theta"])
+        w.add_leading_dense_block_count(dense)
+        w.add_vocab_size(cfg["vocab_size"])
+        w.add_q_lora_rank(cfg["q_lora_rank"])
+        w.add_kv_lora_rank(cfg["kv_lora_rank"])
+        w.add_key_length(cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"])
+        w.add_value_length(cfg["v_head_dim"])
+        w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
+        w.add_expert_count(cfg["n_routed_experts"])
+        w.add_expert_used_count(cfg["num_experts_per_tok"])
+        w.add_expert_shared_count(cfg["n_shared_experts"])
+        w.add_expert_weights_scale(cfg["routed_scaling_factor"])
+        w.add_expert_weights_norm(cfg["norm_topk_prob"])
+        assert cfg["scoring_func"] == "sigmoid", "scoring_func %r: only sigmoid is converted" % cfg["scoring_func"]
+        w.add_expert_gating_func(g.ExpertGatingFuncType.SIGMOID)
+        w.add_expert_group_count(cfg.get("n_group", 1))
+        w.add_expert_group_used_count(cfg.get("topk_group", 1))
+        w.add_rope_dimension_count(cfg["qk_rope_head_dim"])
+        rope = cfg.get("rope_scaling") or {}
+        if rope.get("type", rope.get("rope_type")) == "yarn":
+            w.add_rope_scaling_type(g.RopeScalingType.YARN)
+            w.add_rope_scaling_factor(rope["factor"])
+            w.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
+            w.add_rope_scaling_yarn_log_mul(0.1 * rope["mscale_all_dim"])
+        w.add_tokenizer_model("none")
+        w.add_add_bos_token(False)
+        w.add_file_type(g.LlamaFileType.MOSTLY_Q4_1)
+        add_head()
+        for i in range(n_layers):
+            p, b = "model.layers.%d." % i, "blk.%d." % i
+            sa = p + "self_attn."
+            w.add_tensor(b + "attn_norm.weight", vector_f32(p + "input_layernorm.weight"))
+            w.add_tensor(b + "ffn_norm.weight", vector_f32(p + "post_attention_layernorm.weight"))
+            for hf, gg in (("q_a_proj", "attn_q_a"), ("q_b_proj", "attn_q_b"), ("kv_a_proj_with_mqa", "attn_kv_a_mqa"),
+                           ("kv_b_proj", "attn_kv_b"), ("o_proj", "attn_output")):
+                add_matrix(b + gg + ".weight", sa + hf + ".weight")
+            w.add_tensor(b + "attn_q_a_norm.weight", vector_f32(sa + "q_a_layernorm.weight"))
+            w.add_tensor(b + "attn_kv_a_norm.weight", vector_f32(sa + "kv_a_layernorm.weight"))
+            if i < dense:
+                for hf, gg in (("gate_proj", "ffn_gate"), ("up_proj", "ffn_up"), ("down_proj", "ffn_down")):
+                    add_matrix(b + gg + ".weight", p + "mlp.%s.weight" % hf)
+                continue
+            add_matrix(b + "ffn_gate_inp.weight", p + "mlp.gate.weight")
+            w.add_tensor(b + "exp_probs_b.bias", vector_f32(p + "mlp.gate.e_score_correction_bias"))
+            add_experts(i, b)
+            for hf, gg in (("gate_proj", "ffn_gate_shexp"), ("up_proj", "ffn_up_shexp"),
+                           ("down_proj", "ffn_down_shexp")):
+                add_matrix(b + gg + ".weight", p + "mlp.shared_experts.%s.weight" % hf)
+    else:
+        raise SystemExit("%s: model_type %r; only qwen3_moe and deepseek_v3 (kimi_k2) are converted" % (
+            a.packed, cfg["model_type"]))
     write(w, a.out)
 
 
