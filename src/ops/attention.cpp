@@ -60,8 +60,8 @@ HWY_INLINE VF SumsOfLanes(DF df, VF* a) {
 // Consecutive positions of one KV head lie a whole cache row apart (often 4 KB: the same cache sets), so each tile
 // of kL positions is first copied into one contiguous block that the G heads then read from L1.
 template <size_t NV>
-HWY_INLINE void AttentionGroup(const float* q, int64_t G, const float* k, const float* v, int64_t stride, int64_t n,
-                               float scale, const float* sinks, float* out) {
+void AttentionGroup(const float* q, int64_t G, const float* k, const float* v, int64_t stride, int64_t n, float scale,
+                    const float* sinks, float* out) {
   const DF df;
   constexpr int64_t D = int64_t(NV * kL), T = int64_t(kL);
   const int64_t padded = (n + T - 1) / T * T;
@@ -171,23 +171,12 @@ bool AttentionRow(const float* q, const float* k_cache, const float* v_cache, in
     const float* k = k_cache + at;
     const float* v = v_cache + at;
     float* acc = acc_buf.get(size_t(2 * G * D));
-    switch (NV) {
-      case 1:
-        AttentionGroup<1>(qh, G, k, v, stride, n, s.scale, sinks, acc);
-        break;
-      case 2:
-        AttentionGroup<2>(qh, G, k, v, stride, n, s.scale, sinks, acc);
-        break;
-      case 4:
-        AttentionGroup<4>(qh, G, k, v, stride, n, s.scale, sinks, acc);
-        break;
-      case 8:
-        AttentionGroup<8>(qh, G, k, v, stride, n, s.scale, sinks, acc);
-        break;
-      default:
-        AttentionGroup<16>(qh, G, k, v, stride, n, s.scale, sinks, acc);
-        break;
-    }
+    const auto group_fn = NV == 1   ? &AttentionGroup<1>
+                          : NV == 2 ? &AttentionGroup<2>
+                          : NV == 4 ? &AttentionGroup<4>
+                          : NV == 8 ? &AttentionGroup<8>
+                                    : &AttentionGroup<16>;
+    group_fn(qh, G, k, v, stride, n, s.scale, sinks, acc);
     const DF df;
     for (int g = 0; g < G; ++g) {
       const float* a = acc + int64_t(g) * 2 * D;
