@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""A Seedling packed qwen3_moe or deepseek_v3 folder as a GGUF with the same bits, for side-by-side runs with the
-llama.cpp family.
+"""A Seedling packed qwen3_moe, deepseek_v3 or qwen3_5_moe folder as a GGUF with the same bits, for side-by-side
+runs with the llama.cpp family.
 
     packed_to_gguf.py PACKED OUT.gguf --gguf-py DIR      (numpy and a llama.cpp-family tree's gguf-py; no torch)
 
@@ -20,6 +20,13 @@ attn_q_a_norm, attn_q_b, attn_kv_a_mqa, attn_kv_a_norm, attn_kv_b, attn_output; 
 `first_k_dense_replace` layers; then ffn_gate_inp, exp_probs_b.bias, the stacked experts and ffn_*_shexp), with
 head_count_kv = the query heads (ik's MLA convention), key length qk_nope + qk_rope, value length v_head_dim, and the
 YaRN keys. attn_k_b / attn_v_b are left out: ik derives them from attn_kv_b when it loads.
+
+qwen3_5_moe (the text model, as `seedling synth --preset qwen3.5-35b-a3b` writes it): llama.cpp's qwen35moe layout.
+Full-attention layers as qwen3moe's (attn_q twice as wide: query and output gate); Gated DeltaNet layers as
+attn_qkv, attn_gate (z), ssm_beta (b), ssm_alpha (a), ssm_conv1d (channels x kernel), ssm_dt.bias, ssm_a = -exp(A_log)
+and ssm_norm, ssm_out; the shared expert with ffn_gate_inp_shexp; the zero-centred (1 + w) norms stored as 1 + w, as
+llama.cpp's converter stores them; the ssm.* and full_attention_interval keys; rope sections from `mrope_section`,
+else all the rotary pairs in the first.
 """
 import argparse
 import json
@@ -173,8 +180,80 @@ def main():
             for hf, gg in (("gate_proj", "ffn_gate_shexp"), ("up_proj", "ffn_up_shexp"),
                            ("down_proj", "ffn_down_shexp")):
                 add_matrix(b + gg + ".weight", p + "mlp.shared_experts.%s.weight" % hf)
+    elif cfg["model_type"] in ("qwen3_5_moe", "qwen3_5_moe_text"):
+        cfg = cfg.get("text_config", cfg)
+        kinds = cfg["layer_types"]
+        interval = kinds.index("full_attention") + 1
+        for i, kind in enumerate(kinds):
+            want = "full_attention" if (i + 1) % interval == 0 else "linear_attention"
+            assert kind == want, "layer %d is %s: only a full layer every %d layers converts" % (i, kind, interval)
+        rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+        rotary = int(cfg["head_dim"] * cfg.get("partial_rotary_factor", rope.get("partial_rotary_factor", 1.0)))
+        sections = list(rope.get("mrope_section") or [rotary // 2])
+        w = g.GGUFWriter(a.out, arch="qwen35moe")
+        w.add_block_count(n_layers)
+        w.add_context_length(cfg["max_position_embeddings"])
+        w.add_embedding_length(cfg["hidden_size"])
+        w.add_head_count(cfg["num_attention_heads"])
+        w.add_head_count_kv(cfg["num_key_value_heads"])
+        w.add_key_length(cfg["head_dim"])
+        w.add_value_length(cfg["head_dim"])
+        w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+        w.add_rope_freq_base(cfg.get("rope_theta", rope.get("rope_theta")))
+        w.add_rope_dimension_count(rotary)
+        w.add_rope_dimension_sections(sections + [0] * (4 - len(sections)))
+        w.add_expert_count(cfg["num_experts"])
+        w.add_expert_used_count(cfg["num_experts_per_tok"])
+        w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
+        w.add_expert_shared_feed_forward_length(cfg["shared_expert_intermediate_size"])
+        assert cfg["linear_key_head_dim"] == cfg["linear_value_head_dim"], "ik keeps one state size for keys and values"
+        w.add_ssm_conv_kernel(cfg["linear_conv_kernel_dim"])
+        w.add_ssm_state_size(cfg["linear_key_head_dim"])
+        w.add_uint32("qwen35moe.ssm.group_count", cfg["linear_num_key_heads"])  # this gguf-py lacks the key
+        w.add_ssm_time_step_rank(cfg["linear_num_value_heads"])
+        w.add_ssm_inner_size(cfg["linear_num_value_heads"] * cfg["linear_value_head_dim"])
+        w.add_uint32("qwen35moe.full_attention_interval", interval)
+        w.add_vocab_size(cfg["vocab_size"])
+        w.add_tokenizer_model("none")
+        w.add_add_bos_token(False)
+        w.add_file_type(g.LlamaFileType.MOSTLY_Q4_1)
+
+        def norm_plus_one(name):
+            """A zero-centred (1 + w) RMSNorm's weight as llama.cpp stores it: 1 + w."""
+            return vector_f32(name) + np.float32(1.0)
+
+        add_matrix("token_embd.weight", "model.embed_tokens.weight")
+        w.add_tensor("output_norm.weight", norm_plus_one("model.norm.weight"))
+        add_matrix("output.weight", "lm_head.weight" if "lm_head.weight" in tensors else "model.embed_tokens.weight")
+        for i in range(n_layers):
+            p, b = "model.layers.%d." % i, "blk.%d." % i
+            w.add_tensor(b + "attn_norm.weight", norm_plus_one(p + "input_layernorm.weight"))
+            w.add_tensor(b + "post_attention_norm.weight", norm_plus_one(p + "post_attention_layernorm.weight"))
+            if kinds[i] == "full_attention":
+                sa = p + "self_attn."
+                for hf, gg in (("q_proj", "attn_q"), ("k_proj", "attn_k"), ("v_proj", "attn_v"),
+                               ("o_proj", "attn_output")):
+                    add_matrix(b + gg + ".weight", sa + hf + ".weight")
+                w.add_tensor(b + "attn_q_norm.weight", norm_plus_one(sa + "q_norm.weight"))
+                w.add_tensor(b + "attn_k_norm.weight", norm_plus_one(sa + "k_norm.weight"))
+            else:  # Gated DeltaNet: the projections as stored; the conv as (channels, kernel); A as -exp(A_log)
+                la = p + "linear_attn."
+                for hf, gg in (("in_proj_qkv", "attn_qkv"), ("in_proj_z", "attn_gate"), ("in_proj_b", "ssm_beta"),
+                               ("in_proj_a", "ssm_alpha"), ("out_proj", "ssm_out")):
+                    add_matrix(b + gg + ".weight", la + hf + ".weight")
+                conv = tensors[la + "conv1d.weight"]["shape"]
+                w.add_tensor(b + "ssm_conv1d.weight", vector_f32(la + "conv1d.weight").reshape(conv[0], conv[-1]))
+                w.add_tensor(b + "ssm_dt.bias", vector_f32(la + "dt_bias"))
+                w.add_tensor(b + "ssm_a", -np.exp(vector_f32(la + "A_log")))
+                w.add_tensor(b + "ssm_norm.weight", vector_f32(la + "norm.weight"))
+            add_matrix(b + "ffn_gate_inp.weight", p + "mlp.gate.weight")
+            add_experts(i, b)
+            w.add_tensor(b + "ffn_gate_inp_shexp.weight", vector_f32(p + "mlp.shared_expert_gate.weight"))
+            for hf, gg in (("gate_proj", "ffn_gate_shexp"), ("up_proj", "ffn_up_shexp"),
+                           ("down_proj", "ffn_down_shexp")):
+                add_matrix(b + gg + ".weight", p + "mlp.shared_expert.%s.weight" % hf)
     else:
-        raise SystemExit("%s: model_type %r; only qwen3_moe and deepseek_v3 (kimi_k2) are converted" % (
+        raise SystemExit("%s: model_type %r; only qwen3_moe, deepseek_v3 (kimi_k2) and qwen3_5_moe are converted" % (
             a.packed, cfg["model_type"]))
     write(w, a.out)
 
