@@ -36,8 +36,7 @@ struct JobState {
 };
 // Up reads x quantized on its own only where gate reads no int8 or another group.
 bool up_quantized_apart(const ExpertJob& job) {
-  return matmul_piece_reads_int8(job.up) &&
-         (!matmul_piece_reads_int8(job.gate) || codec_group(job.up.codec) != codec_group(job.gate.codec));
+  return matmul_piece_reads_int8(job.up) && matmul_piece_group(job.up) != matmul_piece_group(job.gate);
 }
 }  // namespace
 
@@ -78,9 +77,8 @@ void expert_products(std::span<const ExpertJob> jobs, const ExpertSteps& steps) 
     switch (p.kind) {
       case Kind::Load: {
         steps.load(p.job);
-        if (matmul_piece_reads_int8(job.gate))
-          quantize_int8_rows(job.x, job.m, job.gate.cols, codec_group(job.gate.codec), st.xq_gate);
-        if (up_quantized_apart(job)) quantize_int8_rows(job.x, job.m, job.up.cols, codec_group(job.up.codec), st.xq_up);
+        if (matmul_piece_reads_int8(job.gate)) quantize_for_pieces(job.x, job.m, job.gate, st.xq_gate);
+        if (up_quantized_apart(job)) quantize_for_pieces(job.x, job.m, job.up, st.xq_up);
         st.stage.store(kLoaded, std::memory_order_release);
         return;
       }
@@ -90,8 +88,7 @@ void expert_products(std::span<const ExpertJob> jobs, const ExpertSteps& steps) 
         matmul_piece(job.x, job.m, up_quantized_apart(job) ? st.xq_up : st.xq_gate, job.up, job.u, p.n0, p.n1);
         steps.activate(p.job, p.n0, p.n1);
         if (st.gate_up_left.fetch_sub(1, std::memory_order_acq_rel) == 1) {  // the last: a is whole
-          if (matmul_piece_reads_int8(job.down))
-            quantize_int8_rows(job.a, job.m, job.down.cols, codec_group(job.down.codec), st.xq_down);
+          if (matmul_piece_reads_int8(job.down)) quantize_for_pieces(job.a, job.m, job.down, st.xq_down);
           st.stage.store(kActivated, std::memory_order_release);
         }
         return;

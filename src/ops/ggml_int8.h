@@ -23,22 +23,18 @@
 
 namespace seedling::ops {
 
-// x quantized for one ggml codec: rows.group is 32 or 256; for 256, bsum[(i * rows.blocks + b) * 16 + g] is the
-// sum of the codes of group g (16 values) of block b of row i (rows.sum the block's whole sum, as for 32).
-struct GgmlInt8Rows {
-  Int8Rows rows;
-  std::vector<int32_t> bsum;
-};
-
 // The activation block of codec c's int8 product: 32, 256, or 0 where c has none (not a ggml codec).
 int64_t ggml_int8_group(Codec c);
-void quantize_ggml_int8_rows(const float* x, int64_t m, int64_t cols, int64_t group, GgmlInt8Rows& out);
+// x quantized for one ggml codec (Int8Rows, ops/matmul.h): group 32 or 256, with bsum for 256.
+void quantize_ggml_int8_rows(const float* x, int64_t m, int64_t cols, int64_t group, Int8Rows& out);
 void ggml_matmul_int8(const float* x, int64_t m, const Matrix& w, float* y);
-// Outputs [n0, n1) of every row, on the calling thread.
-void ggml_matmul_int8_range(const GgmlInt8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1);
+// Outputs [n0, n1) of every row, on the calling thread. It needs this CPU's SIMD kernel (ggml_int8_has_kernel);
+// without one, ggml_matmul_int8 runs ref::ggml_matmul_int8 and no product is cut into pieces.
+void ggml_matmul_int8_range(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1);
+bool ggml_int8_has_kernel();
 
 namespace ref {
-void quantize_ggml_int8_rows(const float* x, int64_t m, int64_t cols, int64_t group, GgmlInt8Rows& out);
+void quantize_ggml_int8_rows(const float* x, int64_t m, int64_t cols, int64_t group, Int8Rows& out);
 void ggml_matmul_int8(const float* x, int64_t m, const Matrix& w, float* y);
 }  // namespace ref
 

@@ -11,21 +11,21 @@ int64_t ggml_int8_group(Codec c) {
 
 namespace ref {
 
-void quantize_ggml_int8_rows(const float* x, int64_t m, int64_t cols, int64_t group, GgmlInt8Rows& out) {
+void quantize_ggml_int8_rows(const float* x, int64_t m, int64_t cols, int64_t group, Int8Rows& out) {
   SEEDLING_CHECK((group == 32 || group == 256) && cols % group == 0,
                  "quantize_ggml_int8_rows: {} columns in blocks of {}", cols, group);
-  ref::quantize_int8_rows(x, m, cols, group, out.rows);  // the scalar definition takes any group
+  ref::quantize_int8_rows(x, m, cols, group, out);  // the scalar definition takes any group
   out.bsum.assign(group == 256 ? size_t(m * cols / 16) : 0, 0);
   for (size_t g = 0; g < out.bsum.size(); ++g)
-    for (size_t k = 0; k < 16; ++k) out.bsum[g] += out.rows.q[g * 16 + k];
+    for (size_t k = 0; k < 16; ++k) out.bsum[g] += out.q[g * 16 + k];
 }
 
 void ggml_matmul_int8(const float* x, int64_t m, const Matrix& w, float* y) {
   const int64_t group = ggml_int8_group(w.codec);
   SEEDLING_CHECK(group > 0, "ggml_matmul_int8: {} is not a ggml codec", codec_name(w.codec));
-  GgmlInt8Rows xq;
+  Int8Rows xq;
   ref::quantize_ggml_int8_rows(x, m, w.cols, group, xq);
-  const Int8Rows& r = xq.rows;
+  const Int8Rows& r = xq;
   const size_t block_bytes = codec_block_bytes(w.codec);
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t n = 0; n < w.rows; ++n) {

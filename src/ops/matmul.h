@@ -61,10 +61,13 @@ class ScopedCpuDot {
 //   q[index * group + k] = round-to-nearest-even(x[k] * (127 / amax)), in [-127, 127], 0 past the row's end,
 //   scale[index] = amax / 127  (amax = max |x[k]| over the block; scale 0 and all q 0 when amax is 0),
 //   sum[index] = the sum of the block's q (an integer, exact in float).
+// For ggml's 256-value types (ops/ggml_int8.h, quantize_ggml_int8_rows: ggml's Q8_K) also
+//   bsum[index * 16 + g] = the sum of the q of group g (16 values) of the block; empty otherwise.
 struct Int8Rows {
   int64_t rows = 0, cols = 0, group = 0, blocks = 0;
   std::vector<int8_t> q;
   std::vector<float> scale, sum;
+  std::vector<int32_t> bsum;
 };
 void quantize_int8_rows(const float* x, int64_t m, int64_t cols, int64_t group, Int8Rows& out);
 
@@ -111,13 +114,15 @@ size_t int8_tile_outputs(Codec c);
 
 // A product cut into pieces of outputs that any thread may run, each with matmul's bits (matmul_batch and
 // expert_products are made of them). matmul_by_pieces: false where matmul's kernel for w has threads of its own
-// (seed, MXFP4, ggml types under int8) or no piece form (int8 without a SIMD kernel here); such a product runs
-// whole, through matmul.
-// matmul_piece_reads_int8: the pieces read x quantized (int8 activations, affine w): quantize x once into an
-// Int8Rows of w's group (quantize_int8_rows) and hand it to every piece; else xq is not read.
+// (seed, MXFP4) or no piece form (int8 without a SIMD kernel here); such a product runs whole, through matmul.
+// matmul_piece_reads_int8: the pieces read x quantized (int8 activations: an affine w, or one of ggml's types):
+// quantize_for_pieces quantizes x once for w (blocks of matmul_piece_group(w); ggml's 256-value types with their
+// sums of 16) and every piece is handed it; else xq is not read.
 inline constexpr int64_t kMatmulPiece = 64;  // outputs a piece; a multiple of every tile (4 floats, 4-16 int8 lanes)
 bool matmul_by_pieces(const Matrix& w);
 bool matmul_piece_reads_int8(const Matrix& w);
+int64_t matmul_piece_group(const Matrix& w);  // the int8 block of x for w's pieces; 0 where they read floats
+void quantize_for_pieces(const float* x, int64_t m, const Matrix& w, Int8Rows& xq);
 void matmul_piece(const float* x, int64_t m, const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1);
 
 namespace ref {

@@ -3,26 +3,35 @@
 #include <algorithm>
 
 #include "core/thread_pool.h"
+#include "ops/ggml_int8.h"
 #include "ops/matmul.h"
 
 namespace seedling::ops {
 
 bool matmul_by_pieces(const Matrix& w) {
   if (codec_is_seed(w.codec) || w.codec == Codec::MXFP4) return false;  // kernels with threads of their own
-  if (codec_is_ggml(w.codec) && int8_products(w.codec)) return false;   // likewise ggml's int8 kernels
-  return !matmul_piece_reads_int8(w) || int8_tile_outputs(w.codec) != 0;
+  if (!matmul_piece_reads_int8(w)) return true;
+  return codec_is_ggml(w.codec) ? ggml_int8_has_kernel() : int8_tile_outputs(w.codec) != 0;
 }
 
 bool matmul_piece_reads_int8(const Matrix& w) {
-  return codec_is_affine(w.codec) && int8_products(w.codec);
+  return (codec_is_affine(w.codec) || codec_is_ggml(w.codec)) && int8_products(w.codec);
+}
+
+int64_t matmul_piece_group(const Matrix& w) {
+  if (!matmul_piece_reads_int8(w)) return 0;
+  return codec_is_ggml(w.codec) ? ggml_int8_group(w.codec) : codec_group(w.codec);
+}
+
+void quantize_for_pieces(const float* x, int64_t m, const Matrix& w, Int8Rows& xq) {
+  if (codec_is_ggml(w.codec)) return quantize_ggml_int8_rows(x, m, w.cols, ggml_int8_group(w.codec), xq);
+  quantize_int8_rows(x, m, w.cols, codec_group(w.codec), xq);
 }
 
 void matmul_piece(const float* x, int64_t m, const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1) {
-  if (matmul_piece_reads_int8(w)) {
-    matmul_int8_range(xq, w, y, n0, n1);
-  } else {
-    matmul_range(x, m, w, y, n0, n1);
-  }
+  if (!matmul_piece_reads_int8(w)) return matmul_range(x, m, w, y, n0, n1);
+  if (codec_is_ggml(w.codec)) return ggml_matmul_int8_range(xq, w, y, n0, n1);
+  matmul_int8_range(xq, w, y, n0, n1);
 }
 
 void matmul_batch(const std::vector<MatmulJob>& jobs) {
@@ -44,14 +53,14 @@ void matmul_batch(const std::vector<MatmulJob>& jobs) {
       continue;
     }
     if (matmul_piece_reads_int8(job.w)) {
-      const int64_t g = codec_group(job.w.codec);
+      const int64_t g = matmul_piece_group(job.w);
       size_t q = 0;
       while (q < source.size() &&
              !(source[q] == job.x && xq[q].rows == job.m && xq[q].cols == job.w.cols && xq[q].group == g))
         ++q;
       if (q == source.size()) {
         if (xq.size() <= q) xq.emplace_back();
-        quantize_int8_rows(job.x, job.m, job.w.cols, g, xq[q]);
+        quantize_for_pieces(job.x, job.m, job.w, xq[q]);
         source.push_back(job.x);
       }
       xq_of[j] = q;

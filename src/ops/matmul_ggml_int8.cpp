@@ -109,14 +109,14 @@ static constexpr size_t kAhead = 4096;
 
 // The K types and iq4_xs: rows [i0, i0 + TM) of output row `row` (one weight row), 256-value blocks.
 template <Codec T, size_t TM>
-HWY_INLINE void SuperRows(const GgmlInt8Rows& xq, const uint8_t* row, int64_t i0, float* y, int64_t ldy) {
+HWY_INLINE void SuperRows(const Int8Rows& xq, const uint8_t* row, int64_t i0, float* y, int64_t ldy) {
   const hn::CappedTag<uint8_t, 64> d8;
   const hn::RebindToSigned<decltype(d8)> di8;
   const hn::Repartition<int16_t, decltype(d8)> d16;
   const hn::Repartition<int32_t, decltype(d8)> d32;
   constexpr size_t B = hn::MaxLanes(decltype(d8)()), NV = 256 / B, NB = B / 16;  // NB groups of 16 a vector
   const auto& pick = kPick<B>.bytes;
-  const Int8Rows& r = xq.rows;
+  const Int8Rows& r = xq;
   const size_t block_bytes = codec_block_bytes(T);
   float acc[TM] = {};
   for (int64_t b = 0; b < r.blocks; ++b) {
@@ -166,14 +166,14 @@ HWY_INLINE void SuperRows(const GgmlInt8Rows& xq, const uint8_t* row, int64_t i0
 // The 32-element types: rows [i0, i0 + TM) of one weight row, 4 vectors (1 to 4 blocks) at a time; each block's
 // integer sum is the sum of its two groups of 16, each the sum of one 128-bit block of a vector's products.
 template <Codec T, size_t TM>
-HWY_INLINE void BlockRows(const GgmlInt8Rows& xq, const uint8_t* row, int64_t i0, float* y, int64_t ldy) {
+HWY_INLINE void BlockRows(const Int8Rows& xq, const uint8_t* row, int64_t i0, float* y, int64_t ldy) {
   const hn::CappedTag<uint8_t, 32> d8;
   const hn::RebindToSigned<decltype(d8)> di8;
   const hn::Repartition<int16_t, decltype(d8)> d16;
   const hn::Repartition<int32_t, decltype(d8)> d32;
   constexpr size_t B = hn::MaxLanes(decltype(d8)()), NB = B / 16, VB = 32 / B;  // VB vectors a block
   constexpr int64_t C = int64_t(4 / VB);                                        // blocks a step
-  const Int8Rows& r = xq.rows;
+  const Int8Rows& r = xq;
   const size_t block_bytes = codec_block_bytes(T);
   const auto ones = hn::Set(d16, int16_t{1});
   float acc[TM] = {};
@@ -219,10 +219,10 @@ HWY_INLINE void BlockRows(const GgmlInt8Rows& xq, const uint8_t* row, int64_t i0
 }
 
 template <Codec T>
-void RangeT(const GgmlInt8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1) {
+void RangeT(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1) {
   const auto* base = static_cast<const uint8_t*>(w.data);
   const size_t row_bytes = w.row_bytes();
-  const int64_t m = xq.rows.rows;
+  const int64_t m = xq.rows;
   for (int64_t n = n0; n < n1; ++n) {
     const uint8_t* row = base + size_t(n) * row_bytes;
     int64_t i = 0;
@@ -236,7 +236,7 @@ void RangeT(const GgmlInt8Rows& xq, const Matrix& w, float* y, int64_t n0, int64
   }
 }
 
-void GgmlInt8Range(const GgmlInt8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1) {
+void GgmlInt8Range(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1) {
   switch (w.codec) {
     case Codec::Q8_0:
       return RangeT<Codec::Q8_0>(xq, w, y, n0, n1);
@@ -270,7 +270,7 @@ bool HasKernel() {
   return true;
 }
 #else
-void GgmlInt8Range(const GgmlInt8Rows&, const Matrix&, float*, int64_t, int64_t) {
+void GgmlInt8Range(const Int8Rows&, const Matrix&, float*, int64_t, int64_t) {
   fail("ggml_matmul_int8: no SIMD kernel on this target");
 }
 bool HasKernel() {  // false: run the reference
@@ -287,40 +287,43 @@ HWY_EXPORT(QuantizeSuper);
 HWY_EXPORT(GgmlInt8Range);
 HWY_EXPORT(HasKernel);
 
-void quantize_ggml_int8_rows(const float* x, int64_t m, int64_t cols, int64_t group, GgmlInt8Rows& out) {
+void quantize_ggml_int8_rows(const float* x, int64_t m, int64_t cols, int64_t group, Int8Rows& out) {
   SEEDLING_CHECK((group == 32 || group == 256) && cols % group == 0,
                  "quantize_ggml_int8_rows: {} columns in blocks of {}", cols, group);
   if (group == 32) {
-    quantize_int8_rows(x, m, cols, group, out.rows);
+    quantize_int8_rows(x, m, cols, group, out);
     out.bsum.clear();
     return;
   }
-  Int8Rows& r = out.rows;
-  r.rows = m, r.cols = cols, r.group = group, r.blocks = cols / group;
-  r.q.resize(size_t(m * cols));
-  r.scale.resize(size_t(m * r.blocks));
-  r.sum.resize(size_t(m * r.blocks));
+  out.rows = m, out.cols = cols, out.group = group, out.blocks = cols / group;
+  out.q.resize(size_t(m * cols));
+  out.scale.resize(size_t(m * out.blocks));
+  out.sum.resize(size_t(m * out.blocks));
   out.bsum.resize(size_t(m * cols / 16));
   // Rows apart over the threads, as quantize_int8_rows.
   ThreadPool::global().parallel_for(size_t(m), 16, [&](size_t i0, size_t i1) {
     const int64_t i = int64_t(i0);
     HWY_DYNAMIC_DISPATCH(QuantizeSuper)
-    (x + i * cols, int64_t(i1 - i0), cols, r.q.data() + i * cols, r.scale.data() + i * r.blocks,
-     r.sum.data() + i * r.blocks, out.bsum.data() + i * cols / 16);
+    (x + i * cols, int64_t(i1 - i0), cols, out.q.data() + i * cols, out.scale.data() + i * out.blocks,
+     out.sum.data() + i * out.blocks, out.bsum.data() + i * cols / 16);
   });
 }
 
-void ggml_matmul_int8_range(const GgmlInt8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1) {
+void ggml_matmul_int8_range(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1) {
   HWY_DYNAMIC_DISPATCH(GgmlInt8Range)(xq, w, y, n0, n1);
+}
+
+bool ggml_int8_has_kernel() {
+  return HWY_DYNAMIC_DISPATCH(HasKernel)();
 }
 
 void ggml_matmul_int8(const float* x, int64_t m, const Matrix& w, float* y) {
   const int64_t group = ggml_int8_group(w.codec);
   SEEDLING_CHECK(group > 0, "ggml_matmul_int8: {} is not a ggml codec", codec_name(w.codec));
   if (m <= 0 || w.rows <= 0) return;
-  if (!HWY_DYNAMIC_DISPATCH(HasKernel)()) return ref::ggml_matmul_int8(x, m, w, y);
-  thread_local GgmlInt8Rows mine;  // the caller's, reused; the workers read it by this reference while it waits
-  GgmlInt8Rows& xq = mine;
+  if (!ggml_int8_has_kernel()) return ref::ggml_matmul_int8(x, m, w, y);
+  thread_local Int8Rows mine;  // the caller's, reused; the workers read it by this reference while it waits
+  Int8Rows& xq = mine;
   quantize_ggml_int8_rows(x, m, w.cols, group, xq);
   ThreadPool::global().parallel_for(
       size_t(w.rows), 8, [&](size_t n0, size_t n1) { ggml_matmul_int8_range(xq, w, y, int64_t(n0), int64_t(n1)); });

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,7 +18,9 @@
 #include "codec/ggml_quants.h"
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "ops/expert_products.h"
 #include "ops/matmul.h"
+#include "ops/ops.h"
 #include "test_util.h"
 
 namespace seedling::ops {
@@ -65,20 +68,20 @@ TEST(GgmlInt8, QuantizedRowsEqualTheScalarDefinitionAndRoundToHalfAStep) {
       auto x = test::gaussian(size_t(m * cols), 5);
       for (int64_t k = 0; k < group; ++k) x[size_t(k)] = 0.0f;  // a zero block
       x[size_t(cols + group / 2)] = 1e4f;                       // one huge value
-      GgmlInt8Rows want;
+      Int8Rows want;
       ref::quantize_ggml_int8_rows(x.data(), m, cols, group, want);
       test::for_each_simd_target([&] {
-        GgmlInt8Rows got;
+        Int8Rows got;
         quantize_ggml_int8_rows(x.data(), m, cols, group, got);
-        ASSERT_EQ(got.rows.q, want.rows.q) << "cols " << cols << " group " << group;
-        ASSERT_EQ(std::memcmp(got.rows.scale.data(), want.rows.scale.data(), want.rows.scale.size() * 4), 0);
-        ASSERT_EQ(std::memcmp(got.rows.sum.data(), want.rows.sum.data(), want.rows.sum.size() * 4), 0);
+        ASSERT_EQ(got.q, want.q) << "cols " << cols << " group " << group;
+        ASSERT_EQ(std::memcmp(got.scale.data(), want.scale.data(), want.scale.size() * 4), 0);
+        ASSERT_EQ(std::memcmp(got.sum.data(), want.sum.data(), want.sum.size() * 4), 0);
         ASSERT_EQ(got.bsum, want.bsum);
       });
       for (int64_t i = 0; i < m; ++i) {
         for (int64_t k = 0; k < cols; ++k) {
-          const int64_t index = i * want.rows.blocks + k / group;
-          const float s = want.rows.scale[size_t(index)], q = want.rows.q[size_t(i * cols + k)];
+          const int64_t index = i * want.blocks + k / group;
+          const float s = want.scale[size_t(index)], q = want.q[size_t(i * cols + k)];
           ASSERT_LE(std::fabs(q), 127.0f);
           ASSERT_LE(std::fabs(double(x[size_t(i * cols + k)]) - double(s) * q), double(s) * (0.5 + 0x1p-20));
         }
@@ -132,7 +135,7 @@ TEST_P(GgmlInt8Test, KernelEqualsTheScalarDefinitionBitForBitAndStaysWithinTheRo
   // so |def - exact| <= rounding + (B + 8) u * sum_k mag_k (|x_k| + scale_b).
   std::vector<float> exact(want.size());
   ref::matmul(x.data(), m, w, exact.data());
-  GgmlInt8Rows xq;
+  Int8Rows xq;
   ref::quantize_ggml_int8_rows(x.data(), m, cols, codec_group(c), xq);
   const int64_t group = codec_group(c), blocks = cols / group;
   for (int i = 0; i < m; ++i) {
@@ -143,7 +146,7 @@ TEST_P(GgmlInt8Test, KernelEqualsTheScalarDefinitionBitForBitAndStaysWithinTheRo
         const uint8_t* block = row + size_t(b) * codec_block_bytes(c);
         ggml::IntScales s;
         ggml::ggml_int_scales(c, block, s);
-        const double sx = xq.rows.scale[size_t(i * blocks + b)];
+        const double sx = xq.scale[size_t(i * blocks + b)];
         for (int j = 0; j < int(group); ++j) {
           const double mag = std::fabs(double(s.d) * s.scale[j / 16] * ggml::ggml_code(c, block, j)) +
                              std::fabs(double(s.dmin) * s.min[j / 16]);
@@ -220,6 +223,53 @@ TEST(GgmlInt8, MatmulFollowsTheSelectedPath) {
     EXPECT_EQ(batch, int8) << codec_name(c);
     EXPECT_NE(flt, int8) << codec_name(c);
   }
+}
+
+// Under int8, ggml's types are cut into pieces like the affine codecs (one parallel region for a MoE layer's
+// experts, one for a batch of products): pieces of 64 outputs over 1-3 threads, in matmul_batch (two jobs sharing
+// x, quantized once) and in expert_products (gate, up, silu, down), give ggml_matmul_int8's bits.
+TEST(GgmlInt8, PiecesAndExpertRegionsGiveTheWholeProductsBits) {
+  const ScopedCpuDot restore(cpu_dot());
+  set_cpu_dot(CpuDot::Int8);
+  for (const Codec c : {Codec::Q4_K, Codec::Q6_K, Codec::IQ4_XS, Codec::Q4_0}) {
+    // H: gate and up's columns, down's outputs (pieces of 64 and a short one); I: the expert's width, down's columns.
+    const int64_t H = 512 + 8, I = c == Codec::Q4_0 ? 96 : 256;
+    const int64_t HC = c == Codec::Q4_0 ? H - 8 : 512;  // gate and up's columns: whole blocks
+    const auto gate = random_blocks(c, I, HC, 1), up = random_blocks(c, I, HC, 2), down = random_blocks(c, H, I, 3);
+    const Matrix wg{c, gate.data(), I, HC}, wu{c, up.data(), I, HC}, wd{c, down.data(), H, I};
+    ASSERT_TRUE(matmul_by_pieces(wg) && matmul_by_pieces(wd)) << codec_name(c);
+    for (const int64_t m : {int64_t{1}, int64_t{5}, int64_t{9}}) {
+      const auto x = test::gaussian(size_t(m * HC), uint64_t(4 + m));
+      std::vector<float> g(size_t(m * I)), u(g.size()), a(g.size()), d(size_t(m * H));
+      ggml_matmul_int8(x.data(), m, wg, g.data());
+      ggml_matmul_int8(x.data(), m, wu, u.data());
+      silu_mul(g.data(), u.data(), a.data(), m * I);
+      ggml_matmul_int8(a.data(), m, wd, d.data());
+      for (const int threads : {1, 2, 3}) {
+        ThreadPool::set_global_threads(threads);
+        const std::string at =
+            std::string(codec_name(c)) + " m " + std::to_string(m) + " threads " + std::to_string(threads);
+        std::vector<float> bg(g.size(), -1.0f), bu(u.size(), -1.0f), bd(d.size(), -1.0f);
+        matmul_batch({{x.data(), m, wg, bg.data()}, {x.data(), m, wu, bu.data()}, {a.data(), m, wd, bd.data()}});
+        ASSERT_EQ(std::memcmp(bg.data(), g.data(), g.size() * 4), 0) << at;
+        ASSERT_EQ(std::memcmp(bu.data(), u.data(), u.size() * 4), 0) << at;
+        ASSERT_EQ(std::memcmp(bd.data(), d.data(), d.size() * 4), 0) << at;
+        std::vector<float> ex(x.size()), eg(g.size()), eu(g.size()), ea(g.size()), ed(d.size(), -1.0f);
+        const ExpertJob job{m, wg, wu, wd, ex.data(), eg.data(), eu.data(), ea.data(), ed.data()};
+        const ExpertSteps steps{[&](size_t) { ex = x; },
+                                [&](size_t, int64_t n0, int64_t n1) {
+                                  for (int64_t r = 0; r < m; ++r)
+                                    silu_mul(eg.data() + r * I + n0, eu.data() + r * I + n0, ea.data() + r * I + n0,
+                                             n1 - n0);
+                                },
+                                [&](size_t, int64_t, int64_t) {}};
+        expert_products(std::span<const ExpertJob>(&job, 1), steps);
+        ASSERT_EQ(std::memcmp(ea.data(), a.data(), a.size() * 4), 0) << at;
+        ASSERT_EQ(std::memcmp(ed.data(), d.data(), d.size() * 4), 0) << at;
+      }
+    }
+  }
+  restore_threads();
 }
 
 // Auto, the default, takes int8 where that kernel is the faster: the affine codecs, the K types and iq4_xs; the
