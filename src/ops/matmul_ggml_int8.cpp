@@ -9,10 +9,12 @@
 #ifndef HWY_WANT_AVX3_DL
 #define HWY_WANT_AVX3_DL  // as matmul_int8.cpp: the same target list in every file
 #endif
+#include <hwy/aligned_allocator.h>
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -218,8 +220,179 @@ HWY_INLINE void BlockRows(const Int8Rows& xq, const uint8_t* row, int64_t i0, fl
   for (size_t i = 0; i < TM; ++i) y[(i0 + int64_t(i)) * ldy] = acc[i];
 }
 
+// ---- The GEMM form of the 256-value types with unsigned codes (prefill): a tile repacked once, every row on it ----
+//
+// A tile is TN outputs (the int32 lanes of a full vector). Repacked, its block b is 64 byte vectors, vector q holding
+// in bytes 4j..4j+3 output j's codes of elements 4q..4q+3 (Codes<T>'s bytes), then per group g of 16 three vectors
+// (the scale as an int16 pair, DotScaled's factor; the scale and the min as floats), then d and dmin. A row's block
+// is 64 DotScaled of a code vector with the row's four activations of those elements broadcast, each int32 lane
+// summing its own output's products: lane j ends with output j's isum, the same exact integer SuperRows sums across
+// lanes. msum and the offset's sum take the group sums of x (bsum) times the min or the scale in float, exact: every
+// product and partial sum is an integer below 2^24 (|bsum| <= 2032, min <= 63, |scale| <= 128, 16 groups). The float
+// steps are SuperRows's, lane by lane. So the GEMM gives the row kernel's bits; it repacks once where the row kernel
+// decodes each block once per 4 rows, and adds no sum across lanes.
 template <Codec T>
-void RangeT(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1) {
+constexpr bool kTileK =
+    T == Codec::Q2_K || T == Codec::Q3_K || T == Codec::Q4_K || T == Codec::Q5_K || T == Codec::Q6_K;
+inline constexpr int64_t kTileKRows = 8;
+inline constexpr size_t kTileKVectors =
+    64 + 3 * 16 +
+    2;  // a block's vectors in the tile  // from this many rows the GEMM (2026-12-06: 4-layer Q4_K_M prefill)
+
+// Rows [i0, i0 + TM) against a repacked tile (GemmRangeK's layout): count outputs into y (row stride ldy).
+template <Codec T, size_t TM>
+HWY_INLINE void GemmRowsK(const Int8Rows& xq, const uint8_t* HWY_RESTRICT tile, int64_t i0, float* y, int64_t ldy,
+                          int64_t count) {
+  const hn::ScalableTag<uint8_t> d8;
+  const hn::RebindToSigned<decltype(d8)> di8;
+  const hn::Repartition<int16_t, decltype(d8)> d16;
+  const hn::Repartition<int32_t, decltype(d8)> d32;
+  const hn::Rebind<float, decltype(d32)> df;
+  constexpr size_t V = hn::MaxLanes(decltype(d8)());
+  constexpr bool kMin = T == Codec::Q2_K || T == Codec::Q4_K || T == Codec::Q5_K;
+  const int64_t blocks = xq.blocks;
+  const auto vec_f = [&](const uint8_t* src, size_t v) {
+    return hn::Load(df, reinterpret_cast<const float*>(src + v * V));
+  };
+  hn::Vec<decltype(df)> acc[TM];
+  for (size_t r = 0; r < TM; ++r) acc[r] = hn::Zero(df);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* src = tile + size_t(b) * kTileKVectors * V;
+    const int8_t* x[TM];
+    const int32_t* bsum[TM];
+    hn::Vec<decltype(d32)> isum[TM];
+    hn::Vec<decltype(df)> msum[TM], off[TM];
+    for (size_t r = 0; r < TM; ++r) {
+      const int64_t at = (i0 + int64_t(r)) * blocks + b;
+      x[r] = xq.q.data() + at * 256;
+      bsum[r] = xq.bsum.data() + at * 16;
+      isum[r] = hn::Zero(d32), msum[r] = hn::Zero(df), off[r] = hn::Zero(df);
+    }
+    for (size_t g = 0; g < 16; ++g) {
+      const auto pair = hn::BitCast(d16, hn::Load(d8, src + (64 + g) * V));
+#if HWY_TARGET == HWY_AVX3_DL
+      // vpdpbusd: a group's four code vectors into one int32 dot per lane (at most 16 * 63 * 127), then times the
+      // group's scale (the pair's upper int16) into isum: the same exact integers as DotScaled's, fewer uops.
+      hn::Vec<decltype(d32)> dot[TM];
+      for (size_t r = 0; r < TM; ++r) dot[r] = hn::Zero(d32);
+      for (size_t k = 0; k < 4; ++k) {
+        const size_t q = 4 * g + k;
+        const auto codes = hn::Load(d8, src + q * V);
+        for (size_t r = 0; r < TM; ++r) {
+          int32_t four;
+          std::memcpy(&four, x[r] + 4 * q, 4);
+          auto a = dot[r].raw;
+          asm("%{evex%} vpdpbusd %2, %1, %0" : "+v"(a) : "v"(codes.raw), "v"(hn::Set(d32, four).raw));
+          dot[r] = hn::Vec<decltype(d32)>{a};
+        }
+      }
+      const auto scale = hn::ShiftRight<16>(hn::BitCast(d32, pair));
+      for (size_t r = 0; r < TM; ++r) isum[r] = hn::Add(isum[r], hn::Mul(dot[r], scale));
+#else
+      for (size_t k = 0; k < 4; ++k) {
+        const size_t q = 4 * g + k;
+        const auto codes = hn::Load(d8, src + q * V);
+        for (size_t r = 0; r < TM; ++r) {
+          int32_t four;
+          std::memcpy(&four, x[r] + 4 * q, 4);
+          isum[r] = gi::DotScaled(d8, isum[r], codes, hn::BitCast(di8, hn::Set(d32, four)), pair);
+        }
+      }
+#endif
+      for (size_t r = 0; r < TM; ++r) {
+        const auto bs = hn::Set(df, float(bsum[r][g]));
+        if constexpr (kMin) msum[r] = hn::Add(msum[r], hn::Mul(vec_f(src, 96 + g), bs));
+        if constexpr (gi::kOffset<T> != 0) off[r] = hn::Add(off[r], hn::Mul(vec_f(src, 80 + g), bs));
+      }
+    }
+    const auto d = vec_f(src, 112);
+    for (size_t r = 0; r < TM; ++r) {
+      if constexpr (gi::kOffset<T> != 0)
+        isum[r] = hn::Sub(isum[r], hn::Mul(hn::Set(d32, gi::kOffset<T>), hn::ConvertTo(d32, off[r])));
+      auto t = hn::Mul(d, hn::ConvertTo(df, isum[r]));
+      if constexpr (kMin) t = hn::Sub(t, hn::Mul(vec_f(src, 113), msum[r]));
+      const float scale = xq.scale[size_t((i0 + int64_t(r)) * blocks + b)];
+      acc[r] = hn::Add(acc[r], hn::Mul(hn::Set(df, scale), t));
+    }
+  }
+  const auto keep = hn::FirstN(df, size_t(count));
+  for (size_t r = 0; r < TM; ++r) {
+    float* out = y + (i0 + int64_t(r)) * ldy;
+    if (count == int64_t(hn::Lanes(df))) {
+      hn::StoreU(acc[r], df, out);
+    } else {
+      hn::BlendedStore(acc[r], keep, df, out);
+    }
+  }
+}
+
+template <Codec T>
+HWY_NOINLINE void GemmRangeK(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1) {
+  const hn::ScalableTag<uint8_t> d8;
+  const hn::RebindToSigned<decltype(d8)> di8;
+  const hn::Repartition<int16_t, decltype(d8)> d16;
+  const hn::Repartition<int32_t, decltype(d8)> d32;
+  const hn::Rebind<float, decltype(d32)> df;
+  const hn::CappedTag<uint8_t, 64> dc;  // Codes<T>'s widest
+  constexpr size_t V = hn::MaxLanes(decltype(d8)()), TN = hn::MaxLanes(decltype(d32)());
+  constexpr bool kMin = T == Codec::Q2_K || T == Codec::Q4_K || T == Codec::Q5_K;
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  const size_t row_bytes = w.row_bytes(), block_bytes = codec_block_bytes(T);
+  const int64_t blocks = xq.blocks;
+  thread_local hwy::AlignedFreeUniquePtr<uint8_t[]> tile;
+  thread_local size_t capacity = 0;
+  const size_t need = size_t(blocks) * kTileKVectors * V;
+  if (capacity < need) tile = hwy::AllocateAligned<uint8_t>(capacity = need);
+  HWY_ALIGN uint8_t codes[TN * 256];
+  HWY_ALIGN int32_t pairs[16 * TN];
+  HWY_ALIGN float scales[16 * TN], mins[16 * TN], ds[TN], dmins[TN];
+  HWY_ALIGN int32_t index[TN];
+  for (size_t j = 0; j < TN; ++j) index[j] = int32_t(j * 64);  // output j's dword q at codes + 4 (64 j + q)
+  const auto gather_at = hn::Load(d32, index);
+  for (int64_t n = n0; n < n1; n += int64_t(TN)) {
+    const int64_t count = std::min(int64_t(TN), n1 - n);
+    for (int64_t b = 0; b < blocks; ++b) {
+      for (size_t j = 0; j < TN; ++j) {  // a short tile repeats its last output in the lanes past it
+        const uint8_t* block = base + size_t(n + std::min(int64_t(j), count - 1)) * row_bytes + size_t(b) * block_bytes;
+        ggml::IntScales s;
+        ggml::ggml_int_scales(T, block, s);
+        for (int e0 = 0; e0 < 256; e0 += int(hn::Lanes(dc)))
+          hn::Store(gi::Codes<T>(dc, block, e0), dc, codes + j * 256 + size_t(e0));
+        for (size_t g = 0; g < 16; ++g) {
+          pairs[g * TN + j] = int32_t(uint32_t(uint16_t(s.scale[g])) * 0x10001u);
+          scales[g * TN + j] = float(s.scale[g]);
+          mins[g * TN + j] = float(s.min[g]);
+        }
+        ds[j] = s.d, dmins[j] = s.dmin;
+      }
+      uint8_t* dst = tile.get() + size_t(b) * kTileKVectors * V;
+      const auto* dwords = reinterpret_cast<const int32_t*>(codes);
+      for (size_t q = 0; q < 64; ++q)
+        hn::Store(hn::BitCast(d8, hn::GatherIndex(d32, dwords + q, gather_at)), d8, dst + q * V);
+      for (size_t g = 0; g < 16; ++g) {
+        hn::Store(hn::BitCast(d8, hn::Load(d32, pairs + g * TN)), d8, dst + (64 + g) * V);
+        hn::Store(hn::Load(df, scales + g * TN), df, reinterpret_cast<float*>(dst + (80 + g) * V));
+        hn::Store(hn::Load(df, mins + g * TN), df, reinterpret_cast<float*>(dst + (96 + g) * V));
+      }
+      hn::Store(hn::Load(df, ds), df, reinterpret_cast<float*>(dst + 112 * V));
+      hn::Store(hn::Load(df, dmins), df, reinterpret_cast<float*>(dst + 113 * V));
+    }
+    int64_t i = 0;
+    if constexpr (V == 64) {  // 32 vector registers: 4 rows share each code vector's load
+      for (; i + 4 <= xq.rows; i += 4) GemmRowsK<T, 4>(xq, tile.get(), i, y + n, w.rows, count);
+    }
+    for (; i + 2 <= xq.rows; i += 2) GemmRowsK<T, 2>(xq, tile.get(), i, y + n, w.rows, count);
+    for (; i < xq.rows; ++i) GemmRowsK<T, 1>(xq, tile.get(), i, y + n, w.rows, count);
+  }
+}
+
+// Aligned to a cache line: where the linker happens to place the row kernel moved 2-core decode by 5-10%
+// (loop alignment), from one unrelated change to the next.
+template <Codec T>
+__attribute__((aligned(64))) void RangeT(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1) {
+  if constexpr (kTileK<T>) {
+    if (xq.rows >= kTileKRows) return GemmRangeK<T>(xq, w, y, n0, n1);
+  }
   const auto* base = static_cast<const uint8_t*>(w.data);
   const size_t row_bytes = w.row_bytes();
   const int64_t m = xq.rows;

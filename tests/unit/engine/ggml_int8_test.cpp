@@ -162,7 +162,7 @@ TEST_P(GgmlInt8Test, KernelEqualsTheScalarDefinitionBitForBitAndStaysWithinTheRo
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GgmlInt8Test,
-                         ::testing::Combine(::testing::ValuesIn(ggml_codecs()), ::testing::Values(1, 5),
+                         ::testing::Combine(::testing::ValuesIn(ggml_codecs()), ::testing::Values(1, 5, 12),
                                             ::testing::Values(1, 3, 17, 69), ::testing::Values(1, 3, 9)),
                          [](const auto& info) {
                            const auto& p = info.param;
