@@ -234,7 +234,7 @@ HWY_INLINE void BlockRows(const Int8Rows& xq, const uint8_t* row, int64_t i0, fl
 template <Codec T>
 constexpr bool kTileK =
     T == Codec::Q2_K || T == Codec::Q3_K || T == Codec::Q4_K || T == Codec::Q5_K || T == Codec::Q6_K;
-inline constexpr int64_t kTileKRows = 8;
+inline constexpr int64_t kTileKRows = 8;  // from 8 rows; 4 gave the same 64-token prefill (2 cores, 2026-12-06)
 inline constexpr size_t kTileKVectors =
     64 + 3 * 16 +
     2;  // a block's vectors in the tile  // from this many rows the GEMM (2026-12-06: 4-layer Q4_K_M prefill)
