@@ -225,19 +225,18 @@ HWY_INLINE void BlockRows(const Int8Rows& xq, const uint8_t* row, int64_t i0, fl
 // A tile is TN outputs (the int32 lanes of a full vector). Repacked, its block b is 64 byte vectors, vector q holding
 // in bytes 4j..4j+3 output j's codes of elements 4q..4q+3 (Codes<T>'s bytes), then per group g of 16 three vectors
 // (the scale as an int16 pair, DotScaled's factor; the scale and the min as floats), then d and dmin. A row's block
-// is 64 DotScaled of a code vector with the row's four activations of those elements broadcast, each int32 lane
-// summing its own output's products: lane j ends with output j's isum, the same exact integer SuperRows sums across
-// lanes. msum and the offset's sum take the group sums of x (bsum) times the min or the scale in float, exact: every
-// product and partial sum is an integer below 2^24 (|bsum| <= 2032, min <= 63, |scale| <= 128, 16 groups). The float
-// steps are SuperRows's, lane by lane. So the GEMM gives the row kernel's bits; it repacks once where the row kernel
-// decodes each block once per 4 rows, and adds no sum across lanes.
+// is 64 lane-local dots of a code vector with the row's four activations of those elements broadcast (DotScaled, the
+// scale folded in; with VNNI, vpdpbusd over a group's four vectors, then times its scale), each int32 lane summing
+// its own output's products: lane j ends with output j's isum, the same exact integer SuperRows sums across lanes. msum
+// and the offset's sum take the group sums of x (bsum) times the min or the scale in float, exact: every product and
+// partial sum is an integer below 2^24 (|bsum| <= 2032, min <= 63, |scale| <= 128, 16 groups). The float steps are
+// SuperRows's, lane by lane. So the GEMM gives the row kernel's bits; it repacks once where the row kernel decodes each
+// block once per 4 rows, and adds no sum across lanes.
 template <Codec T>
 constexpr bool kTileK =
     T == Codec::Q2_K || T == Codec::Q3_K || T == Codec::Q4_K || T == Codec::Q5_K || T == Codec::Q6_K;
 inline constexpr int64_t kTileKRows = 8;  // from 8 rows; 4 gave the same 64-token prefill (2 cores, 2026-12-06)
-inline constexpr size_t kTileKVectors =
-    64 + 3 * 16 +
-    2;  // a block's vectors in the tile  // from this many rows the GEMM (2026-12-06: 4-layer Q4_K_M prefill)
+inline constexpr size_t kTileKVectors = 64 + 3 * 16 + 2;  // a block's vectors in the tile
 
 // Rows [i0, i0 + TM) against a repacked tile (GemmRangeK's layout): count outputs into y (row stride ldy).
 template <Codec T, size_t TM>
@@ -329,13 +328,10 @@ HWY_INLINE void GemmRowsK(const Int8Rows& xq, const uint8_t* HWY_RESTRICT tile, 
 template <Codec T>
 HWY_NOINLINE void GemmRangeK(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1) {
   const hn::ScalableTag<uint8_t> d8;
-  const hn::RebindToSigned<decltype(d8)> di8;
-  const hn::Repartition<int16_t, decltype(d8)> d16;
   const hn::Repartition<int32_t, decltype(d8)> d32;
   const hn::Rebind<float, decltype(d32)> df;
   const hn::CappedTag<uint8_t, 64> dc;  // Codes<T>'s widest
   constexpr size_t V = hn::MaxLanes(decltype(d8)()), TN = hn::MaxLanes(decltype(d32)());
-  constexpr bool kMin = T == Codec::Q2_K || T == Codec::Q4_K || T == Codec::Q5_K;
   const auto* base = static_cast<const uint8_t*>(w.data);
   const size_t row_bytes = w.row_bytes(), block_bytes = codec_block_bytes(T);
   const int64_t blocks = xq.blocks;
