@@ -269,34 +269,32 @@ HWY_INLINE void GemmRowsK(const Int8Rows& xq, const uint8_t* HWY_RESTRICT tile, 
     }
     for (size_t g = 0; g < 16; ++g) {
       const auto pair = hn::BitCast(d16, hn::Load(d8, src + (64 + g) * V));
+      // The group's four code vectors, each with every row's four activations of its elements broadcast.
+      const auto each_code = [&](const auto& dot_into) {
+        for (size_t k = 0; k < 4; ++k) {
+          const size_t q = 4 * g + k;
+          const auto codes = hn::Load(d8, src + q * V);
+          for (size_t r = 0; r < TM; ++r) {
+            int32_t four;
+            std::memcpy(&four, x[r] + 4 * q, 4);
+            dot_into(r, codes, hn::BitCast(di8, hn::Set(d32, four)));
+          }
+        }
+      };
 #if HWY_TARGET == HWY_AVX3_DL
-      // vpdpbusd: a group's four code vectors into one int32 dot per lane (at most 16 * 63 * 127), then times the
-      // group's scale (the pair's upper int16) into isum: the same exact integers as DotScaled's, fewer uops.
+      // vpdpbusd: the group's products into one int32 dot per lane (at most 16 * 63 * 127), then times the group's
+      // scale (the pair's upper int16) into isum: the same exact integers as DotScaled's, fewer uops.
       hn::Vec<decltype(d32)> dot[TM];
       for (size_t r = 0; r < TM; ++r) dot[r] = hn::Zero(d32);
-      for (size_t k = 0; k < 4; ++k) {
-        const size_t q = 4 * g + k;
-        const auto codes = hn::Load(d8, src + q * V);
-        for (size_t r = 0; r < TM; ++r) {
-          int32_t four;
-          std::memcpy(&four, x[r] + 4 * q, 4);
-          auto a = dot[r].raw;
-          asm("%{evex%} vpdpbusd %2, %1, %0" : "+v"(a) : "v"(codes.raw), "v"(hn::Set(d32, four).raw));
-          dot[r] = hn::Vec<decltype(d32)>{a};
-        }
-      }
+      each_code([&](size_t r, auto codes, auto xv) {
+        auto a = dot[r].raw;
+        asm("%{evex%} vpdpbusd %2, %1, %0" : "+v"(a) : "v"(codes.raw), "v"(xv.raw));
+        dot[r] = hn::Vec<decltype(d32)>{a};
+      });
       const auto scale = hn::ShiftRight<16>(hn::BitCast(d32, pair));
       for (size_t r = 0; r < TM; ++r) isum[r] = hn::Add(isum[r], hn::Mul(dot[r], scale));
 #else
-      for (size_t k = 0; k < 4; ++k) {
-        const size_t q = 4 * g + k;
-        const auto codes = hn::Load(d8, src + q * V);
-        for (size_t r = 0; r < TM; ++r) {
-          int32_t four;
-          std::memcpy(&four, x[r] + 4 * q, 4);
-          isum[r] = gi::DotScaled(d8, isum[r], codes, hn::BitCast(di8, hn::Set(d32, four)), pair);
-        }
-      }
+      each_code([&](size_t r, auto codes, auto xv) { isum[r] = gi::DotScaled(d8, isum[r], codes, xv, pair); });
 #endif
       for (size_t r = 0; r < TM; ++r) {
         const auto bs = hn::Set(df, float(bsum[r][g]));
