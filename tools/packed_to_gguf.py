@@ -95,6 +95,19 @@ def main():
             w.add_tensor(b + gg + ".weight", stacked.reshape(len(lay["blobs"]), rows, cols // 32 * Q4_1_BLOCK),
                          raw_dtype=Q4_1)
 
+    def common_keys(w, cfg, kv_heads):
+        """The keys every family here writes alike; no tokenizer (llama-bench feeds random ids)."""
+        w.add_block_count(n_layers)
+        w.add_context_length(cfg["max_position_embeddings"])
+        w.add_embedding_length(cfg["hidden_size"])
+        w.add_head_count(cfg["num_attention_heads"])
+        w.add_head_count_kv(kv_heads)
+        w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+        w.add_vocab_size(cfg["vocab_size"])
+        w.add_tokenizer_model("none")
+        w.add_add_bos_token(False)
+        w.add_file_type(g.LlamaFileType.MOSTLY_Q4_1)
+
     def add_head():
         add_matrix("token_embd.weight", "model.embed_tokens.weight")
         w.add_tensor("output_norm.weight", vector_f32("model.norm.weight"))
@@ -124,17 +137,10 @@ def main():
         assert cfg.get("q_lora_rank"), "q_lora_rank is null: only the q_a/q_b form is converted here"
         dense = cfg.get("first_k_dense_replace", 0)
         w = g.GGUFWriter(a.out, arch="deepseek2")
-        heads = cfg["num_attention_heads"]
-        w.add_block_count(n_layers)
-        w.add_context_length(cfg["max_position_embeddings"])
-        w.add_embedding_length(cfg["hidden_size"])
+        common_keys(w, cfg, cfg["num_attention_heads"])  # ik's MLA: as many KV heads as query heads
         w.add_feed_forward_length(cfg["intermediate_size"])
-        w.add_head_count(heads)
-        w.add_head_count_kv(heads)
-        w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
         w.add_rope_freq_base(cfg["rope_theta"])
         w.add_leading_dense_block_count(dense)
-        w.add_vocab_size(cfg["vocab_size"])
         w.add_q_lora_rank(cfg["q_lora_rank"])
         w.add_kv_lora_rank(cfg["kv_lora_rank"])
         w.add_key_length(cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"])
@@ -156,9 +162,6 @@ def main():
             w.add_rope_scaling_factor(rope["factor"])
             w.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
             w.add_rope_scaling_yarn_log_mul(0.1 * rope["mscale_all_dim"])
-        w.add_tokenizer_model("none")
-        w.add_add_bos_token(False)
-        w.add_file_type(g.LlamaFileType.MOSTLY_Q4_1)
         add_head()
         for i in range(n_layers):
             p, b = "model.layers.%d." % i, "blk.%d." % i
@@ -191,14 +194,9 @@ def main():
         rotary = int(cfg["head_dim"] * cfg.get("partial_rotary_factor", rope.get("partial_rotary_factor", 1.0)))
         sections = list(rope.get("mrope_section") or [rotary // 2])
         w = g.GGUFWriter(a.out, arch="qwen35moe")
-        w.add_block_count(n_layers)
-        w.add_context_length(cfg["max_position_embeddings"])
-        w.add_embedding_length(cfg["hidden_size"])
-        w.add_head_count(cfg["num_attention_heads"])
-        w.add_head_count_kv(cfg["num_key_value_heads"])
+        common_keys(w, cfg, cfg["num_key_value_heads"])
         w.add_key_length(cfg["head_dim"])
         w.add_value_length(cfg["head_dim"])
-        w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
         w.add_rope_freq_base(cfg.get("rope_theta", rope.get("rope_theta")))
         w.add_rope_dimension_count(rotary)
         w.add_rope_dimension_sections(sections + [0] * (4 - len(sections)))
@@ -213,10 +211,6 @@ def main():
         w.add_ssm_time_step_rank(cfg["linear_num_value_heads"])
         w.add_ssm_inner_size(cfg["linear_num_value_heads"] * cfg["linear_value_head_dim"])
         w.add_uint32("qwen35moe.full_attention_interval", interval)
-        w.add_vocab_size(cfg["vocab_size"])
-        w.add_tokenizer_model("none")
-        w.add_add_bos_token(False)
-        w.add_file_type(g.LlamaFileType.MOSTLY_Q4_1)
 
         def norm_plus_one(name):
             """A zero-centred (1 + w) RMSNorm's weight as llama.cpp stores it: 1 + w."""
