@@ -22,8 +22,11 @@ void SiluMul(const float* gate, const float* up, float* out, int64_t n) {
   const hn::ScalableTag<float> df;
   const int64_t L = int64_t(hn::Lanes(df));
   const auto one = hn::Set(df, 1.0f);
+  // Highway's Exp is defined up to +104 (beyond, its exponent bits wrap: garbage, not inf). exp(-g) overflows to
+  // inf from -g = 88.7 on, where the scalar loop's silu is -0; 104 keeps that and never leaves the defined range.
+  const auto limit = hn::Set(df, 104.0f);
   const auto step = [&](hn::Vec<decltype(df)> g, hn::Vec<decltype(df)> u) {
-    return hn::Mul(hn::Div(g, hn::Add(one, hn::Exp(df, hn::Neg(g)))), u);
+    return hn::Mul(hn::Div(g, hn::Add(one, hn::Exp(df, hn::Min(hn::Neg(g), limit)))), u);
   };
   int64_t i = 0;
   for (; i + L <= n; i += L) hn::StoreU(step(hn::LoadU(df, gate + i), hn::LoadU(df, up + i)), df, out + i);

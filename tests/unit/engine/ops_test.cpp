@@ -160,7 +160,8 @@ TEST(Ops, SiluMulSimdMatchesTheScalarLoop) {
     const size_t len = static_cast<size_t>(n);
     std::vector<float> g(len), u(len), fast(len), slow(len);
     for (int i = 0; i < n; ++i) g[size_t(i)] = d(rng), u[size_t(i)] = d(rng);
-    g[0] = -90.0f;  // exp(90) overflows to inf: silu is -0 or tiny, as in the loop
+    g[0] = -90.0f;  // exp(90) overflows to inf: silu is -0, as in the loop
+    if (n > 5) g[1] = -200.0f, g[2] = -1e30f, g[3] = 200.0f, g[4] = 1e30f;  // past the vector exp's range
     silu_mul(g.data(), u.data(), fast.data(), n);
     ref::silu_mul(g.data(), u.data(), slow.data(), n);
     for (int i = 0; i < n; ++i) {
