@@ -1,4 +1,5 @@
-// ops/int8_sum-inl.h - the reduction the int8 kernels share (ops/matmul_int8.cpp, ops/matmul_ggml_int8.cpp):
+// ops/int8_sum-inl.h - what the int8 kernels (ops/matmul_int8.cpp, ops/matmul_ggml_int8.cpp) share: the reduction
+// and the GEMMs' stores.
 // Highway, included once per SIMD target inside its namespace.
 
 // Per-target include guard (Highway's convention: toggled by foreach_target.h).
@@ -25,6 +26,22 @@ HWY_INLINE hn::Vec<D32> Reduce4(D32 d32, const hn::Vec<D32>* v) {
   const auto ab64 = hn::BitCast(d64, ab), cd64 = hn::BitCast(d64, cd);
   return hn::Add(hn::BitCast(d32, hn::InterleaveLower(d64, ab64, cd64)),
                  hn::BitCast(d32, hn::InterleaveUpper(d64, ab64, cd64)));
+}
+
+// The GEMMs' rows [i0, i0 + TM) of a tile of outputs, straight from their accumulators into y (row stride ldy):
+// count lanes, with a masked store for a short tile (a copy through memory, rep movs for count floats, cost the
+// affine GEMM 7% of its time).
+template <size_t TM, class DF>
+HWY_INLINE void StoreTileRows(DF df, const hn::Vec<DF>* acc, float* y, int64_t i0, int64_t ldy, int64_t count) {
+  const auto keep = hn::FirstN(df, size_t(count));
+  for (size_t r = 0; r < TM; ++r) {
+    float* row = y + (i0 + int64_t(r)) * ldy;
+    if (count == int64_t(hn::Lanes(df))) {
+      hn::StoreU(acc[r], df, row);
+    } else {
+      hn::BlendedStore(acc[r], keep, df, row);
+    }
+  }
 }
 #endif
 

@@ -20,7 +20,7 @@
 #include "core/thread_pool.h"
 #include "ops/ggml_int8-inl.h"
 #include "ops/ggml_int8.h"
-#include "ops/int8_sum-inl.h"  // Reduce4
+#include "ops/int8_sum-inl.h"  // Reduce4, StoreTileRows
 
 HWY_BEFORE_NAMESPACE();
 namespace seedling::ops::HWY_NAMESPACE {
@@ -312,15 +312,7 @@ HWY_INLINE void GemmRowsK(const Int8Rows& xq, const uint8_t* HWY_RESTRICT tile, 
       acc[r] = hn::Add(acc[r], hn::Mul(hn::Set(df, scale), t));
     }
   }
-  const auto keep = hn::FirstN(df, size_t(count));
-  for (size_t r = 0; r < TM; ++r) {
-    float* out = y + (i0 + int64_t(r)) * ldy;
-    if (count == int64_t(hn::Lanes(df))) {
-      hn::StoreU(acc[r], df, out);
-    } else {
-      hn::BlendedStore(acc[r], keep, df, out);
-    }
-  }
+  StoreTileRows<TM>(df, acc, y, i0, ldy, count);
 }
 
 template <Codec T>

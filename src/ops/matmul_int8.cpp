@@ -26,7 +26,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "ops/int8_sum-inl.h"  // Reduce4
+#include "ops/int8_sum-inl.h"  // Reduce4, StoreTileRows
 #include "ops/matmul.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -349,16 +349,7 @@ HWY_INLINE void GemmRows(D8 d8, const Int8Rows& xq, int64_t i0, const uint8_t* H
       acc[r] = hn::Add(acc[r], hn::Mul(hn::Set(df, xq.scale[index]), s));
     }
   }
-  // Straight from the registers: a copy through memory (rep movs for count floats) cost 7% of the GEMM's time.
-  const auto keep = hn::FirstN(df, size_t(count));
-  for (size_t r = 0; r < TM; ++r) {
-    float* row = y + (i0 + int64_t(r)) * ldy;
-    if (count == int64_t(hn::Lanes(df))) {
-      hn::StoreU(acc[r], df, row);
-    } else {
-      hn::BlendedStore(acc[r], keep, df, row);
-    }
-  }
+  StoreTileRows<TM>(df, acc, y, i0, ldy, count);
 }
 
 // Outputs [n0, n1) of every row: each tile of TN outputs repacked once, then all rows, TM at a time.
