@@ -161,6 +161,7 @@ TEST_P(GgmlInt8Test, KernelEqualsTheScalarDefinitionBitForBitAndStaysWithinTheRo
   }
 }
 
+// Rows: 1 (the row kernel), 5 (its four-row form), 12 (past kTileKRows, 8: the K types' tile GEMM).
 INSTANTIATE_TEST_SUITE_P(Shapes, GgmlInt8Test,
                          ::testing::Combine(::testing::ValuesIn(ggml_codecs()), ::testing::Values(1, 5, 12),
                                             ::testing::Values(1, 3, 17, 69), ::testing::Values(1, 3, 9)),

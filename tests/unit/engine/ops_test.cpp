@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "core/dtype.h"
@@ -138,6 +139,13 @@ TEST(Ops, AttentionRowSimdMatchesThePerKeyForm) {
       ASSERT_NEAR(fast[i], slow[i], 2e-6)
           << "heads " << k.heads << " dim " << k.head_dim << " span " << k.first << ".." << k.last << " output " << i;
     }
+#if defined(__x86_64__)
+    // The SIMD kernel ran (it hands other head dims to the per-key form): over a long span its sums, in another
+    // order, leave some output's bits different. Head dims of 16 to 128 are whole vectors on every x86 target.
+    if (k.head_dim % 16 == 0 && k.head_dim <= 128 && k.last - k.first >= 100) {
+      EXPECT_NE(std::memcmp(fast.data(), slow.data(), fast.size() * 4), 0) << "dim " << k.head_dim;
+    }
+#endif
     // One head at a time gives the same bits as all heads in one call.
     for (int h = 0; h < k.heads; ++h) {
       std::vector<float> one(q.size());
