@@ -21,7 +21,10 @@
 #   PYTHON (with numpy; default python3), BITS (5.0, the default, 4.5 or q4_k_m), IK_BENCH, IK_QUANTIZE,
 #   WARMUP (Seedling's untimed passes before each timed one, `bench --warmup`; default 1, as llama-bench warms up;
 #   0 before 2026-12-05),
-#   DOTS (Seedling's `--cpu-dot` paths to run, default "int8 float"; "int8" alone halves the time).
+#   DOTS (Seedling's `--cpu-dot` paths to run, default "int8 float"; "int8" alone halves the time),
+#   KEEP_SOURCE (default 1; 0 deletes the q4_g32 pack and Q4_1 GGUF once requantized: 48 layers fit a 64 GB disk),
+#   LOG (a file to append each Seedling run's whole output to: its read bandwidth, bytes per token).
+# Seedling's rows end with the share of the read bandwidth its decode moved (`bench` measures both in each run).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 src=${1:?usage: bench/cpu_vs_ik.sh IK_SRC WORK [LAYERS] [THREADS] [RUNS]}
@@ -46,35 +49,54 @@ if [ -z "$ik" ]; then
 fi
 pack=$work/qwen3-$layers-q4_g32
 gguf=$work/qwen3-$layers-q4_1.gguf
-[ -f "$pack/manifest.json" ] ||
-  "$seedling" synth --preset qwen3-30b-a3b --layers "$layers" --packed q4_g32 --dense q4_g32 -o "$pack" 2>&1 | tail -n 1
-[ -f "$gguf" ] || "$python" "$root/tools/packed_to_gguf.py" "$pack" "$gguf" --gguf-py "$src/gguf-py"
+# The q4_g32 pack and its Q4_1 GGUF: the 5.0-bit pair, and the source llama-quantize requantizes for the other two.
+# Made only when a file that needs them is missing (48 layers: about 19 GB each; KEEP_SOURCE=0 deletes them after).
+make_source() {
+  [ -f "$pack/manifest.json" ] || [ -f "$gguf" ] ||
+    "$seedling" synth --preset qwen3-30b-a3b --layers "$layers" --packed q4_g32 --dense q4_g32 -o "$pack" 2>&1 | tail -n 1
+  [ -f "$gguf" ] || "$python" "$root/tools/packed_to_gguf.py" "$pack" "$gguf" --gguf-py "$src/gguf-py"
+  [ "${KEEP_SOURCE:-1}" = 1 ] || rm -rf "$pack"
+}
+drop_source() { [ "${KEEP_SOURCE:-1}" = 1 ] || rm -rf "$pack" "$gguf"; }
 what="q4_g32 = Q4_1 everywhere (the same bits)"
-if [ "${BITS:-5.0}" = 4.5 ]; then
+case "${BITS:-5.0}" in
+5.0) make_source ;;
+4.5)
   quantize=${IK_QUANTIZE:-$(dirname "$ik")/llama-quantize}
   [ -x "$quantize" ] || cmake --build "$src-cpu" --target llama-quantize
   q4_0=$work/qwen3-$layers-q4_0.gguf
   # --pure and the head and embedding types: every matrix Q4_0, as the pack is q4_g64 everywhere (by default
   # llama-quantize would keep the head in Q6_K, more bytes than the pack reads)
-  [ -f "$q4_0" ] || "$quantize" --allow-requantize --pure --output-tensor-type q4_0 --token-embedding-type q4_0 \
-    "$gguf" "$q4_0" Q4_0 >/dev/null 2>&1
+  if [ ! -f "$q4_0" ]; then
+    make_source
+    "$quantize" --allow-requantize --pure --output-tensor-type q4_0 --token-embedding-type q4_0 \
+      "$gguf" "$q4_0" Q4_0 >/dev/null 2>&1
+    drop_source
+  fi
   pack=$work/qwen3-$layers-q4_g64
   [ -f "$pack/manifest.json" ] ||
     "$seedling" synth --preset qwen3-30b-a3b --layers "$layers" --packed q4_g64 --dense q4_g64 -o "$pack" 2>&1 | tail -n 1
   gguf=$q4_0
   what="Seedling q4_g64 against ik Q4_0, 4.5 bits a weight each (same shape, not the same weights)"
-elif [ "${BITS:-5.0}" = q4_k_m ]; then
+  ;;
+q4_k_m)
   quantize=${IK_QUANTIZE:-$(dirname "$ik")/llama-quantize}
   [ -x "$quantize" ] || cmake --build "$src-cpu" --target llama-quantize
   q4_k_m=$work/qwen3-$layers-q4_k_m.gguf
-  [ -f "$q4_k_m" ] || "$quantize" --allow-requantize "$gguf" "$q4_k_m" Q4_K_M >/dev/null 2>&1
+  if [ ! -f "$q4_k_m" ]; then
+    make_source
+    "$quantize" --allow-requantize "$gguf" "$q4_k_m" Q4_K_M >/dev/null 2>&1
+    drop_source
+  fi
   pack=$q4_k_m
   gguf=$q4_k_m
   what="the same Q4_K_M file (llama-quantize's mixture: Q4_K, and Q6_K for some down projections and the head)"
-elif [ "${BITS:-5.0}" != 5.0 ]; then
+  ;;
+*)
   echo "BITS must be 5.0, 4.5 or q4_k_m, got $BITS" >&2
   exit 2
-fi
+  ;;
+esac
 
 echo "seedling $(git -C "$root" log -1 --format=%h); ik $(git -C "$src" log -1 --format=%h 2>/dev/null || echo "$src")"
 echo "model: $layers layers of Qwen3-30B-A3B's shape, $what; prompt $P, decode $N; $(nproc) cores"
@@ -100,7 +122,10 @@ for t in $threads; do
         ${warmup_flag:+"$warmup_flag"} 2>&1)
       pre=$(echo "$out" | awk '/^prefill:/ {print $2}')
       dec=$(echo "$out" | awk '/^decode:/ {print $2}')
-      echo "t=$t run=$r $arm prefill $pre decode $dec load $(cut -d' ' -f1 /proc/loadavg)" | tee -a "$results"
+      [ -n "${LOG:-}" ] && echo "$out" >>"$LOG"
+      bw=$(echo "$out" | sed -n 's/.*= \([0-9.]*%\) of the measured read bandwidth.*/\1/p')
+      echo "t=$t run=$r $arm prefill $pre decode $dec load $(cut -d' ' -f1 /proc/loadavg) bandwidth ${bw:-?}" |
+        tee -a "$results"
     done
     out=$("$ik" -m "$gguf" -t "$t" -fa 1 -fmoe 1 -p "$P" -n 0 -gp "$P,$N" -r 1 -o csv 2>/dev/null)
     pre=$(echo "$out" | "$python" -c '

@@ -74,91 +74,200 @@ struct Pick {
 template <size_t B>
 inline constexpr Pick<B> kPick{};
 
-// The 16 group scales of a 256-value block as int16, for LoadDup128 of 8 at a time: s.scale itself, or for Q4_K,
-// Q5_K and Q6_K the same integers made from the block's bytes in vectors and written by two 128-bit stores, which
-// those loads read back through store forwarding (a 16-byte load of s.scale, written two bytes at a time, stalls
-// until those stores retire; 10-20% of a K-quant decode).
-template <Codec T>
-HWY_INLINE const int16_t* SuperScales(const uint8_t* block, const ggml::IntScales& s, int16_t* windows) {
-  if constexpr (T == Codec::Q6_K || T == Codec::Q4_K || T == Codec::Q5_K) {
-    const hn::Full128<int16_t> d16x8;
-    if constexpr (T == Codec::Q6_K) {
-      const auto* sc = reinterpret_cast<const int8_t*>(block + offsetof(BlockQ6_K, scales));
-      const hn::Full64<int8_t> d8x8;
-      hn::Store(hn::PromoteTo(d16x8, hn::LoadU(d8x8, sc)), d16x8, windows);
-      hn::Store(hn::PromoteTo(d16x8, hn::LoadU(d8x8, sc + 8)), d16x8, windows + 8);
-    } else {  // sub-block k's scale for groups 2k and 2k + 1
-      uint64_t scales, mins;
-      ggml::k_scales_mins(block + offsetof(BlockQ4_K, scales), scales, mins);
-      const hn::Full64<uint8_t> du8x8;
-      const hn::Full128<uint16_t> du16x8;
-      const auto eight =
-          hn::BitCast(d16x8, hn::PromoteTo(du16x8, hn::BitCast(du8x8, hn::Set(hn::Full64<uint64_t>(), scales))));
-      hn::Store(hn::InterleaveLower(d16x8, eight, eight), d16x8, windows);
-      hn::Store(hn::InterleaveUpper(d16x8, eight, eight), d16x8, windows + 8);
-    }
-    return windows;
-  } else {
-    return s.scale;
-  }
-}
-
 // Software prefetch distance of the 256-value kernels: each block asks for the lines kAhead bytes further on, about
 // 20 blocks (a weight row and more) ahead. Decode reads each weight once, row after row, and the hardware prefetcher
 // alone left the cores waiting on each new block's first line (Q6_K head and Q4_K experts: 4-layer Q4_K_M decode on
 // 2 cores 22.3 -> 33 tok/s; 1024 and 16384 bytes gave about the same, docs/results/2026-12-05-cpu-kquant-prefetch.md).
 static constexpr size_t kAhead = 4096;
 
-// The K types and iq4_xs: rows [i0, i0 + TM) of output row `row` (one weight row), 256-value blocks.
+// A 256-value block made ready for the rows: its codes and its group scales as DotScaled's factors (NV vectors
+// each), d and dmin, and where its per-group factors for x's group sums lie.
+template <Codec T, class D8>
+struct SuperBlock {
+  static constexpr size_t B = hn::MaxLanes(D8()), NV = 256 / B;
+  hn::Vec<D8> codes[NV];
+  hn::Vec<hn::Repartition<int16_t, D8>> scale[NV];
+  float d, dmin;
+  ggml::IntScales s;              // the other types' integer scales (Q2_K, Q3_K, IQ4_XS)
+  uint8_t sub_mins[8];            // Q4_K, Q5_K: the 8 sub-blocks' mins
+  HWY_ALIGN int16_t windows[16];  // the 16 group scales, 8 at a time for LoadDup128
+};
+
+// Q4_K, Q5_K and Q6_K read their scales straight from the block's bytes into vectors, written by two 128-bit stores
+// that the LoadDup128s below read back through store forwarding (a 16-byte load of IntScales::scale, written two
+// bytes at a time, stalls until those stores retire: 10-20% of a K-quant decode); the other types go through
+// ggml_int_scales.
+template <Codec T, class D8>
+HWY_INLINE void PrepareSuper(D8 d8, const uint8_t* block, SuperBlock<T, D8>& p) {
+  const hn::Repartition<int16_t, D8> d16;
+  constexpr size_t B = SuperBlock<T, D8>::B, NB = B / 16;  // NB groups of 16 a vector
+  const int16_t* windows = p.windows;
+  const hn::Full128<int16_t> d16x8;
+  if constexpr (T == Codec::Q6_K) {
+    p.d = ggml::f16_at(block + offsetof(BlockQ6_K, d)), p.dmin = 0;
+    const auto* sc = reinterpret_cast<const int8_t*>(block + offsetof(BlockQ6_K, scales));
+    const hn::Full64<int8_t> d8x8;
+    hn::Store(hn::PromoteTo(d16x8, hn::LoadU(d8x8, sc)), d16x8, p.windows);
+    hn::Store(hn::PromoteTo(d16x8, hn::LoadU(d8x8, sc + 8)), d16x8, p.windows + 8);
+  } else if constexpr (T == Codec::Q4_K || T == Codec::Q5_K) {  // sub-block k's scale for groups 2k and 2k + 1
+    p.d = ggml::f16_at(block), p.dmin = ggml::f16_at(block + offsetof(BlockQ4_K, dmin));
+    uint64_t scales, mins;
+    ggml::k_scales_mins(block + offsetof(BlockQ4_K, scales), scales, mins);
+    std::memcpy(p.sub_mins, &mins, 8);
+    const hn::Full64<uint8_t> du8x8;
+    const hn::Full128<uint16_t> du16x8;
+    const auto eight =
+        hn::BitCast(d16x8, hn::PromoteTo(du16x8, hn::BitCast(du8x8, hn::Set(hn::Full64<uint64_t>(), scales))));
+    hn::Store(hn::InterleaveLower(d16x8, eight, eight), d16x8, p.windows);
+    hn::Store(hn::InterleaveUpper(d16x8, eight, eight), d16x8, p.windows + 8);
+  } else {
+    ggml::ggml_int_scales(T, block, p.s);
+    p.d = p.s.d, p.dmin = p.s.dmin;
+    windows = p.s.scale;
+  }
+  const auto& pick = kPick<B>.bytes;
+  for (size_t v = 0; v < SuperBlock<T, D8>::NV; ++v) {
+    p.codes[v] = gi::Codes<T>(d8, block, int(v * B));
+    const auto window = hn::LoadDup128(d16, windows + (v * NB) / 8 * 8);
+    p.scale[v] = hn::BitCast(d16, hn::TableLookupBytes(hn::BitCast(d8, window), hn::Load(d8, pick[(v * NB) % 8 / NB])));
+  }
+}
+
+// The block terms that pair x's sums of 16 (bsum) with a factor per group of 16, summed in vectors: lane sums of
+// sum over g of factor_g * bsum_g (exact: |bsum| <= 2032, factors below 128, 16 groups). factor(k) gives groups
+// [k L, k L + L) as int32 lanes, L the lanes of d32.
+template <class D32, class Factor>
+HWY_INLINE hn::Vec<D32> GroupTerms(D32 d32, const int32_t* bsum, const Factor& factor) {
+  constexpr size_t L = hn::MaxLanes(D32());
+  auto acc = hn::Mul(hn::LoadU(d32, bsum), factor(0));
+  for (size_t k = 1; k < 16 / L; ++k) acc = hn::Add(acc, hn::Mul(hn::LoadU(d32, bsum + k * L), factor(k)));
+  return acc;
+}
+
+// One row's integer sums against a prepared block, in lanes: isum (the codes' offset taken off) and msum (the
+// mins' sum, for the types with mins; else zero). Their lane sums are the exact integers of ref::ggml_matmul_int8.
+// Scalar, the two 16-term loops per row and block took 20-30% of a K-quant matvec (2026-12-06).
+template <Codec T, class D8>
+HWY_INLINE void SuperDot(D8 d8, const SuperBlock<T, D8>& p, const uint8_t* block, const int8_t* x, const int32_t* bsum,
+                         hn::Vec<hn::Repartition<int32_t, D8>>& isum, hn::Vec<hn::Repartition<int32_t, D8>>& msum) {
+  const hn::RebindToSigned<D8> di8;
+  const hn::Repartition<int32_t, D8> d32;
+  constexpr size_t B = SuperBlock<T, D8>::B, L = hn::MaxLanes(decltype(d32)());
+  auto sum = hn::Zero(d32);
+  for (size_t v = 0; v < SuperBlock<T, D8>::NV; ++v) {
+    auto xv = hn::LoadU(di8, x + v * B);
+    auto a = p.codes[v];
+    if constexpr (gi::kSigned<T>) gi::SignSplit(d8, p.codes[v], xv, a);
+    sum = gi::DotScaled(d8, sum, a, xv, p.scale[v]);
+  }
+  if constexpr (gi::kOffset<T> != 0) {  // the codes carry kOffset: take kOffset * sum of scale_g * bsum_g
+    const auto off = GroupTerms(d32, bsum, [&](size_t k) {
+      if constexpr (T == Codec::Q6_K) {
+        const auto* sc = reinterpret_cast<const int8_t*>(block + offsetof(BlockQ6_K, scales));
+        return hn::PromoteTo(d32, hn::LoadU(hn::Rebind<int8_t, decltype(d32)>(), sc + k * L));
+      } else {
+        return hn::PromoteTo(d32, hn::LoadU(hn::Rebind<int16_t, decltype(d32)>(), p.s.scale + k * L));
+      }
+    });
+    sum = hn::Sub(sum, hn::Mul(hn::Set(d32, gi::kOffset<T>), off));
+  }
+  isum = sum;
+  if constexpr (T == Codec::Q2_K) {  // the mins: high nibbles of the scale bytes
+    msum = GroupTerms(d32, bsum, [&](size_t k) {
+      const auto v = hn::LoadU(hn::Rebind<uint8_t, decltype(d32)>(), block + offsetof(BlockQ2_K, scales) + k * L);
+      return hn::BitCast(d32, hn::ShiftRight<4>(hn::PromoteTo(hn::RebindToUnsigned<decltype(d32)>(), v)));
+    });
+  } else if constexpr (T == Codec::Q4_K || T == Codec::Q5_K) {  // sub-block j's min in lanes 2j and 2j + 1
+    msum = GroupTerms(d32, bsum, [&](size_t k) {
+      const hn::Repartition<uint64_t, decltype(d32)> d64;
+      const auto bytes = hn::LoadU(hn::Rebind<uint8_t, decltype(d64)>(), p.sub_mins + k * L / 2);
+      const auto v = hn::PromoteTo(d64, hn::PromoteTo(hn::Rebind<uint32_t, decltype(d64)>(), bytes));
+      return hn::BitCast(d32, hn::Or(v, hn::ShiftLeft<32>(v)));
+    });
+  } else {
+    msum = hn::Zero(d32);
+  }
+}
+
+// The lanes of a vector added down to one 128-bit block (4 int32 lanes).
+template <class D32>
+HWY_INLINE hn::Vec<hn::Full128<int32_t>> FoldTo128(D32 d32, hn::Vec<D32> v) {
+  if constexpr (hn::MaxLanes(D32()) > 4) {
+    const hn::Half<D32> dh;
+    return FoldTo128(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
+  } else {
+    return v;
+  }
+}
+
+template <Codec T>
+constexpr bool kHasMin = T == Codec::Q2_K || T == Codec::Q4_K || T == Codec::Q5_K;
+
+// The K types and iq4_xs: rows [i0, i0 + TM) of output row `row` (one weight row), 256-value blocks. The float
+// steps run per block in order, as ref::ggml_matmul_int8's. A single row (decode) takes 4 blocks a step, so that
+// one transposing reduction (Reduce4) sums the 4 blocks' isum and msum lanes instead of a reduction per sum.
 template <Codec T, size_t TM>
 HWY_INLINE void SuperRows(const Int8Rows& xq, const uint8_t* row, int64_t i0, float* y, int64_t ldy) {
-  const hn::CappedTag<uint8_t, 64> d8;
-  const hn::RebindToSigned<decltype(d8)> di8;
-  const hn::Repartition<int16_t, decltype(d8)> d16;
-  const hn::Repartition<int32_t, decltype(d8)> d32;
-  constexpr size_t B = hn::MaxLanes(decltype(d8)()), NV = 256 / B, NB = B / 16;  // NB groups of 16 a vector
-  const auto& pick = kPick<B>.bytes;
+  using D8 = hn::CappedTag<uint8_t, 64>;
+  const D8 d8;
+  const hn::Repartition<int32_t, D8> d32;
   const Int8Rows& r = xq;
   const size_t block_bytes = codec_block_bytes(T);
   float acc[TM] = {};
-  for (int64_t b = 0; b < r.blocks; ++b) {
-    const uint8_t* block = row + size_t(b) * block_bytes;
-    for (size_t k = 0; k < block_bytes; k += 64) __builtin_prefetch(block + kAhead + k);
-    ggml::IntScales s;
-    ggml::ggml_int_scales(T, block, s);
-    HWY_ALIGN int16_t buffer[16];
-    const int16_t* windows = SuperScales<T>(block, s, buffer);
-    hn::Vec<decltype(d8)> codes[NV];
-    hn::Vec<decltype(d16)> scale[NV];
-    for (size_t v = 0; v < NV; ++v) {
-      codes[v] = gi::Codes<T>(d8, block, int(v * B));
-      const auto window = hn::LoadDup128(d16, windows + (v * NB) / 8 * 8);
-      scale[v] = hn::BitCast(d16, hn::TableLookupBytes(hn::BitCast(d8, window), hn::Load(d8, pick[(v * NB) % 8 / NB])));
+  const auto step = [&](int64_t b, float d, float dmin, int32_t isum, int32_t msum, size_t i) {
+    const int64_t index = (i0 + int64_t(i)) * r.blocks + b;
+    if constexpr (kHasMin<T>) {
+      const float t = d * float(isum) - dmin * float(msum);
+      acc[i] = acc[i] + r.scale[size_t(index)] * t;
+    } else {
+      const float t = d * float(isum);
+      acc[i] = acc[i] + r.scale[size_t(index)] * t;
     }
-    for (size_t i = 0; i < TM; ++i) {
-      const int64_t index = (i0 + int64_t(i)) * r.blocks + b;
-      const int8_t* x = r.q.data() + index * 256;
-      const int32_t* bsum = xq.bsum.data() + index * 16;
-      auto sum = hn::Zero(d32);
-      for (size_t v = 0; v < NV; ++v) {
-        auto xv = hn::LoadU(di8, x + v * B);
-        auto a = codes[v];
-        if constexpr (gi::kSigned<T>) gi::SignSplit(d8, codes[v], xv, a);
-        sum = gi::DotScaled(d8, sum, a, xv, scale[v]);
+  };
+  SuperBlock<T, D8> p;
+  if constexpr (TM == 1) {
+    constexpr int64_t C = kHasMin<T> ? 2 : 4;  // blocks a reduction: 4 sums (isum and msum of 2, or isum of 4)
+    for (int64_t b0 = 0; b0 < r.blocks; b0 += C) {
+      const int64_t count = std::min(C, r.blocks - b0);
+      hn::Vec<decltype(d32)> part[4];
+      float d[C], dmin[C];
+      for (int64_t k = 0; k < C; ++k) {
+        if (k >= count) {
+          for (int64_t j = k * 4 / C; j < 4; ++j) part[j] = hn::Zero(d32);
+          break;
+        }
+        const uint8_t* block = row + size_t(b0 + k) * block_bytes;
+        for (size_t c = 0; c < block_bytes; c += 64) __builtin_prefetch(block + kAhead + c);
+        PrepareSuper<T>(d8, block, p);
+        d[k] = p.d, dmin[k] = p.dmin;
+        const int64_t index = i0 * r.blocks + b0 + k;
+        hn::Vec<decltype(d32)> msum;
+        SuperDot<T>(d8, p, block, r.q.data() + index * 256, xq.bsum.data() + index * 16, part[k * 4 / C], msum);
+        if constexpr (kHasMin<T>) part[2 * k + 1] = msum;
       }
-      int32_t isum = hn::GetLane(hn::SumOfLanes(d32, sum)), msum = 0;
-      if constexpr (gi::kOffset<T> != 0) {
-        int32_t off = 0;
-        for (int g = 0; g < 16; ++g) off += s.scale[g] * bsum[g];
-        isum -= gi::kOffset<T> * off;
+      HWY_ALIGN int32_t sums[4];  // lane j: the lane sum of part[j]
+      hn::Store(FoldTo128(d32, Reduce4(d32, part)), hn::Full128<int32_t>(), sums);
+      for (int64_t k = 0; k < count; ++k) {
+        if constexpr (kHasMin<T>) {
+          step(b0 + k, d[k], dmin[k], sums[2 * k], sums[2 * k + 1], 0);
+        } else {
+          step(b0 + k, d[k], dmin[k], sums[k], 0, 0);
+        }
       }
-      if constexpr (T == Codec::Q2_K || T == Codec::Q4_K || T == Codec::Q5_K) {
-        for (int g = 0; g < 16; ++g) msum += s.min[g] * bsum[g];
-        const float t = s.d * float(isum) - s.dmin * float(msum);
-        acc[i] = acc[i] + r.scale[size_t(index)] * t;
-      } else {
-        const float t = s.d * float(isum);
-        acc[i] = acc[i] + r.scale[size_t(index)] * t;
+    }
+  } else {
+    for (int64_t b = 0; b < r.blocks; ++b) {
+      const uint8_t* block = row + size_t(b) * block_bytes;
+      for (size_t c = 0; c < block_bytes; c += 64) __builtin_prefetch(block + kAhead + c);
+      PrepareSuper<T>(d8, block, p);
+      for (size_t i = 0; i < TM; ++i) {
+        const int64_t index = (i0 + int64_t(i)) * r.blocks + b;
+        hn::Vec<decltype(d32)> part[4];
+        SuperDot<T>(d8, p, block, r.q.data() + index * 256, xq.bsum.data() + index * 16, part[0], part[1]);
+        part[2] = part[3] = hn::Zero(d32);
+        HWY_ALIGN int32_t sums[4];
+        hn::Store(FoldTo128(d32, Reduce4(d32, part)), hn::Full128<int32_t>(), sums);
+        step(b, p.d, p.dmin, sums[0], sums[1], i);
       }
     }
   }
