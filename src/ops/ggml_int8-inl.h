@@ -77,6 +77,19 @@ HWY_INLINE hn::Vec<D8> Field(D8 d8, const uint8_t* p, int shift, int mask) {
   return hn::And(Shr(hn::LoadU(d8, p), shift), hn::Set(d8, uint8_t(mask)));
 }
 
+// 64 byte lanes: the 32 bytes at p in both halves, the low half's shifted right by s0 and the high half's by s1, then
+// masked (a shift of 16-bit lanes: the bits it brings down from the next byte lie above every mask used here).
+template <class D8>
+HWY_INLINE hn::Vec<D8> Field2(D8 d8, const uint8_t* p, int s0, int s1, int mask) {
+  const hn::Half<D8> dh;
+  const hn::Repartition<uint16_t, D8> d16;
+  const hn::Half<decltype(d16)> d16h;
+  const auto half = hn::LoadU(dh, p);
+  const auto shifts = hn::Combine(d16, hn::Set(d16h, uint16_t(s1)), hn::Set(d16h, uint16_t(s0)));
+  const auto both = hn::BitCast(d16, hn::Combine(d8, half, half));
+  return hn::And(hn::BitCast(d8, hn::Shr(both, shifts)), hn::Set(d8, uint8_t(mask)));
+}
+
 // Elements [j, j + Lanes) of a 32-element nibble run (ggml::nibble32): 16 bytes, element i low, i + 16 high.
 template <class D8>
 HWY_INLINE hn::Vec<D8> Nibbles32(D8 d8, const uint8_t* qs, int j) {
@@ -110,7 +123,21 @@ HWY_INLINE hn::Vec<D8> HighBit16(D8 d8, const uint8_t* qh, int j) {
 // Elements [e0, e0 + Lanes(d8)) of block b of codec T (see the file's comment); e0 a multiple of the lanes.
 template <Codec T, class D8>
 HWY_INLINE hn::Vec<D8> Codes(D8 d8, const uint8_t* b, int e0) {
-  if constexpr (hn::MaxLanes(D8()) > 32) {
+  constexpr bool k64 = hn::MaxLanes(D8()) == 64;
+  if constexpr (k64 && (T == Codec::Q4_K || T == Codec::Q5_K)) {  // one 32-byte run: low nibbles, then high
+    constexpr size_t qs = T == Codec::Q4_K ? offsetof(BlockQ4_K, qs) : offsetof(BlockQ5_K, qs);
+    const auto low = Field2(d8, b + qs + (e0 / 64) * 32, 0, 4, 0x0F);
+    if constexpr (T == Codec::Q4_K) {
+      return low;
+    } else {
+      return hn::Or(low, hn::ShiftLeft<4>(Field2(d8, b + offsetof(BlockQ5_K, qh), e0 / 32, e0 / 32 + 1, 1)));
+    }
+  } else if constexpr (k64 && T == Codec::Q6_K) {  // 64 bytes of ql, one shift; qh's 32 bytes at two shifts
+    const int half = e0 / 128, r = e0 % 128;
+    const auto low = Field(d8, b + offsetof(BlockQ6_K, ql) + half * 64, 4 * (r / 64), 0x0F);
+    const auto high = Field2(d8, b + offsetof(BlockQ6_K, qh) + half * 32, 2 * (r / 32), 2 * (r / 32) + 2, 3);
+    return hn::Or(low, hn::ShiftLeft<4>(high));
+  } else if constexpr (hn::MaxLanes(D8()) > 32) {
     const hn::Half<D8> dh;
     return hn::Combine(d8, Codes<T>(dh, b, e0 + 32), Codes<T>(dh, b, e0));
   } else if constexpr (T == Codec::Q8_0) {
