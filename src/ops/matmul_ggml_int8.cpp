@@ -78,7 +78,11 @@ inline constexpr Pick<B> kPick{};
 // 20 blocks (a weight row and more) ahead. Decode reads each weight once, row after row, and the hardware prefetcher
 // alone left the cores waiting on each new block's first line (Q6_K head and Q4_K experts: 4-layer Q4_K_M decode on
 // 2 cores 22.3 -> 33 tok/s; 1024 and 16384 bytes gave about the same, docs/results/2026-12-05-cpu-kquant-prefetch.md).
+// Q6_K's lines go to L2 only (prefetcht1): 16-layer Q4_K_M decode on 1 thread +2-4% (its head is Q6_K); Q4_K's
+// matvec was no faster so (2026-12-06).
 static constexpr size_t kAhead = 4096;
+template <Codec T>
+constexpr int kLocality = T == Codec::Q6_K ? 2 : 3;
 
 // A 256-value block made ready for the rows: its codes and its group scales as DotScaled's factors (NV vectors
 // each), d and dmin, and where its per-group factors for x's group sums lie.
@@ -237,7 +241,7 @@ HWY_INLINE void SuperRows(const Int8Rows& xq, const uint8_t* row, int64_t i0, fl
           break;
         }
         const uint8_t* block = row + size_t(b0 + k) * block_bytes;
-        for (size_t c = 0; c < block_bytes; c += 64) __builtin_prefetch(block + kAhead + c);
+        for (size_t c = 0; c < block_bytes; c += 64) __builtin_prefetch(block + kAhead + c, 0, kLocality<T>);
         PrepareSuper<T>(d8, block, p);
         d[k] = p.d, dmin[k] = p.dmin;
         const int64_t index = i0 * r.blocks + b0 + k;
@@ -258,7 +262,7 @@ HWY_INLINE void SuperRows(const Int8Rows& xq, const uint8_t* row, int64_t i0, fl
   } else {
     for (int64_t b = 0; b < r.blocks; ++b) {
       const uint8_t* block = row + size_t(b) * block_bytes;
-      for (size_t c = 0; c < block_bytes; c += 64) __builtin_prefetch(block + kAhead + c);
+      for (size_t c = 0; c < block_bytes; c += 64) __builtin_prefetch(block + kAhead + c, 0, kLocality<T>);
       PrepareSuper<T>(d8, block, p);
       for (size_t i = 0; i < TM; ++i) {
         const int64_t index = (i0 + int64_t(i)) * r.blocks + b;
