@@ -208,8 +208,9 @@ template <Codec T>
 constexpr bool kHasMin = T == Codec::Q2_K || T == Codec::Q4_K || T == Codec::Q5_K;
 
 // The K types and iq4_xs: rows [i0, i0 + TM) of output row `row` (one weight row), 256-value blocks. The float
-// steps run per block in order, as ref::ggml_matmul_int8's. A single row (decode) takes 4 blocks a step, so that
-// one transposing reduction (Reduce4) sums the 4 blocks' isum and msum lanes instead of a reduction per sum.
+// steps run per block in order, as ref::ggml_matmul_int8's. A single row (decode) takes several blocks a step, so
+// that one transposing reduction (Reduce4) sums four vectors of lanes at once (the isum and msum of 2 blocks, or the
+// isum of 4 for the types without mins) instead of a reduction per sum.
 template <Codec T, size_t TM>
 HWY_INLINE void SuperRows(const Int8Rows& xq, const uint8_t* row, int64_t i0, float* y, int64_t ldy) {
   using D8 = hn::CappedTag<uint8_t, 64>;
