@@ -265,14 +265,28 @@ HWY_INLINE void SuperRows(const Int8Rows& xq, const uint8_t* row, int64_t i0, fl
       const uint8_t* block = row + size_t(b) * block_bytes;
       for (size_t c = 0; c < block_bytes; c += 64) __builtin_prefetch(block + kAhead + c, 0, kLocality<T>);
       PrepareSuper<T>(d8, block, p);
-      for (size_t i = 0; i < TM; ++i) {
-        const int64_t index = (i0 + int64_t(i)) * r.blocks + b;
+      constexpr size_t R = kHasMin<T> ? 2 : 4;  // rows a reduction, as blocks above
+      for (size_t i = 0; i < TM; i += R) {
         hn::Vec<decltype(d32)> part[4];
-        SuperDot<T>(d8, p, block, r.q.data() + index * 256, xq.bsum.data() + index * 16, part[0], part[1]);
-        part[2] = part[3] = hn::Zero(d32);
+        for (size_t k = 0; k < R; ++k) {
+          if (i + k >= TM) {
+            for (size_t j = k * 4 / R; j < 4; ++j) part[j] = hn::Zero(d32);
+            break;
+          }
+          const int64_t index = (i0 + int64_t(i + k)) * r.blocks + b;
+          hn::Vec<decltype(d32)> msum;
+          SuperDot<T>(d8, p, block, r.q.data() + index * 256, xq.bsum.data() + index * 16, part[k * 4 / R], msum);
+          if constexpr (kHasMin<T>) part[2 * k + 1] = msum;
+        }
         HWY_ALIGN int32_t sums[4];
         hn::Store(FoldTo128(d32, Reduce4(d32, part)), hn::Full128<int32_t>(), sums);
-        step(b, p.d, p.dmin, sums[0], sums[1], i);
+        for (size_t k = 0; k < R && i + k < TM; ++k) {
+          if constexpr (kHasMin<T>) {
+            step(b, p.d, p.dmin, sums[2 * k], sums[2 * k + 1], i + k);
+          } else {
+            step(b, p.d, p.dmin, sums[k], 0, i + k);
+          }
+        }
       }
     }
   }
