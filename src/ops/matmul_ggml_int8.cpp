@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -352,24 +353,51 @@ HWY_INLINE void BlockRows(const Int8Rows& xq, const uint8_t* row, int64_t i0, fl
 //
 // A tile is TN outputs (the int32 lanes of a full vector). Repacked, its block b is 64 byte vectors, vector q holding
 // in bytes 4j..4j+3 output j's codes of elements 4q..4q+3 (Codes<T>'s bytes), then per group g of 16 three vectors
-// (the scale as an int16 pair, DotScaled's factor; the scale and the min as floats), then d and dmin. A row's block
+// (the scale as an int16 pair, DotScaled's factor), then per pair of groups 2k, 2k + 1 the two scales and the two mins
+// as int16 pairs, then d and dmin. A row's block
 // is 64 lane-local dots of a code vector with the row's four activations of those elements broadcast (DotScaled, the
 // scale folded in; with VNNI, vpdpbusd over a group's four vectors, then times its scale), each int32 lane summing
 // its own output's products: lane j ends with output j's isum, the same exact integer SuperRows sums across lanes. msum
-// and the offset's sum take the group sums of x (bsum) times the min or the scale in float, exact: every product and
-// partial sum is an integer below 2^24 (|bsum| <= 2032, min <= 63, |scale| <= 128, 16 groups). The float steps are
+// and the offset's sum take the group sums of x (bsum) times the min or the scale as int16 pairs (two groups a lane,
+// pmaddwd or vpdpwssd), exact: |bsum| <= 2032, min <= 63, |scale| <= 128, 16 groups. The float steps are
 // SuperRows's, lane by lane. So the GEMM gives the row kernel's bits; it repacks once where the row kernel decodes each
 // block once per 4 rows, and adds no sum across lanes.
 template <Codec T>
 constexpr bool kTileK =
     T == Codec::Q2_K || T == Codec::Q3_K || T == Codec::Q4_K || T == Codec::Q5_K || T == Codec::Q6_K;
 inline constexpr int64_t kTileKRows = 8;  // from 8 rows; 4 gave the same 64-token prefill (2 cores, 2026-12-06)
-inline constexpr size_t kTileKVectors = 64 + 3 * 16 + 2;  // a block's vectors in the tile
+inline constexpr size_t kTileKVectors = 64 + 16 + 8 + 8 + 2;            // a block's vectors in the tile
+inline constexpr size_t kTileScales = 80, kTileMins = 88, kTileD = 96;  // where they start
+
+// acc + per int32 lane the sum of the products of its two int16 halves in a and in b (pmaddwd; vpdpwssd with VNNI).
+template <class D32>
+HWY_INLINE hn::Vec<D32> PairDot(D32 d32, hn::Vec<D32> acc, hn::Vec<D32> a, hn::Vec<D32> b) {
+  constexpr size_t kWidth = hn::MaxLanes(D32()) * 4;
+#if HWY_TARGET == HWY_AVX3_DL
+  (void)d32;
+  auto raw = acc.raw;
+  asm("%{evex%} vpdpwssd %2, %1, %0" : "+v"(raw) : "v"(a.raw), "v"(b.raw));
+  return hn::Vec<D32>{raw};
+#elif HWY_TARGET == HWY_SSSE3 || HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+  (void)d32;
+  if constexpr (kWidth == 64) {
+    return hn::Add(acc, hn::Vec<D32>{_mm512_madd_epi16(a.raw, b.raw)});
+  } else if constexpr (kWidth == 32) {
+    return hn::Add(acc, hn::Vec<D32>{_mm256_madd_epi16(a.raw, b.raw)});
+  } else {
+    return hn::Add(acc, hn::Vec<D32>{_mm_madd_epi16(a.raw, b.raw)});
+  }
+#else
+  (void)kWidth;
+  const auto low = [](hn::Vec<D32> v) { return hn::ShiftRight<16>(hn::ShiftLeft<16>(v)); };
+  return hn::Add(acc, hn::Add(hn::Mul(low(a), low(b)), hn::Mul(hn::ShiftRight<16>(a), hn::ShiftRight<16>(b))));
+#endif
+}
 
 // Rows [i0, i0 + TM) against a repacked tile (GemmRangeK's layout): count outputs into y (row stride ldy).
 template <Codec T, size_t TM>
-HWY_INLINE void GemmRowsK(const Int8Rows& xq, const uint8_t* HWY_RESTRICT tile, int64_t i0, float* y, int64_t ldy,
-                          int64_t count) {
+HWY_INLINE void GemmRowsK(const Int8Rows& xq, const int32_t* bpairs, const uint8_t* HWY_RESTRICT tile, int64_t i0,
+                          float* y, int64_t ldy, int64_t count) {
   const hn::ScalableTag<uint8_t> d8;
   const hn::RebindToSigned<decltype(d8)> di8;
   const hn::Repartition<int16_t, decltype(d8)> d16;
@@ -386,14 +414,11 @@ HWY_INLINE void GemmRowsK(const Int8Rows& xq, const uint8_t* HWY_RESTRICT tile, 
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* src = tile + size_t(b) * kTileKVectors * V;
     const int8_t* x[TM];
-    const int32_t* bsum[TM];
     hn::Vec<decltype(d32)> isum[TM];
-    hn::Vec<decltype(df)> msum[TM], off[TM];
     for (size_t r = 0; r < TM; ++r) {
       const int64_t at = (i0 + int64_t(r)) * blocks + b;
       x[r] = xq.q.data() + at * 256;
-      bsum[r] = xq.bsum.data() + at * 16;
-      isum[r] = hn::Zero(d32), msum[r] = hn::Zero(df), off[r] = hn::Zero(df);
+      isum[r] = hn::Zero(d32);
     }
     for (size_t g = 0; g < 16; ++g) {
       const auto pair = hn::BitCast(d16, hn::Load(d8, src + (64 + g) * V));
@@ -424,18 +449,22 @@ HWY_INLINE void GemmRowsK(const Int8Rows& xq, const uint8_t* HWY_RESTRICT tile, 
 #else
       each_code([&](size_t r, auto codes, auto xv) { isum[r] = gi::DotScaled(d8, isum[r], codes, xv, pair); });
 #endif
-      for (size_t r = 0; r < TM; ++r) {
-        const auto bs = hn::Set(df, float(bsum[r][g]));
-        if constexpr (kMin) msum[r] = hn::Add(msum[r], hn::Mul(vec_f(src, 96 + g), bs));
-        if constexpr (gi::kOffset<T> != 0) off[r] = hn::Add(off[r], hn::Mul(vec_f(src, 80 + g), bs));
-      }
     }
-    const auto d = vec_f(src, 112);
+    const auto d = vec_f(src, kTileD);
     for (size_t r = 0; r < TM; ++r) {
-      if constexpr (gi::kOffset<T> != 0)
-        isum[r] = hn::Sub(isum[r], hn::Mul(hn::Set(d32, gi::kOffset<T>), hn::ConvertTo(d32, off[r])));
+      // x's group sums of this block as int16 pairs (GemmRangeK's bpairs) against the tile's scale and min pairs.
+      const int32_t* bp = bpairs + ((i0 + int64_t(r)) * blocks + b) * 8;
+      auto off = hn::Zero(d32), msum = hn::Zero(d32);
+      for (size_t k = 0; k < 8; ++k) {
+        const auto pair = hn::Set(d32, bp[k]);
+        if constexpr (gi::kOffset<T> != 0)
+          off = PairDot(d32, off, hn::Load(d32, reinterpret_cast<const int32_t*>(src + (kTileScales + k) * V)), pair);
+        if constexpr (kMin)
+          msum = PairDot(d32, msum, hn::Load(d32, reinterpret_cast<const int32_t*>(src + (kTileMins + k) * V)), pair);
+      }
+      if constexpr (gi::kOffset<T> != 0) isum[r] = hn::Sub(isum[r], hn::Mul(hn::Set(d32, gi::kOffset<T>), off));
       auto t = hn::Mul(d, hn::ConvertTo(df, isum[r]));
-      if constexpr (kMin) t = hn::Sub(t, hn::Mul(vec_f(src, 113), msum[r]));
+      if constexpr (kMin) t = hn::Sub(t, hn::Mul(vec_f(src, kTileD + 1), hn::ConvertTo(df, msum)));
       const float scale = xq.scale[size_t((i0 + int64_t(r)) * blocks + b)];
       acc[r] = hn::Add(acc[r], hn::Mul(hn::Set(df, scale), t));
     }
@@ -458,8 +487,13 @@ HWY_NOINLINE void GemmRangeK(const Int8Rows& xq, const Matrix& w, float* y, int6
   const size_t need = size_t(blocks) * kTileKVectors * V;
   if (capacity < need) tile = hwy::AllocateAligned<uint8_t>(capacity = need);
   HWY_ALIGN uint8_t codes[TN * 256];
-  HWY_ALIGN int32_t pairs[16 * TN];
-  HWY_ALIGN float scales[16 * TN], mins[16 * TN], ds[TN], dmins[TN];
+  HWY_ALIGN int32_t pairs[16 * TN], scale2[8 * TN], min2[8 * TN];
+  HWY_ALIGN float ds[TN], dmins[TN];
+  // Every row's group sums per block as 8 int16 pairs (|bsum| <= 2032), for GemmRowsK's PairDot.
+  thread_local std::vector<int32_t> bpairs;
+  bpairs.resize(size_t(xq.rows * blocks * 8));
+  for (size_t at = 0; at < bpairs.size(); ++at)
+    bpairs[at] = int32_t(uint32_t(uint16_t(xq.bsum[2 * at])) | uint32_t(uint16_t(xq.bsum[2 * at + 1])) << 16);
   HWY_ALIGN int32_t index[TN];
   for (size_t j = 0; j < TN; ++j) index[j] = int32_t(j * 64);  // output j's dword q at codes + 4 (64 j + q)
   const auto gather_at = hn::Load(d32, index);
@@ -472,10 +506,13 @@ HWY_NOINLINE void GemmRangeK(const Int8Rows& xq, const Matrix& w, float* y, int6
         ggml::ggml_int_scales(T, block, s);
         for (int e0 = 0; e0 < 256; e0 += int(hn::Lanes(dc)))
           hn::Store(gi::Codes<T>(dc, block, e0), dc, codes + j * 256 + size_t(e0));
-        for (size_t g = 0; g < 16; ++g) {
-          pairs[g * TN + j] = int32_t(uint32_t(uint16_t(s.scale[g])) * 0x10001u);
-          scales[g * TN + j] = float(s.scale[g]);
-          mins[g * TN + j] = float(s.min[g]);
+        const auto two = [](int16_t lo, int16_t hi) {
+          return int32_t(uint32_t(uint16_t(lo)) | uint32_t(uint16_t(hi)) << 16);
+        };
+        for (size_t g = 0; g < 16; ++g) pairs[g * TN + j] = two(s.scale[g], s.scale[g]);
+        for (size_t k = 0; k < 8; ++k) {
+          scale2[k * TN + j] = two(s.scale[2 * k], s.scale[2 * k + 1]);
+          min2[k * TN + j] = two(s.min[2 * k], s.min[2 * k + 1]);
         }
         ds[j] = s.d, dmins[j] = s.dmin;
       }
@@ -483,20 +520,20 @@ HWY_NOINLINE void GemmRangeK(const Int8Rows& xq, const Matrix& w, float* y, int6
       const auto* dwords = reinterpret_cast<const int32_t*>(codes);
       for (size_t q = 0; q < 64; ++q)
         hn::Store(hn::BitCast(d8, hn::GatherIndex(d32, dwords + q, gather_at)), d8, dst + q * V);
-      for (size_t g = 0; g < 16; ++g) {
-        hn::Store(hn::BitCast(d8, hn::Load(d32, pairs + g * TN)), d8, dst + (64 + g) * V);
-        hn::Store(hn::Load(df, scales + g * TN), df, reinterpret_cast<float*>(dst + (80 + g) * V));
-        hn::Store(hn::Load(df, mins + g * TN), df, reinterpret_cast<float*>(dst + (96 + g) * V));
+      for (size_t g = 0; g < 16; ++g) hn::Store(hn::BitCast(d8, hn::Load(d32, pairs + g * TN)), d8, dst + (64 + g) * V);
+      for (size_t k = 0; k < 8; ++k) {
+        hn::Store(hn::BitCast(d8, hn::Load(d32, scale2 + k * TN)), d8, dst + (kTileScales + k) * V);
+        hn::Store(hn::BitCast(d8, hn::Load(d32, min2 + k * TN)), d8, dst + (kTileMins + k) * V);
       }
-      hn::Store(hn::Load(df, ds), df, reinterpret_cast<float*>(dst + 112 * V));
-      hn::Store(hn::Load(df, dmins), df, reinterpret_cast<float*>(dst + 113 * V));
+      hn::Store(hn::Load(df, ds), df, reinterpret_cast<float*>(dst + kTileD * V));
+      hn::Store(hn::Load(df, dmins), df, reinterpret_cast<float*>(dst + (kTileD + 1) * V));
     }
     int64_t i = 0;
     if constexpr (V == 64) {  // 32 vector registers: 4 rows share each code vector's load
-      for (; i + 4 <= xq.rows; i += 4) GemmRowsK<T, 4>(xq, tile.get(), i, y + n, w.rows, count);
+      for (; i + 4 <= xq.rows; i += 4) GemmRowsK<T, 4>(xq, bpairs.data(), tile.get(), i, y + n, w.rows, count);
     }
-    for (; i + 2 <= xq.rows; i += 2) GemmRowsK<T, 2>(xq, tile.get(), i, y + n, w.rows, count);
-    for (; i < xq.rows; ++i) GemmRowsK<T, 1>(xq, tile.get(), i, y + n, w.rows, count);
+    for (; i + 2 <= xq.rows; i += 2) GemmRowsK<T, 2>(xq, bpairs.data(), tile.get(), i, y + n, w.rows, count);
+    for (; i < xq.rows; ++i) GemmRowsK<T, 1>(xq, bpairs.data(), tile.get(), i, y + n, w.rows, count);
   }
 }
 
