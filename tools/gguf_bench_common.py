@@ -14,30 +14,41 @@ def bf16_to_f32(data):
     return (data.view("<u2").astype(np.uint32) << 16).view(np.float32).reshape(*data.shape[:-1], -1)
 
 
-def moe_header(g, w, cfg, expert_width, n_experts, file_type):
-    """The keys llama.cpp reads for a MoE model from a Hugging Face config (rope: theta and yarn, either dialect)."""
-    w.add_block_count(cfg["num_hidden_layers"])
+def header_keys(g, w, cfg, file_type, n_layers=None, kv_heads=None, moe=None):
+    """The keys llama.cpp reads for a model of these tools, from a Hugging Face config; no tokenizer (llama-bench
+    feeds random ids). n_layers and kv_heads default to the config's. moe = (expert width, experts) adds the
+    feed-forward, expert, head-dim and rope keys (rope: theta and yarn, either dialect); without it a family writes
+    those of its own."""
+    w.add_block_count(cfg["num_hidden_layers"] if n_layers is None else n_layers)
     w.add_context_length(cfg["max_position_embeddings"])
     w.add_embedding_length(cfg["hidden_size"])
-    w.add_feed_forward_length(cfg["intermediate_size"])
-    w.add_expert_feed_forward_length(expert_width)
+    if moe:
+        w.add_feed_forward_length(cfg["intermediate_size"])
+        w.add_expert_feed_forward_length(moe[0])
     w.add_head_count(cfg["num_attention_heads"])
-    w.add_head_count_kv(cfg["num_key_value_heads"])
-    w.add_key_length(cfg["head_dim"])
-    w.add_value_length(cfg["head_dim"])
+    w.add_head_count_kv(cfg["num_key_value_heads"] if kv_heads is None else kv_heads)
+    if moe:
+        w.add_key_length(cfg["head_dim"])
+        w.add_value_length(cfg["head_dim"])
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
-    w.add_expert_count(n_experts)
-    w.add_expert_used_count(cfg["num_experts_per_tok"])
-    rope = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
-    w.add_rope_freq_base(cfg.get("rope_theta", rope.get("rope_theta")))
-    if rope.get("rope_type") == "yarn":
-        w.add_rope_scaling_type(g.RopeScalingType.YARN)
-        w.add_rope_scaling_factor(rope["factor"])
-        w.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
+    if moe:
+        w.add_expert_count(moe[1])
+        w.add_expert_used_count(cfg["num_experts_per_tok"])
+        rope = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
+        w.add_rope_freq_base(cfg.get("rope_theta", rope.get("rope_theta")))
+        if rope.get("rope_type") == "yarn":
+            w.add_rope_scaling_type(g.RopeScalingType.YARN)
+            w.add_rope_scaling_factor(rope["factor"])
+            w.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
     w.add_vocab_size(cfg["vocab_size"])
     w.add_tokenizer_model("none")
     w.add_add_bos_token(False)
     w.add_file_type(file_type)
+
+
+def moe_header(g, w, cfg, expert_width, n_experts, file_type):
+    """header_keys for a MoE model whose config has every key."""
+    header_keys(g, w, cfg, file_type, moe=(expert_width, n_experts))
 
 
 def write(w, path):

@@ -46,7 +46,7 @@ def main():
     a = ap.parse_args()
     sys.path.insert(0, a.gguf_py)
     import gguf as g
-    from gguf_bench_common import bf16_to_f32, moe_header, write
+    from gguf_bench_common import bf16_to_f32, header_keys, moe_header, write
 
     man = json.load(open(os.path.join(a.packed, "manifest.json")))
     assert man.get("format") == "seedling-packed", "%s: not a packed folder" % a.packed
@@ -96,17 +96,8 @@ def main():
                          raw_dtype=Q4_1)
 
     def common_keys(w, cfg, kv_heads):
-        """The keys every family here writes alike; no tokenizer (llama-bench feeds random ids)."""
-        w.add_block_count(n_layers)
-        w.add_context_length(cfg["max_position_embeddings"])
-        w.add_embedding_length(cfg["hidden_size"])
-        w.add_head_count(cfg["num_attention_heads"])
-        w.add_head_count_kv(kv_heads)
-        w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
-        w.add_vocab_size(cfg["vocab_size"])
-        w.add_tokenizer_model("none")
-        w.add_add_bos_token(False)
-        w.add_file_type(g.LlamaFileType.MOSTLY_Q4_1)
+        """The keys every family here writes alike."""
+        header_keys(g, w, cfg, g.LlamaFileType.MOSTLY_Q4_1, n_layers=n_layers, kv_heads=kv_heads)
 
     def add_head():
         add_matrix("token_embd.weight", "model.embed_tokens.weight")
