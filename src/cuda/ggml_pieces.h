@@ -227,17 +227,21 @@ SEEDLING_HD void fetch(const uint8_t* blk, int j0, uint32_t* raw) {
   }
 }
 
-// Q4_K's and Q5_K's 6-bit scale and min of sub-block s from the 12 scale bytes in words sc[0..2] (ggml_quants.h's
-// k_scale_min).
-SEEDLING_HD void k_scale_min(const uint32_t* sc, int s, int& scale, int& min) {
-  const auto byte = [&](int b) { return int((sc[b / 4] >> (8 * (b % 4))) & 0xffu); };
+// Q4_K's and Q5_K's 6-bit scale and min of sub-block s from the 12 scale bytes in words w0, w1, w2 (ggml_quants.h's
+// k_scale_min). No array is indexed by s, so a lane-dependent s keeps every word in registers on the device.
+SEEDLING_HD void k_scale_min_words(uint32_t w0, uint32_t w1, uint32_t w2, int s, int& scale, int& min) {
+  const int k = 8 * (s & 3);
+  const int a = int((w0 >> k) & 0xffu), b = int((w1 >> k) & 0xffu), c = int((w2 >> k) & 0xffu);
   if (s < 4) {
-    scale = byte(s) & 0x3F;
-    min = byte(s + 4) & 0x3F;
+    scale = a & 0x3F;
+    min = b & 0x3F;
   } else {
-    scale = (byte(s + 4) & 0x0F) | ((byte(s - 4) >> 2) & 0x30);
-    min = (byte(s + 4) >> 4) | ((byte(s) >> 2) & 0x30);
+    scale = (c & 0x0F) | ((a >> 2) & 0x30);
+    min = (c >> 4) | ((b >> 2) & 0x30);
   }
+}
+SEEDLING_HD void k_scale_min(const uint32_t* sc, int s, int& scale, int& min) {
+  k_scale_min_words(sc[0], sc[1], sc[2], s, scale, min);
 }
 
 // The piece fetch() loaded for element j0.

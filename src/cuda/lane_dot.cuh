@@ -684,12 +684,122 @@ __device__ __forceinline__ void ggml_group_dot_shaped(const uint8_t* const (&wro
   }
 }
 
-// ggml_group_dot_shaped, kWhole when the shape allows it.
+// Q4_K and Q5_K read whole code runs instead of pieces: 8 lanes share a 256-element block, as the affine codecs'
+// blocks are shared (the warp's 4 groups take blocks grp, grp + 4, ...). Lane t of a group owns bytes 16t .. 16t + 15
+// of the block's qs: run c = t / 2 holds sub-block 2c in its low nibbles and 2c + 1 in its high ones, so the lane
+// takes positions p0 = 16 (t % 2) .. p0 + 15 of both sub-blocks (Q5_K's fifth bits: bits 2c and 2c + 1 of qh's bytes
+// p0 .. p0 + 15). It loads the block's 16-byte header (d, dmin, the 12 scale bytes) once, where a piece reloaded it
+// for every 8 elements, and adds per sub-block d * sum(q x) + m * sum(x) over its 16 elements (fmaf in element
+// order, the low sub-block first), with d and m ggml_pieces.h's decode() values. The order depends only on the
+// matrix. kWhole: x 16-byte aligned (a GGUF's K-quant rows are whole blocks); otherwise x is read element by element.
+template <CodecId C, int R, int NW, bool SameX, bool kWhole>
+__device__ __forceinline__ void kquant_group_dot_shaped(const uint8_t* const (&wrows)[NW], int64_t cols,
+                                                        const float* const (&xs)[NW], int64_t ldx, int rows,
+                                                        float (&acc)[NW][R]) {
+  static_assert(C == Id::Q4_K || C == Id::Q5_K, "Q4_K and Q5_K");
+  constexpr int kLanes = 8, kGroups = kWarp / kLanes, kBatch = NW == 1 ? 2 : 1;
+  constexpr int kQs = C == Id::Q4_K ? 16 : 48, kBytes = Unit<C>::bytes;
+  const int lane = threadIdx.x % kWarp, grp = lane / kLanes, t = lane % kLanes, c = t / 2, p0 = 16 * (t % 2);
+  const int64_t units = (cols + 255) / 256;
+  // The 16 inputs of one row at xr (element k0 of the row), zeros past cols.
+  const auto inputs = [&](const float* xr, int64_t k0, float(&xv)[16]) {
+    if constexpr (kWhole) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float4 f = reinterpret_cast<const float4*>(xr)[j];
+        xv[4 * j] = f.x, xv[4 * j + 1] = f.y, xv[4 * j + 2] = f.z, xv[4 * j + 3] = f.w;
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < 16; ++j) xv[j] = k0 + j < cols ? xr[j] : 0.0f;
+    }
+  };
+  for (int64_t u0 = grp; u0 < units; u0 += kGroups * kBatch) {
+    uint4 hdr[NW][kBatch], qs[NW][kBatch], qh[NW][kBatch];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int64_t u = u0 + kGroups * i;
+#pragma unroll
+      for (int v = 0; v < NW; ++v) {
+        if (u >= units) continue;
+        const uint8_t* blk = wrows[v] + u * kBytes;
+        hdr[v][i] = *reinterpret_cast<const uint4*>(blk);
+        qs[v][i] = *reinterpret_cast<const uint4*>(blk + kQs + 32 * c + p0);
+        if constexpr (C == Id::Q5_K) qh[v][i] = *reinterpret_cast<const uint4*>(blk + 16 + p0);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int64_t u = u0 + kGroups * i;
+      if (u >= units) break;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {  // sub-block 2c (low nibbles), then 2c + 1 (high)
+        const int sb = 2 * c + half;
+        const int64_t k0 = u * 256 + 32 * sb + p0;
+        constexpr int kXRows = SameX ? R : 1;
+        float xv[kXRows][16], sx[kXRows];
+        const auto row_inputs = [&](const float* xr, float(&x16)[16], float& s) {
+          inputs(xr, k0, x16);
+          s = 0.0f;
+#pragma unroll
+          for (int j = 0; j < 16; ++j) s = __fadd_rn(s, x16[j]);
+        };
+        if constexpr (SameX) {
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            if (r >= rows) break;
+            row_inputs(xs[0] + r * ldx + k0, xv[r], sx[r]);
+          }
+        }
+#pragma unroll
+        for (int v = 0; v < NW; ++v) {
+          const uint4 h = hdr[v][i];
+          int scale = 0, min = 0;
+          ggml_dev::k_scale_min_words(h.y, h.z, h.w, sb, scale, min);
+          const float d = __fmul_rn(ggml_dev::f16_value(h.x), code_float(uint32_t(scale)));
+          const float m = -__fmul_rn(ggml_dev::f16_value(h.x >> 16), code_float(uint32_t(min)));
+          const uint32_t code_words[4] = {qs[v][i].x, qs[v][i].y, qs[v][i].z, qs[v][i].w};
+          float q[16];
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            uint32_t b = (code_words[j] >> (4 * half)) & 0x0F0F0F0Fu;
+            if constexpr (C == Id::Q5_K) {
+              const uint32_t hw = j == 0 ? qh[v][i].x : j == 1 ? qh[v][i].y : j == 2 ? qh[v][i].z : qh[v][i].w;
+              b |= ((hw >> sb) & 0x01010101u) << 4;
+            }
+#pragma unroll
+            for (int e = 0; e < 4; ++e) q[4 * j + e] = code_float_byte(b, e);
+          }
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            if (r >= rows) break;
+            if constexpr (!SameX) row_inputs(xs[v] + r * ldx + k0, xv[0], sx[0]);
+            const float(&x16)[16] = xv[SameX ? r : 0];
+            float sq = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 16; ++j) sq = fmaf(q[j], x16[j], sq);
+            acc[v][r] = fmaf(d, sq, acc[v][r]);
+            acc[v][r] = fmaf(m, sx[SameX ? r : 0], acc[v][r]);
+          }
+        }
+      }
+    }
+  }
+}
+
+// ggml_group_dot_shaped (kquant_group_dot_shaped for Q4_K and Q5_K), kWhole when the shape allows it.
 template <CodecId C, int R, int NW, bool SameX>
 __device__ __forceinline__ void ggml_group_dot(const uint8_t* const (&wrows)[NW], int64_t cols,
                                                const float* const (&xs)[NW], int64_t ldx, int rows,
                                                float (&acc)[NW][R]) {
-  if (rows_aligned16(xs, ldx) && cols % Unit<C>::G == 0) {
+  const bool whole = rows_aligned16(xs, ldx) && cols % Unit<C>::G == 0;
+  if constexpr (C == Id::Q4_K || C == Id::Q5_K) {
+    if (whole) {
+      kquant_group_dot_shaped<C, R, NW, SameX, true>(wrows, cols, xs, ldx, rows, acc);
+    } else {
+      kquant_group_dot_shaped<C, R, NW, SameX, false>(wrows, cols, xs, ldx, rows, acc);
+    }
+  } else if (whole) {
     ggml_group_dot_shaped<C, R, NW, SameX, true>(wrows, cols, xs, ldx, rows, acc);
   } else {
     ggml_group_dot_shaped<C, R, NW, SameX, false>(wrows, cols, xs, ldx, rows, acc);
