@@ -169,41 +169,62 @@ void Model::attention(int layer, std::span<const BatchRow> rows, const float* xn
   });
   ops::AttentionShape shape{c.num_heads, c.num_kv_heads, hd, 1.0f / std::sqrt(float(hd))};
   shape.sinks = plan.sinks ? lw.sinks.data() : nullptr;
-  // One work item per (row, KV head): the query heads that share it read its keys and values once. The threads
-  // claim items one at a time, KV head by KV head (its keys and values stay in the cache of the threads on it),
-  // and within one the longest rows first, since a row costs its span of keys and that grows along a prompt. With
-  // fewer items than threads (decode), a KV head's query heads are split into the fewest parts that give every
-  // thread an item: each part reads the head's keys and values again, so more parts than that only add traffic (at
-  // 512 positions a Qwen3-30B-shaped layer's query heads, one an item, read 16 MB where its cache holds 2 MB).
+  // One work item per (row, KV head): the query heads that share it read its keys and values once, and the threads
+  // claim items one at a time, KV head by KV head, the longest rows first (a row costs its span of keys, which grows
+  // along a prompt). With fewer rows x KV heads than threads (decode), an item is one chunk of a row's keys
+  // (ops::kAttentionChunk) for one KV head instead, and each row's chunks are combined after: every key and value is
+  // still read once, every thread has work at any depth, and the bits are attention_row's.
   const auto span_first = [&](const BatchRow& r) { return plan.window > 0 ? std::max(0, r.pos - plan.window + 1) : 0; };
-  std::vector<int64_t> order(static_cast<size_t>(M));
-  std::iota(order.begin(), order.end(), int64_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    const BatchRow &ra = rows[size_t(a)], &rb = rows[size_t(b)];
-    return ra.pos - span_first(ra) > rb.pos - span_first(rb);
-  });
   ThreadPool& pool = ThreadPool::global();
   const int group = c.num_heads / c.num_kv_heads;
-  int per = group;
-  while (per > 1 && M * c.num_kv_heads * (group / per) < int64_t(pool.size())) {
-    do --per;
-    while (group % per != 0);
-  }
-  const int64_t items = M * (c.num_heads / per);
   std::atomic<int64_t> next{0};
-  pool.parallel_for(size_t(std::min<int64_t>(items, pool.size())), 1, [&](size_t, size_t) {
-    std::vector<float> scratch;
-    for (int64_t it = next.fetch_add(1, std::memory_order_relaxed); it < items;
-         it = next.fetch_add(1, std::memory_order_relaxed)) {
-      const int64_t i = order[size_t(it % M)];
-      const int h = int(it / M) * per;
+  if (M * c.num_kv_heads >= int64_t(pool.size())) {
+    std::vector<int64_t> order(static_cast<size_t>(M));
+    std::iota(order.begin(), order.end(), int64_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      const BatchRow &ra = rows[size_t(a)], &rb = rows[size_t(b)];
+      return ra.pos - span_first(ra) > rb.pos - span_first(rb);
+    });
+    const int64_t items = M * c.num_kv_heads;
+    pool.parallel_for(pool.size(), 1, [&](size_t, size_t) {
+      for (int64_t it = next.fetch_add(1, std::memory_order_relaxed); it < items;
+           it = next.fetch_add(1, std::memory_order_relaxed)) {
+        const int64_t i = order[size_t(it % M)];
+        const int h = int(it / M) * group;
+        const BatchRow& r = rows[size_t(i)];
+        ops::attention_row(q + i * Q, r.kv->keys(layer), r.kv->values(layer), span_first(r), r.pos, shape, h, h + group,
+                           att + i * Q);
+      }
+    });
+  } else {
+    // Row i's chunks start at chunk_at[i] in the partials: o [chunk][heads][head_dim], ml [chunk][heads][2].
+    std::vector<int64_t> chunk_at(size_t(M) + 1, 0);
+    for (int64_t i = 0; i < M; ++i) {
       const BatchRow& r = rows[size_t(i)];
-      const int first = span_first(r);
-      scratch.resize(size_t(r.pos - first + 1));
-      ops::attention_row(q + i * Q, r.kv->keys(layer), r.kv->values(layer), first, r.pos, shape, h, h + per,
-                         att + i * Q, scratch.data());
+      chunk_at[size_t(i) + 1] = chunk_at[size_t(i)] + ops::attention_chunks(span_first(r), r.pos);
     }
-  });
+    const int64_t chunks = chunk_at[size_t(M)], o_stride = Q, ml_stride = 2 * int64_t(c.num_heads);
+    std::vector<float> o(size_t(chunks * o_stride)), ml(size_t(chunks * ml_stride));
+    const int64_t items = chunks * c.num_kv_heads;
+    pool.parallel_for(size_t(std::min<int64_t>(items, pool.size())), 1, [&](size_t, size_t) {
+      for (int64_t it = next.fetch_add(1, std::memory_order_relaxed); it < items;
+           it = next.fetch_add(1, std::memory_order_relaxed)) {
+        const int64_t chunk = it / c.num_kv_heads;
+        const int h = int(it % c.num_kv_heads) * group;
+        const int64_t i = std::upper_bound(chunk_at.begin(), chunk_at.end(), chunk) - chunk_at.begin() - 1;
+        const BatchRow& r = rows[size_t(i)];
+        const int c0 = span_first(r) + int(chunk - chunk_at[size_t(i)]) * ops::kAttentionChunk;
+        ops::attention_chunk(q + i * Q, r.kv->keys(layer), r.kv->values(layer), c0,
+                             std::min(r.pos, c0 + ops::kAttentionChunk - 1), shape, h, h + group,
+                             o.data() + chunk * o_stride + int64_t(h) * hd, ml.data() + chunk * ml_stride + 2 * h);
+      }
+    });
+    for (int64_t i = 0; i < M; ++i) {
+      const int64_t c0 = chunk_at[size_t(i)];
+      ops::attention_combine(shape, 0, c.num_heads, int(chunk_at[size_t(i) + 1] - c0), o.data() + c0 * o_stride,
+                             o_stride, ml.data() + c0 * ml_stride, ml_stride, att + i * Q);
+    }
+  }
   if (plan.output_gate) {
     for (int64_t i = 0; i < M * Q; ++i) att[i] = att[i] * ops::sigmoid(gate[size_t(i)]);
   }

@@ -1,15 +1,16 @@
-// ops::attention_row (ops/ops.h): one query row's causal attention, Highway SIMD with runtime dispatch. The plain
-// loop it must agree with is ref::attention_row (ops.cpp); tests/unit/engine/ops_test.cpp holds them together.
+// ops::attention_chunk (ops/ops.h): one query row's causal attention over one chunk of its keys, Highway SIMD with
+// runtime dispatch; attention_row and attention_combine (ops.cpp) put a row's chunks together. The plain loop it must
+// agree with is ref::attention_chunk (ops.cpp); tests/unit/engine/ops_test.cpp holds them together.
 //
-// Per query head, in three passes over the head's keys [first, last]:
+// Per query head, in three passes over the chunk's keys [first, last]:
 // - scores, L keys at a time (L = float lanes): key t's products with the query, which stays in registers, sum into
 //   its own vector, and the L vectors are reduced at once into one vector whose lane t is key t's dot product;
-// - the softmax with a vector exp (Highway's, 1 ulp), the sink joining the denominator;
-// - the output as a sum of the value rows weighted by the probabilities, held in registers over all keys (two sets
+// - the exponentials against the chunk's largest score with a vector exp (Highway's, 1 ulp), and their sum;
+// - the output as a sum of the value rows weighted by the exponentials, held in registers over all keys (two sets
 //   of accumulators, even and odd keys, so that the chains of fused multiply-adds overlap).
-// Every sum runs in one fixed order that depends only on the row's own span of keys, so a row's result is the same
-// alone or in a batch and on any thread count. Head dims whose vector count is not 1, 2, 4, 8 or 16, and targets
-// without fixed-width vectors, run the plain loop.
+// Every sum runs in one fixed order that depends only on the chunk's own keys, so a row's result is the same alone
+// or in a batch and on any thread count. Head dims whose vector count is not 1, 2, 4, 8 or 16, and targets without
+// fixed-width vectors, run the plain loop.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/attention.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -61,7 +62,7 @@ HWY_INLINE VF SumsOfLanes(DF df, VF* a) {
 // of kL positions is first copied into one contiguous block that the G heads then read from L1.
 template <size_t NV>
 void AttentionGroup(const float* q, int64_t G, const float* k, const float* v, int64_t stride, int64_t n, float scale,
-                    const float* sinks, float* out) {
+                    float* out, float* ml) {
   const DF df;
   constexpr int64_t D = int64_t(NV * kL), T = int64_t(kL);
   const int64_t padded = (n + T - 1) / T * T;
@@ -95,16 +96,17 @@ void AttentionGroup(const float* q, int64_t G, const float* k, const float* v, i
       hn::Store(hn::Mul(SumsOfLanes(df, acc), vscale), df, scores + g * padded + j0);
     }
   }
-  // Each head's softmax over its n scores and its sink; the lanes past n stay 0.
+  // Each head's exponentials against its largest score, and their sum (the softmax's normalisation and the sink
+  // wait for attention_combine); the lanes past n stay 0.
   for (int64_t g = 0; g < G; ++g) {
     float* p = scores + g * padded;
-    const float sink = sinks != nullptr ? sinks[g] : -INFINITY;
-    VF vmax = hn::Set(df, sink);
+    VF vmax = hn::Set(df, -INFINITY);
     for (int64_t j = 0; j < padded; j += T) {
       const VF x = hn::Load(df, p + j);
       vmax = hn::Max(vmax, j + T <= n ? x : hn::IfThenElse(hn::FirstN(df, size_t(n - j)), x, hn::Set(df, -INFINITY)));
     }
-    const VF mx = hn::Set(df, hn::GetLane(hn::MaxOfLanes(df, vmax)));
+    const float m = hn::GetLane(hn::MaxOfLanes(df, vmax));
+    const VF mx = hn::Set(df, m);
     VF vsum = hn::Zero(df);
     for (int64_t j = 0; j < padded; j += T) {
       VF e = hn::Exp(df, hn::Sub(hn::Load(df, p + j), mx));
@@ -112,12 +114,10 @@ void AttentionGroup(const float* q, int64_t G, const float* k, const float* v, i
       vsum = hn::Add(vsum, e);
       hn::Store(e, df, p + j);
     }
-    float sum = hn::GetLane(hn::SumOfLanes(df, vsum));
-    if (sink != -INFINITY) sum += hn::GetLane(hn::Exp(df, hn::Sub(hn::Set(df, sink), mx)));
-    const VF inv = hn::Set(df, 1.0f / sum);
-    for (int64_t j = 0; j < padded; j += T) hn::Store(hn::Mul(hn::Load(df, p + j), inv), df, p + j);
+    ml[2 * g] = m;
+    ml[2 * g + 1] = hn::GetLane(hn::SumOfLanes(df, vsum));
   }
-  // The value rows weighted by the probabilities: per head two sets of accumulators (even and odd keys, so that
+  // The value rows weighted by the exponentials: per head two sets of accumulators (even and odd keys, so that
   // the chains of multiply-adds overlap), kept in out between tiles; the lanes past n weigh 0 and are skipped.
   for (int64_t g = 0; g < G; ++g) {
     for (size_t c = 0; c < 2 * NV; ++c) hn::StoreU(hn::Zero(df), df, out + g * 2 * D + int64_t(c * kL));
@@ -153,42 +153,40 @@ void AttentionGroup(const float* q, int64_t G, const float* k, const float* v, i
   }
 }
 
-bool AttentionRow(const float* q, const float* k_cache, const float* v_cache, int first, int last,
-                  const AttentionShape& s, int h_begin, int h_end, float* out, float*) {
+bool AttentionChunk(const float* q, const float* k_cache, const float* v_cache, int first, int last,
+                    const AttentionShape& s, int h_begin, int h_end, float* o, float* ml) {
   const int64_t D = s.head_dim, L = int64_t(kL);
   if (D % L != 0) return false;
   const int64_t NV = D / L;
   if (NV != 1 && NV != 2 && NV != 4 && NV != 8 && NV != 16) return false;
   const int group = s.n_heads / s.n_kv_heads;
   const int64_t stride = int64_t(s.n_kv_heads) * D, n = int64_t(last) - first + 1;
-  // Accumulators of up to a whole group (two vectors of D per head); the sums land in out at the end.
+  // Accumulators of up to a whole group (two vectors of D per head); their sums land in o at the end.
   thread_local Scratch acc_buf;
   for (int h0 = h_begin; h0 < h_end;) {
     const int kvh = h0 / group, h1 = std::min(h_end, (kvh + 1) * group), G = h1 - h0;
     const int64_t at = int64_t(first) * stride + int64_t(kvh) * D;
-    const float* qh = q + int64_t(h0) * D;
-    const float* sinks = s.sinks != nullptr ? s.sinks + h0 : nullptr;
-    const float* k = k_cache + at;
-    const float* v = v_cache + at;
     float* acc = acc_buf.get(size_t(2 * G * D));
     const auto group_fn = NV == 1   ? &AttentionGroup<1>
                           : NV == 2 ? &AttentionGroup<2>
                           : NV == 4 ? &AttentionGroup<4>
                           : NV == 8 ? &AttentionGroup<8>
                                     : &AttentionGroup<16>;
-    group_fn(qh, G, k, v, stride, n, s.scale, sinks, acc);
+    group_fn(q + int64_t(h0) * D, G, k_cache + at, v_cache + at, stride, n, s.scale, acc,
+             ml + 2 * int64_t(h0 - h_begin));
     const DF df;
     for (int g = 0; g < G; ++g) {
       const float* a = acc + int64_t(g) * 2 * D;
-      float* o = out + int64_t(h0 + g) * D;
-      for (int64_t c = 0; c < D; c += L) hn::StoreU(hn::Add(hn::Load(df, a + c), hn::Load(df, a + D + c)), df, o + c);
+      float* out = o + int64_t(h0 - h_begin + g) * D;
+      for (int64_t c = 0; c < D; c += L) hn::StoreU(hn::Add(hn::Load(df, a + c), hn::Load(df, a + D + c)), df, out + c);
     }
     h0 = h1;
   }
   return true;
 }
 #else
-bool AttentionRow(const float*, const float*, const float*, int, int, const AttentionShape&, int, int, float*, float*) {
+bool AttentionChunk(const float*, const float*, const float*, int, int, const AttentionShape&, int, int, float*,
+                    float*) {
   return false;
 }
 #endif
@@ -198,12 +196,12 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace seedling::ops {
-HWY_EXPORT(AttentionRow);
+HWY_EXPORT(AttentionChunk);
 
-void attention_row(const float* q, const float* k_cache, const float* v_cache, int first, int last,
-                   const AttentionShape& s, int h_begin, int h_end, float* out, float* scratch) {
-  if (!HWY_DYNAMIC_DISPATCH(AttentionRow)(q, k_cache, v_cache, first, last, s, h_begin, h_end, out, scratch))
-    ref::attention_row(q, k_cache, v_cache, first, last, s, h_begin, h_end, out, scratch);
+void attention_chunk(const float* q, const float* k_cache, const float* v_cache, int first, int last,
+                     const AttentionShape& s, int h_begin, int h_end, float* o, float* ml) {
+  if (!HWY_DYNAMIC_DISPATCH(AttentionChunk)(q, k_cache, v_cache, first, last, s, h_begin, h_end, o, ml))
+    ref::attention_chunk(q, k_cache, v_cache, first, last, s, h_begin, h_end, o, ml);
 }
 }  // namespace seedling::ops
 #endif

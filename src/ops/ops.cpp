@@ -128,24 +128,81 @@ void group_top_k(const float* scores, const float* bias, int n, int n_group, int
   top_k(choice, n, k, idx);
 }
 
-namespace ref {
+void attention_combine(const AttentionShape& s, int h_begin, int h_end, int chunks, const float* o, int64_t o_stride,
+                       const float* ml, int64_t ml_stride, float* out) {
+  const int D = s.head_dim;
+  for (int h = h_begin; h < h_end; ++h) {
+    const int64_t i = h - h_begin;
+    const float sink = s.sinks != nullptr ? s.sinks[h] : -INFINITY;
+    float mx = sink;
+    for (int c = 0; c < chunks; ++c) mx = std::max(mx, ml[c * ml_stride + 2 * i]);
+    float sum = sink == -INFINITY ? 0.0f : std::exp(sink - mx);
+    float* oh = out + int64_t(h) * D;
+    std::fill(oh, oh + D, 0.0f);
+    for (int c = 0; c < chunks; ++c) {
+      const float f = std::exp(ml[c * ml_stride + 2 * i] - mx);
+      sum += f * ml[c * ml_stride + 2 * i + 1];
+      axpy(f, o + c * o_stride + i * D, oh, D);
+    }
+    const float inv = 1.0f / sum;
+    for (int d = 0; d < D; ++d) oh[d] *= inv;
+  }
+}
+
+namespace {
+// attention_row from a chunk function: each chunk into a thread's buffers, then attention_combine.
+template <typename ChunkFn>
+void chunked_row(ChunkFn chunk, const float* q, const float* k_cache, const float* v_cache, int first, int last,
+                 const AttentionShape& s, int h_begin, int h_end, float* out) {
+  const int chunks = attention_chunks(first, last), heads = h_end - h_begin;
+  const int64_t o_stride = int64_t(heads) * s.head_dim, ml_stride = 2 * int64_t(heads);
+  thread_local std::vector<float> o, ml;
+  o.resize(size_t(chunks * o_stride));
+  ml.resize(size_t(chunks * ml_stride));
+  for (int c = 0; c < chunks; ++c) {
+    const int c0 = first + c * kAttentionChunk, c1 = std::min(last, c0 + kAttentionChunk - 1);
+    chunk(q, k_cache, v_cache, c0, c1, s, h_begin, h_end, o.data() + c * o_stride, ml.data() + c * ml_stride);
+  }
+  attention_combine(s, h_begin, h_end, chunks, o.data(), o_stride, ml.data(), ml_stride, out);
+}
+}  // namespace
+
 void attention_row(const float* q, const float* k_cache, const float* v_cache, int first, int last,
-                   const AttentionShape& s, int h_begin, int h_end, float* out, float* scratch) {
+                   const AttentionShape& s, int h_begin, int h_end, float* out) {
+  chunked_row(attention_chunk, q, k_cache, v_cache, first, last, s, h_begin, h_end, out);
+}
+
+namespace ref {
+void attention_chunk(const float* q, const float* k_cache, const float* v_cache, int first, int last,
+                     const AttentionShape& s, int h_begin, int h_end, float* o, float* ml) {
   const int group = s.n_heads / s.n_kv_heads;
   const int kv_stride = s.n_kv_heads * s.head_dim;
   const int n = last - first + 1;
+  float score[kAttentionChunk];
   for (int h = h_begin; h < h_end; ++h) {
-    const int kvh = h / group;
+    const int kvh = h / group, i = h - h_begin;
     const float* qh = q + h * s.head_dim;
+    float mx = -INFINITY;
     for (int j = 0; j < n; ++j) {
-      scratch[j] = dot(qh, k_cache + int64_t(first + j) * kv_stride + kvh * s.head_dim, s.head_dim) * s.scale;
+      score[j] = dot(qh, k_cache + int64_t(first + j) * kv_stride + kvh * s.head_dim, s.head_dim) * s.scale;
+      mx = std::max(mx, score[j]);
     }
-    softmax_with(scratch, n, s.sinks != nullptr ? s.sinks[h] : -INFINITY);
-    float* o = out + h * s.head_dim;
-    std::fill(o, o + s.head_dim, 0.0f);
-    for (int j = 0; j < n; ++j)
-      axpy(scratch[j], v_cache + int64_t(first + j) * kv_stride + kvh * s.head_dim, o, s.head_dim);
+    float sum = 0.0f;
+    float* oh = o + int64_t(i) * s.head_dim;
+    std::fill(oh, oh + s.head_dim, 0.0f);
+    for (int j = 0; j < n; ++j) {
+      const float e = std::exp(score[j] - mx);
+      sum += e;
+      axpy(e, v_cache + int64_t(first + j) * kv_stride + kvh * s.head_dim, oh, s.head_dim);
+    }
+    ml[2 * i] = mx;
+    ml[2 * i + 1] = sum;
   }
+}
+
+void attention_row(const float* q, const float* k_cache, const float* v_cache, int first, int last,
+                   const AttentionShape& s, int h_begin, int h_end, float* out) {
+  chunked_row(attention_chunk, q, k_cache, v_cache, first, last, s, h_begin, h_end, out);
 }
 
 }  // namespace ref

@@ -68,16 +68,34 @@ struct AttentionShape {
   // [n_heads] or null: head h's softmax also counts one logit sinks[h] in its denominator (attends to nothing).
   const float* sinks = nullptr;
 };
+// A row's keys go through attention in chunks of kAttentionChunk from `first`: each chunk's softmax is taken against
+// the chunk's own largest score (attention_chunk), then the chunks are combined in order (attention_combine).
+// attention_row does both, so a long row whose chunks ran on different threads (model/decoder.cpp, at decode) has
+// the bits it has when one thread runs it.
+inline constexpr int kAttentionChunk = 128;
+inline int attention_chunks(int first, int last) {
+  return (last - first) / kAttentionChunk + 1;
+}
 // Computes query heads [h_begin, h_end) only. SIMD (ops/attention.cpp); a row's result depends only on its own
 // query and span of keys, never on the batch or the thread count.
 void attention_row(const float* q, const float* k_cache, const float* v_cache, int first, int last,
-                   const AttentionShape& s, int h_begin, int h_end, float* out,
-                   float* scratch /* last - first + 1 floats */);
+                   const AttentionShape& s, int h_begin, int h_end, float* out);
+// One chunk, keys [first, last] (at most kAttentionChunk), for query heads [h_begin, h_end): head h_begin + i's
+// unnormalised output o[i * head_dim ...] = sum_j exp(score_j - m) v_j, with ml[2 i] = m, the chunk's largest score,
+// and ml[2 i + 1] = sum_j exp(score_j - m). SIMD, as attention_row.
+void attention_chunk(const float* q, const float* k_cache, const float* v_cache, int first, int last,
+                     const AttentionShape& s, int h_begin, int h_end, float* o, float* ml);
+// Heads [h_begin, h_end)'s outputs from `chunks` results of attention_chunk over those heads, in chunk order: chunk
+// c's o at o + c * o_stride, its ml at ml + c * ml_stride. The sink (if any) joins the denominator.
+void attention_combine(const AttentionShape& s, int h_begin, int h_end, int chunks, const float* o, int64_t o_stride,
+                       const float* ml, int64_t ml_stride, float* out);
 namespace ref {
-// The per-key form attention_row must agree with (to float rounding): a dot product per key, the softmax, the
-// value rows added in order.
+// The per-key form attention_row must agree with (to float rounding): per chunk a dot product per key, the
+// exponentials against the chunk's largest score, the value rows added in order; then attention_combine.
 void attention_row(const float* q, const float* k_cache, const float* v_cache, int first, int last,
-                   const AttentionShape& s, int h_begin, int h_end, float* out, float* scratch);
+                   const AttentionShape& s, int h_begin, int h_end, float* out);
+void attention_chunk(const float* q, const float* k_cache, const float* v_cache, int first, int last,
+                     const AttentionShape& s, int h_begin, int h_end, float* o, float* ml);
 }  // namespace ref
 
 }  // namespace seedling::ops

@@ -856,9 +856,9 @@ TestCache make_cache(int cap, int kv_dim, uint32_t seed) {
 std::vector<float> cpu_attention(const float* q, const TestCache& c, int layer, int pos, int window,
                                  const cuda::AttentionShape& s, const float* sinks = nullptr) {
   const int first = window > 0 ? std::max(0, pos - window + 1) : 0;
-  std::vector<float> out(size_t(s.n_heads * s.head_dim)), scratch(size_t(pos - first + 1));
+  std::vector<float> out(size_t(s.n_heads * s.head_dim));
   const ops::AttentionShape cs{s.n_heads, s.n_kv_heads, s.head_dim, s.scale, sinks};
-  ops::attention_row(q, c.keys(layer), c.values(layer), first, pos, cs, 0, s.n_heads, out.data(), scratch.data());
+  ops::attention_row(q, c.keys(layer), c.values(layer), first, pos, cs, 0, s.n_heads, out.data());
   return out;
 }
 

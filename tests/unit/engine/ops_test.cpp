@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <tuple>
 
 #include "core/dtype.h"
 #include "ops/matmul.h"
@@ -83,12 +84,12 @@ TEST(Ops, AttentionRowMatchesTheFormula) {
   std::normal_distribution<float> d(0.0f, 1.0f);
   const AttentionShape s{4, 2, 8, 0.35f};
   const int positions = 11;
-  std::vector<float> q(32), k(size_t(positions) * 16), v(size_t(positions) * 16), out(32), scratch(positions);
+  std::vector<float> q(32), k(size_t(positions) * 16), v(size_t(positions) * 16), out(32);
   for (auto* vec : {&q, &k, &v}) {
     for (float& x : *vec) x = d(rng);
   }
   const int first = 3, last = 9;
-  attention_row(q.data(), k.data(), v.data(), first, last, s, 0, 4, out.data(), scratch.data());
+  attention_row(q.data(), k.data(), v.data(), first, last, s, 0, 4, out.data());
   for (int h = 0; h < 4; ++h) {
     const int kvh = h / 2;
     std::vector<double> score;
@@ -132,9 +133,9 @@ TEST(Ops, AttentionRowSimdMatchesThePerKeyForm) {
     for (auto* vec : {&q, &kc, &vc}) {
       for (float& x : *vec) x = d(rng);
     }
-    std::vector<float> fast(q.size()), slow(q.size()), scratch(positions);
-    attention_row(q.data(), kc.data(), vc.data(), k.first, k.last, s, 0, k.heads, fast.data(), scratch.data());
-    ref::attention_row(q.data(), kc.data(), vc.data(), k.first, k.last, s, 0, k.heads, slow.data(), scratch.data());
+    std::vector<float> fast(q.size()), slow(q.size());
+    attention_row(q.data(), kc.data(), vc.data(), k.first, k.last, s, 0, k.heads, fast.data());
+    ref::attention_row(q.data(), kc.data(), vc.data(), k.first, k.last, s, 0, k.heads, slow.data());
     for (size_t i = 0; i < q.size(); ++i) {
       ASSERT_NEAR(fast[i], slow[i], 2e-6)
           << "heads " << k.heads << " dim " << k.head_dim << " span " << k.first << ".." << k.last << " output " << i;
@@ -149,12 +150,45 @@ TEST(Ops, AttentionRowSimdMatchesThePerKeyForm) {
     // One head at a time gives the same bits as all heads in one call.
     for (int h = 0; h < k.heads; ++h) {
       std::vector<float> one(q.size());
-      attention_row(q.data(), kc.data(), vc.data(), k.first, k.last, s, h, h + 1, one.data(), scratch.data());
+      attention_row(q.data(), kc.data(), vc.data(), k.first, k.last, s, h, h + 1, one.data());
       for (int c = 0; c < k.head_dim; ++c) {
         const size_t i = size_t(h * k.head_dim + c);
         ASSERT_EQ(one[i], fast[i]) << "head " << h;
       }
     }
+  }
+}
+
+// A row's chunks computed apart, a KV head's query heads at a time, and combined (the decoder's split at decode)
+// give attention_row's bits; spans of one chunk, several, and a partial last one, with and without sinks.
+TEST(Ops, AttentionChunksComputedApartGiveTheRowsBits) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  for (const auto& [first, last, with_sinks] :
+       {std::tuple{0, 0, false}, std::tuple{0, 127, true}, std::tuple{3, 300, false}, std::tuple{40, 1000, true}}) {
+    AttentionShape s{8, 2, 64, 0.125f};
+    std::vector<float> sinks(8);
+    for (float& x : sinks) x = d(rng);
+    if (with_sinks) s.sinks = sinks.data();
+    const size_t row = size_t(s.n_kv_heads * s.head_dim), positions = size_t(last + 1);
+    std::vector<float> q(size_t(s.n_heads * s.head_dim)), kc(positions * row), vc(positions * row);
+    for (auto* vec : {&q, &kc, &vc}) {
+      for (float& x : *vec) x = d(rng);
+    }
+    std::vector<float> whole(q.size()), apart(q.size());
+    attention_row(q.data(), kc.data(), vc.data(), first, last, s, 0, s.n_heads, whole.data());
+    const int chunks = attention_chunks(first, last), group = s.n_heads / s.n_kv_heads;
+    const int64_t o_stride = int64_t(q.size()), ml_stride = 2 * s.n_heads;
+    std::vector<float> o(size_t(chunks * o_stride)), ml(size_t(chunks * ml_stride));
+    for (int c = chunks - 1; c >= 0; --c) {  // in any order
+      const int c0 = first + c * kAttentionChunk, c1 = std::min(last, c0 + kAttentionChunk - 1);
+      for (int h = 0; h < s.n_heads; h += group) {
+        attention_chunk(q.data(), kc.data(), vc.data(), c0, c1, s, h, h + group,
+                        o.data() + c * o_stride + h * s.head_dim, ml.data() + c * ml_stride + 2 * h);
+      }
+    }
+    attention_combine(s, 0, s.n_heads, chunks, o.data(), o_stride, ml.data(), ml_stride, apart.data());
+    ASSERT_EQ(std::memcmp(whole.data(), apart.data(), whole.size() * 4), 0) << first << ".." << last;
   }
 }
 
@@ -187,8 +221,8 @@ TEST(Ops, AttentionSinkJoinsTheDenominatorOnly) {
   AttentionShape s{2, 1, 2, 1.0f};
   s.sinks = sinks;
   const std::vector<float> q = {1, 0, 0, 1}, k = {1, 0, 0, 1, 1, 1}, v = {1, 2, 3, 4, 5, 6};
-  std::vector<float> out(4), scratch(3);
-  attention_row(q.data(), k.data(), v.data(), 0, 2, s, 0, 2, out.data(), scratch.data());
+  std::vector<float> out(4);
+  attention_row(q.data(), k.data(), v.data(), 0, 2, s, 0, 2, out.data());
   for (int h = 0; h < 2; ++h) {
     const double sc[3] = {double(q[size_t(2 * h)]) * k[0] + q[size_t(2 * h + 1)] * k[1],
                           double(q[size_t(2 * h)]) * k[2] + q[size_t(2 * h + 1)] * k[3],
