@@ -204,7 +204,9 @@ void Model::attention(int layer, std::span<const BatchRow> rows, const float* xn
       chunk_at[size_t(i) + 1] = chunk_at[size_t(i)] + ops::attention_chunks(span_first(r), r.pos);
     }
     const int64_t chunks = chunk_at[size_t(M)], o_stride = Q, ml_stride = 2 * int64_t(c.num_heads);
-    std::vector<float> o(size_t(chunks * o_stride)), ml(size_t(chunks * ml_stride));
+    thread_local Floats o_buf, ml_buf;  // every element written by its item before the combine reads it
+    float* const o = o_buf.resize(size_t(chunks * o_stride));
+    float* const ml = ml_buf.resize(size_t(chunks * ml_stride));
     const int64_t items = chunks * c.num_kv_heads;
     pool.parallel_for(size_t(std::min<int64_t>(items, pool.size())), 1, [&](size_t, size_t) {
       for (int64_t it = next.fetch_add(1, std::memory_order_relaxed); it < items;
@@ -216,13 +218,13 @@ void Model::attention(int layer, std::span<const BatchRow> rows, const float* xn
         const int c0 = span_first(r) + int(chunk - chunk_at[size_t(i)]) * ops::kAttentionChunk;
         ops::attention_chunk(q + i * Q, r.kv->keys(layer), r.kv->values(layer), c0,
                              std::min(r.pos, c0 + ops::kAttentionChunk - 1), shape, h, h + group,
-                             o.data() + chunk * o_stride + int64_t(h) * hd, ml.data() + chunk * ml_stride + 2 * h);
+                             o + chunk * o_stride + int64_t(h) * hd, ml + chunk * ml_stride + 2 * h);
       }
     });
     for (int64_t i = 0; i < M; ++i) {
       const int64_t c0 = chunk_at[size_t(i)];
-      ops::attention_combine(shape, 0, c.num_heads, int(chunk_at[size_t(i) + 1] - c0), o.data() + c0 * o_stride,
-                             o_stride, ml.data() + c0 * ml_stride, ml_stride, att + i * Q);
+      ops::attention_combine(shape, 0, c.num_heads, int(chunk_at[size_t(i) + 1] - c0), o + c0 * o_stride, o_stride,
+                             ml + c0 * ml_stride, ml_stride, att + i * Q);
     }
   }
   if (plan.output_gate) {

@@ -32,6 +32,15 @@ fi
 grep -q -- "--rows-per-forward" "$tmp/err" || { echo "the refusal does not name --rows-per-forward: $(cat "$tmp/err")"; exit 1; }
 echo "ok   logits --rows-per-forward 1 and 5 = one forward, bit for bit; 0 refused"
 
+# A 300-token prompt of the demo model (2 KV heads) token by token on 5 threads (attention split into chunks of 128
+# keys across the threads, model/decoder.cpp) gives the bytes of one forward on 1 thread (a row a KV head at a time).
+demo=$data/../../models/seedling-demo-moe
+long=$(seq -s, 10 309)
+"$bin" logits -m "$demo" --ids "$long" -o "$tmp/one.f32" -t 1 2>/dev/null
+"$bin" logits -m "$demo" --ids "$long" -o "$tmp/split.f32" -t 5 --rows-per-forward 1 2>/dev/null
+cmp -s "$tmp/one.f32" "$tmp/split.f32" || { echo "300 ids token by token on 5 threads differ from one forward"; exit 1; }
+echo "ok   300 ids token by token on 5 threads (attention chunks across threads) = one forward on 1 thread"
+
 "$bin" info -m "$m/hf" >"$tmp/info"
 grep -q "family:           qwen3_moe" "$tmp/info"
 grep -q "bytes per token:" "$tmp/info"
