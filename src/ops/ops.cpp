@@ -79,23 +79,15 @@ void swiglu_mlp(const float* x, int64_t m, const Matrix& gate, const Matrix& up,
   matmul(g.data(), m, down, out);
 }
 
-namespace {
-// softmax over x[0..n) and one more logit `extra` (-inf: none), written back without it.
-void softmax_with(float* x, int64_t n, float extra) {
-  const float mx = std::max(*std::max_element(x, x + n), extra);
+void softmax(float* x, int64_t n) {
+  const float mx = *std::max_element(x, x + n);
   double sum = 0.0;
   for (int64_t i = 0; i < n; ++i) {
     x[i] = std::exp(x[i] - mx);
     sum += x[i];
   }
-  if (extra != -INFINITY) sum += std::exp(extra - mx);
   const float inv = float(1.0 / sum);
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
-}
-}  // namespace
-
-void softmax(float* x, int64_t n) {
-  softmax_with(x, n, -INFINITY);
 }
 
 void top_k(const float* x, int n, int k, int* idx) {
