@@ -128,10 +128,7 @@ for t in $threads; do
         tee -a "$results"
     done
     out=$("$ik" -m "$gguf" -t "$t" -fa 1 -fmoe 1 -p "$P" -n 0 -gp "$P,$N" -r 1 -o csv 2>/dev/null)
-    pre=$(echo "$out" | "$python" -c '
-import csv, sys
-rows = list(csv.DictReader(sys.stdin))
-print(next(r["avg_ts"] for r in rows if r["n_gen"] == "0"), next(r["avg_ts"] for r in rows if r["n_gen"] != "0"))')
+    pre=$(echo "$out" | "$python" "$root/bench/ik_rates.py")
     echo "t=$t run=$r ik prefill ${pre% *} decode ${pre#* } load $(cut -d' ' -f1 /proc/loadavg)" | tee -a "$results"
   done
 done

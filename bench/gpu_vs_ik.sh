@@ -56,11 +56,9 @@ for r in $(seq "$runs"); do
       out=$("$ik" -m "$gguf" -ngl "${NGL:-99}" -fa 1 -fmoe 1 -t "$threads" "${flags[@]}" -p "$P" -n 0 -gp "$P,$N" \
         -r "$repeats" -o csv 2>"$errors") || { cat "$errors" >&2; exit 1; }
       log "run $r $arm" "$out"
-      ts=$(echo "$out" | "$python" -c '
-import csv, sys
-rows = [r for r in csv.DictReader(sys.stdin) if r.get("avg_ts")]
-print(next(r["avg_ts"] for r in rows if r["n_gen"] == "0"), next(r["avg_ts"] for r in rows if r["n_gen"] != "0"))')
-      echo "run=$r $arm prefill ${ts% *} decode ${ts#* }" | tee -a "$results"
+      ts=$(echo "$out" | "$python" "$root/bench/ik_rates.py")
+      echo "run=$r $arm prefill ${ts% *} decode ${ts#* }"
+      echo "$arm ${ts% *} ${ts#* }" >>"$results"
       ;;
     *)
       bin=$seedling
@@ -77,18 +75,18 @@ print(next(r["avg_ts"] for r in rows if r["n_gen"] == "0"), next(r["avg_ts"] for
         echo "$out" >&2
         exit 1
       fi
-      echo "run=$r $arm prefill $pre decode $dec" | tee -a "$results"
+      echo "run=$r $arm prefill $pre decode $dec"
+      echo "$arm $pre $dec" >>"$results"
       ;;
     esac
   done
 done
 "$python" - "$results" <<'PY'
-import collections, statistics, sys
-data = collections.defaultdict(list)
-for line in open(sys.argv[1]):
-    f = line.split()
-    data[f[1]].append((float(f[3]), float(f[5])))
-med = {arm: [statistics.median(v) for v in zip(*runs)] for arm, runs in data.items()}
+import statistics, sys
+runs = {}
+for arm, pre, dec in (line.split() for line in open(sys.argv[1])):
+    runs.setdefault(arm, []).append((float(pre), float(dec)))
+med = {arm: [statistics.median(v) for v in zip(*r)] for arm, r in runs.items()}
 peer = {"seedling": "ik", "before": "ik", "seedling-cache": "ik-ot", "before-cache": "ik-ot"}
 print("\n| engine | prefill tok/s (median) | decode tok/s (median) | prefill / peer | decode / peer | peer |")
 print("| --- | --- | --- | --- | --- | --- |")
