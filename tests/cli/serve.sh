@@ -57,9 +57,11 @@ kill -TERM "$pid"
 wait "$pid"
 check "SIGTERM: exit 0" test $? -eq 0
 
-# SIGINT while a long stream is running: the stream ends and the server exits 0.
-start
-curl -sN "$url/v1/completions" -d '{"prompt":"def f():","max_tokens":1900,"ignore_eos":true,"stream":true}' >"$tmp/stream" &
+# SIGINT while a long stream is running: the stream ends and the server exits 0. The stream is made long enough
+# (30,000 tokens over a 32K context: tens of seconds) that no scheduling delay lets it finish first; 1,900 tokens
+# took 1.4 s here, which a busy machine could outwait.
+start --ctx 32768
+curl -sN "$url/v1/completions" -d '{"prompt":"def f():","max_tokens":30000,"ignore_eos":true,"stream":true}' >"$tmp/stream" &
 curl_pid=$!
 for _ in $(seq 200); do  # until the stream runs (at most 10 s)
   grep -q '"text"' "$tmp/stream" 2>/dev/null && break
