@@ -79,33 +79,36 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(std::get<2>(p)) + "x" + std::to_string(std::get<3>(p));
     });
 
+// Against the formula in double: a short span (head dim 8: the per-key form) and one of three chunks (head dim 64:
+// the SIMD kernel and attention_combine).
 TEST(Ops, AttentionRowMatchesTheFormula) {
   std::mt19937 rng(3);
   std::normal_distribution<float> d(0.0f, 1.0f);
-  const AttentionShape s{4, 2, 8, 0.35f};
-  const int positions = 11;
-  std::vector<float> q(32), k(size_t(positions) * 16), v(size_t(positions) * 16), out(32);
-  for (auto* vec : {&q, &k, &v}) {
-    for (float& x : *vec) x = d(rng);
-  }
-  const int first = 3, last = 9;
-  attention_row(q.data(), k.data(), v.data(), first, last, s, 0, 4, out.data());
-  for (int h = 0; h < 4; ++h) {
-    const int kvh = h / 2;
-    std::vector<double> score;
-    double mx = -1e300;
-    for (int j = first; j <= last; ++j) {
-      double dot = 0;
-      for (int c = 0; c < 8; ++c) dot += double(q[size_t(h * 8 + c)]) * k[size_t(j * 16 + kvh * 8 + c)];
-      score.push_back(dot * s.scale);
-      mx = std::max(mx, score.back());
+  for (const auto& [s, first, last] :
+       {std::tuple{AttentionShape{4, 2, 8, 0.35f}, 3, 9}, std::tuple{AttentionShape{4, 2, 64, 0.125f}, 5, 300}}) {
+    const int D = s.head_dim, row = 2 * D, positions = last + 1;
+    std::vector<float> q(size_t(4 * D)), k(size_t(positions * row)), v(size_t(positions * row)), out(q.size());
+    for (auto* vec : {&q, &k, &v}) {
+      for (float& x : *vec) x = d(rng);
     }
-    double z = 0;
-    for (double& x : score) z += (x = std::exp(x - mx));
-    for (int c = 0; c < 8; ++c) {
-      double want = 0;
-      for (int j = first; j <= last; ++j) want += score[size_t(j - first)] / z * v[size_t(j * 16 + kvh * 8 + c)];
-      EXPECT_NEAR(out[size_t(h * 8 + c)], want, 1e-5);
+    attention_row(q.data(), k.data(), v.data(), first, last, s, 0, 4, out.data());
+    for (int h = 0; h < 4; ++h) {
+      const int kvh = h / 2;
+      std::vector<double> score;
+      double mx = -1e300;
+      for (int j = first; j <= last; ++j) {
+        double dot = 0;
+        for (int c = 0; c < D; ++c) dot += double(q[size_t(h * D + c)]) * k[size_t(j * row + kvh * D + c)];
+        score.push_back(dot * s.scale);
+        mx = std::max(mx, score.back());
+      }
+      double z = 0;
+      for (double& x : score) z += (x = std::exp(x - mx));
+      for (int c = 0; c < D; ++c) {
+        double want = 0;
+        for (int j = first; j <= last; ++j) want += score[size_t(j - first)] / z * v[size_t(j * row + kvh * D + c)];
+        EXPECT_NEAR(out[size_t(h * D + c)], want, 1e-5) << "span " << first << ".." << last;
+      }
     }
   }
 }
