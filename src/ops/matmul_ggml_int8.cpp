@@ -222,13 +222,9 @@ HWY_INLINE void SuperRows(const Int8Rows& xq, const uint8_t* row, int64_t i0, fl
   float acc[TM] = {};
   const auto step = [&](int64_t b, float d, float dmin, int32_t isum, int32_t msum, size_t i) {
     const int64_t index = (i0 + int64_t(i)) * r.blocks + b;
-    if constexpr (kHasMin<T>) {
-      const float t = d * float(isum) - dmin * float(msum);
-      acc[i] = acc[i] + r.scale[size_t(index)] * t;
-    } else {
-      const float t = d * float(isum);
-      acc[i] = acc[i] + r.scale[size_t(index)] * t;
-    }
+    float t = d * float(isum);
+    if constexpr (kHasMin<T>) t = t - dmin * float(msum);
+    acc[i] = acc[i] + r.scale[size_t(index)] * t;
   };
   SuperBlock<T, D8> p;
   if constexpr (TM == 1) {
