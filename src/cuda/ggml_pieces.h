@@ -310,6 +310,33 @@ SEEDLING_HD Piece decode(const uint32_t* raw, int j0) {
   return p;
 }
 
+// Q6_K read in runs (lane_dot.cuh's q6k_group_dot_shaped): 8 lanes share a block; lane t takes half n = t / 4 of the
+// block and positions l0 = 8 (t % 4) .. l0 + 7 of it, which hold 8 elements of each of 4 groups g: elements
+// 128 n + 32 g + l0 .. + 7, group g's codes from ql's low (g = 0, 1) or high (g = 2, 3) nibbles of bytes
+// 64 n + 32 (g % 2) + l .. and qh's bits 2g, 2g + 1 of bytes 32 n + l; its scale is scales[8 n + l0 / 16 + 2 g].
+// q6k_run_fetch loads the lane's bytes (rows are only 2-byte aligned: 210-byte blocks) into raw[0..8]: ql's two
+// 8-byte runs, qh's one, the 8 scale bytes of its half, d.
+SEEDLING_HD void q6k_run_fetch(const uint8_t* blk, int t, uint32_t* raw) {
+  const int n = t / 4, l0 = 8 * (t % 4);
+  load8<2>(blk + 64 * n + l0, raw);
+  load8<2>(blk + 64 * n + 32 + l0, raw + 2);
+  load8<2>(blk + 128 + 32 * n + l0, raw + 4);
+  load8<2>(blk + 192 + 8 * n, raw + 6);
+  raw[8] = load<uint16_t>(blk + 208);
+}
+// Group g (0..3) of the lane's fetched words as a Piece: its 8 codes, d = d_block * scale.
+SEEDLING_HD Piece q6k_run_decode(const uint32_t* raw, int t, int g) {
+  Piece p;
+  const int l0 = 8 * (t % 4), nib = 4 * (g / 2);
+  const uint32_t* ql = raw + 2 * (g % 2);
+  p.d = mul_rn(f16_value(raw[8]), code_value(int(int8_t(uint8_t(byte_of(raw + 6, l0 / 16 + 2 * g))))));
+  for (int i = 0; i < 8; ++i) {
+    const int low = int((byte_of(ql, i) >> nib) & 0x0Fu), high = int((byte_of(raw + 4, i) >> (2 * g)) & 3u);
+    p.q[i] = code_value((low | high << 4) - 32);
+  }
+  return p;
+}
+
 // The piece's values, as ggml_quants.h computes them: d * q rounded, then + m rounded where the type has an offset.
 template <CodecId C>
 SEEDLING_HD void values(const Piece& p, float (&v)[8]) {

@@ -787,7 +787,74 @@ __device__ __forceinline__ void kquant_group_dot_shaped(const uint8_t* const (&w
   }
 }
 
-// ggml_group_dot_shaped (kquant_group_dot_shaped for Q4_K and Q5_K), kWhole when the shape allows it.
+// Q6_K in runs (ggml_pieces.h's q6k_run_fetch / q6k_run_decode): 8 lanes share a block (the warp's 4 groups take
+// blocks grp, grp + 4, ...); lane t adds, per group g of its four, d * sum(q x) over its 8 elements (fmaf in element
+// order, g = 0 first). 24 bytes of codes and one scale word a lane where a piece reloaded d and its scale for every 8
+// elements. The order depends only on the matrix. kWhole: x 16-byte aligned; otherwise x is read element by element.
+template <int R, int NW, bool SameX, bool kWhole>
+__device__ __forceinline__ void q6k_group_dot_shaped(const uint8_t* const (&wrows)[NW], int64_t cols,
+                                                     const float* const (&xs)[NW], int64_t ldx, int rows,
+                                                     float (&acc)[NW][R]) {
+  constexpr int kLanes = 8, kGroups = kWarp / kLanes, kBatch = NW == 1 ? 2 : 1;
+  constexpr int kBytes = Unit<Id::Q6_K>::bytes;
+  const int lane = threadIdx.x % kWarp, grp = lane / kLanes, t = lane % kLanes;
+  const int64_t units = (cols + 255) / 256;
+  const auto inputs = [&](const float* xr, int64_t k0, float(&xv)[8]) {
+    if constexpr (kWhole) {
+      const float4 lo = reinterpret_cast<const float4*>(xr)[0], hi = reinterpret_cast<const float4*>(xr)[1];
+      xv[0] = lo.x, xv[1] = lo.y, xv[2] = lo.z, xv[3] = lo.w, xv[4] = hi.x, xv[5] = hi.y, xv[6] = hi.z, xv[7] = hi.w;
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) xv[j] = k0 + j < cols ? xr[j] : 0.0f;
+    }
+  };
+  for (int64_t u0 = grp; u0 < units; u0 += kGroups * kBatch) {
+    uint32_t raw[NW][kBatch][9];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int64_t u = u0 + kGroups * i;
+#pragma unroll
+      for (int v = 0; v < NW; ++v) {
+        if (u < units) ggml_dev::q6k_run_fetch(wrows[v] + u * kBytes, t, raw[v][i]);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int64_t u = u0 + kGroups * i;
+      if (u >= units) break;
+#pragma unroll
+      for (int g = 0; g < 4; ++g) {
+        const int64_t k0 = u * 256 + 128 * (t / 4) + 32 * g + 8 * (t % 4);
+        constexpr int kXRows = SameX ? R : 1;
+        float xv[kXRows][8];
+        if constexpr (SameX) {
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            if (r >= rows) break;
+            inputs(xs[0] + r * ldx + k0, k0, xv[r]);
+          }
+        }
+#pragma unroll
+        for (int v = 0; v < NW; ++v) {
+          const ggml_dev::Piece p = ggml_dev::q6k_run_decode(raw[v][i], t, g);
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            if (r >= rows) break;
+            if constexpr (!SameX) inputs(xs[v] + r * ldx + k0, k0, xv[0]);
+            const float(&x8)[8] = xv[SameX ? r : 0];
+            float sq = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 8; ++j) sq = fmaf(p.q[j], x8[j], sq);
+            acc[v][r] = fmaf(p.d, sq, acc[v][r]);
+          }
+        }
+      }
+    }
+  }
+}
+
+// ggml_group_dot_shaped (kquant_group_dot_shaped for Q4_K and Q5_K, q6k_group_dot_shaped for Q6_K), kWhole when the
+// shape allows it.
 template <CodecId C, int R, int NW, bool SameX>
 __device__ __forceinline__ void ggml_group_dot(const uint8_t* const (&wrows)[NW], int64_t cols,
                                                const float* const (&xs)[NW], int64_t ldx, int rows,
@@ -798,6 +865,12 @@ __device__ __forceinline__ void ggml_group_dot(const uint8_t* const (&wrows)[NW]
       kquant_group_dot_shaped<C, R, NW, SameX, true>(wrows, cols, xs, ldx, rows, acc);
     } else {
       kquant_group_dot_shaped<C, R, NW, SameX, false>(wrows, cols, xs, ldx, rows, acc);
+    }
+  } else if constexpr (C == Id::Q6_K) {
+    if (whole) {
+      q6k_group_dot_shaped<R, NW, SameX, true>(wrows, cols, xs, ldx, rows, acc);
+    } else {
+      q6k_group_dot_shaped<R, NW, SameX, false>(wrows, cols, xs, ldx, rows, acc);
     }
   } else if (whole) {
     ggml_group_dot_shaped<C, R, NW, SameX, true>(wrows, cols, xs, ldx, rows, acc);

@@ -97,6 +97,35 @@ TEST(GgmlPieces, EveryPieceIsGgmlQuantsBitForBit) {
   check_codec<CodecId::IQ4_XS>();
 }
 
+// Q6_K's runs (q6k_run_fetch / q6k_run_decode, the kernels' lane mapping) give ggml_quants.h's codes and values for
+// every element, each once.
+TEST(GgmlPieces, Q6kRunsCoverEveryElementAsGgmlQuants) {
+  const Codec c = Codec::Q6_K;
+  const std::vector<uint8_t> blocks = test::random_ggml_blocks(c, 200, 19);
+  const size_t bytes = codec_block_bytes(c);
+  for (size_t at = 0; at < blocks.size(); at += bytes) {
+    const uint8_t* b = blocks.data() + at;
+    std::vector<int> seen(256, 0);
+    for (int t = 0; t < 8; ++t) {
+      uint32_t raw[9] = {};
+      gd::q6k_run_fetch(b, t, raw);
+      for (int g = 0; g < 4; ++g) {
+        const gd::Piece p = gd::q6k_run_decode(raw, t, g);
+        float v[8];
+        gd::values<CodecId::Q6_K>(p, v);
+        for (int i = 0; i < 8; ++i) {
+          const int j = 128 * (t / 4) + 32 * g + 8 * (t % 4) + i;
+          ++seen[size_t(j)];
+          ASSERT_EQ(p.q[i], float(ggml::ggml_code(c, b, j))) << "block " << at / bytes << " elem " << j;
+          ASSERT_EQ(std::bit_cast<uint32_t>(v[i]), std::bit_cast<uint32_t>(ggml::ggml_value(c, b, j)))
+              << "block " << at / bytes << " elem " << j;
+        }
+      }
+    }
+    for (int j = 0; j < 256; ++j) ASSERT_EQ(seen[size_t(j)], 1) << j;
+  }
+}
+
 // The blocks' sizes keep every load of fetch() aligned to its size when the row starts kAlign-aligned (rows start
 // 16-byte aligned in VRAM): a block starts at a multiple of its size, which kAlign divides.
 TEST(GgmlPieces, BlockSizesKeepTheLoadsAligned) {
