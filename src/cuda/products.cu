@@ -62,6 +62,9 @@ struct MatvecTargets {
   // row 0. Every block then lies inside one head: heads are whole blocks of rows (the launcher checks).
   int* rope_counters = nullptr;
   QkRope rope;
+  // Matrices split and after take matvec_kernel's second codec (C2): a Q4_K_M file's attn_q is Q4_K where its
+  // attn_k and attn_v are Q8_0 or Q6_K. 3: every matrix is of the first codec.
+  int split = 3;
 };
 
 // The fused q/k/v epilogue (MatvecTargets::rope_counters): after a fence that publishes this block's outputs, the
@@ -104,7 +107,10 @@ __device__ __forceinline__ void rope_epilogue(const MatvecTargets& t, int block_
 // RW: output rows a warp takes at once (rows g .. g + RW - 1 of one matrix: the launcher picks RW = 2 only when every
 // matrix's rows are even), their loads in flight together and, for the affine codecs, each block's x read once for
 // both. A row's sum is lane_dot's whatever RW is.
-template <CodecId C, bool V, bool S, int RW>
+//
+// C2 (not C: the mixed launch, neither staged nor two rows a warp): matrices t.split and after are of codec C2. A
+// warp's rows lie in one matrix, so it takes one codec's lane_dot, the same sum as in a launch of that codec alone.
+template <CodecId C, bool V, bool S, int RW, CodecId C2 = C>
 __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kMatvecBlocksPerSm)
     matvec_kernel(const float* x, int64_t cols, const float* norm, float eps, float* xn_out, MatvecTargets t,
                   bool accumulate, size_t stage_bytes, int buffers) {
@@ -208,6 +214,17 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kMatvecBlocksPerSm)
     int mi;
     int64_t n;
     locate(g, mi, n);
+    float acc[RW][1] = {};
+    const float* xr[RW];
+#pragma unroll
+    for (int r = 0; r < RW; ++r) xr[r] = xin;
+    if constexpr (C2 != C) {
+      static_assert(!S && RW == 1 && !is_seed(C) && !is_seed(C2), "the mixed launch is neither staged nor paired");
+      if (mi >= t.split) {
+        const WRow<C2> w2[1] = {row_at<C2>(t.w[mi], t.rows[mi], cols, n)};
+        lane_dot<C2, 1, V, 1, true>(w2, cols, xr, 0, 1, acc);
+      }
+    }
     WRow<C> wr[RW];
 #pragma unroll
     for (int r = 0; r < RW; ++r) wr[r] = row_at<C>(t.w[mi], t.rows[mi], cols, n + r);
@@ -223,11 +240,7 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kMatvecBlocksPerSm)
 #pragma unroll
       for (int r = 0; r < RW; ++r) wr[r] = stage + size_t((buffers == 2 ? it % 2 : 0) * RW + r) * stage_bytes;
     }
-    float acc[RW][1] = {};
-    const float* xr[RW];
-#pragma unroll
-    for (int r = 0; r < RW; ++r) xr[r] = xin;
-    lane_dot<C, 1, V, RW, true>(wr, cols, xr, 0, 1, acc);
+    if (mi < t.split) lane_dot<C, 1, V, RW, true>(wr, cols, xr, 0, 1, acc);
     if (g + stride >= total) pdl_trigger();
 #pragma unroll
     for (int r = 0; r < RW; ++r) {
@@ -326,6 +339,56 @@ void matmul(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool acc
 }
 
 namespace {
+// The codec pairs of the mixed matvec launch (matvec_kernel's C2): ggml's types as llama-quantize mixes them in one
+// layer's q/k/v (Q4_K_M: attn_q Q4_K, attn_k and attn_v Q8_0, Q6_K or Q4_K).
+template <typename F>
+void dispatch_mixed_pair(Codec a, Codec b, F&& f) {
+  const auto second = [&]<CodecId C>() {
+    const auto pair = [&]<CodecId C2>() {
+      if constexpr (C2 != C) {
+        if (Id(uint8_t(b)) == C2) f.template operator()<C, C2>();
+      }
+    };
+    pair.template operator()<Id::Q4_K>();
+    pair.template operator()<Id::Q5_K>();
+    pair.template operator()<Id::Q6_K>();
+    pair.template operator()<Id::Q8_0>();
+  };
+  switch (Id(uint8_t(a))) {
+    case Id::Q4_K:
+      second.template operator()<Id::Q4_K>();
+      break;
+    case Id::Q5_K:
+      second.template operator()<Id::Q5_K>();
+      break;
+    case Id::Q6_K:
+      second.template operator()<Id::Q6_K>();
+      break;
+    case Id::Q8_0:
+      second.template operator()<Id::Q8_0>();
+      break;
+    default:
+      break;
+  }
+}
+// The first of ws (at most 3, one width) past its one change of codec, ws.size() where all are of one codec; -1
+// where the codecs change twice, the widths differ or the pair has no mixed launch (ggml's types, read at any row
+// alignment their blocks allow).
+int codec_split(std::span<const DeviceMatrix> ws) {
+  if (ws.empty() || ws.size() > 3) return -1;
+  int split = int(ws.size());
+  for (size_t i = 1; i < ws.size(); ++i) {
+    if (ws[i].cols != ws[0].cols) return -1;
+    if (ws[i].codec == ws[i - 1].codec) continue;
+    if (split != int(ws.size())) return -1;
+    split = int(i);
+  }
+  if (split == int(ws.size())) return split;
+  bool pair = false;
+  dispatch_mixed_pair(ws[0].codec, ws.back().codec, [&pair]<CodecId, CodecId>() { pair = true; });
+  return pair ? split : -1;
+}
+
 // matvec, and with `topk` (its counter set) the router's top-k in the same launch when the fused path is taken.
 void matvec_launch(const float* x, std::span<const DeviceMatrix> ws, std::span<float* const> ys, const float* norm,
                    float eps, float* xn_out, bool accumulate, const MatvecTargets& topk, cudaStream_t stream) {
@@ -338,13 +401,15 @@ void matvec_launch(const float* x, std::span<const DeviceMatrix> ws, std::span<f
     check_weight_alignment(w.codec, w.data);
     v = v && aligned16(w.data, row_bytes(w.codec, w.cols));
   }
-  if (norm != nullptr && (!same || cols > kMatvecSharedCols)) {  // normalise once, then the plain products
+  const int split = ws.size() == ys.size() ? codec_split(ws) : -1;
+  const bool mixed = !same && split > 0 && split < int(ws.size());
+  if (norm != nullptr && (!(same || mixed) || cols > kMatvecSharedCols)) {  // normalise once, then the plain products
     check(xn_out != nullptr ? cudaSuccess : cudaErrorInvalidValue, "matvec: a fused norm without xn_out");
     rms_norm(x, xn_out, 1, cols, norm, eps, stream);
     matvec_launch(xn_out, ws, ys, nullptr, eps, nullptr, accumulate, topk, stream);
     return;
   }
-  if (!same) {
+  if (!same && !mixed) {
     for (size_t i = 0; i < ws.size(); ++i) matmul(x, 1, ws[i], ys[i], accumulate, stream);
     if (topk.topk_counter != nullptr) {
       router_topk(ys[0], 1, int(ws[0].rows), topk.topk_k, topk.topk_norm, topk.topk_ids, topk.topk_weights, stream);
@@ -360,6 +425,7 @@ void matvec_launch(const float* x, std::span<const DeviceMatrix> ws, std::span<f
     total += ws[i].rows;
   }
   t.count = int(ws.size());
+  t.split = mixed ? split : 3;
   if (total == 0) return;
   const size_t xs_bytes = norm != nullptr ? (size_t(cols) * sizeof(float) + 15) / 16 * 16 : 0;
   const size_t rb = row_bytes(ws[0].codec, cols);
@@ -371,17 +437,25 @@ void matvec_launch(const float* x, std::span<const DeviceMatrix> ws, std::span<f
   bool even = true;
   for (int i = 0; i < t.count; ++i) even = even && t.rows[i] % 2 == 0;
   const bool heads_whole = t.rope_counters == nullptr || t.rope.head_dim % (2 * kWarpsPerBlock) == 0;
-  const int rw = even && heads_whole && blocks_for(total, 2 * kWarpsPerBlock) >= 2 * sms ? 2 : 1;
+  const int rw = !mixed && even && heads_whole && blocks_for(total, 2 * kWarpsPerBlock) >= 2 * sms ? 2 : 1;
   const int64_t needed = blocks_for(total, int64_t(kWarpsPerBlock) * rw);
   const bool epilogue = t.topk_counter != nullptr || t.rope_counters != nullptr;
   const int64_t grid64 = epilogue ? needed : std::min<int64_t>(needed, int64_t(kMatvecBlocksPerSm) * sms);
   const int buffers = grid64 < needed ? 2 : 1;
   const size_t stage_all = size_t(buffers) * kWarpsPerBlock * size_t(rw) * rb;
-  const bool staged = v && xs_bytes + stage_all <= kStageSharedBytes;
+  const bool staged = !mixed && v && xs_bytes + stage_all <= kStageSharedBytes;
   size_t smem = xs_bytes + (staged ? stage_all : 0);
   if (t.topk_counter != nullptr) smem = std::max(smem, size_t(ws[0].rows) * sizeof(float));  // the softmax
   const unsigned grid = unsigned(grid64);
   const unsigned threads = kWarp * kWarpsPerBlock;
+  if (mixed) {
+    dispatch_mixed_pair(ws[0].codec, ws.back().codec, [&]<CodecId C, CodecId C2>() {
+      launch_pdl("matvec", matvec_kernel<C, true, false, 1, C2>, grid, threads, smem, stream, x, cols, norm, eps,
+                 xn_out, t, accumulate, size_t(0), buffers);
+    });
+    launched("matvec");
+    return;
+  }
   dispatch_codec<true, true>(ws[0].codec, [&]<CodecId C>() {
     auto pick = [&]<int RW>() {
       return staged ? matvec_kernel<C, kBytes<C>, kBytes<C>, RW>
@@ -421,7 +495,7 @@ bool matvec_qkv_rope(const float* x, const DeviceMatrix (&w)[3], float* q, float
   const int64_t hd = r.head_dim;
   bool fused = !off && norm != nullptr && w[0].cols <= kMatvecSharedCols && hd % kWarpsPerBlock == 0 &&
                w[0].rows == r.n_heads * hd && w[1].rows == r.n_kv_heads * hd && w[2].rows == r.n_kv_heads * hd;
-  for (const DeviceMatrix& m : w) fused = fused && m.codec == w[0].codec && m.cols == w[0].cols;
+  fused = fused && codec_split(w) > 0;  // one codec, or two with a mixed launch
   if (!fused) {
     matvec(x, w, ys, norm, eps, xn_out, false, stream);
     qk_rope_kv(q, k, v, 1, r.n_heads, r.n_kv_heads, r.head_dim, r.q_norm, r.k_norm, r.eps, r.pos, r.inv_freq,

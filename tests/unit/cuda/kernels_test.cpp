@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -179,21 +180,29 @@ TEST(CudaKernels, RmsNormMatchesCpu) {
 
 // Decode products: one launch for q, k and v with the RMS norm inside gives rms_norm then matmul bit for bit (and
 // writes the normed row); a row wider than shared memory takes the unfused path with the same bits. Every codec of
-// the CUDA-core products, GGUF's at whole blocks (256 for 100, 12,544 past the shared row).
+// the CUDA-core products, GGUF's at whole blocks (256 for 100, 12,544 past the shared row); and the codec mixes of
+// a llama-quantize file's q/k/v (one change of codec: the mixed launch; two: separate products), the same bits.
 TEST(CudaKernels, MatvecWithFusedNormEqualsNormThenMatmulBitForBit) {
   SKIP_WITHOUT_CUDA_DEVICE();
-  std::vector<Codec> codecs(std::begin(test::kCudaCoreCodecs), std::end(test::kCudaCoreCodecs));
-  codecs.insert(codecs.end(), std::begin(test::kGgmlCoreCodecs), std::end(test::kGgmlCoreCodecs));
-  for (const Codec c : codecs) {
+  std::vector<std::array<Codec, 3>> mixes;
+  for (const Codec c : test::kCudaCoreCodecs) mixes.push_back({c, c, c});
+  for (const Codec c : test::kGgmlCoreCodecs) mixes.push_back({c, c, c});
+  for (const std::array<Codec, 3> m :
+       {std::array{Codec::Q4_K, Codec::Q8_0, Codec::Q8_0}, std::array{Codec::Q4_K, Codec::Q4_K, Codec::Q6_K},
+        std::array{Codec::Q6_K, Codec::Q5_K, Codec::Q5_K}, std::array{Codec::Q8_0, Codec::Q4_K, Codec::Q4_K},
+        std::array{Codec::Q4_K, Codec::Q5_K, Codec::Q8_0}}) {
+    mixes.push_back(m);
+  }
+  for (const auto& [c, ck, cv] : mixes) {
     for (const int64_t asked : {int64_t(100), int64_t(2048), cuda::kMatvecSharedCols + 64}) {
-      const int64_t cols = test::whole_blocks(c, asked), rq = 37, rk = 9;
-      const std::vector<uint8_t> wq = encoded(c, rq, cols, 1), wk = encoded(c, rk, cols, 2),
-                                 wv = encoded(c, rk, cols, 3);
+      const int64_t cols = test::whole_blocks(c, test::whole_blocks(cv, asked)), rq = 37, rk = 9;
+      const std::vector<uint8_t> wq = encoded(c, rq, cols, 1), wk = encoded(ck, rk, cols, 2),
+                                 wv = encoded(cv, rk, cols, 3);
       const std::vector<float> x = random_floats(size_t(cols), 4, 2.0f), nw = random_floats(size_t(cols), 5);
-      DeviceVec<uint8_t> dq = test::device_weights(c, wq, rq, cols), dk = test::device_weights(c, wk, rk, cols),
-                         dv = test::device_weights(c, wv, rk, cols);
+      DeviceVec<uint8_t> dq = test::device_weights(c, wq, rq, cols), dk = test::device_weights(ck, wk, rk, cols),
+                         dv = test::device_weights(cv, wv, rk, cols);
       DeviceVec<float> dx(x), dn(nw), xn_ref(static_cast<size_t>(cols)), xn(test::poisoned(size_t(cols)));
-      const cuda::DeviceMatrix ws[3] = {{c, dq.get(), rq, cols}, {c, dk.get(), rk, cols}, {c, dv.get(), rk, cols}};
+      const cuda::DeviceMatrix ws[3] = {{c, dq.get(), rq, cols}, {ck, dk.get(), rk, cols}, {cv, dv.get(), rk, cols}};
       DeviceVec<float> yq(test::poisoned(size_t(rq))), yk(test::poisoned(size_t(rk))), yv(test::poisoned(size_t(rk)));
       DeviceVec<float> rq_(static_cast<size_t>(rq)), rk_(static_cast<size_t>(rk)), rv_(static_cast<size_t>(rk));
       cuda::rms_norm(dx.get(), xn_ref.get(), 1, cols, dn.get(), 1e-6f, nullptr);
@@ -212,6 +221,7 @@ TEST(CudaKernels, MatvecWithFusedNormEqualsNormThenMatmulBitForBit) {
       cuda::matmul(dx.get(), 1, ws[0], rq_.get(), true, nullptr);
       ASSERT_EQ(yq.download(), rq_.download()) << codec_name(c) << " accumulate, cols " << cols;
     }
+    if (ck != c || cv != c) continue;  // the head's case below: one matrix
     // A matrix with more rows than one wave holds at two rows a warp (the head's case: the launch loops, staging
     // each warp's next rows while it multiplies these), and an odd row count (a row a warp): still matmul's bits.
     // At 2,048 columns a q4_g32 head stages exactly the 48 KB a launch gets without raising its limit, and the
@@ -239,7 +249,12 @@ TEST(CudaKernels, MatvecWithFusedNormEqualsNormThenMatmulBitForBit) {
 // called three times at three positions, so its head counters are back at zero after every call.
 TEST(CudaKernels, MatvecQkvRopeEqualsMatvecThenQkRopeKvBitForBit) {
   SKIP_WITHOUT_CUDA_DEVICE();
-  for (const Codec c : {Codec::BF16, Codec::Q4_G64, Codec::Q4_K}) {
+  // One codec, or a Q4_K_M file's mixes: one change of codec is fused, two are not.
+  for (const auto& [c, ck, cv] :
+       {std::array{Codec::BF16, Codec::BF16, Codec::BF16}, std::array{Codec::Q4_G64, Codec::Q4_G64, Codec::Q4_G64},
+        std::array{Codec::Q4_K, Codec::Q4_K, Codec::Q4_K}, std::array{Codec::Q4_K, Codec::Q8_0, Codec::Q8_0},
+        std::array{Codec::Q4_K, Codec::Q4_K, Codec::Q6_K}, std::array{Codec::Q4_K, Codec::Q5_K, Codec::Q8_0}}) {
+    const bool one_change = (ck == c) != (cv == ck);
     struct Heads {
       int heads, kv_heads, hd;
     };
@@ -250,14 +265,14 @@ TEST(CudaKernels, MatvecQkvRopeEqualsMatvecThenQkRopeKvBitForBit) {
         const int64_t cols = 256, rq = heads * hd, rk = kv_heads * hd, kv_dim = rk;
         const KvRowLayout layout = hybrid_layout(int(kv_dim));
         const int64_t base = layout.base(kHybridLayer);
-        const std::vector<uint8_t> wq = encoded(c, rq, cols, 21), wk = encoded(c, rk, cols, 22),
-                                   wv = encoded(c, rk, cols, 23);
+        const std::vector<uint8_t> wq = encoded(c, rq, cols, 21), wk = encoded(ck, rk, cols, 22),
+                                   wv = encoded(cv, rk, cols, 23);
         const std::vector<float> nw = random_floats(size_t(cols), 25), qn = random_floats(size_t(hd), 26),
                                  kn = random_floats(size_t(hd), 27);
         std::vector<float> inv_freq;
         for (int i = 0; i < hd / 2; ++i) inv_freq.push_back(1.0f / std::pow(10000.0f, float(2 * i) / float(hd)));
         DeviceVec<uint8_t> dq(wq), dk(wk), dv(wv);
-        const cuda::DeviceMatrix ws[3] = {{c, dq.get(), rq, cols}, {c, dk.get(), rk, cols}, {c, dv.get(), rk, cols}};
+        const cuda::DeviceMatrix ws[3] = {{c, dq.get(), rq, cols}, {ck, dk.get(), rk, cols}, {cv, dv.get(), rk, cols}};
         DeviceVec<float> dn(nw), dqn(qn), dkn(kn), df(inv_freq);
         DeviceVec<int> counters(std::vector<int>(size_t(heads + 2 * kv_heads), 0));
         const std::vector<float> zeros(size_t(layout.per_position() * cap), 0.0f);
@@ -290,11 +305,14 @@ TEST(CudaKernels, MatvecQkvRopeEqualsMatvecThenQkRopeKvBitForBit) {
                                .base = base};
           const bool fused = cuda::matvec_qkv_rope(dx.get(), ws, qb.get(), kb.get(), vb.get(), dn.get(), 1e-6f,
                                                    xn_b.get(), r, counters.get(), nullptr);
-          const std::string at = std::string(codec_name(c)) + " head_dim " + std::to_string(hd) +
+          const std::string at = std::string(codec_name(c)) + "/" + std::string(codec_name(ck)) + "/" +
+                                 std::string(codec_name(cv)) + " head_dim " + std::to_string(hd) +
                                  (qk_norm ? " qk-norm" : "") + " pos " + std::to_string(pos);
           // Heads of whole 8-row blocks take the one launch (unless SEEDLING_NO_FUSED_ROPE turns it off).
           const char* off = std::getenv("SEEDLING_NO_FUSED_ROPE");
-          ASSERT_EQ(fused, hd % 8 == 0 && (off == nullptr || off[0] == '\0' || off[0] == '0')) << at;
+          ASSERT_EQ(fused, hd % 8 == 0 && ((c == ck && ck == cv) || one_change) &&
+                               (off == nullptr || off[0] == '\0' || off[0] == '0'))
+              << at;
           ASSERT_EQ(xn_b.download(), xn_a.download()) << at;
           ASSERT_EQ(qb.download(), qa.download()) << at;
           ASSERT_EQ(kb.download(), ka.download()) << at;
