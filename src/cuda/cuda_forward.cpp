@@ -216,6 +216,9 @@ class CudaForward final : public DeviceForward {
   cudaGraphExec_t graph_ = nullptr;
   std::vector<const void*> graph_key_, eager_key_;
   int64_t graph_replays_ = 0;
+  // This step is one decode row over a VRAM cache read in place (VramExperts::direct): each layer's routes land in
+  // their own rows of s_ids_, which the host reads after the step to fill the cache.
+  bool direct_step_ = false;
 
  public:
   int64_t graph_replays() const { return graph_replays_; }
@@ -465,7 +468,9 @@ void CudaForward::forward(std::span<const BatchRow> rows, float* logits) {
   prompt_runs_ = std::move(runs);
   decode_rows_ = int64_t(decode.size());
   const int64_t W = int64_t(wanted.size());
-  const bool graphed = graphs_ && M == 1 && decode_rows_ == 1 && W == 1 && experts_->resident() &&
+  direct_step_ = M == 1 && decode_rows_ == 1 && !experts_->resident() && experts_->direct() && prefetch_width_ == 0 &&
+                 transport_ == nullptr;
+  const bool graphed = graphs_ && M == 1 && decode_rows_ == 1 && W == 1 && (experts_->resident() || direct_step_) &&
                        route_source_ == nullptr && route_observer_ == nullptr && transport_ == nullptr;
   // One upload of the batch description.
   auto align = [](size_t n) { return (n + 15) / 16 * 16; };
@@ -498,6 +503,7 @@ void CudaForward::forward(std::span<const BatchRow> rows, float* logits) {
                   reinterpret_cast<int*>(meta + o_runs),
                   int64_t(delta_runs.size())};
 
+  if (direct_step_) experts_->refresh_direct();  // before the graph: the tables it reads, the misses' copies
   if (!graphed) {
     enqueue(W);
   } else if (graph_ != nullptr && graph_key() == graph_key_) {
@@ -538,8 +544,15 @@ void CudaForward::forward(std::span<const BatchRow> rows, float* logits) {
                           cudaMemcpyDeviceToHost, stream_),
           "copying the logits back");
   }
+  if (direct_step_) {  // every layer's routes, for the cache
+    ids_host_.resize(size_t(c_.num_layers) * size_t(c_.experts_per_token));
+    check(cudaMemcpyAsync(ids_host_.data(), s_ids_.ptr(), ids_host_.size() * sizeof(int), cudaMemcpyDeviceToHost,
+                          stream_),
+          "copying the routes back");
+  }
   check(cudaEventRecord(span_[1], stream_), "timing the forward");
   check(cudaStreamSynchronize(stream_), "the forward pass");
+  if (direct_step_) experts_->learn(ids_host_, c_.experts_per_token);
   if (via_pinned) std::memcpy(logits, lh, logit_bytes);
   float ms = 0.0f;
   check(cudaEventElapsedTime(&ms, span_[0], span_[1]), "timing the forward");
@@ -748,7 +761,8 @@ void CudaForward::moe(int layer, float* x, float* xn) {
   const int64_t M = m_, H = c_.hidden_size, I = c_.moe_intermediate_size;
   const int E = c_.num_experts, K = c_.experts_per_token;
   float* router = s_router_.get<float>(size_t(M * E));
-  int* ids = s_ids_.get<int>(size_t(M * K));
+  int* ids = direct_step_ ? s_ids_.get<int>(size_t(c_.num_layers * K)) + size_t(layer) * size_t(K)
+                          : s_ids_.get<int>(size_t(M * K));
   float* weights = s_w_.get<float>(size_t(M * K));
   float* act = s_act_.get<float>(size_t(M * K * I));
   const RouterPlan& rp = lw.plan.ffn.router;
@@ -806,8 +820,8 @@ void CudaForward::moe(int layer, float* x, float* xn) {
       cuda::expert_down(act, M * K, ids, table, el, eout, stream_, em);  // (M * K, H)
     }
   };
-  if (experts_->resident()) {
-    run(experts_->table(layer), true);
+  if (experts_->resident() || direct_step_) {
+    run(direct_step_ ? experts_->direct_table(layer) : experts_->table(layer), true);
     if (eout != nullptr) cuda::moe_combine(eout, weights, M, K, H, x, stream_);  // x += sum_s w_s * expert_s
     return;
   }

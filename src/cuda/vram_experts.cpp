@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
@@ -219,6 +220,20 @@ VramExperts::VramExperts(Model& model, const CudaForwardOptions& o, uint64_t fre
   check(cudaEventCreate(&copy_end_), "creating the expert copy timing event");
   cache_ = std::make_unique<ExpertSlotCache>(slots, o.policy);
   guess_pending_.assign(size_t(slots), 0);
+  // Direct reads need each blob's host bytes to be what the kernels read (no layer rearranged in VRAM).
+  bool same = !streamed;
+  for (int l = 0; l < c.num_layers; ++l) {
+    const ExpertLayout &d = layouts_[size_t(l)], &h = packed_[size_t(l)];
+    same = same &&
+           (layer_index_[size_t(l)] < 0 || (d.gate_up == h.gate_up && d.down == h.down && d.up_offset == h.up_offset &&
+                                            d.down_offset == h.down_offset && d.bytes == h.bytes));
+  }
+  const char* off = std::getenv("SEEDLING_NO_DIRECT_MISSES");
+  if (same && (off == nullptr || off[0] == '\0' || off[0] == '0')) {
+    check(cudaMalloc(&direct_dev_, table_entries * sizeof(void*)), "allocating the direct expert tables");
+    check(cudaHostAlloc(&direct_host_, table_entries * sizeof(void*), cudaHostAllocDefault),
+          "allocating the direct expert tables' staging");
+  }
 }
 
 void VramExperts::start_three_tier(ExpertProvider& provider, int buffers) {
@@ -261,6 +276,8 @@ VramExperts::~VramExperts() {
   if (vram_) cudaFree(vram_);
   if (vram_staging_) cudaFree(vram_staging_);
   if (tables_dev_) cudaFree(tables_dev_);
+  if (direct_dev_) cudaFree(direct_dev_);
+  if (direct_host_) cudaFreeHost(direct_host_);
   if (host_) cudaFreeHost(host_);
   if (table_host_) cudaFreeHost(table_host_);
 }
@@ -271,6 +288,8 @@ uint8_t* VramExperts::host_blob(int layer, int expert) const {
 
 void VramExperts::run_layer(int layer, std::span<const int> used,
                             const std::function<void(const uint8_t* const*, bool only_pass)>& run) {
+  direct_stale_ = true;
+  settle_learn_timing();  // copy_start_ and copy_end_ are this pass's now
   size_t next = 0;
   std::vector<int> pinned;
   std::vector<SlotFill> fills;  // three tiers: this pass's misses, fetched through the provider
@@ -339,6 +358,7 @@ void VramExperts::run_layer(int layer, std::span<const int> used,
 
 void VramExperts::prefetch(int layer, std::span<const int> experts) {
   SEEDLING_CHECK(cache_ && !ring_, "VRAM expert prefetch needs the cache fed from pinned host memory");
+  direct_stale_ = true;
   for (int e : experts) {
     const auto a = cache_->admit(expert_key(layer, e));
     if (!a) continue;  // in VRAM already, or every slot pinned
@@ -349,7 +369,70 @@ void VramExperts::prefetch(int layer, std::span<const int> experts) {
   }
 }
 
+void VramExperts::refresh_direct() {
+  SEEDLING_CHECK(direct(), "VRAM experts: direct reads are off");
+  if (!direct_stale_) return;
+  for (int l = 0; l < num_layers_; ++l) {
+    if (layer_index_[size_t(l)] < 0) continue;
+    for (int e = 0; e < num_experts_; ++e) {
+      const int slot = cache_->find(expert_key(l, e));
+      direct_host_[size_t(l) * size_t(num_experts_) + size_t(e)] =
+          slot >= 0 ? vram_ + size_t(slot) * slot_bytes_ : host_blob(l, e);
+    }
+  }
+  // A prefetch's copies may still be filling slots the tables now name.
+  check(cudaEventRecord(copied_, copy_), "recording the expert copies");
+  check(cudaStreamWaitEvent(compute_, copied_, 0), "waiting for the expert copies");
+  check(cudaMemcpyAsync(direct_dev_, direct_host_, size_t(num_layers_) * size_t(num_experts_) * sizeof(void*),
+                        cudaMemcpyHostToDevice, compute_),
+        "uploading the direct expert tables");
+  direct_stale_ = false;
+}
+
+void VramExperts::learn(std::span<const int> ids, int k) {
+  SEEDLING_CHECK(direct() && ids.size() == size_t(num_layers_) * size_t(k), "VRAM experts: learn() needs {} routes",
+                 size_t(num_layers_) * size_t(k));
+  settle_learn_timing();
+  bool copied = false;
+  for (int l = 0; l < num_layers_; ++l) {
+    if (layer_index_[size_t(l)] < 0) continue;
+    for (int s = 0; s < k; ++s) {
+      const int e = ids[size_t(l) * size_t(k) + size_t(s)];
+      SEEDLING_CHECK(e >= 0 && e < num_experts_, "VRAM experts: layer {} routed to expert {} of {}", l, e,
+                     num_experts_);
+      const auto a = cache_->access(expert_key(l, e));
+      if (!a) continue;  // every slot pinned: not between steps, where nothing is
+      if (guess_pending_[size_t(a->slot)] != 0) {
+        prefetch_used_ += a->hit ? 1 : 0;
+        guess_pending_[size_t(a->slot)] = 0;
+      }
+      if (!a->hit) {
+        if (!copied) check(cudaEventRecord(copy_start_, compute_), "timing the expert copies");
+        copied = true;
+        land(vram_ + size_t(a->slot) * slot_bytes_, host_blob(l, e), l, compute_);
+        bytes_copied_ += packed_[size_t(l)].bytes;
+        direct_stale_ = true;
+      }
+      cache_->unpin(a->slot);
+    }
+  }
+  if (copied) {
+    check(cudaEventRecord(copy_end_, compute_), "timing the expert copies");
+    learn_timed_ = true;
+  }
+}
+
+void VramExperts::settle_learn_timing() const {
+  if (!learn_timed_) return;
+  check(cudaEventSynchronize(copy_end_), "waiting for the expert copies");
+  float ms = 0.0f;
+  check(cudaEventElapsedTime(&ms, copy_start_, copy_end_), "timing the expert copies");
+  copy_seconds_ += double(ms) / 1e3;
+  learn_timed_ = false;
+}
+
 ExpertStats VramExperts::stats() const {
+  settle_learn_timing();
   ExpertStats s;
   if (!cache_) return s;
   s.hits = cache_->hits();

@@ -12,6 +12,10 @@
 //   - three tiers: the model's streamed provider (a RAM slot cache over the packed folder's files, under the RAM
 //     budget), fetched miss by miss through a ring of pinned staging buffers (cuda/expert_staging.h); no full host
 //     copy, and the provider's own statistics count the RAM tier (hits, misses, NVMe bytes and GB/s).
+// Direct reads (all pinned, every layer's blob the same bytes in host memory and in VRAM): a decode step reads each
+// expert where it is, through one table per layer whose entries are VRAM slots or pinned host blobs (the GPU reads
+// those over PCIe), so the step needs no host round trip and runs as one CUDA graph; after the step the host learns
+// its routes (learn()) and copies its misses into slots for the steps after.
 // Next-layer prefetch (prefetch()): guesses copied ahead into unpinned slots of the same cache, on the same copy
 // stream. Invariants: a slot is overwritten only after every kernel that read it has finished (the router's copy-back
 // synchronises the compute stream before any slot is chosen); a staging buffer is rewritten only after its copy
@@ -68,6 +72,17 @@ class VramExperts {
   // has finished when run_layer returns), so the layer's run_layer finds them; it waits for the copy stream before
   // its kernels read a slot. A wrong guess costs a copy and a slot, never a number.
   void prefetch(int layer, std::span<const int> experts);
+  // Cached, all pinned, not turned off by SEEDLING_NO_DIRECT_MISSES: a decode step may read experts in place.
+  bool direct() const { return direct_dev_ != nullptr; }
+  // Direct reads: `layer`'s table, up to date once refresh_direct() has been enqueued.
+  const uint8_t* const* direct_table(int layer) const { return direct_dev_ + size_t(layer) * size_t(num_experts_); }
+  // Direct reads: enqueues on the compute stream, before a step that reads the tables, their upload where run_layer,
+  // prefetch or learn moved experts since the last one (after the copy stream's pending copies).
+  void refresh_direct();
+  // Direct reads, after a step (its stream synchronised): `ids` holds each model layer's k routed experts
+  // ([layers][k], rows of layers without experts ignored). Counts their hits and misses as run_layer does and
+  // copies the misses into slots on the compute stream, ahead of the next step.
+  void learn(std::span<const int> ids, int k);
   ExpertStats stats() const;
 
  private:
@@ -78,6 +93,8 @@ class VramExperts {
   // layouts differ a copy into vram_staging_ and the rearranging kernel (the next copy into vram_staging_ waits for it
   // on `stream`).
   void land(uint8_t* dst, const uint8_t* src, int layer, cudaStream_t stream);
+  // Adds the time of learn()'s last copies (timed on the compute stream) to copy_seconds_ once they have finished.
+  void settle_learn_timing() const;
 
   std::vector<ExpertLayout> layouts_;  // per model layer, in VRAM (layers without experts: the default)
   std::vector<ExpertLayout> packed_;   // per model layer, in host memory and over PCIe
@@ -105,7 +122,11 @@ class VramExperts {
   uint64_t prefetched_ = 0, prefetch_used_ = 0, prefetch_bytes_ = 0;
   // All pinned: sum over passes of the copy stream's time from first to last copy; three tiers: sum over copies
   // (a pass's copies wait for NVMe reads in between, which are the RAM tier's time, not PCIe's).
-  double copy_seconds_ = 0.0;
+  mutable double copy_seconds_ = 0.0;
+  const uint8_t** direct_dev_ = nullptr;   // direct reads: [layers][E] tables on the device
+  const uint8_t** direct_host_ = nullptr;  // direct reads: their pinned staging
+  bool direct_stale_ = true;               // the cache moved since the tables' last upload
+  mutable bool learn_timed_ = false;       // copy_start_/copy_end_ hold learn()'s copies, not yet added
 };
 
 }  // namespace seedling::cuda
