@@ -186,7 +186,7 @@ int run(const BenchFlags& f) {
     double on_device = 0.0;
     for (int i = 0; i < f.decode_tokens; ++i) {
       SequenceStep ds{seq, {&tok, 1}, false};
-      logits = engine.step({&ds, 1});
+      engine.step({&ds, 1}, logits);
       if (cuda) on_device += model->device_forward()->last_device_seconds();
       tok = argmax({logits.data(), size_t(c.vocab_size)});
     }

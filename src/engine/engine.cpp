@@ -74,6 +74,12 @@ size_t Engine::kv_bytes() const {
 }
 
 std::vector<float> Engine::step(std::span<const SequenceStep> steps) {
+  std::vector<float> logits;
+  step(steps, logits);
+  return logits;
+}
+
+void Engine::step(std::span<const SequenceStep> steps, std::vector<float>& logits) {
   const int V = model_.config().vocab_size;
   std::vector<BatchRow> rows;
   size_t wanted = 0;
@@ -93,7 +99,7 @@ std::vector<float> Engine::step(std::span<const SequenceStep> steps) {
       wanted += want ? 1 : 0;
     }
   }
-  std::vector<float> logits(wanted * size_t(V));
+  logits.resize(wanted * size_t(V));  // every element is written by the forwards below
   // Chunks of rows: a row only reads cache positions written by earlier rows, in this chunk or a previous one.
   size_t done = 0, out = 0;
   const size_t chunk = size_t(options_.max_rows_per_forward);
@@ -118,7 +124,6 @@ std::vector<float> Engine::step(std::span<const SequenceStep> steps) {
         model_.dir(), logits[i], i / size_t(V), i % size_t(V));
   }
   for (const SequenceStep& s : steps) cache(s.seq).length += int(s.tokens.size());
-  return logits;
 }
 
 }  // namespace seedling

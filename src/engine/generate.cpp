@@ -43,7 +43,7 @@ GenerateResult generate_on(Engine& engine, int seq, std::span<const int32_t> pro
       break;
     }
     SequenceStep next{seq, {&context.back(), 1}, false};
-    logits = engine.step({&next, 1});
+    engine.step({&next, 1}, logits);
   }
   result.decode_seconds = seconds() - t1;
   return result;

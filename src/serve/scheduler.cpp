@@ -213,6 +213,7 @@ void Scheduler::sample(Slot& s, const float* logits) {
 
 void Scheduler::loop() {
   std::vector<Slot*> order;
+  std::vector<float> logits;  // reused step after step (Engine::step)
   std::vector<SequenceStep> steps;
   std::vector<Slot*> stepped;
   for (;;) {
@@ -248,9 +249,8 @@ void Scheduler::loop() {
     }
     publish();
     if (steps.empty()) continue;
-    std::vector<float> logits;
     try {
-      logits = engine_.step(steps);
+      engine_.step(steps, logits);
     } catch (const std::exception& e) {
       for (Slot* s : stepped) {
         s->fed.resize(size_t(engine_.length(s->seq)));
