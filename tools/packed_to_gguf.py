@@ -104,7 +104,7 @@ def main():
         w.add_tensor("output_norm.weight", vector_f32("model.norm.weight"))
         add_matrix("output.weight", "lm_head.weight" if "lm_head.weight" in tensors else "model.embed_tokens.weight")
 
-    n_layers = cfg["num_hidden_layers"]
+    n_layers = cfg.get("text_config", cfg)["num_hidden_layers"]
     if cfg["model_type"] == "qwen3_moe":
         sparse = cfg.get("decoder_sparse_step", 1)
         dense_layers = set(cfg.get("mlp_only_layers") or [])
@@ -175,6 +175,9 @@ def main():
                            ("down_proj", "ffn_down_shexp")):
                 add_matrix(b + gg + ".weight", p + "mlp.shared_experts.%s.weight" % hf)
     elif cfg["model_type"] in ("qwen3_5_moe", "qwen3_5_moe_text"):
+        # A released (multimodal) folder keeps the text model under model.language_model.* and its keys in
+        # text_config; the vision tower is not converted.
+        lm = "model.language_model." if "text_config" in cfg else "model."
         cfg = cfg.get("text_config", cfg)
         kinds = cfg["layer_types"]
         interval = kinds.index("full_attention") + 1
@@ -207,11 +210,11 @@ def main():
             """A zero-centred (1 + w) RMSNorm's weight as llama.cpp stores it: 1 + w."""
             return vector_f32(name) + np.float32(1.0)
 
-        add_matrix("token_embd.weight", "model.embed_tokens.weight")
-        w.add_tensor("output_norm.weight", norm_plus_one("model.norm.weight"))
-        add_matrix("output.weight", "lm_head.weight" if "lm_head.weight" in tensors else "model.embed_tokens.weight")
+        add_matrix("token_embd.weight", lm + "embed_tokens.weight")
+        w.add_tensor("output_norm.weight", norm_plus_one(lm + "norm.weight"))
+        add_matrix("output.weight", "lm_head.weight" if "lm_head.weight" in tensors else lm + "embed_tokens.weight")
         for i in range(n_layers):
-            p, b = "model.layers.%d." % i, "blk.%d." % i
+            p, b = lm + "layers.%d." % i, "blk.%d." % i
             w.add_tensor(b + "attn_norm.weight", norm_plus_one(p + "input_layernorm.weight"))
             w.add_tensor(b + "post_attention_norm.weight", norm_plus_one(p + "post_attention_layernorm.weight"))
             if kinds[i] == "full_attention":

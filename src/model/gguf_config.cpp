@@ -226,16 +226,21 @@ void olmoe_config(ConfigWriter& w) {
   w.json()["attention_bias"] = false;
 }
 
-void glm4moe_config(ConfigWriter& w) {
-  common_config(w);
+// The converter counts the multi-token-prediction layers in block_count (glm4moe, qwen35moe: num_hidden_layers +
+// nextn_predict_layers); they are stored, not run.
+void mtp_layers(ConfigWriter& w) {
   json& j = w.json();
-  const GgufFile& g = w.file();
-  // The converter counts the multi-token-prediction layers in block_count (Glm4MoeModel: num_hidden_layers +
-  // num_nextn_predict_layers); they are stored, not run.
   const int64_t blocks = num_layers(j);
   if (w.int_key_if("num_nextn_predict_layers", "nextn_predict_layers", 0, blocks - 1)) {
     j["num_hidden_layers"] = blocks - j["num_nextn_predict_layers"].get<int64_t>();
   }
+}
+
+void glm4moe_config(ConfigWriter& w) {
+  common_config(w);
+  json& j = w.json();
+  const GgufFile& g = w.file();
+  mtp_layers(w);
   experts_config(w, "n_routed_experts", "moe_intermediate_size", true);
   w.int_key_if("intermediate_size", "feed_forward_length", 1);
   w.int_key("n_shared_experts", "expert_shared_count", 0);
@@ -276,6 +281,34 @@ void gpt_oss_config(ConfigWriter& w) {
   }
 }
 
+// qwen35moe (Qwen3.5/3.6 MoE, text): llama.cpp's keys for the Gated DeltaNet layers (ssm.conv_kernel, ssm.state_size
+// for both head widths, ssm.group_count key heads, ssm.time_step_rank value heads, ssm.inner_size their width) and a
+// full-attention layer every full_attention_interval; the shared expert's width; the router renormalises (the
+// family's rule); the MTP layers counted in block_count stored, not run. Its rope.dimension_sections (mrope) are
+// plain RoPE for text.
+void qwen35moe_config(ConfigWriter& w) {
+  common_config(w);
+  json& j = w.json();
+  const GgufFile& g = w.file();
+  mtp_layers(w);
+  experts_config(w, "num_experts", "moe_intermediate_size", true);
+  w.int_key("shared_expert_intermediate_size", "expert_shared_feed_forward_length", 0);
+  w.int_key("linear_conv_kernel_dim", "ssm.conv_kernel", 1, 64);
+  const int64_t state = w.int_key("linear_key_head_dim", "ssm.state_size", 1);
+  j["linear_value_head_dim"] = state;
+  w.from("linear_value_head_dim", w.key("ssm.state_size"));
+  w.int_key("linear_num_key_heads", "ssm.group_count", 1);
+  const int64_t value_heads = w.int_key("linear_num_value_heads", "ssm.time_step_rank", 1);
+  const int64_t inner = g.get_int(w.key("ssm.inner_size"), 1, INT32_MAX);
+  if (inner != value_heads * state) {
+    fail("{}: key '{}' is {}, expected {} value heads x {} ({}): value heads of another width are not supported",
+         g.path(), w.key("ssm.inner_size"), inner, value_heads, state, value_heads * state);
+  }
+  w.int_key("full_attention_interval", "full_attention_interval", 1, INT32_MAX);
+  j["decoder_sparse_step"] = 1;
+  j["mlp_only_layers"] = json::array();
+}
+
 const GgufArch kArchs[] = {
     {"qwen3moe", "qwen3_moe", "ffn_norm", false, qwen3moe_config},
     {"llama", "mixtral", "ffn_norm", true, llama_config},
@@ -283,6 +316,7 @@ const GgufArch kArchs[] = {
     {"qwen2moe", "qwen2_moe", "ffn_norm", false, qwen2moe_config},
     {"glm4moe", "glm4_moe", "post_attention_norm", false, glm4moe_config},
     {"gpt-oss", "gpt_oss", "post_attention_norm", false, gpt_oss_config},
+    {"qwen35moe", "qwen3_5_moe_text", "post_attention_norm", false, qwen35moe_config, true},
 };
 
 // "FILE: key 'hidden_size': ..." from a family's reader -> "FILE: key 'qwen3moe.embedding_length' (config.json's
@@ -331,6 +365,7 @@ GgufModel map_gguf_model(const GgufFile& g) {
   try {
     const ConfigReader r(m.config, g.path());
     m.family->read_config(r, &m.c);
+    if (found->norms_one_plus_w) m.c.norm_weight_offset = 0.0f;
     validate_config(m.c, g.path());
   } catch (const Error& e) {
     throw Error(with_gguf_keys(e.what(), w.sources()));
@@ -418,7 +453,35 @@ std::string gguf_tensor_name(const GgufArch& arch, Role role, int layer) {
     case Role::ExpertDownBias:
       rest = "ffn_down_exps.bias";
       break;
-    default:  // ExpertGateUpBias (two GGUF tensors), the Gated DeltaNet and MLA roles (not mapped yet)
+    // Gated DeltaNet, split projections (qwen35moe); ssm_a holds -exp(A_log) (the source takes the log back).
+    case Role::LinearQkv:
+      rest = "attn_qkv.weight";
+      break;
+    case Role::LinearZ:
+      rest = "attn_gate.weight";
+      break;
+    case Role::LinearB:
+      rest = "ssm_beta.weight";
+      break;
+    case Role::LinearA:
+      rest = "ssm_alpha.weight";
+      break;
+    case Role::LinearConv:
+      rest = "ssm_conv1d.weight";
+      break;
+    case Role::LinearDtBias:
+      rest = "ssm_dt.bias";
+      break;
+    case Role::LinearALog:
+      rest = "ssm_a";
+      break;
+    case Role::LinearNorm:
+      rest = "ssm_norm.weight";
+      break;
+    case Role::LinearOut:
+      rest = "ssm_out.weight";
+      break;
+    default:  // ExpertGateUpBias (two GGUF tensors), qwen3next's grouped projections and the MLA roles (not mapped)
       return "";
   }
   return blk(layer, rest);

@@ -1,6 +1,7 @@
 // model/gguf_source.cpp - a GGUF file's tensors by the family's names (see the header).
 #include "model/gguf_source.h"
 
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <set>
@@ -63,6 +64,7 @@ class GgufSource final : public WeightSource {
     if (s->role == Role::ExpertGateUpBias) return joined_gate_up_bias(*s);
     const GgufTensor& t = tensor(gguf_name(*s), *s);
     WeightView v{gguf_tensor_codec(g_, t), t.data, rows_cols(t, s->shape), g_.path()};
+    if (s->role == Role::LinearALog) return a_log_of(v, t.name);
     const bool q = s->role == Role::Q || s->role == Role::QBias, k = s->role == Role::K || s->role == Role::KBias;
     if (m_.arch->permute_qk && (q || k)) v.data = unpermuted(v, q ? m_.c.num_heads : m_.c.num_kv_heads);
     return v;
@@ -174,6 +176,25 @@ class GgufSource final : public WeightSource {
       }
     }
     return out.data();
+  }
+
+  // llama.cpp's ssm_a holds A = -exp(A_log) (its converter takes the exp); the family reads A_log: log(-A) in
+  // double, rounded once, so the kernels' -exp(A_log) gives A back within a rounding. Every entry must be negative.
+  WeightView a_log_of(const WeightView& v, const std::string& name) const {
+    int64_t n = 1;
+    for (int64_t d : v.shape) n *= d;
+    const ops::Matrix m{v.codec, v.data, 1, n};
+    if (!codec_is_float(m.codec)) fail("{}: tensor '{}' is not a float type", g_.path(), name);
+    std::vector<uint8_t>& out = owned_->emplace_back(size_t(n) * sizeof(float));
+    float* dst = reinterpret_cast<float*>(out.data());
+    for (int64_t i = 0; i < n; ++i) {
+      const double a = double(m.at(0, i));
+      if (!(a < 0.0) || !std::isfinite(a)) {
+        fail("{}: tensor '{}' entry {} is {}: expected a negative decay rate (-exp(A_log))", g_.path(), name, i, a);
+      }
+      dst[i] = float(std::log(-a));
+    }
+    return {Codec::F32, out.data(), v.shape, g_.path()};
   }
 
   // gpt-oss's ffn_gate_exps.bias and ffn_up_exps.bias ([I x E] each) as the family's (E, 2I) gate_up bias, each

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 
@@ -124,6 +126,23 @@ class LayoutWriter {
     }
     b_.raw_tensor(gguf, {uint64_t(out), uint64_t(E)}, GgmlType::BF16, bytes);
   }
+  // A bf16 tensor's values as float32 (exact), each through `f`, stored F32 with dimensions `dims` (ne0 first).
+  void f32_of(const std::string& gguf, const std::string& hf, const std::vector<uint64_t>& dims,
+              const std::function<float(float)>& f) {
+    const TensorInfo& t = ck_.get(hf);
+    const auto* src = reinterpret_cast<const uint16_t*>(t.data);
+    std::string bytes(t.nbytes * 2, '\0');
+    for (size_t i = 0; i < t.nbytes / 2; ++i) {
+      const float v = f(std::bit_cast<float>(uint32_t(src[i]) << 16));
+      std::memcpy(bytes.data() + 4 * i, &v, 4);
+    }
+    b_.raw_tensor(gguf, dims, GgmlType::F32, bytes);
+  }
+  // The tensor's bytes as stored, under other dimensions (ne0 first): a conv's (C, 1, K) as llama.cpp's [K, C].
+  void reshaped(const std::string& gguf, const std::string& hf, const std::vector<uint64_t>& dims) {
+    const TensorInfo& t = ck_.get(hf);
+    b_.raw_tensor(gguf, dims, GgmlType::BF16, std::string(reinterpret_cast<const char*>(t.data), t.nbytes));
+  }
   void u32(const std::string& key, int64_t v) { b_.key(key, GgufType::U32, uint32_t(v)); }
   void f32(const std::string& key, double v) { b_.key(key, GgufType::F32, float(v)); }
 
@@ -218,7 +237,117 @@ std::string gpt_oss_gguf(const test::ScratchDir& dir) {
   return dir / "gpt_oss.gguf";
 }
 
+// qwen35moe as llama.cpp's loader reads it (src/llama-load-tensors.cpp create_qwen35moe_tensors) and its converter
+// writes it: the zero-centred norms stored as 1 + w (F32), ssm_a = -exp(A_log) (F32), the conv as [kernel, channels],
+// the Gated DeltaNet projections as attn_qkv / attn_gate / ssm_beta / ssm_alpha / ssm_out; from the released
+// (multimodal) tiny checkpoint's text model. `inner` overrides ssm.inner_size, `a_sign` multiplies ssm_a (bad input).
+std::string qwen35moe_gguf(const test::ScratchDir& dir, int64_t inner = 0, float a_sign = 1.0f) {
+  const std::string hf = test::data_path("models/qwen3_5_moe_a/hf");
+  const nlohmann::json c = test::read_json(hf + "/config.json")["text_config"];
+  const int layers = c["num_hidden_layers"], head_dim = c["head_dim"];
+  LayoutWriter w(hf);
+  const std::string a = "qwen35moe";
+  common_keys(w, a, c);
+  w.u32(a + ".attention.key_length", head_dim);
+  w.u32(a + ".attention.value_length", head_dim);
+  w.u32(a + ".rope.dimension_count", int64_t(head_dim * c["partial_rotary_factor"].get<double>()));
+  w.u32(a + ".expert_count", c["num_experts"]);
+  w.u32(a + ".expert_feed_forward_length", c["moe_intermediate_size"]);
+  w.u32(a + ".expert_shared_feed_forward_length", c["shared_expert_intermediate_size"]);
+  w.u32(a + ".ssm.conv_kernel", c["linear_conv_kernel_dim"]);
+  w.u32(a + ".ssm.state_size", c["linear_key_head_dim"]);
+  w.u32(a + ".ssm.group_count", c["linear_num_key_heads"]);
+  w.u32(a + ".ssm.time_step_rank", c["linear_num_value_heads"]);
+  const int64_t value_width = c["linear_num_value_heads"].get<int64_t>() * c["linear_value_head_dim"].get<int64_t>();
+  w.u32(a + ".ssm.inner_size", inner > 0 ? inner : value_width);
+  w.u32(a + ".full_attention_interval", 2);  // the checkpoint's layer_types: linear, full, linear, full
+  const auto plus_one = [](float v) { return v + 1.0f; };
+  const std::string m = "model.language_model.";
+  const uint64_t H = c["hidden_size"];
+  w.same("token_embd.weight", m + "embed_tokens.weight");
+  w.f32_of("output_norm.weight", m + "norm.weight", {H}, plus_one);
+  w.same("output.weight", "lm_head.weight");
+  for (int l = 0; l < layers; ++l) {
+    const std::string p = m + "layers." + std::to_string(l) + ".", b = "blk." + std::to_string(l) + ".";
+    w.f32_of(b + "attn_norm.weight", p + "input_layernorm.weight", {H}, plus_one);
+    w.f32_of(b + "post_attention_norm.weight", p + "post_attention_layernorm.weight", {H}, plus_one);
+    if (c["layer_types"][size_t(l)] == "full_attention") {
+      for (auto [g, h] :
+           {std::pair{"attn_q", "q_proj"}, {"attn_k", "k_proj"}, {"attn_v", "v_proj"}, {"attn_output", "o_proj"}}) {
+        w.same(b + g + ".weight", p + "self_attn." + h + ".weight");
+      }
+      w.f32_of(b + "attn_q_norm.weight", p + "self_attn.q_norm.weight", {uint64_t(head_dim)}, plus_one);
+      w.f32_of(b + "attn_k_norm.weight", p + "self_attn.k_norm.weight", {uint64_t(head_dim)}, plus_one);
+    } else {
+      const std::string la = p + "linear_attn.";
+      for (auto [g, h] : {std::pair{"attn_qkv", "in_proj_qkv"},
+                          {"attn_gate", "in_proj_z"},
+                          {"ssm_beta", "in_proj_b"},
+                          {"ssm_alpha", "in_proj_a"},
+                          {"ssm_out", "out_proj"}}) {
+        w.same(b + g + ".weight", la + h + ".weight");
+      }
+      const uint64_t K = c["linear_conv_kernel_dim"], channels = 2 * 2 * 16 + uint64_t(value_width);
+      w.reshaped(b + "ssm_conv1d.weight", la + "conv1d.weight", {K, channels});
+      w.same(b + "ssm_dt.bias", la + "dt_bias");
+      w.f32_of(b + "ssm_a", la + "A_log", {uint64_t(c["linear_num_value_heads"])},
+               [&](float v) { return a_sign * -std::exp(v); });
+      w.same(b + "ssm_norm.weight", la + "norm.weight");
+    }
+    w.same(b + "ffn_gate_inp.weight", p + "mlp.gate.weight");
+    for (auto [g, h] :
+         {std::pair{"ffn_gate_exps", "gate_proj"}, {"ffn_up_exps", "up_proj"}, {"ffn_down_exps", "down_proj"}}) {
+      w.stacked(
+          b + g + ".weight", [&, h = h](int e) { return p + "mlp.experts." + std::to_string(e) + "." + h + ".weight"; },
+          c["num_experts"]);
+    }
+    w.same(b + "ffn_gate_inp_shexp.weight", p + "mlp.shared_expert_gate.weight");
+    for (auto [g, h] :
+         {std::pair{"ffn_gate_shexp", "gate_proj"}, {"ffn_up_shexp", "up_proj"}, {"ffn_down_shexp", "down_proj"}}) {
+      w.same(b + g + ".weight", p + "mlp.shared_expert." + h + ".weight");
+    }
+  }
+  test::write_file(dir / "qwen35moe.gguf", w.b().bytes());
+  return dir / "qwen35moe.gguf";
+}
+
 }  // namespace
+
+// qwen35moe (Qwen3.5 MoE's text model in llama.cpp's layout, qwen35moe_gguf above) runs as the released folder it was
+// written from: the norms read as stored (1 + w) give the folder's own floats, every matrix is its bytes, and only
+// the decay rate differs: ssm_a holds A = -exp(A_log) rounded to float32 (half an ulp, 6e-8 relative) where the
+// folder's A_log gives exp in double, so the logits (up to about 34 here) agree within 1e-5 (the folder itself is held
+// to transformers by golden_test.cpp). A decay rate that is not negative and an ssm.inner_size other than the value
+// heads' width are one clear error each.
+TEST(GgufModel, Qwen35MoeInLlamaCppsLayoutRunsAsItsFolder) {
+  test::ScratchDir dir("gguf-qwen35");
+  const std::string gguf = qwen35moe_gguf(dir), folder = test::data_path("models/qwen3_5_moe_a/hf");
+  const GgufModel m = map_gguf_model(GgufFile(gguf));
+  EXPECT_STREQ(m.family->model_type, "qwen3_5_moe_text");
+  const ModelConfig a = m.c, b = read_model_config(folder);
+  EXPECT_EQ(a.num_layers, b.num_layers);
+  EXPECT_EQ(a.head_dim, b.head_dim);
+  EXPECT_EQ(a.rope.partial_rotary_factor, b.rope.partial_rotary_factor);
+  EXPECT_EQ(a.rope.theta, b.rope.theta);
+  EXPECT_EQ(a.norm_weight_offset, 0.0f) << "the file's norms are 1 + w already";
+  for (int l = 0; l < b.num_layers; ++l) {
+    EXPECT_EQ(a.plan(l).mixer, b.plan(l).mixer) << "layer " << l;
+    EXPECT_EQ(a.plan(l).linear.key_heads, b.plan(l).linear.key_heads) << "layer " << l;
+    EXPECT_EQ(a.plan(l).linear.value_heads, b.plan(l).linear.value_heads) << "layer " << l;
+    EXPECT_EQ(a.plan(l).ffn.shared_width, b.plan(l).ffn.shared_width) << "layer " << l;
+  }
+  const std::vector<int32_t> ids = reference_ids("qwen3_5_moe_a");
+  const std::vector<float> x = logits_of(gguf, ids), y = logits_of(folder, ids);
+  EXPECT_LE(max_abs_diff(x, y), 1e-5);
+
+  test::ScratchDir bad("gguf-qwen35-bad");
+  const std::string wide = test::error_of([&] { map_gguf_model(GgufFile(qwen35moe_gguf(bad, 80))); });
+  EXPECT_NE(wide.find("key 'qwen35moe.ssm.inner_size' is 80, expected 4 value heads x 16 (64)"), std::string::npos)
+      << wide;
+  const std::string positive = test::error_of([&] { logits_of(qwen35moe_gguf(bad, 0, -1.0f), ids); });
+  EXPECT_NE(positive.find("tensor 'blk.0.ssm_a' entry 0 is"), std::string::npos) << positive;
+  EXPECT_NE(positive.find("expected a negative decay rate (-exp(A_log))"), std::string::npos) << positive;
+}
 
 // olmoe and gpt-oss in llama.cpp's layout (LayoutWriter above): the folder's logits bit for bit, so the mapping reads
 // every part where the family's plan needs it (gpt-oss: sinks, the router bias, the experts' gate and up biases
@@ -389,7 +518,7 @@ INSTANTIATE_TEST_SUITE_P(Types, LlamaQuantizeKQuant, ::testing::Values("q4_k_m",
 TEST(GgufModel, UnmappedArchitectureNamesTheMappedOnes) {
   EXPECT_HAS(map_error(qwen3moe_keys("falcon")),
              "key 'general.architecture': 'falcon' is not mapped onto a Seedling family (mapped: qwen3moe, llama (with "
-             "experts), olmoe, qwen2moe, glm4moe, gpt-oss)");
+             "experts), olmoe, qwen2moe, glm4moe, gpt-oss, qwen35moe)");
 }
 
 TEST(GgufModel, MissingRequiredKeyNamesIt) {
