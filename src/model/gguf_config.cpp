@@ -284,8 +284,8 @@ void gpt_oss_config(ConfigWriter& w) {
 // qwen35moe (Qwen3.5/3.6 MoE, text): llama.cpp's keys for the Gated DeltaNet layers (ssm.conv_kernel, ssm.state_size
 // for both head widths, ssm.group_count key heads, ssm.time_step_rank value heads, ssm.inner_size their width) and a
 // full-attention layer every full_attention_interval; the shared expert's width; the router renormalises (the
-// family's rule); the MTP layers counted in block_count stored, not run. Its rope.dimension_sections (mrope) are
-// plain RoPE for text.
+// family's rule); the MTP layers counted in block_count stored, not run; the norms as stored (1 + w). Its
+// rope.dimension_sections (mrope) are plain RoPE for text.
 void qwen35moe_config(ConfigWriter& w) {
   common_config(w);
   json& j = w.json();
@@ -305,6 +305,9 @@ void qwen35moe_config(ConfigWriter& w) {
          g.path(), w.key("ssm.inner_size"), inner, value_heads, state, value_heads * state);
   }
   w.int_key("full_attention_interval", "full_attention_interval", 1, INT32_MAX);
+  // llama.cpp's converter stores the zero-centred norms' weights as 1 + w: read as stored (a pack of this file keeps
+  // them so, and this key with them).
+  j["norm_weights_include_offset"] = true;
   j["decoder_sparse_step"] = 1;
   j["mlp_only_layers"] = json::array();
 }
@@ -316,7 +319,7 @@ const GgufArch kArchs[] = {
     {"qwen2moe", "qwen2_moe", "ffn_norm", false, qwen2moe_config},
     {"glm4moe", "glm4_moe", "post_attention_norm", false, glm4moe_config},
     {"gpt-oss", "gpt_oss", "post_attention_norm", false, gpt_oss_config},
-    {"qwen35moe", "qwen3_5_moe_text", "post_attention_norm", false, qwen35moe_config, true},
+    {"qwen35moe", "qwen3_5_moe_text", "post_attention_norm", false, qwen35moe_config},
 };
 
 // "FILE: key 'hidden_size': ..." from a family's reader -> "FILE: key 'qwen3moe.embedding_length' (config.json's
@@ -365,7 +368,6 @@ GgufModel map_gguf_model(const GgufFile& g) {
   try {
     const ConfigReader r(m.config, g.path());
     m.family->read_config(r, &m.c);
-    if (found->norms_one_plus_w) m.c.norm_weight_offset = 0.0f;
     validate_config(m.c, g.path());
   } catch (const Error& e) {
     throw Error(with_gguf_keys(e.what(), w.sources()));

@@ -31,9 +31,6 @@ struct GgufArch {
   bool permute_qk;
   // The config.json keys of the family, from the metadata and the tensors present.
   void (*config)(ConfigWriter& w);
-  // llama.cpp's converter stored the family's zero-centred RMSNorm weights as 1 + w (qwen35moe): they are read as
-  // stored, the family's offset (ModelConfig::norm_weight_offset) dropped, so each norm scales by the same floats.
-  bool norms_one_plus_w = false;
 };
 
 // What a GGUF file runs as.

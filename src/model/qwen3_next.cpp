@@ -23,7 +23,8 @@ void read_gated_delta_config(const ConfigReader& r, ModelConfig* c, const std::v
                                          j["rope_parameters"].contains("partial_rotary_factor"));
   if (!rotary_stated) c->rope.partial_rotary_factor = 0.25;  // transformers' default for these families
   c->head_dim = r.get_int_or("head_dim", 256);               // likewise
-  c->norm_weight_offset = 1.0f;
+  // Zero-centred norms: (1 + w), unless the weights were stored with the 1 added (a GGUF of llama.cpp's converter).
+  c->norm_weight_offset = r.get_bool_or("norm_weights_include_offset", false) ? 0.0f : 1.0f;
   if (r.get_bool_or("attention_bias", false)) {
     r.bad("attention_bias", "true is not supported for " + c->model_type + " (released checkpoints set false)");
   }

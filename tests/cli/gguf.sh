@@ -74,6 +74,18 @@ done
 expect_error "--ram-budget on a GGUF says to pack it" "need a packed folder: run \`seedling pack -m $q -o DIR\` first" \
   "$bin" run -m "$q" --ids 1 -n 1 --ram-budget 16K
 
+# qwen35moe (Qwen3.5 MoE in llama.cpp's layout: norms stored as 1 + w, ssm_a = -exp(A_log)): its pack keeps the
+# norms as stored and says so in its config, so the pack gives the file's logits bit for bit, streamed too.
+q35=$g/qwen35moe_q4_1.gguf
+"$bin" logits -m "$q35" --ids 1,5,9,200,33,7,100,64,12,250,3,17 -o "$tmp/q35.f32" 2>/dev/null
+"$bin" pack -m "$q35" -o "$tmp/q35_pack" >/dev/null 2>&1
+"$bin" logits -m "$tmp/q35_pack" --ids 1,5,9,200,33,7,100,64,12,250,3,17 -o "$tmp/q35_pack.f32" 2>/dev/null
+cmp "$tmp/q35.f32" "$tmp/q35_pack.f32" || { echo "qwen35moe: the pack of the GGUF differs from the GGUF"; exit 1; }
+"$bin" logits -m "$tmp/q35_pack" --ids 1,5,9,200,33,7,100,64,12,250,3,17 -o "$tmp/q35_stream.f32" --expert-slots 2 \
+  2>/dev/null
+cmp "$tmp/q35.f32" "$tmp/q35_stream.f32" || { echo "qwen35moe: streamed from its pack differs from the GGUF"; exit 1; }
+echo "ok   qwen35moe GGUF = its pack = its pack streamed (2 expert slots), logits bit for bit"
+
 # The demo's vocabulary as llama.cpp's converter wrote it: the folder's tokens, text back, chat template.
 demo=$data/../../models/seedling-demo-moe
 text=$'def fibonacci(n):\n    """Return the n-th number."""  # 日本語 😀\r\n\tx  = 33333'

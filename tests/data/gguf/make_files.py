@@ -12,6 +12,10 @@ Needs numpy and a llama.cpp-family tree's gguf-py (GGUFWriter, an independent wr
   vocab 64) packed by `seedling pack --experts q4_g32 --dense q4_g32` (the packed folder, kept), then
   tools/packed_to_gguf.py: every Q4_1 tensor of the GGUF holds the packed folder's bytes.
 - gpt_oss_mxfp4.gguf: tools/gpt_oss_bench_model.py gguf of tests/data/models/gpt_oss_mxfp4/hub (MXFP4, BF16, F32).
+- qwen35moe_q4_1.gguf: the released tiny qwen3_5_moe checkpoint (tests/data/models/qwen3_5_moe_a/hf, multimodal)
+  packed with `--experts q4_g32 --dense bf16` (its shared expert is 48 wide: no whole Q4_1 blocks), then
+  tools/packed_to_gguf.py: llama.cpp's qwen35moe layout (norms as 1 + w, ssm_a = -exp(A_log)); the pack is not kept
+  (the tests make it again from the checkpoint).
 - tests/fuzz/corpus/fuzz_gguf/: the seeds of the GGUF fuzz target (fuzz_seeds below; qwen3moe_keys_gpt2 reaches the
   mapping onto a family and the tokenizer).
 """
@@ -178,7 +182,18 @@ def main():
     run(sys.executable, os.path.join(tools, "gpt_oss_bench_model.py"), "gguf",
         os.path.join(ROOT, "tests/data/models/gpt_oss_mxfp4/hub"), os.path.join(HERE, "gpt_oss_mxfp4.gguf"),
         "--gguf-py", gguf_py)
+    qwen35moe_q4_1(seedling, gguf_py)
     fuzz_seeds(g, os.path.join(ROOT, "tests/fuzz/corpus/fuzz_gguf"))
+
+
+def qwen35moe_q4_1(seedling, gguf_py):
+    tmp = os.path.join(tempfile.gettempdir(), "seedling-gguf-qwen35moe")
+    shutil.rmtree(tmp, ignore_errors=True)
+    run(seedling, "pack", "-m", os.path.join(ROOT, "tests/data/models/qwen3_5_moe_a/hf"), "-o", tmp, "--experts",
+        "q4_g32", "--dense", "bf16")
+    run(sys.executable, os.path.join(ROOT, "tools", "packed_to_gguf.py"), tmp, os.path.join(HERE, "qwen35moe_q4_1.gguf"),
+        "--gguf-py", gguf_py)
+    shutil.rmtree(tmp)
 
 
 if __name__ == "__main__":

@@ -639,8 +639,9 @@ INSTANTIATE_TEST_SUITE_P(Mla, CudaForwardMlaTest,
 
 // GGUF files (docs/formats/gguf.md) on CUDA, every quant type computed on as stored (cuda/ggml_pieces.h): llama.cpp's
 // own llama-quantize outputs of a K-quant-sized qwen3_moe (Q4_K_M: Q4_K with Q6_K and Q5_0 among them; Q6_K; IQ4_XS
-// with a Q8_0 attn_v; Q8_0: tests/data/gguf/llama_cpp/README.md), Seedling's Q4_1 file (q4_g32) and gpt-oss with
-// MXFP4 experts as ggml stores them (mxfp4_ggml, put in mxfp4's VRAM form). Each: a short prompt (CUDA cores) and
+// with a Q8_0 attn_v; Q8_0: tests/data/gguf/llama_cpp/README.md), Seedling's Q4_1 file (q4_g32), gpt-oss with
+// MXFP4 experts as ggml stores them (mxfp4_ggml, put in mxfp4's VRAM form) and qwen35moe (Gated DeltaNet, norms stored
+// as 1 + w). Each: a short prompt (CUDA cores) and
 // token-by-token decode within 2e-2 of the CPU with its greedy tokens, the decode graph bit-identical to op-by-op
 // launches; a 150-row prompt on tensor cores (q8_0, q5_0 on the f16 kernel, the K types and iq4_xs on TF32,
 // mxfp4_ggml on CUDA cores) within the larger of 2e-2 and 4e + 1e-4 of the CPU, e the CPU's own distance when every
@@ -703,7 +704,8 @@ INSTANTIATE_TEST_SUITE_P(Files, CudaGgufTest,
                                            GgufCase{"llama_cpp/kquant_qwen3moe_q8_0", kKquantIds},
                                            GgufCase{"llama_cpp/kquant_qwen3moe_q4_k_m", kKquantIds},
                                            GgufCase{"qwen3moe_q4_1", {1, 7, 33, 2, 63, 0, 12, 45}},
-                                           GgufCase{"gpt_oss_mxfp4", {1, 5, 9, 2, 40}}),
+                                           GgufCase{"gpt_oss_mxfp4", {1, 5, 9, 2, 40}},
+                                           GgufCase{"qwen35moe_q4_1", {1, 5, 9, 200, 33, 7, 100, 64}}),
                          [](const auto& info) {
                            std::string n = info.param.file;
                            return n.substr(n.find('/') + 1);
