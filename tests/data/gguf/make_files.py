@@ -84,7 +84,8 @@ def every_type(g, path):
 
 def fuzz_seeds(g, folder):
     """Small files for tests/fuzz/corpus/fuzz_gguf/: every_type.gguf, a version 2 file aligned to 64, and the
-    packed-to-GGUF file cut after its first tensor (the rest of its tensors run past the end)."""
+    packed-to-GGUF files (qwen3moe, qwen35moe) cut after their first tensor (the rest of their tensors run past the
+    end)."""
     os.makedirs(folder, exist_ok=True)
     shutil.copy(os.path.join(HERE, "every_type.gguf"), os.path.join(folder, "every_type"))
     path = os.path.join(folder, "aligned64_v2")
@@ -103,11 +104,11 @@ def fuzz_seeds(g, folder):
     data[4:8] = struct.pack("<I", 2)  # version 2 has version 3's layout (3 allowed big-endian files)
     open(path, "wb").write(bytes(data))
     mapping_seed(g, os.path.join(folder, "qwen3moe_keys_gpt2"))
-    src = os.path.join(HERE, "qwen3moe_q4_1.gguf")
-    r = g.GGUFReader(src)
-    first = r.tensors[0]
-    open(os.path.join(folder, "qwen3moe_q4_1_cut"), "wb").write(open(src, "rb").read()[:first.data_offset +
-                                                                                         first.n_bytes])
+    for name in ("qwen3moe_q4_1", "qwen35moe_q4_1"):  # each cut after its first tensor: the mapping, then a short file
+        src = os.path.join(HERE, name + ".gguf")
+        r = g.GGUFReader(src)
+        first = r.tensors[0]
+        open(os.path.join(folder, name + "_cut"), "wb").write(open(src, "rb").read()[:first.data_offset + first.n_bytes])
 
 
 def mapping_seed(g, path):
