@@ -99,6 +99,17 @@ class LayoutWriter {
     }
     b_.raw_tensor(gguf, {uint64_t(shape[1]), uint64_t(shape[0]), uint64_t(experts)}, GgmlType::BF16, bytes);
   }
+  // A layer's router (mlp.gate) and its per-expert gate/up/down stacked as llama.cpp's ffn_*_exps; p and b the
+  // layer's Hugging Face and GGUF prefixes.
+  void routed_experts(const std::string& p, const std::string& b, int experts) {
+    same(b + "ffn_gate_inp.weight", p + "mlp.gate.weight");
+    for (auto [g, h] :
+         {std::pair{"ffn_gate_exps", "gate_proj"}, {"ffn_up_exps", "up_proj"}, {"ffn_down_exps", "down_proj"}}) {
+      stacked(
+          b + g + ".weight", [&, h = h](int e) { return p + "mlp.experts." + std::to_string(e) + "." + h + ".weight"; },
+          experts);
+    }
+  }
   // gpt-oss's (E, H, 2I) gate_up_proj (gate and up interleaved along the last axis) or (E, I, H) down_proj as the
   // [E x rows x cols] experts llama.cpp reads: rows `out` of every `step` from `offset` of the last axis, transposed.
   void transposed(const std::string& gguf, const std::string& hf, int step, int offset) {
@@ -196,13 +207,7 @@ std::string olmoe_gguf(const test::ScratchDir& dir) {
   llama_layout(w, c["num_hidden_layers"], "ffn_norm", false, [&](const std::string& p, const std::string& b) {
     w.same(b + "attn_q_norm.weight", p + "self_attn.q_norm.weight");
     w.same(b + "attn_k_norm.weight", p + "self_attn.k_norm.weight");
-    w.same(b + "ffn_gate_inp.weight", p + "mlp.gate.weight");
-    for (auto [g, h] :
-         {std::pair{"ffn_gate_exps", "gate_proj"}, {"ffn_up_exps", "up_proj"}, {"ffn_down_exps", "down_proj"}}) {
-      w.stacked(
-          b + g + ".weight", [&, h = h](int e) { return p + "mlp.experts." + std::to_string(e) + "." + h + ".weight"; },
-          c["num_experts"]);
-    }
+    w.routed_experts(p, b, c["num_experts"]);
   });
   test::write_file(dir / "olmoe.gguf", w.b().bytes());
   return dir / "olmoe.gguf";
@@ -287,20 +292,16 @@ std::string qwen35moe_gguf(const test::ScratchDir& dir, int64_t inner = 0, float
                           {"ssm_out", "out_proj"}}) {
         w.same(b + g + ".weight", la + h + ".weight");
       }
-      const uint64_t K = c["linear_conv_kernel_dim"], channels = 2 * 2 * 16 + uint64_t(value_width);
+      const uint64_t K = c["linear_conv_kernel_dim"], channels = 2 * c["linear_num_key_heads"].get<uint64_t>() *
+                                                                     c["linear_key_head_dim"].get<uint64_t>() +
+                                                                 uint64_t(value_width);
       w.reshaped(b + "ssm_conv1d.weight", la + "conv1d.weight", {K, channels});
       w.same(b + "ssm_dt.bias", la + "dt_bias");
       w.f32_of(b + "ssm_a", la + "A_log", {uint64_t(c["linear_num_value_heads"])},
                [&](float v) { return a_sign * -std::exp(v); });
       w.same(b + "ssm_norm.weight", la + "norm.weight");
     }
-    w.same(b + "ffn_gate_inp.weight", p + "mlp.gate.weight");
-    for (auto [g, h] :
-         {std::pair{"ffn_gate_exps", "gate_proj"}, {"ffn_up_exps", "up_proj"}, {"ffn_down_exps", "down_proj"}}) {
-      w.stacked(
-          b + g + ".weight", [&, h = h](int e) { return p + "mlp.experts." + std::to_string(e) + "." + h + ".weight"; },
-          c["num_experts"]);
-    }
+    w.routed_experts(p, b, c["num_experts"]);
     w.same(b + "ffn_gate_inp_shexp.weight", p + "mlp.shared_expert_gate.weight");
     for (auto [g, h] :
          {std::pair{"ffn_gate_shexp", "gate_proj"}, {"ffn_up_shexp", "up_proj"}, {"ffn_down_shexp", "down_proj"}}) {
