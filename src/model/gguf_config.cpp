@@ -5,7 +5,10 @@
 // is decided here the same way, from the tensors.
 #include "model/gguf_config.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <string>
 
 #include "core/error.h"
 
@@ -48,12 +51,14 @@ int64_t num_layers(const json& j) {
   return j.at("num_hidden_layers").get<int64_t>();
 }
 
-// RoPE: rope.freq_base, rope.dimension_count (partial rotary), rope.scaling.* (none, linear, yarn).
-void rope_config(ConfigWriter& w, int64_t head_dim) {
+// RoPE: rope.freq_base, rope.dimension_count (partial rotary), rope.scaling.* (none, linear, yarn). With `mla`
+// (deepseek2) the rotary dimensions are the family's qk_rope_head_dim (its reader), and YaRN's log multiplier is
+// 0.1 * mscale_all_dim (llama.cpp's converter), which gives mscale too: the file holds one number for both.
+void rope_config(ConfigWriter& w, int64_t head_dim, bool mla) {
   json& j = w.json();
   const GgufFile& g = w.file();
   w.real_key_if("rope_theta", "rope.freq_base");
-  if (w.has("rope.dimension_count")) {
+  if (!mla && w.has("rope.dimension_count")) {
     const int64_t n_rot = g.get_int(w.key("rope.dimension_count"), 1, INT32_MAX);
     if (n_rot != head_dim) {
       j["partial_rotary_factor"] = double(n_rot) / double(head_dim);
@@ -74,7 +79,9 @@ void rope_config(ConfigWriter& w, int64_t head_dim) {
     fail("{}: key '{}' is {}: an attention factor other than 1 is not supported", g.path(),
          w.key("rope.scaling.attn_factor"), g.get_float(w.key("rope.scaling.attn_factor")));
   }
-  if (w.has("rope.scaling.yarn_log_multiplier") && g.get_float(w.key("rope.scaling.yarn_log_multiplier")) != 0.0) {
+  double log_mul = 0.0;
+  if (w.has("rope.scaling.yarn_log_multiplier")) log_mul = g.get_float(w.key("rope.scaling.yarn_log_multiplier"));
+  if (!mla && log_mul != 0.0) {
     fail("{}: key '{}' is set: YaRN's log multiplier (DeepSeek's mscale) is not supported for {}", g.path(),
          w.key("rope.scaling.yarn_log_multiplier"), w.arch());
   }
@@ -96,6 +103,12 @@ void rope_config(ConfigWriter& w, int64_t head_dim) {
         w.from(std::string("rope_scaling.") + name, w.key(k));
       }
     }
+    if (mla && log_mul != 0.0) {
+      // The key is a float32 of 0.1 * a config's decimal (1.0 in the releases): its 7 significant digits give the
+      // decimal back (0.08f / 0.1 is 0.79999998, 0.8 once rounded), as the folder's config states it.
+      s["mscale_all_dim"] = s["mscale"] = std::stod(fmt::format("{:.7g}", log_mul / 0.1));
+      w.from("rope_scaling.mscale_all_dim", w.key("rope.scaling.yarn_log_multiplier"));
+    }
   } else {
     fail("{}: key '{}' is '{}': not supported (supported: none, linear, yarn)", g.path(), w.key("rope.scaling.type"),
          type);
@@ -103,8 +116,9 @@ void rope_config(ConfigWriter& w, int64_t head_dim) {
   j["rope_scaling"] = s;
 }
 
-// What every mapped architecture shares: sizes, heads, norms, RoPE, the head, the token ids.
-void common_config(ConfigWriter& w) {
+// What every mapped architecture shares: sizes, heads, norms, RoPE, the head, the token ids. With `mla` (deepseek2)
+// the key and value lengths are MLA's (nope + rope, v_head_dim: deepseek2_config reads them), not a head_dim.
+void common_config(ConfigWriter& w, bool mla = false) {
   json& j = w.json();
   const GgufFile& g = w.file();
   j["hidden_act"] = "silu";
@@ -127,8 +141,8 @@ void common_config(ConfigWriter& w) {
   const int64_t heads = w.int_key("num_attention_heads", "attention.head_count", 1);
   w.int_key_if("num_key_value_heads", "attention.head_count_kv", 1);
   int64_t head_dim = hidden / heads;
-  if (w.has("attention.key_length")) head_dim = w.int_key("head_dim", "attention.key_length", 1);
-  if (w.has("attention.value_length")) {
+  if (!mla && w.has("attention.key_length")) head_dim = w.int_key("head_dim", "attention.key_length", 1);
+  if (!mla && w.has("attention.value_length")) {
     const int64_t v = g.get_int(w.key("attention.value_length"), 1, INT32_MAX);
     if (v != head_dim) {
       fail("{}: key '{}' is {}, but the key length is {}: value heads of another width are not supported", g.path(),
@@ -138,7 +152,7 @@ void common_config(ConfigWriter& w) {
   j["rms_norm_eps"] = g.get_float(w.key("attention.layer_norm_rms_epsilon"));
   w.from("rms_norm_eps", w.key("attention.layer_norm_rms_epsilon"));
   w.int_key_if("max_position_embeddings", "context_length", 1);
-  rope_config(w, head_dim);
+  rope_config(w, head_dim, mla);
   j["tie_word_embeddings"] = !w.has_tensor("output.weight");
   // Token ids: BOS, and every id that ends a generation (llama.cpp's EOS, EOT and EOM).
   if (g.has("tokenizer.ggml.bos_token_id")) {
@@ -312,6 +326,50 @@ void qwen35moe_config(ConfigWriter& w) {
   j["mlp_only_layers"] = json::array();
 }
 
+// deepseek2 (DeepSeek-V3/R1, Kimi-K2, as llama.cpp's convert_hf_to_gguf.py writes them): MLA's attention.q_lora_rank
+// (absent: q_proj), attention.kv_lora_rank, key_length = qk_nope + qk_rope, value_length = v_head_dim,
+// rope.dimension_count = qk_rope; head_count_kv is the query heads (llama.cpp's MLA convention; MLA has no KV heads);
+// sigmoid routing with the correction bias (expert_gating_func 2; softmax, DeepSeek-V2's, refused) in groups,
+// expert_weights_scale, leading_dense_block_count, expert_shared_count; the MTP layers stored, not run.
+void deepseek2_config(ConfigWriter& w) {
+  common_config(w, true);
+  json& j = w.json();
+  const GgufFile& g = w.file();
+  mtp_layers(w);
+  experts_config(w, "n_routed_experts", "moe_intermediate_size", true);
+  w.int_key_if("intermediate_size", "feed_forward_length", 1);
+  w.int_key("n_shared_experts", "expert_shared_count", 0);
+  j["first_k_dense_replace"] = 0;
+  w.int_key_if("first_k_dense_replace", "leading_dense_block_count", 0);
+  w.real_key_if("routed_scaling_factor", "expert_weights_scale");
+  norm_topk(w, false);
+  w.int_key_if("n_group", "expert_group_count", 1);
+  w.int_key_if("topk_group", "expert_group_used_count", 1);
+  const int64_t gating = w.has("expert_gating_func") ? g.get_int(w.key("expert_gating_func")) : 0;
+  if (gating != 2) {
+    fail(
+        "{}: key '{}' is {}: deepseek2 is read with sigmoid routing (2), as DeepSeek-V3 and Kimi-K2 route; softmax "
+        "(DeepSeek-V2's) is not supported",
+        g.path(), w.key("expert_gating_func"), w.has("expert_gating_func") ? std::to_string(gating) : "missing");
+  }
+  j["scoring_func"] = "sigmoid";
+  j["topk_method"] = "noaux_tc";
+  j["q_lora_rank"] = nullptr;
+  w.int_key_if("q_lora_rank", "attention.q_lora_rank", 1);
+  w.int_key("kv_lora_rank", "attention.kv_lora_rank", 1);
+  const int64_t rope = w.int_key("qk_rope_head_dim", "rope.dimension_count", 1);
+  const int64_t key = g.get_int(w.key("attention.key_length"), 1, INT32_MAX);
+  if (key <= rope) {
+    fail("{}: key '{}' is {}: MLA's key length is qk_nope + qk_rope, more than rope.dimension_count {}", g.path(),
+         w.key("attention.key_length"), key, rope);
+  }
+  j["qk_nope_head_dim"] = key - rope;
+  w.from("qk_nope_head_dim", w.key("attention.key_length"));
+  w.int_key("v_head_dim", "attention.value_length", 1);
+  j["rope_interleave"] = true;  // llama.cpp's deepseek2 rotates pairs (its rope type NORM), as transformers does
+  j["attention_bias"] = false;
+}
+
 const GgufArch kArchs[] = {
     {"qwen3moe", "qwen3_moe", "ffn_norm", false, qwen3moe_config},
     {"llama", "mixtral", "ffn_norm", true, llama_config},
@@ -320,6 +378,7 @@ const GgufArch kArchs[] = {
     {"glm4moe", "glm4_moe", "post_attention_norm", false, glm4moe_config},
     {"gpt-oss", "gpt_oss", "post_attention_norm", false, gpt_oss_config},
     {"qwen35moe", "qwen3_5_moe_text", "post_attention_norm", false, qwen35moe_config},
+    {"deepseek2", "deepseek_v3", "ffn_norm", false, deepseek2_config},
 };
 
 // "FILE: key 'hidden_size': ..." from a family's reader -> "FILE: key 'qwen3moe.embedding_length' (config.json's
@@ -483,7 +542,26 @@ std::string gguf_tensor_name(const GgufArch& arch, Role role, int layer) {
     case Role::LinearOut:
       rest = "ssm_out.weight";
       break;
-    default:  // ExpertGateUpBias (two GGUF tensors), qwen3next's grouped projections and the MLA roles (not mapped)
+    // MLA (deepseek2): attn_kv_b as llama.cpp's converter writes it beside its split attn_k_b / attn_v_b.
+    case Role::MlaQA:
+      rest = "attn_q_a.weight";
+      break;
+    case Role::MlaQANorm:
+      rest = "attn_q_a_norm.weight";
+      break;
+    case Role::MlaQB:
+      rest = "attn_q_b.weight";
+      break;
+    case Role::MlaKvA:
+      rest = "attn_kv_a_mqa.weight";
+      break;
+    case Role::MlaKvANorm:
+      rest = "attn_kv_a_norm.weight";
+      break;
+    case Role::MlaKvB:
+      rest = "attn_kv_b.weight";
+      break;
+    default:  // ExpertGateUpBias (two GGUF tensors), qwen3next's grouped projections (not mapped)
       return "";
   }
   return blk(layer, rest);

@@ -110,6 +110,7 @@ class GgufSource final : public WeightSource {
   void finish() const override {
     for (const GgufTensor& t : g_.tensors()) {
       if (used_.count(t.name)) continue;
+      if (split_kv_b_beside_read_kv_b(t.name)) continue;
       const int64_t layer = block_of(t.name);
       if (layer >= m_.c.num_layers) continue;  // stored layers the config does not run (glm4moe's MTP layers)
       fail("{}: tensor '{}' is not read by the {} mapping (as {}), so running would drop it", g_.path(), t.name,
@@ -129,8 +130,29 @@ class GgufSource final : public WeightSource {
     return n;
   }
 
+  // llama.cpp's converter writes MLA's attn_kv_b and, beside it, the same weights split as attn_k_b / attn_v_b (for
+  // its absorbed attention): read from attn_kv_b, the split copies are not a part left behind.
+  bool split_kv_b_beside_read_kv_b(const std::string& name) const {
+    for (const char* split : {".attn_k_b.weight", ".attn_v_b.weight"}) {
+      const size_t n = std::strlen(split);
+      if (name.size() > n && name.compare(name.size() - n, n, split) == 0) {
+        return used_.count(name.substr(0, name.size() - n) + ".attn_kv_b.weight") != 0;
+      }
+    }
+    return false;
+  }
+
   const GgufTensor& tensor(const std::string& gguf, const TensorSpec& s) const {
     const GgufTensor* t = g_.find_tensor(gguf);
+    if (t == nullptr && s.role == Role::MlaKvB) {
+      const std::string split = gguf.substr(0, gguf.size() - std::strlen("attn_kv_b.weight")) + "attn_k_b.weight";
+      if (g_.find_tensor(split) != nullptr) {
+        fail(
+            "{}: tensor '{}' is missing and '{}' is there: MLA's kv_b split into attn_k_b / attn_v_b alone (newer "
+            "llama.cpp conversions) is not read yet; a file with attn_kv_b runs",
+            g_.path(), gguf, split);
+      }
+    }
     if (t == nullptr) {
       fail("{}: missing tensor '{}' (the {} mapping reads role {}{} from it)", g_.path(), gguf, m_.arch->arch,
            role_name(s.role), s.layer >= 0 ? " of layer " + std::to_string(s.layer) : "");

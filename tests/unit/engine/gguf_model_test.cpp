@@ -312,7 +312,123 @@ std::string qwen35moe_gguf(const test::ScratchDir& dir, int64_t inner = 0, float
   return dir / "qwen35moe.gguf";
 }
 
+// deepseek2 (DeepSeek-V3's MLA, group routing, dense lead layers, shared experts) as llama.cpp's converter writes it
+// (DeepseekV2Model): attn_q_a / attn_q_a_norm / attn_q_b (or attn_q), attn_kv_a_mqa, attn_kv_a_norm, attn_kv_b and,
+// beside it, the split attn_k_b / attn_v_b its absorbed attention reads (written here as placeholders of their
+// sizes: Seedling reads attn_kv_b); the keys it writes, YaRN's log multiplier 0.1 * mscale_all_dim. `split_only`
+// leaves attn_kv_b out (newer conversions).
+std::string deepseek2_gguf(const test::ScratchDir& dir, const std::string& name, bool split_only = false) {
+  const std::string hf = test::data_path("models/" + name + "/hf");
+  const nlohmann::json c = test::read_json(hf + "/config.json");
+  const nlohmann::json& rope = c["rope_parameters"];
+  const int layers = c["num_hidden_layers"], heads = c["num_attention_heads"];
+  const int64_t nope = c["qk_nope_head_dim"], rot = c["qk_rope_head_dim"], v = c["v_head_dim"],
+                rank = c["kv_lora_rank"];
+  LayoutWriter w(hf);
+  const std::string a = "deepseek2";
+  common_keys(w, a, c);
+  w.u32(a + ".attention.key_length", nope + rot);
+  w.u32(a + ".attention.value_length", v);
+  w.u32(a + ".rope.dimension_count", rot);
+  if (!c["q_lora_rank"].is_null()) w.u32(a + ".attention.q_lora_rank", c["q_lora_rank"]);
+  w.u32(a + ".attention.kv_lora_rank", rank);
+  w.u32(a + ".expert_count", c["n_routed_experts"]);
+  w.u32(a + ".expert_feed_forward_length", c["moe_intermediate_size"]);
+  w.u32(a + ".feed_forward_length", c["intermediate_size"]);
+  w.u32(a + ".expert_shared_count", c["n_shared_experts"]);
+  w.u32(a + ".leading_dense_block_count", c["first_k_dense_replace"]);
+  w.f32(a + ".expert_weights_scale", c["routed_scaling_factor"]);
+  w.b().key(a + ".expert_weights_norm", GgufType::Bool, c["norm_topk_prob"].get<bool>());
+  w.u32(a + ".expert_gating_func", 2);
+  w.u32(a + ".expert_group_count", c["n_group"]);
+  w.u32(a + ".expert_group_used_count", c["topk_group"]);
+  if (rope["rope_type"] == "yarn") {
+    w.b().str(a + ".rope.scaling.type", "yarn");
+    w.f32(a + ".rope.scaling.factor", rope["factor"]);
+    w.u32(a + ".rope.scaling.original_context_length", rope["original_max_position_embeddings"]);
+    w.f32(a + ".rope.scaling.yarn_beta_fast", rope["beta_fast"]);
+    w.f32(a + ".rope.scaling.yarn_beta_slow", rope["beta_slow"]);
+    w.f32(a + ".rope.scaling.yarn_log_multiplier", 0.1 * rope["mscale_all_dim"].get<double>());
+  }
+  w.same("token_embd.weight", "model.embed_tokens.weight");
+  w.same("output_norm.weight", "model.norm.weight");
+  w.same("output.weight", "lm_head.weight");
+  for (int l = 0; l < layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".", b = "blk." + std::to_string(l) + ".";
+    const std::string sa = p + "self_attn.";
+    w.same(b + "attn_norm.weight", p + "input_layernorm.weight");
+    w.same(b + "ffn_norm.weight", p + "post_attention_layernorm.weight");
+    if (c["q_lora_rank"].is_null()) {
+      w.same(b + "attn_q.weight", sa + "q_proj.weight");
+    } else {
+      w.same(b + "attn_q_a.weight", sa + "q_a_proj.weight");
+      w.same(b + "attn_q_a_norm.weight", sa + "q_a_layernorm.weight");
+      w.same(b + "attn_q_b.weight", sa + "q_b_proj.weight");
+    }
+    w.same(b + "attn_kv_a_mqa.weight", sa + "kv_a_proj_with_mqa.weight");
+    w.same(b + "attn_kv_a_norm.weight", sa + "kv_a_layernorm.weight");
+    if (!split_only) w.same(b + "attn_kv_b.weight", sa + "kv_b_proj.weight");
+    const std::string zeros_k(size_t(heads * rank * nope) * 2, '\0'), zeros_v(size_t(heads * v * rank) * 2, '\0');
+    w.b().raw_tensor(b + "attn_k_b.weight", {uint64_t(nope), uint64_t(heads * rank)}, GgmlType::BF16, zeros_k);
+    w.b().raw_tensor(b + "attn_v_b.weight", {uint64_t(rank), uint64_t(heads * v)}, GgmlType::BF16, zeros_v);
+    w.same(b + "attn_output.weight", sa + "o_proj.weight");
+    if (l < c["first_k_dense_replace"].get<int>()) {
+      for (auto [g, h] : {std::pair{"ffn_gate", "gate_proj"}, {"ffn_up", "up_proj"}, {"ffn_down", "down_proj"}}) {
+        w.same(b + g + ".weight", p + "mlp." + h + ".weight");
+      }
+      continue;
+    }
+    w.routed_experts(p, b, c["n_routed_experts"]);
+    w.same(b + "exp_probs_b.bias", p + "mlp.gate.e_score_correction_bias");
+    for (auto [g, h] :
+         {std::pair{"ffn_gate_shexp", "gate_proj"}, {"ffn_up_shexp", "up_proj"}, {"ffn_down_shexp", "down_proj"}}) {
+      w.same(b + g + ".weight", p + "mlp.shared_experts." + h + ".weight");
+    }
+  }
+  const std::string file = dir / (name + (split_only ? "_split.gguf" : ".gguf"));
+  test::write_file(file, w.b().bytes());
+  return file;
+}
+
 }  // namespace
+
+// deepseek2 (deepseek2_gguf above) runs as the folder it was written from, bit for bit: every tensor is its bytes, and
+// the split attn_k_b / attn_v_b beside attn_kv_b are not a part left unread. The file holds YaRN's mscale_all_dim
+// alone (yarn_log_multiplier), which the mapping takes for mscale too: deepseek_v3_a's folder (mscale 1.0,
+// mscale_all_dim 0.8) is compared with both 0.8; deepseek_v3_b has no q_lora_rank and no YaRN. A file with only the
+// split kv_b is one clear error.
+TEST(GgufModel, Deepseek2InLlamaCppsLayoutRunsAsItsFolder) {
+  test::ScratchDir dir("gguf-deepseek2");
+  for (const std::string name : {"deepseek_v3_a", "deepseek_v3_b"}) {
+    const std::string gguf = deepseek2_gguf(dir, name);
+    std::string folder = test::data_path("models/" + name + "/hf");
+    if (name == "deepseek_v3_a") {
+      const test::ScratchDir copy("gguf-deepseek2-folder");
+      std::filesystem::copy(folder, copy.str(), std::filesystem::copy_options::recursive);
+      nlohmann::json cfg = test::read_json(copy / "config.json");
+      cfg["rope_parameters"]["mscale"] = cfg["rope_parameters"]["mscale_all_dim"];
+      test::write_file(copy / "config.json", cfg.dump());
+      folder = dir / "folder_a";
+      std::filesystem::copy(copy.str(), folder, std::filesystem::copy_options::recursive);
+    }
+    const GgufModel m = map_gguf_model(GgufFile(gguf));
+    EXPECT_STREQ(m.family->model_type, "deepseek_v3");
+    const ModelConfig a = m.c, b = read_model_config(folder);
+    EXPECT_EQ(a.rope.mscale, b.rope.mscale) << name;
+    EXPECT_EQ(a.rope.mscale_all_dim, b.rope.mscale_all_dim) << name;
+    for (int l = 0; l < b.num_layers; ++l) {
+      EXPECT_EQ(a.plan(l).mla.q_lora_rank, b.plan(l).mla.q_lora_rank) << name << " layer " << l;
+      EXPECT_EQ(a.plan(l).mla.softmax_scale, b.plan(l).mla.softmax_scale) << name << " layer " << l;
+      EXPECT_EQ(a.has_experts(l), b.has_experts(l)) << name << " layer " << l;
+    }
+    const std::vector<int32_t> ids = reference_ids(name);
+    EXPECT_EQ(max_abs_diff(logits_of(gguf, ids), logits_of(folder, ids)), 0.0) << name;
+  }
+  const std::string split = test::error_of([&] { logits_of(deepseek2_gguf(dir, "deepseek_v3_b", true), {1, 2}); });
+  EXPECT_NE(split.find("tensor 'blk.0.attn_kv_b.weight' is missing and 'blk.0.attn_k_b.weight' is there"),
+            std::string::npos)
+      << split;
+}
 
 // qwen35moe (Qwen3.5 MoE's text model in llama.cpp's layout, qwen35moe_gguf above) runs as the released folder it was
 // written from: the norms read as stored (1 + w) give the folder's own floats, every matrix is its bytes, and only
@@ -519,7 +635,7 @@ INSTANTIATE_TEST_SUITE_P(Types, LlamaQuantizeKQuant, ::testing::Values("q4_k_m",
 TEST(GgufModel, UnmappedArchitectureNamesTheMappedOnes) {
   EXPECT_HAS(map_error(qwen3moe_keys("falcon")),
              "key 'general.architecture': 'falcon' is not mapped onto a Seedling family (mapped: qwen3moe, llama (with "
-             "experts), olmoe, qwen2moe, glm4moe, gpt-oss, qwen35moe)");
+             "experts), olmoe, qwen2moe, glm4moe, gpt-oss, qwen35moe, deepseek2)");
 }
 
 TEST(GgufModel, MissingRequiredKeyNamesIt) {
