@@ -250,10 +250,10 @@ void mtp_layers(ConfigWriter& w) {
   }
 }
 
-void glm4moe_config(ConfigWriter& w) {
-  common_config(w);
+// The routed experts of glm4moe and deepseek2 (the MTP layers, a dense lead, shared experts, a weight scale, groups),
+// as llama.cpp's keys state them; norm_topk_prob false where expert_weights_norm is absent (llama.cpp's default).
+void group_moe_config(ConfigWriter& w) {
   json& j = w.json();
-  const GgufFile& g = w.file();
   mtp_layers(w);
   experts_config(w, "n_routed_experts", "moe_intermediate_size", true);
   w.int_key_if("intermediate_size", "feed_forward_length", 1);
@@ -261,9 +261,16 @@ void glm4moe_config(ConfigWriter& w) {
   j["first_k_dense_replace"] = 0;
   w.int_key_if("first_k_dense_replace", "leading_dense_block_count", 0);
   w.real_key_if("routed_scaling_factor", "expert_weights_scale");
-  norm_topk(w, false);  // llama.cpp's default when the key is absent
+  norm_topk(w, false);
   w.int_key_if("n_group", "expert_group_count", 1);
   w.int_key_if("topk_group", "expert_group_used_count", 1);
+}
+
+void glm4moe_config(ConfigWriter& w) {
+  common_config(w);
+  json& j = w.json();
+  const GgufFile& g = w.file();
+  group_moe_config(w);
   if (w.has("expert_gating_func")) {
     const int64_t f = g.get_int(w.key("expert_gating_func"));
     if (f != 0 && f != 2) {  // llama.cpp: 0 (unset) means sigmoid for glm4moe, 1 softmax, 2 sigmoid
@@ -335,16 +342,7 @@ void deepseek2_config(ConfigWriter& w) {
   common_config(w, true);
   json& j = w.json();
   const GgufFile& g = w.file();
-  mtp_layers(w);
-  experts_config(w, "n_routed_experts", "moe_intermediate_size", true);
-  w.int_key_if("intermediate_size", "feed_forward_length", 1);
-  w.int_key("n_shared_experts", "expert_shared_count", 0);
-  j["first_k_dense_replace"] = 0;
-  w.int_key_if("first_k_dense_replace", "leading_dense_block_count", 0);
-  w.real_key_if("routed_scaling_factor", "expert_weights_scale");
-  norm_topk(w, false);
-  w.int_key_if("n_group", "expert_group_count", 1);
-  w.int_key_if("topk_group", "expert_group_used_count", 1);
+  group_moe_config(w);
   const int64_t gating = w.has("expert_gating_func") ? g.get_int(w.key("expert_gating_func")) : 0;
   if (gating != 2) {
     fail(
