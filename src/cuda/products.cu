@@ -340,36 +340,26 @@ void matmul(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool acc
 
 namespace {
 // The codec pairs of the mixed matvec launch (matvec_kernel's C2): ggml's types as llama-quantize mixes them in one
-// layer's q/k/v (Q4_K_M: attn_q Q4_K, attn_k and attn_v Q8_0, Q6_K or Q4_K).
-template <typename F>
-void dispatch_mixed_pair(Codec a, Codec b, F&& f) {
+// layer's q/k/v (Q4_K_M: attn_q Q4_K, attn_k and attn_v Q8_0, Q6_K or Q4_K); f<C, C2>() for a pair of two of them.
+template <CodecId... Cs>
+struct CodecList {};
+using MixedCodecs = CodecList<Id::Q4_K, Id::Q5_K, Id::Q6_K, Id::Q8_0>;
+
+template <typename F, CodecId... Cs>
+void dispatch_pair_in(CodecList<Cs...>, Codec a, Codec b, F& f) {
   const auto second = [&]<CodecId C>() {
     const auto pair = [&]<CodecId C2>() {
       if constexpr (C2 != C) {
         if (Id(uint8_t(b)) == C2) f.template operator()<C, C2>();
       }
     };
-    pair.template operator()<Id::Q4_K>();
-    pair.template operator()<Id::Q5_K>();
-    pair.template operator()<Id::Q6_K>();
-    pair.template operator()<Id::Q8_0>();
+    (pair.template operator()<Cs>(), ...);
   };
-  switch (Id(uint8_t(a))) {
-    case Id::Q4_K:
-      second.template operator()<Id::Q4_K>();
-      break;
-    case Id::Q5_K:
-      second.template operator()<Id::Q5_K>();
-      break;
-    case Id::Q6_K:
-      second.template operator()<Id::Q6_K>();
-      break;
-    case Id::Q8_0:
-      second.template operator()<Id::Q8_0>();
-      break;
-    default:
-      break;
-  }
+  ((Id(uint8_t(a)) == Cs ? second.template operator()<Cs>() : void()), ...);
+}
+template <typename F>
+void dispatch_mixed_pair(Codec a, Codec b, F&& f) {
+  dispatch_pair_in(MixedCodecs{}, a, b, f);
 }
 // The first of ws (at most 3, one width) past its one change of codec, ws.size() where all are of one codec; -1
 // where the codecs change twice, the widths differ or the pair has no mixed launch (ggml's types, read at any row

@@ -174,6 +174,7 @@ TEST_P(CudaForwardTest, LogitsBitIdenticalAcrossVramBudgetsThatEvictEveryToken) 
   const std::vector<int32_t> ids = ids_of(GetParam());
   std::vector<Outcome> outcomes;
   std::vector<ExpertStats> stats;
+  std::vector<int64_t> replays;
   auto probe = Model::load(dir);
   const uint64_t blob = cuda::expert_slot_bytes(*probe);
   const int k = probe->config().experts_per_token;
@@ -192,6 +193,7 @@ TEST_P(CudaForwardTest, LogitsBitIdenticalAcrossVramBudgetsThatEvictEveryToken) 
     if (copies) ::unsetenv("SEEDLING_NO_DIRECT_MISSES");
     outcomes.push_back(run_model(*model, ids));
     stats.push_back(model->device_forward()->expert_stats());
+    replays.push_back(cuda_graph_replays(*model->device_forward()));
   }
   for (size_t i = 1; i < outcomes.size(); ++i) {
     EXPECT_EQ(outcomes[i].logits, outcomes[0].logits) << "budget " << i;
@@ -203,6 +205,10 @@ TEST_P(CudaForwardTest, LogitsBitIdenticalAcrossVramBudgetsThatEvictEveryToken) 
   // With top-k slots, every decoded token misses at least once in each MoE layer whose choice changed; over the
   // run the misses must outnumber the tokens.
   const int64_t tokens = int64_t(ids.size()) * 3 + 12;
+  // Reading misses in place, the cache's decode steps run as the decode graph; copying them first, they cannot.
+  EXPECT_GT(replays[1], 0) << "top-k slots, misses read in place";
+  EXPECT_GT(replays[2], 0) << "top-k + 1 slots, misses read in place";
+  EXPECT_EQ(replays[3], 0) << "top-k slots, misses copied first";
   for (const size_t i : {size_t(1), size_t(3)}) {
     EXPECT_GT(int64_t(stats[i].misses), tokens) << "the smallest budget should evict all the time (" << i << ")";
     EXPECT_EQ(stats[i].bytes_read, stats[i].misses * blob) << i;
