@@ -1,5 +1,5 @@
-// ops/int8_sum-inl.h - what the int8 kernels (ops/matmul_int8.cpp, ops/matmul_ggml_int8.cpp) share: the reduction
-// and the GEMMs' stores.
+// ops/int8_sum-inl.h - what the int8 kernels (ops/matmul_int8.cpp, ops/matmul_ggml_int8.cpp) share: the reductions
+// into one output a lane and the GEMMs' stores.
 // Highway, included once per SIMD target inside its namespace.
 
 // Per-target include guard (Highway's convention: toggled by foreach_target.h).
@@ -26,6 +26,37 @@ HWY_INLINE hn::Vec<D32> Reduce4(D32 d32, const hn::Vec<D32>* v) {
   const auto ab64 = hn::BitCast(d64, ab), cd64 = hn::BitCast(d64, cd);
   return hn::Add(hn::BitCast(d32, hn::InterleaveLower(d64, ab64, cd64)),
                  hn::BitCast(d32, hn::InterleaveUpper(d64, ab64, cd64)));
+}
+
+// r[g] from Reduce4 of outputs 4g..4g+3 (g < number of 128-bit blocks): lane j = output j's whole sum.
+template <class D32>
+HWY_INLINE hn::Vec<D32> ReduceBlocks(D32 d32, hn::Vec<D32>* r) {
+  constexpr size_t kBlocks = hn::MaxLanes(D32()) / 4;
+  if constexpr (kBlocks == 1) {
+    return r[0];
+  } else {
+    if constexpr (kBlocks == 4) {  // halves first: r[0] + r[2] per half, then adjacent blocks as for two
+      const auto s02 = hn::Add(hn::ConcatLowerLower(d32, r[2], r[0]), hn::ConcatUpperUpper(d32, r[2], r[0]));
+      const auto s13 = hn::Add(hn::ConcatLowerLower(d32, r[3], r[1]), hn::ConcatUpperUpper(d32, r[3], r[1]));
+      r[0] = s02, r[1] = s13;
+    }
+    return hn::Add(hn::OddEvenBlocks(hn::SwapAdjacentBlocks(r[1]), r[0]),
+                   hn::OddEvenBlocks(r[1], hn::SwapAdjacentBlocks(r[0])));
+  }
+}
+
+// Float32 values of float16 bits in the low 16 bits of each lane (the upper 16 ignored), exactly f16_to_f32's for
+// every value: subnormals, infinities and NaNs too.
+template <class D32>
+HWY_INLINE hn::Vec<hn::Rebind<float, D32>> F16ToF32(D32 d32, hn::Vec<D32> h) {
+  const hn::Rebind<float, D32> df;
+  const auto sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(d32, 0x8000)));
+  const auto mag = hn::And(h, hn::Set(d32, 0x7FFF));
+  const auto normal = hn::ShiftLeft<13>(hn::Add(mag, hn::Set(d32, (127 - 15) << 10)));
+  const auto special = hn::Or(hn::Set(d32, 0x7F800000), hn::ShiftLeft<13>(hn::And(mag, hn::Set(d32, 0x3FF))));
+  const auto subnormal = hn::BitCast(d32, hn::Mul(hn::ConvertTo(df, mag), hn::Set(df, 0x1p-24f)));
+  const auto finite = hn::IfThenElse(hn::Lt(mag, hn::Set(d32, 0x400)), subnormal, normal);
+  return hn::BitCast(df, hn::Or(sign, hn::IfThenElse(hn::Lt(mag, hn::Set(d32, 0x7C00)), finite, special)));
 }
 
 // The GEMMs' rows [i0, i0 + TM) of a tile of outputs, straight from their accumulators into y (row stride ldy):

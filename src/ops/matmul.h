@@ -35,9 +35,9 @@ void ggml_decode_row(Codec c, const uint8_t* row, int64_t cols, float* out);
 // How matmul multiplies quantized weights (the affine and ggml codecs) on the CPU. Int8 quantizes each row of x to
 // int8 blocks and takes integer dot products (llama.cpp's trade: about +0.0007 KLD on the demo, 3-4x faster for the
 // affine codecs); Float keeps x in float32 and is the exact product of the stored weights, the reference the tests
-// hold the kernels to. Auto, the default, is Int8 for the codecs whose int8 kernel is the faster one (the affine
-// q4/q8 codecs, ggml's K types and iq4_xs) and Float for the rest (ggml's 32-element types, whose int8 kernel is
-// still 0.4-0.9x their float path: docs/results/2026-12-02-gguf-int8-dot.md). Read once from SEEDLING_CPU_DOT (auto,
+// hold the kernels to. Auto, the default, is Int8 for every quantized codec: the int8 kernel is the faster for each
+// (bench/matmul_bench --codecs: the 32-element ggml types took the float path until their kernel served a tile of
+// outputs a lane each, docs/results/2026-12-06-cpu-ggml32-int8-tiles.md). Read once from SEEDLING_CPU_DOT (auto,
 // float or int8; any other value fails, naming it); set_cpu_dot overrides it (--cpu-dot, tests, benches).
 enum class CpuDot : uint8_t { Auto, Float, Int8 };
 CpuDot cpu_dot();

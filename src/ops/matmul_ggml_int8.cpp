@@ -6,9 +6,6 @@
 // Targets without fixed 128-bit blocks (SVE, RVV, scalar) run ref::ggml_matmul_int8.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/matmul_ggml_int8.cpp"
-#ifndef HWY_WANT_AVX3_DL
-#define HWY_WANT_AVX3_DL  // as matmul_int8.cpp: the same target list in every file
-#endif
 #include <hwy/aligned_allocator.h>
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
@@ -308,6 +305,8 @@ HWY_INLINE void BlockRows(const Int8Rows& xq, const uint8_t* row, int64_t i0, fl
     const int64_t count = std::min(C, r.blocks - b0);
     hn::Vec<decltype(d8)> codes[4];
     float d[4], dmin[4];
+    // A line kAhead bytes on per step (a step's blocks span 72-96 bytes: about one line), as the 256-value kernels.
+    __builtin_prefetch(row + size_t(b0) * block_bytes + kAhead, 0, 3);
     for (int64_t k = 0; k < count; ++k) {
       const uint8_t* block = row + size_t(b0 + k) * block_bytes;
       ggml::ggml_d_dmin(T, block, d[k], dmin[k]);
@@ -343,6 +342,85 @@ HWY_INLINE void BlockRows(const Int8Rows& xq, const uint8_t* row, int64_t i0, fl
     }
   }
   for (size_t i = 0; i < TM; ++i) y[(i0 + int64_t(i)) * ldy] = acc[i];
+}
+
+// The 32-element types, a tile of TN outputs (the int32 lanes of a 32-byte vector) at a time, rows [i0, i0 + TM):
+// as matmul_int8.cpp's TileRows, each block's codes are read once for the TM rows, four outputs' integer sums are
+// reduced into one vector (Reduce4, then ReduceBlocks: lane j = output j's exact isum), and the float steps of the
+// definition run one output a lane: the same operations in the same order as BlockRows's scalar steps, so the same
+// bits, with TN outputs' d, dmin and steps in one vector each. rows[j] is output j's weight row (a short tile repeats
+// its last), offsets lane j its byte offset from rows[0]; with ahead, each block asks for the line ahead bytes
+// further on in every row (the next tile's).
+template <Codec T, size_t TM>
+HWY_INLINE void BlockTileRows(const Int8Rows& xq, const uint8_t* const* rows,
+                              hn::Vec<hn::Repartition<int32_t, hn::CappedTag<uint8_t, 32>>> offsets, int64_t i0,
+                              float* y, int64_t ldy, int64_t count, size_t ahead) {
+  const hn::CappedTag<uint8_t, 32> d8;
+  const hn::RebindToSigned<decltype(d8)> di8;
+  const hn::Repartition<int16_t, decltype(d8)> d16;
+  const hn::Repartition<int32_t, decltype(d8)> d32;
+  const hn::Rebind<float, decltype(d32)> df;
+  constexpr size_t B = hn::MaxLanes(decltype(d8)()), S = 32 / B, TN = hn::MaxLanes(decltype(d32)());
+  const size_t block_bytes = codec_block_bytes(T);
+  [[maybe_unused]] const auto ones = hn::Set(d16, int16_t{1});
+  hn::Vec<decltype(df)> acc[TM];
+  for (size_t i = 0; i < TM; ++i) acc[i] = hn::Zero(df);
+  HWY_ALIGN float ds[TN], dmins[TN];
+  for (int64_t b = 0; b < xq.blocks; ++b) {
+    const size_t at = size_t(b) * block_bytes;
+    if (ahead != 0) {
+      for (size_t j = 0; j < TN; ++j) __builtin_prefetch(rows[j] + at + ahead, 0, 3);
+    }
+    hn::Vec<decltype(d32)> reduced[TM][TN / 4];
+    for (size_t g = 0; g < TN / 4; ++g) {
+      hn::Vec<decltype(d8)> codes[4][S];
+      for (size_t j = 0; j < 4; ++j)
+        for (size_t e = 0; e < S; ++e) codes[j][e] = gi::Codes<T>(d8, rows[4 * g + j] + at, int(e * B));
+      for (size_t i = 0; i < TM; ++i) {
+        const int8_t* x = xq.q.data() + ((i0 + int64_t(i)) * xq.blocks + b) * 32;
+        hn::Vec<decltype(d32)> part[4];
+        for (size_t j = 0; j < 4; ++j) {
+          part[j] = hn::Zero(d32);
+          for (size_t e = 0; e < S; ++e) {
+            auto xv = hn::LoadU(di8, x + e * B);
+            auto a = codes[j][e];
+            if constexpr (gi::kSigned<T>) gi::SignSplit(d8, codes[j][e], xv, a);
+#if HWY_TARGET == HWY_AVX3_DL
+            // vpdpbusd (EVEX, as matmul_int8.cpp's Dot): the same exact integer sums in one instruction.
+            auto raw = part[j].raw;
+            asm("%{evex%} vpdpbusd %2, %1, %0" : "+v"(raw) : "v"(a.raw), "v"(xv.raw));
+            part[j] = hn::Vec<decltype(d32)>{raw};
+#else
+            part[j] = gi::DotScaled(d8, part[j], a, xv, ones);
+#endif
+          }
+        }
+        reduced[i][g] = Reduce4(d32, part);
+      }
+    }
+    hn::Vec<decltype(df)> d, dmin;
+    if constexpr (T == Codec::MXFP4_GGML) {  // an e8m0 exponent, not a float16
+      for (size_t j = 0; j < TN; ++j) ggml::ggml_d_dmin(T, rows[j] + at, ds[j], dmins[j]);
+      d = hn::Load(df, ds);
+    } else {  // float16 d at the block's start (and Q5_1's m after it)
+      const auto f16 = [&](size_t field) {
+        const auto g = hn::GatherOffset(d32, reinterpret_cast<const int32_t*>(rows[0] + at + field), offsets);
+        return F16ToF32(d32, g);
+      };
+      d = f16(0);
+      if constexpr (T == Codec::Q5_1) dmin = hn::Neg(f16(offsetof(BlockQ5_1, m)));
+    }
+    for (size_t i = 0; i < TM; ++i) {
+      const size_t index = size_t((i0 + int64_t(i)) * xq.blocks + b);
+      const float xsum = xq.sum[index];
+      auto isum = ReduceBlocks(d32, reduced[i]);
+      if constexpr (gi::kOffset<T> != 0) isum = hn::Sub(isum, hn::Set(d32, gi::kOffset<T> * int32_t(xsum)));
+      auto t = hn::Mul(d, hn::ConvertTo(df, isum));
+      if constexpr (T == Codec::Q5_1) t = hn::Sub(t, hn::Mul(dmin, hn::Set(df, xsum)));
+      acc[i] = hn::Add(acc[i], hn::Mul(hn::Set(df, xq.scale[index]), t));
+    }
+  }
+  StoreTileRows<TM>(df, acc, y, i0, ldy, count);
 }
 
 // ---- The GEMM form of the 256-value types with unsigned codes (prefill): a tile repacked once, every row on it ----
@@ -543,16 +621,31 @@ __attribute__((aligned(64))) void RangeT(const Int8Rows& xq, const Matrix& w, fl
   const auto* base = static_cast<const uint8_t*>(w.data);
   const size_t row_bytes = w.row_bytes();
   const int64_t m = xq.rows;
+  if constexpr (codec_group(T) == 32) {
+    constexpr size_t TN = hn::MaxLanes(hn::Repartition<int32_t, hn::CappedTag<uint8_t, 32>>());
+    for (int64_t n = n0; n < n1; n += int64_t(TN)) {
+      const int64_t count = std::min(int64_t(TN), n1 - n);
+      const uint8_t* rows[TN];
+      HWY_ALIGN int32_t offsets[TN];
+      for (size_t j = 0; j < TN; ++j) {
+        const int64_t r = std::min(int64_t(j), count - 1);
+        rows[j] = base + size_t(n + r) * row_bytes;
+        offsets[j] = int32_t(size_t(r) * row_bytes);
+      }
+      const auto offset = hn::Load(hn::Repartition<int32_t, hn::CappedTag<uint8_t, 32>>(), offsets);
+      // The next tile's rows, on the first pass over this one (its rows are the same stream, one tile on).
+      const size_t ahead = n + 2 * int64_t(TN) <= n1 ? TN * row_bytes : 0;
+      int64_t i = 0;
+      for (; i + 4 <= m; i += 4) BlockTileRows<T, 4>(xq, rows, offset, i, y + n, w.rows, count, i == 0 ? ahead : 0);
+      for (; i < m; ++i) BlockTileRows<T, 1>(xq, rows, offset, i, y + n, w.rows, count, i == 0 ? ahead : 0);
+    }
+    return;
+  }
   for (int64_t n = n0; n < n1; ++n) {
     const uint8_t* row = base + size_t(n) * row_bytes;
     int64_t i = 0;
-    if constexpr (codec_group(T) == 256) {
-      for (; i + 4 <= m; i += 4) SuperRows<T, 4>(xq, row, i, y + n, w.rows);
-      for (; i < m; ++i) SuperRows<T, 1>(xq, row, i, y + n, w.rows);
-    } else {
-      for (; i + 4 <= m; i += 4) BlockRows<T, 4>(xq, row, i, y + n, w.rows);
-      for (; i < m; ++i) BlockRows<T, 1>(xq, row, i, y + n, w.rows);
-    }
+    for (; i + 4 <= m; i += 4) SuperRows<T, 4>(xq, row, i, y + n, w.rows);
+    for (; i < m; ++i) SuperRows<T, 1>(xq, row, i, y + n, w.rows);
   }
 }
 

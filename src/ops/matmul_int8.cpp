@@ -11,9 +11,6 @@
 // integer sums are the same exact sums and its float steps the same, so it gives the decode kernel's bits.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/matmul_int8.cpp"
-#ifndef HWY_WANT_AVX3_DL
-#define HWY_WANT_AVX3_DL  // Highway 1.0 compiles its VNNI target (AVX3_DL) only when asked
-#endif
 #include <hwy/aligned_allocator.h>
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
@@ -129,34 +126,6 @@ HWY_INLINE hn::Vec<D32> Dot(D8 d8, D32 d32, hn::Vec<D32> acc, hn::Vec<D8> w, hn:
                                       hn::PromoteTo(d16, hn::UpperHalf(dsh, xs)), acc, odd);
   return hn::Add(acc, odd);
 #endif
-}
-
-// r[g] from Reduce4 of outputs 4g..4g+3 (g < number of 128-bit blocks): lane j = output j's whole sum.
-template <class D32>
-HWY_INLINE hn::Vec<D32> ReduceBlocks(D32 d32, hn::Vec<D32>* r) {
-  constexpr size_t kBlocks = hn::MaxLanes(D32()) / 4;
-  if constexpr (kBlocks == 1) {
-    return r[0];
-  } else {
-    if constexpr (kBlocks == 4) {  // halves first: r[0] + r[2] per half, then adjacent blocks as for two
-      const auto s02 = hn::Add(hn::ConcatLowerLower(d32, r[2], r[0]), hn::ConcatUpperUpper(d32, r[2], r[0]));
-      const auto s13 = hn::Add(hn::ConcatLowerLower(d32, r[3], r[1]), hn::ConcatUpperUpper(d32, r[3], r[1]));
-      r[0] = s02, r[1] = s13;
-    }
-    return hn::Add(hn::OddEvenBlocks(hn::SwapAdjacentBlocks(r[1]), r[0]),
-                   hn::OddEvenBlocks(r[1], hn::SwapAdjacentBlocks(r[0])));
-  }
-}
-
-// Float32 values of float16 bits in the low 16 bits of each lane (exact; d and m are never inf or NaN).
-template <class D32>
-HWY_INLINE hn::Vec<hn::Rebind<float, D32>> F16ToF32(D32 d32, hn::Vec<D32> h) {
-  const hn::Rebind<float, D32> df;
-  const auto sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(d32, 0x8000)));
-  const auto mag = hn::And(h, hn::Set(d32, 0x7FFF));
-  const auto normal = hn::ShiftLeft<13>(hn::Add(mag, hn::Set(d32, (127 - 15) << 10)));
-  const auto subnormal = hn::BitCast(d32, hn::Mul(hn::ConvertTo(df, mag), hn::Set(df, 0x1p-24f)));
-  return hn::BitCast(df, hn::Or(sign, hn::IfThenElse(hn::Lt(mag, hn::Set(d32, 0x400)), subnormal, normal)));
 }
 
 // Rows [i0, i0 + TM) of one tile of TN outputs (TN = int32 lanes), whose weight rows are rows[0..TN) (a short
@@ -452,16 +421,8 @@ void set_cpu_dot(CpuDot mode) {
 }
 
 bool int8_products(Codec c) {
-  switch (cpu_dot()) {
-    case CpuDot::Float:
-      return false;
-    case CpuDot::Int8:
-      return codec_is_affine(c) || codec_is_ggml(c);
-    case CpuDot::Auto:
-      break;
-  }
-  // The ggml types in super-blocks of 256 are the K types and iq4_xs, whose int8 kernel is the faster.
-  return codec_is_affine(c) || (codec_is_ggml(c) && codec_group(c) == kQK_K);
+  // Auto is Int8: every affine and ggml codec's int8 kernel is the faster (matmul.h).
+  return cpu_dot() != CpuDot::Float && (codec_is_affine(c) || codec_is_ggml(c));
 }
 
 void quantize_int8_rows(const float* x, int64_t m, int64_t cols, int64_t group, Int8Rows& out) {

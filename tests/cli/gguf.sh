@@ -104,8 +104,9 @@ expect_error "tokenize without a tokenizer" "qwen3moe_q4_1.gguf: key 'tokenizer.
 expect_error "chat without a tokenizer" "qwen3moe_q4_1.gguf: key 'tokenizer.ggml.model' is \"none\"" \
   "$bin" chat -m "$q" </dev/null
 # gpt-oss's MXFP4 experts as ggml stores them (codec mxfp4_ggml) against the released folder (Seedling's mxfp4): the
-# same values, multiplied in another order (the ggml codecs take the float path), so within float32 rounding.
-"$bin" logits -m "$g/gpt_oss_mxfp4.gguf" --ids 1,5,9,2,40 -o "$tmp/mx_gguf.f32" 2>/dev/null
+# same values, multiplied in another order on the float path (--cpu-dot float: by default the ggml codecs take int8
+# activations, Seedling's mxfp4 does not), so within float32 rounding.
+"$bin" logits -m "$g/gpt_oss_mxfp4.gguf" --cpu-dot float --ids 1,5,9,2,40 -o "$tmp/mx_gguf.f32" 2>/dev/null
 "$bin" logits -m "$data/models/gpt_oss_mxfp4/hub" --ids 1,5,9,2,40 -o "$tmp/mx_hub.f32" 2>/dev/null
 python3 - "$tmp/mx_gguf.f32" "$tmp/mx_hub.f32" <<'PY' || exit 1
 import struct, sys

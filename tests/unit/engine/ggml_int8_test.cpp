@@ -273,16 +273,16 @@ TEST(GgmlInt8, PiecesAndExpertRegionsGiveTheWholeProductsBits) {
   restore_threads();
 }
 
-// Auto, the default, takes int8 where that kernel is the faster: the affine codecs, the K types and iq4_xs; the
-// 32-element ggml types keep their float path.
+// Auto, the default, takes int8 for every quantized codec (each one's int8 kernel is the faster): the affine codecs
+// and every ggml type; the float codecs and Seedling's own mxfp4 keep the float path.
 TEST(GgmlInt8, AutoTakesInt8WhereItsKernelIsFaster) {
   const ScopedCpuDot automatic(CpuDot::Auto);
   for (const Codec c : {Codec::Q4_G32, Codec::Q4_G64, Codec::Q8_G32, Codec::Q8_G64, Codec::Q2_K, Codec::Q3_K,
-                        Codec::Q4_K, Codec::Q5_K, Codec::Q6_K, Codec::IQ4_XS}) {
+                        Codec::Q4_K, Codec::Q5_K, Codec::Q6_K, Codec::IQ4_XS, Codec::Q8_0, Codec::Q4_0, Codec::Q5_0,
+                        Codec::Q5_1, Codec::IQ4_NL, Codec::MXFP4_GGML}) {
     EXPECT_TRUE(int8_products(c)) << codec_name(c);
   }
-  for (const Codec c : {Codec::Q8_0, Codec::Q4_0, Codec::Q5_0, Codec::Q5_1, Codec::IQ4_NL, Codec::MXFP4_GGML,
-                        Codec::BF16, Codec::F16, Codec::F32, Codec::MXFP4}) {
+  for (const Codec c : {Codec::BF16, Codec::F16, Codec::F32, Codec::MXFP4}) {
     EXPECT_FALSE(int8_products(c)) << codec_name(c);
   }
   const int64_t rows = 20, cols = 512;
@@ -291,12 +291,7 @@ TEST(GgmlInt8, AutoTakesInt8WhereItsKernelIsFaster) {
     const auto bytes = random_blocks(c, rows, cols, 3);
     const Matrix w{c, bytes.data(), rows, cols};
     std::vector<float> expect(static_cast<size_t>(rows)), got(expect.size());
-    if (c == Codec::Q4_K) {
-      ggml_matmul_int8(x.data(), 1, w, expect.data());
-    } else {
-      const ScopedCpuDot flt(CpuDot::Float);
-      matmul(x.data(), 1, w, expect.data());
-    }
+    ggml_matmul_int8(x.data(), 1, w, expect.data());
     matmul(x.data(), 1, w, got.data());
     EXPECT_EQ(got, expect) << codec_name(c);
   }
