@@ -1,7 +1,8 @@
 // The int8-activation kernels of ops/ggml_int8.h: Highway SIMD with runtime dispatch. A weight block's codes are
 // unpacked into byte vectors once for up to 4 rows of x (ops/ggml_int8-inl.h), multiplied with x's int8 codes by
-// pmaddubsw / pmaddwd (the K types' sub-block scales applied in the second, so each block leaves one int32 vector
-// to sum), and the float steps of the definition run per output in block order, as ref::ggml_matmul_int8 does them.
+// pmaddubsw / pmaddwd or vpdpbusd (the K types' sub-block scales applied in the second, so each block leaves one int32
+// vector to sum), and the float steps of the definition run per output in block order, as ref::ggml_matmul_int8 does
+// them (the 32-element types and the K types' GEMM one output a lane, a tile of outputs at a time).
 // The integer sums are exact in any order, so the bits do not depend on the target, the batch or the threads.
 // Targets without fixed 128-bit blocks (SVE, RVV, scalar) run ref::ggml_matmul_int8.
 #undef HWY_TARGET_INCLUDE
@@ -287,67 +288,10 @@ HWY_INLINE void SuperRows(const Int8Rows& xq, const uint8_t* row, int64_t i0, fl
   for (size_t i = 0; i < TM; ++i) y[(i0 + int64_t(i)) * ldy] = acc[i];
 }
 
-// The 32-element types: rows [i0, i0 + TM) of one weight row, 4 vectors (1 to 4 blocks) at a time; each block's
-// integer sum is the sum of its two groups of 16, each the sum of one 128-bit block of a vector's products.
-template <Codec T, size_t TM>
-HWY_INLINE void BlockRows(const Int8Rows& xq, const uint8_t* row, int64_t i0, float* y, int64_t ldy) {
-  const hn::CappedTag<uint8_t, 32> d8;
-  const hn::RebindToSigned<decltype(d8)> di8;
-  const hn::Repartition<int16_t, decltype(d8)> d16;
-  const hn::Repartition<int32_t, decltype(d8)> d32;
-  constexpr size_t B = hn::MaxLanes(decltype(d8)()), NB = B / 16, VB = 32 / B;  // VB vectors a block
-  constexpr int64_t C = int64_t(4 / VB);                                        // blocks a step
-  const Int8Rows& r = xq;
-  const size_t block_bytes = codec_block_bytes(T);
-  const auto ones = hn::Set(d16, int16_t{1});
-  float acc[TM] = {};
-  for (int64_t b0 = 0; b0 < r.blocks; b0 += C) {
-    const int64_t count = std::min(C, r.blocks - b0);
-    hn::Vec<decltype(d8)> codes[4];
-    float d[4], dmin[4];
-    // A line kAhead bytes on per step (a step's blocks span 72-96 bytes: about one line), as the 256-value kernels.
-    __builtin_prefetch(row + size_t(b0) * block_bytes + kAhead, 0, 3);
-    for (int64_t k = 0; k < count; ++k) {
-      const uint8_t* block = row + size_t(b0 + k) * block_bytes;
-      ggml::ggml_d_dmin(T, block, d[k], dmin[k]);
-      for (size_t e = 0; e < VB; ++e) codes[size_t(k) * VB + e] = gi::Codes<T>(d8, block, int(e * B));
-    }
-    for (size_t i = 0; i < TM; ++i) {
-      const int64_t index = (i0 + int64_t(i)) * r.blocks + b0;
-      const int8_t* x = r.q.data() + index * 32;
-      hn::Vec<decltype(d32)> part[4];
-      for (size_t c = 0; c < 4; ++c) {
-        part[c] = hn::Zero(d32);
-        if (int64_t(c / VB) >= count) continue;
-        auto xv = hn::LoadU(di8, x + c * B);
-        auto a = codes[c];
-        if constexpr (gi::kSigned<T>) gi::SignSplit(d8, codes[c], xv, a);
-        part[c] = gi::DotScaled(d8, part[c], a, xv, ones);
-      }
-      HWY_ALIGN int32_t sums[4 * NB];
-      hn::Store(Reduce4(d32, part), d32, sums);  // lane 4t + c: group c * NB + t of the step
-      for (int64_t k = 0; k < count; ++k) {
-        const auto lane = [](int64_t g) { return size_t(4 * (g % int64_t(NB)) + g / int64_t(NB)); };
-        const float xsum = r.sum[size_t(index + k)];
-        int32_t isum = sums[lane(2 * k)] + sums[lane(2 * k + 1)];
-        if constexpr (gi::kOffset<T> != 0) isum -= gi::kOffset<T> * int32_t(xsum);
-        if constexpr (T == Codec::Q5_1) {
-          const float t = d[k] * float(isum) - dmin[k] * xsum;
-          acc[i] = acc[i] + r.scale[size_t(index + k)] * t;
-        } else {
-          const float t = d[k] * float(isum);
-          acc[i] = acc[i] + r.scale[size_t(index + k)] * t;
-        }
-      }
-    }
-  }
-  for (size_t i = 0; i < TM; ++i) y[(i0 + int64_t(i)) * ldy] = acc[i];
-}
-
 // The 32-element types, a tile of TN outputs (the int32 lanes of a 32-byte vector) at a time, rows [i0, i0 + TM):
 // as matmul_int8.cpp's TileRows, each block's codes are read once for the TM rows, four outputs' integer sums are
 // reduced into one vector (Reduce4, then ReduceBlocks: lane j = output j's exact isum), and the float steps of the
-// definition run one output a lane: the same operations in the same order as BlockRows's scalar steps, so the same
+// definition run one output a lane: the same operations in the same order as ref::ggml_matmul_int8's, so the same
 // bits, with TN outputs' d, dmin and steps in one vector each. rows[j] is output j's weight row (a short tile repeats
 // its last), offsets lane j its byte offset from rows[0]; with ahead, each block asks for the line ahead bytes
 // further on in every row (the next tile's).
