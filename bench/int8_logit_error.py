@@ -5,8 +5,9 @@ Runs `seedling logits` on windows of a text twice, SEEDLING_CPU_DOT=float (the r
 largest |logit difference|, the KLD sum_v p_float(v) (log p_float(v) - log p_int8(v)) per position (mean and max, in
 double) and how often both argmaxes agree. Plain Python (no numpy): the demo's 4,096-token vocabulary is small.
 
-Usage: bench/int8_logit_error.py SEEDLING MODEL TEXT [--windows N] [--ctx N]
+Usage: bench/int8_logit_error.py SEEDLING MODEL TEXT [--windows N] [--ctx N] [--tokenizer FOLDER]
        bench/int8_logit_error.py SEEDLING MODEL --random-ids VOCAB ...   (a checkpoint without a tokenizer)
+--tokenizer: tokenize TEXT with FOLDER's tokenizer (a GGUF written without one, from that folder's weights).
 """
 import argparse
 import math
@@ -40,13 +41,14 @@ def main():
     ap.add_argument("--random-ids", type=int, default=0, help="ids drawn from [0, N) (seed 1) instead of a text")
     ap.add_argument("--windows", type=int, default=4)
     ap.add_argument("--ctx", type=int, default=256)
+    ap.add_argument("--tokenizer", help="a model folder whose tokenizer reads TEXT (default: MODEL's)")
     a = ap.parse_args()
     if a.random_ids:
         rng = random.Random(1)
         ids = [rng.randrange(a.random_ids) for _ in range(a.windows * a.ctx)]
     else:
         with open(a.text, "rb") as f:
-            out = subprocess.run([a.seedling, "tokenize", "-m", a.model], input=f.read(), check=True,
+            out = subprocess.run([a.seedling, "tokenize", "-m", a.tokenizer or a.model], input=f.read(), check=True,
                                  capture_output=True).stdout.decode()
         ids = [int(t) for t in out.strip().splitlines()[-1].split(",")]
     max_abs, klds, agree = 0.0, [], 0

@@ -111,7 +111,9 @@ def main():
         for i in range(n_layers):
             assert i not in dense_layers and (i + 1) % sparse == 0, "layer %d is dense: not supported here" % i
         w = g.GGUFWriter(a.out, arch="qwen3moe")
-        moe_header(g, w, cfg, cfg["moe_intermediate_size"], cfg["num_experts"], g.LlamaFileType.MOSTLY_Q4_1)
+        # qwen3_moe configs name the expert count num_experts (transformers) or num_local_experts (the demo)
+        n_experts = cfg.get("num_experts", cfg.get("num_local_experts"))
+        moe_header(g, w, cfg, cfg["moe_intermediate_size"], n_experts, g.LlamaFileType.MOSTLY_Q4_1)
         add_head()
         for i in range(n_layers):
             p, b = "model.layers.%d." % i, "blk.%d." % i

@@ -102,7 +102,7 @@ void Model::gated_delta_net(int layer, std::span<const BatchRow> rows, const flo
       run.n = n;
       float* state = kv->state(layer) + conv_floats + size_t(h) * head_floats;
       if (n == 1) {
-        ops::ref::gated_delta_rule(run, dk, dv, state);
+        ops::gated_delta_recurrent(run, dk, dv, state);
       } else {
         ops::gated_delta_chunked(run, dk, dv, state);
       }

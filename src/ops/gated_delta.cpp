@@ -92,6 +92,44 @@ void ref::gated_delta_rule(const DeltaRun& run, int key_dim, int value_dim, floa
   }
 }
 
+void gated_delta_recurrent(const DeltaRun& run, int key_dim, int value_dim, float* state) {
+  thread_local std::vector<double> sums;  // mem (S^T k), then u, then out's accumulators
+  sums.resize(size_t(2 * value_dim));
+  double* mem = sums.data();
+  double* acc = mem + value_dim;
+  for (int t = 0; t < run.n; ++t) {
+    const float* q = run.q + t * run.q_stride;
+    const float* k = run.k + t * run.k_stride;
+    const float* v = run.v + t * run.v_stride;
+    const float decay = float(std::exp(double(run.g[t * run.gb_stride])));
+    const double beta = run.beta[t * run.gb_stride];
+    // Pass 1, row by row: the decay, and mem[j] += S[i][j] k[i] in the order of i, as the reference sums it.
+    std::fill(mem, mem + value_dim, 0.0);
+    for (int i = 0; i < key_dim; ++i) {
+      float* s = state + int64_t(i) * value_dim;
+      const double ki = k[i];
+      for (int j = 0; j < value_dim; ++j) {
+        s[j] = s[j] * decay;
+        mem[j] += double(s[j]) * ki;
+      }
+    }
+    double* u = mem;  // u[j] = (v[j] - mem[j]) beta, in place
+    for (int j = 0; j < value_dim; ++j) u[j] = (double(v[j]) - mem[j]) * beta;
+    // Pass 2: S += k u^T, and out[j] += S[i][j] q[i] from the updated row, in the order of i.
+    std::fill(acc, acc + value_dim, 0.0);
+    for (int i = 0; i < key_dim; ++i) {
+      float* s = state + int64_t(i) * value_dim;
+      const double ki = k[i], qi = q[i];
+      for (int j = 0; j < value_dim; ++j) {
+        s[j] = float(double(s[j]) + ki * u[j]);
+        acc[j] += double(s[j]) * qi;
+      }
+    }
+    float* o = run.out + t * run.out_stride;
+    for (int j = 0; j < value_dim; ++j) o[j] = float(acc[j]);
+  }
+}
+
 void gated_delta_chunked(const DeltaRun& run, int key_dim, int value_dim, float* state, int chunk) {
   const int dk = key_dim, dv = value_dim;
   std::vector<double> cum, a, U, W, S(size_t(dk) * size_t(dv)), qk;

@@ -26,6 +26,11 @@ struct DeltaRun {
   int n = 0;
 };
 
+// The recurrent form as decode runs it: ref::gated_delta_rule's operations, each output's and each state element's
+// sums in the same order (so the same bits), with the loops turned so that every pass walks the state's rows
+// contiguously, a whole row of value_dim at a time, and two passes over the state a token instead of four.
+void gated_delta_recurrent(const DeltaRun& run, int key_dim, int value_dim, float* state);
+
 // The chunked form: chunks of `chunk` tokens from the run's start; `state` (key_dim x value_dim) advanced.
 void gated_delta_chunked(const DeltaRun& run, int key_dim, int value_dim, float* state, int chunk = 64);
 

@@ -116,6 +116,21 @@ TEST(GatedDelta, ChunkedEqualsRecurrentWithinFloatRoundingAcrossChunksAndCarried
   }
 }
 
+TEST(GatedDelta, RecurrentStepIsTheReferenceBitForBit) {
+  // Decode's step turns the reference's loops; every sum keeps its order, so state and outputs are the same floats,
+  // over 150 tokens, shapes that are not a multiple of a vector, and a state carried between calls.
+  for (const auto& [dk, dv] : {std::pair{16, 24}, std::pair{128, 128}, std::pair{7, 13}}) {
+    const DeltaInputs in(150, dk, dv, 11);
+    std::vector<float> s_ref(size_t(dk * dv), 0.0f), s_fast = s_ref;
+    std::vector<float> o_ref(size_t(in.n * dv)), o_fast(o_ref.size());
+    ops::ref::gated_delta_rule(in.run(0, in.n, o_ref.data()), dk, dv, s_ref.data());
+    ops::gated_delta_recurrent(in.run(0, 37, o_fast.data()), dk, dv, s_fast.data());
+    for (int t = 37; t < in.n; ++t) ops::gated_delta_recurrent(in.run(t, 1, o_fast.data()), dk, dv, s_fast.data());
+    ASSERT_EQ(std::memcmp(o_fast.data(), o_ref.data(), o_ref.size() * 4), 0) << dk << "x" << dv;
+    ASSERT_EQ(std::memcmp(s_fast.data(), s_ref.data(), s_ref.size() * 4), 0) << dk << "x" << dv;
+  }
+}
+
 TEST(GatedDelta, ChunkedOfOneTokenIsTheRecurrentStepBitForBit) {
   // A chunk of one token is the same arithmetic as one recurrent step but for where the state is rounded: none of
   // its sums differ, so both give the same floats.
