@@ -65,14 +65,23 @@ void causal_conv1d_silu_step(const float* x, float* window, const float* w, int 
   }
 }
 
+namespace {
+// Token t of a run: its rows, the decay exp(g) rounded to float and beta, as both recurrent forms read them.
+struct DeltaToken {
+  const float *q, *k, *v;
+  float decay;
+  double beta;
+};
+DeltaToken token_at(const DeltaRun& run, int t) {
+  return {run.q + t * run.q_stride, run.k + t * run.k_stride, run.v + t * run.v_stride,
+          float(std::exp(double(run.g[t * run.gb_stride]))), double(run.beta[t * run.gb_stride])};
+}
+}  // namespace
+
 void ref::gated_delta_rule(const DeltaRun& run, int key_dim, int value_dim, float* state) {
   std::vector<double> u(static_cast<size_t>(value_dim));
   for (int t = 0; t < run.n; ++t) {
-    const float* q = run.q + t * run.q_stride;
-    const float* k = run.k + t * run.k_stride;
-    const float* v = run.v + t * run.v_stride;
-    const float decay = float(std::exp(double(run.g[t * run.gb_stride])));
-    const double beta = run.beta[t * run.gb_stride];
+    const auto [q, k, v, decay, beta] = token_at(run, t);
     for (int64_t i = 0; i < int64_t(key_dim) * value_dim; ++i) state[i] = state[i] * decay;
     for (int j = 0; j < value_dim; ++j) {
       double mem = 0.0;
@@ -98,11 +107,7 @@ void gated_delta_recurrent(const DeltaRun& run, int key_dim, int value_dim, floa
   double* mem = sums.data();
   double* acc = mem + value_dim;
   for (int t = 0; t < run.n; ++t) {
-    const float* q = run.q + t * run.q_stride;
-    const float* k = run.k + t * run.k_stride;
-    const float* v = run.v + t * run.v_stride;
-    const float decay = float(std::exp(double(run.g[t * run.gb_stride])));
-    const double beta = run.beta[t * run.gb_stride];
+    const auto [q, k, v, decay, beta] = token_at(run, t);
     // Pass 1, row by row: the decay, and mem[j] += S[i][j] k[i] in the order of i, as the reference sums it.
     std::fill(mem, mem + value_dim, 0.0);
     for (int i = 0; i < key_dim; ++i) {
