@@ -555,6 +555,112 @@ HWY_NOINLINE void GemmRangeK(const Int8Rows& xq, const Matrix& w, float* y, int6
   }
 }
 
+// ---- The GEMM form of the 32-element types (prefill): a tile repacked once, every row on it ----
+//
+// A tile is TN outputs (the int32 lanes of a full vector). Repacked, its block b is 8 byte vectors, vector q holding
+// in bytes 4j..4j+3 output j's codes of elements 4q..4q+3 (Codes<T>'s bytes), then d (and Q5_1's dmin) of the TN
+// outputs as float vectors. A row's four activations of those elements broadcast to every lane and one lane-local dot
+// per vector (the signed types through SignSplit, lane by lane) leave lane j output j's exact isum; the float steps
+// are BlockTileRows's, lane by lane. So the GEMM gives the tile kernel's bits, decoding each block once per tile
+// instead of once per 4 rows, and adds no sum across lanes.
+inline constexpr size_t kTile32Vectors = 8 + 2;  // a block's vectors in the tile: codes, d, dmin
+
+// Rows [i0, i0 + TM) against a repacked tile (GemmRange32's layout): count outputs into y (row stride ldy).
+template <Codec T, size_t TM>
+HWY_INLINE void GemmRows32(const Int8Rows& xq, const uint8_t* HWY_RESTRICT tile, int64_t i0, float* y, int64_t ldy,
+                           int64_t count) {
+  const hn::ScalableTag<uint8_t> d8;
+  const hn::RebindToSigned<decltype(d8)> di8;
+  const hn::Repartition<int16_t, decltype(d8)> d16;
+  const hn::Repartition<int32_t, decltype(d8)> d32;
+  const hn::Rebind<float, decltype(d32)> df;
+  constexpr size_t V = hn::MaxLanes(decltype(d8)());
+  [[maybe_unused]] const auto ones = hn::Set(d16, int16_t{1});
+  const int64_t blocks = xq.blocks;
+  hn::Vec<decltype(df)> acc[TM];
+  for (size_t r = 0; r < TM; ++r) acc[r] = hn::Zero(df);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* src = tile + size_t(b) * kTile32Vectors * V;
+    const int8_t* x[TM];
+    hn::Vec<decltype(d32)> isum[TM];
+    for (size_t r = 0; r < TM; ++r) {
+      x[r] = xq.q.data() + ((i0 + int64_t(r)) * blocks + b) * 32;
+      isum[r] = hn::Zero(d32);
+    }
+    for (size_t q = 0; q < 8; ++q) {
+      const auto codes = hn::Load(d8, src + q * V);
+      for (size_t r = 0; r < TM; ++r) {
+        int32_t four;
+        std::memcpy(&four, x[r] + 4 * q, 4);
+        auto xv = hn::BitCast(di8, hn::Set(d32, four));
+        auto a = codes;
+        if constexpr (gi::kSigned<T>) gi::SignSplit(d8, codes, xv, a);
+#if HWY_TARGET == HWY_AVX3_DL
+        auto raw = isum[r].raw;
+        asm("%{evex%} vpdpbusd %2, %1, %0" : "+v"(raw) : "v"(a.raw), "v"(xv.raw));
+        isum[r] = hn::Vec<decltype(d32)>{raw};
+#else
+        isum[r] = gi::DotScaled(d8, isum[r], a, xv, ones);
+#endif
+      }
+    }
+    const auto d = hn::Load(df, reinterpret_cast<const float*>(src + 8 * V));
+    for (size_t r = 0; r < TM; ++r) {
+      const size_t index = size_t((i0 + int64_t(r)) * blocks + b);
+      const float xsum = xq.sum[index];
+      if constexpr (gi::kOffset<T> != 0) isum[r] = hn::Sub(isum[r], hn::Set(d32, gi::kOffset<T> * int32_t(xsum)));
+      auto t = hn::Mul(d, hn::ConvertTo(df, isum[r]));
+      if constexpr (T == Codec::Q5_1)
+        t = hn::Sub(t, hn::Mul(hn::Load(df, reinterpret_cast<const float*>(src + 9 * V)), hn::Set(df, xsum)));
+      acc[r] = hn::Add(acc[r], hn::Mul(hn::Set(df, xq.scale[index]), t));
+    }
+  }
+  StoreTileRows<TM>(df, acc, y, i0, ldy, count);
+}
+
+template <Codec T>
+HWY_NOINLINE void GemmRange32(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1) {
+  const hn::ScalableTag<uint8_t> d8;
+  const hn::Repartition<int32_t, decltype(d8)> d32;
+  const hn::CappedTag<uint8_t, 32> dc;  // Codes<T> of a whole block (two halves with 16-byte vectors)
+  constexpr size_t V = hn::MaxLanes(decltype(d8)()), TN = hn::MaxLanes(decltype(d32)());
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  const size_t row_bytes = w.row_bytes(), block_bytes = codec_block_bytes(T);
+  const int64_t blocks = xq.blocks;
+  thread_local hwy::AlignedFreeUniquePtr<uint8_t[]> tile;
+  thread_local size_t capacity = 0;
+  const size_t need = size_t(blocks) * kTile32Vectors * V;
+  if (capacity < need) tile = hwy::AllocateAligned<uint8_t>(capacity = need);
+  HWY_ALIGN uint8_t codes[TN * 32];
+  HWY_ALIGN float ds[TN], dmins[TN];
+  HWY_ALIGN int32_t index[TN];
+  for (size_t j = 0; j < TN; ++j) index[j] = int32_t(j * 8);  // output j's dword q at codes + 4 (8 j + q)
+  const auto gather_at = hn::Load(d32, index);
+  for (int64_t n = n0; n < n1; n += int64_t(TN)) {
+    const int64_t count = std::min(int64_t(TN), n1 - n);
+    for (int64_t b = 0; b < blocks; ++b) {
+      for (size_t j = 0; j < TN; ++j) {  // a short tile repeats its last output in the lanes past it
+        const uint8_t* block = base + size_t(n + std::min(int64_t(j), count - 1)) * row_bytes + size_t(b) * block_bytes;
+        for (int e0 = 0; e0 < 32; e0 += int(hn::Lanes(dc)))
+          hn::Store(gi::Codes<T>(dc, block, e0), dc, codes + j * 32 + size_t(e0));
+        ggml::ggml_d_dmin(T, block, ds[j], dmins[j]);
+      }
+      uint8_t* dst = tile.get() + size_t(b) * kTile32Vectors * V;
+      const auto* dwords = reinterpret_cast<const int32_t*>(codes);
+      for (size_t q = 0; q < 8; ++q)
+        hn::Store(hn::BitCast(d8, hn::GatherIndex(d32, dwords + q, gather_at)), d8, dst + q * V);
+      std::memcpy(dst + 8 * V, ds, sizeof(ds));
+      std::memcpy(dst + 9 * V, dmins, sizeof(dmins));
+    }
+    int64_t i = 0;
+    if constexpr (V == 64) {  // 32 vector registers: 4 rows share each code vector's load
+      for (; i + 4 <= xq.rows; i += 4) GemmRows32<T, 4>(xq, tile.get(), i, y + n, w.rows, count);
+    }
+    for (; i + 2 <= xq.rows; i += 2) GemmRows32<T, 2>(xq, tile.get(), i, y + n, w.rows, count);
+    for (; i < xq.rows; ++i) GemmRows32<T, 1>(xq, tile.get(), i, y + n, w.rows, count);
+  }
+}
+
 // Aligned to a cache line: where the linker happens to place the row kernel moved 2-core decode by 5-10%
 // (loop alignment), from one unrelated change to the next.
 template <Codec T>
@@ -566,6 +672,7 @@ __attribute__((aligned(64))) void RangeT(const Int8Rows& xq, const Matrix& w, fl
   const size_t row_bytes = w.row_bytes();
   const int64_t m = xq.rows;
   if constexpr (codec_group(T) == 32) {
+    if (m >= kTileKRows) return GemmRange32<T>(xq, w, y, n0, n1);
     constexpr size_t TN = hn::MaxLanes(hn::Repartition<int32_t, hn::CappedTag<uint8_t, 32>>());
     for (int64_t n = n0; n < n1; n += int64_t(TN)) {
       const int64_t count = std::min(int64_t(TN), n1 - n);
