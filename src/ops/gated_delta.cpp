@@ -137,7 +137,7 @@ void gated_delta_recurrent(const DeltaRun& run, int key_dim, int value_dim, floa
 
 void gated_delta_chunked(const DeltaRun& run, int key_dim, int value_dim, float* state, int chunk) {
   const int dk = key_dim, dv = value_dim;
-  std::vector<double> cum, a, U, W, S(size_t(dk) * size_t(dv)), qk;
+  std::vector<double> cum, a, U, W, S(size_t(dk) * size_t(dv)), qk, acc, decay;
   for (int64_t i = 0; i < int64_t(dk) * dv; ++i) S[size_t(i)] = state[i];
   for (int start = 0; start < run.n; start += chunk) {
     const int L = std::min(chunk, run.n - start);
@@ -189,25 +189,35 @@ void gated_delta_chunked(const DeltaRun& run, int key_dim, int value_dim, float*
         for (int j = 0; j < dv; ++j) ut[j] -= wt[i] * si[j];
       }
     }
-    // Outputs: exp(cum_t) S0^T q_t + sum_{s <= t} qk[t][s] u_s.
+    // Outputs: exp(cum_t) S0^T q_t + sum_{s <= t} qk[t][s] u_s; each output's sum over i, then over s, in order,
+    // all dv outputs at once (rows of S and U walked contiguously).
+    acc.resize(size_t(dv));
     for (int t = 0; t < L; ++t) {
       float* o = run.out + (start + t) * run.out_stride;
       const double e = std::exp(cum[size_t(t)]);
-      for (int j = 0; j < dv; ++j) {
-        double acc = 0.0;
-        for (int i = 0; i < dk; ++i) acc += q(t, i) * S[size_t(i) * size_t(dv) + size_t(j)];
-        acc *= e;
-        for (int s = 0; s <= t; ++s) acc += qk[size_t(t * L + s)] * U[size_t(s) * size_t(dv) + size_t(j)];
-        o[j] = float(acc);
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int i = 0; i < dk; ++i) {
+        const double qi = q(t, i);
+        const double* si = S.data() + size_t(i) * size_t(dv);
+        for (int j = 0; j < dv; ++j) acc[size_t(j)] += qi * si[j];
       }
+      for (int j = 0; j < dv; ++j) acc[size_t(j)] *= e;
+      for (int s = 0; s <= t; ++s) {
+        const double f = qk[size_t(t * L + s)];
+        const double* us = U.data() + size_t(s) * size_t(dv);
+        for (int j = 0; j < dv; ++j) acc[size_t(j)] += f * us[j];
+      }
+      for (int j = 0; j < dv; ++j) o[j] = float(acc[size_t(j)]);
     }
     // The state after the chunk: exp(cum_last) S0 + sum_s exp(cum_last - cum_s) k_s u_s^T.
     const double last = cum[size_t(L - 1)], e_last = std::exp(last);
+    decay.resize(size_t(L));
+    for (int s = 0; s < L; ++s) decay[size_t(s)] = std::exp(last - cum[size_t(s)]);
     for (int i = 0; i < dk; ++i) {
       double* si = S.data() + size_t(i) * size_t(dv);
       for (int j = 0; j < dv; ++j) si[j] *= e_last;
       for (int s = 0; s < L; ++s) {
-        const double f = std::exp(last - cum[size_t(s)]) * k(s, i);
+        const double f = decay[size_t(s)] * k(s, i);
         const double* us = U.data() + size_t(s) * size_t(dv);
         for (int j = 0; j < dv; ++j) si[j] += f * us[j];
       }
