@@ -55,6 +55,7 @@ class GgufSource final : public WeightSource {
       return g_.find_tensor(gguf_expert_name(s->layer, 0, "bias")) != nullptr &&
              g_.find_tensor(gguf_expert_name(s->layer, 1, "bias")) != nullptr;
     }
+    if (s->role == Role::MlaKvB && g_.find_tensor(gguf_name(*s)) == nullptr) return split_kv_b_present(*s);
     return g_.find_tensor(gguf_name(*s)) != nullptr;
   }
 
@@ -62,6 +63,9 @@ class GgufSource final : public WeightSource {
     const TensorSpec* s = spec(name);
     SEEDLING_CHECK(s != nullptr, "the GGUF source has no role for tensor '{}'", name);
     if (s->role == Role::ExpertGateUpBias) return joined_gate_up_bias(*s);
+    if (s->role == Role::MlaKvB && g_.find_tensor(gguf_name(*s)) == nullptr && split_kv_b_present(*s)) {
+      return kv_b_from_split(*s);
+    }
     const GgufTensor& t = tensor(gguf_name(*s), *s);
     WeightView v{gguf_tensor_codec(g_, t), t.data, rows_cols(t, s->shape), g_.path()};
     if (s->role == Role::LinearALog) return a_log_of(v, t.name);
@@ -144,21 +148,66 @@ class GgufSource final : public WeightSource {
 
   const GgufTensor& tensor(const std::string& gguf, const TensorSpec& s) const {
     const GgufTensor* t = g_.find_tensor(gguf);
-    if (t == nullptr && s.role == Role::MlaKvB) {
-      const std::string split = gguf.substr(0, gguf.size() - std::strlen("attn_kv_b.weight")) + "attn_k_b.weight";
-      if (g_.find_tensor(split) != nullptr) {
-        fail(
-            "{}: tensor '{}' is missing and '{}' is there: MLA's kv_b split into attn_k_b / attn_v_b alone (newer "
-            "llama.cpp conversions) is not read yet; a file with attn_kv_b runs",
-            g_.path(), gguf, split);
-      }
-    }
     if (t == nullptr) {
       fail("{}: missing tensor '{}' (the {} mapping reads role {}{} from it)", g_.path(), gguf, m_.arch->arch,
            role_name(s.role), s.layer >= 0 ? " of layer " + std::to_string(s.layer) : "");
     }
     used_.insert(gguf);
     return *t;
+  }
+
+  // The layer's attn_k_b / attn_v_b names, beside the attn_kv_b of spec s.
+  std::pair<std::string, std::string> split_names(const TensorSpec& s) const {
+    const std::string kv = gguf_name(s), stem = kv.substr(0, kv.size() - std::strlen("attn_kv_b.weight"));
+    return {stem + "attn_k_b.weight", stem + "attn_v_b.weight"};
+  }
+  bool split_kv_b_present(const TensorSpec& s) const {
+    const auto [k, v] = split_names(s);
+    return g_.find_tensor(k) != nullptr && g_.find_tensor(v) != nullptr;
+  }
+
+  // Newer llama.cpp conversions write MLA's kv_b only split, for absorbed attention: per head h, attn_k_b [kv_lora x
+  // nope] (its kv_b rows transposed) and attn_v_b [v x kv_lora] (its rows as they are). kv_b is put back together,
+  // head by head: rows h (nope + v) + r = k_b[h]^T row r for r < nope, then v_b[h]'s rows. A transpose moves single
+  // weights across a block-quantized row, so quantized parts are decoded to float32 (the values the kernels would
+  // compute with; kv_b is 4 bytes a weight then); two float16 or bfloat16 parts keep their codec, exactly.
+  WeightView kv_b_from_split(const TensorSpec& s) const {
+    const auto [kn, vn] = split_names(s);
+    const GgufTensor &kt = tensor(kn, s), &vt = tensor(vn, s);
+    const int64_t H = m_.c.num_heads, rank = m_.c.plan(s.layer).mla.kv_lora_rank;
+    const int64_t nope = m_.c.plan(s.layer).mla.qk_nope_head_dim, vd = m_.c.plan(s.layer).mla.v_head_dim;
+    // [nope, kv_lora, heads] and [kv_lora, v, heads] (ne0 first) as the converter writes them, or flattened to 2D.
+    const auto check = [&](const GgufTensor& t, int64_t cols, int64_t per_head) {
+      if (t.dims != std::vector<int64_t>{cols, per_head, H} && t.dims != std::vector<int64_t>{cols, H * per_head}) {
+        fail("{}: tensor '{}' has dimensions {} (ne0 first), expected [{}, {}, {}] from the metadata", g_.path(),
+             t.name, t.dims_string(), cols, per_head, H);
+      }
+    };
+    check(kt, nope, rank);
+    check(vt, rank, vd);
+    const ops::Matrix k{gguf_tensor_codec(g_, kt), kt.data, H * rank, nope};
+    const ops::Matrix v{gguf_tensor_codec(g_, vt), vt.data, H * vd, rank};
+    const int64_t rows = H * (nope + vd);
+    const bool keep = k.codec == v.codec && (k.codec == Codec::BF16 || k.codec == Codec::F16);
+    const Codec out_codec = keep ? k.codec : Codec::F32;
+    const size_t elem = keep ? 2 : 4;
+    std::vector<uint8_t>& out = owned_->emplace_back(size_t(rows * rank) * elem);
+    const auto put = [&](int64_t r, int64_t c, const ops::Matrix& m, int64_t mr, int64_t mc) {
+      uint8_t* dst = out.data() + size_t(r * rank + c) * elem;
+      if (keep) {
+        std::memcpy(dst, static_cast<const uint8_t*>(m.data) + size_t(mr * m.cols + mc) * 2, 2);
+      } else {
+        const float x = m.at(mr, mc);
+        std::memcpy(dst, &x, 4);
+      }
+    };
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t r = 0; r < nope; ++r)
+        for (int64_t c = 0; c < rank; ++c) put(h * (nope + vd) + r, c, k, h * rank + c, r);
+      for (int64_t r = 0; r < vd; ++r)
+        for (int64_t c = 0; c < rank; ++c) put(h * (nope + vd) + nope + r, c, v, h * vd + r, c);
+    }
+    return {out_codec, out.data(), {rows, rank}, g_.path()};
   }
 
   // ne0-first dimensions `want` (exactly, for experts).
