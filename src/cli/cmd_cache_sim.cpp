@@ -22,6 +22,7 @@ struct CacheSimFlags {
   std::string policies = "lru,lfu,belady";
   std::string plot;
   bool no_prefetch = false;
+  int admit_per_step = 0;
 };
 
 struct Curve {
@@ -146,16 +147,24 @@ int run(const CacheSimFlags& f) {
   std::printf("records:   %zu (%zu MoE blocks, %llu expert fetches, %zu distinct experts)\n", trace.size(),
               groups.size(), static_cast<unsigned long long>(accesses), keys.size());
   std::printf("ceiling:   %.2f%% (every first use of an expert misses)\n", 100.0 * ceiling);
-  std::printf("replay:    %s\n\n", f.no_prefetch ? "acquire one expert at a time" : "prefetch each MoE block");
+  std::printf("replay:    %s\n", f.no_prefetch ? "acquire one expert at a time" : "prefetch each MoE block");
+  if (f.admit_per_step > 0) {
+    std::printf(
+        "admission: at most %d misses a step copied into slots, the rest read in place (each cell: hit rate, "
+        "copies a step)\n",
+        f.admit_per_step);
+  }
+  std::printf("\n");
   std::printf("%8s", "slots");
   for (const auto& c : curves) std::printf("  %8s", policy_name(c.policy));
   std::printf("\n");
   for (int s : slots) {
     std::printf("%8d", s);
     for (auto& c : curves) {
-      const CacheSimResult r = simulate_cache(groups, s, c.policy, !f.no_prefetch);
+      const CacheSimResult r = simulate_cache(groups, s, c.policy, !f.no_prefetch, f.admit_per_step);
       c.hit_rate.push_back(r.hit_rate());
       std::printf("  %7.2f%%", 100.0 * r.hit_rate());
+      if (f.admit_per_step > 0) std::printf(" %6.1f", double(r.admitted) / double(std::max<uint64_t>(r.steps, 1)));
     }
     std::printf("\n");
   }
@@ -178,6 +187,10 @@ void add_cache_sim(CLI::App& app, int* status) {
   cmd->add_option("--policy", f->policies, "Comma-separated policies: lru, lfu, belady")->capture_default_str();
   cmd->add_option("--plot", f->plot, "Write an SVG plot of hit rate against slots");
   cmd->add_flag("--no-prefetch", f->no_prefetch, "Replay without MoE-block prefetch (one expert pinned at a time)");
+  cmd->add_option("--admit-per-step", f->admit_per_step,
+                  "Copy at most N misses a step into slots, the rest read in place (0: every miss)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->callback([f, status] { *status = run(*f); });
 }
 

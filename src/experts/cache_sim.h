@@ -16,10 +16,11 @@
 
 namespace seedling {
 
-// One MoE block's fetches: a layer and its distinct experts, ascending.
+// One MoE block's fetches: a layer and its distinct experts, ascending; the step (decode step or prompt) it is of.
 struct ExpertAccessGroup {
   int layer = 0;
   std::vector<int> experts;
+  int64_t step = 0;
 };
 
 // Consecutive records with the same (step, layer) form one group.
@@ -28,10 +29,14 @@ std::vector<ExpertAccessGroup> access_groups(const std::vector<RouteRecord>& tra
 struct CacheSimResult {
   uint64_t hits = 0;
   uint64_t misses = 0;
+  uint64_t admitted = 0;  // misses copied into a slot (all of them without an admission cap)
+  uint64_t steps = 0;
   double hit_rate() const { return hits + misses == 0 ? 0.0 : double(hits) / double(hits + misses); }
 };
 
+// With admit_per_step > 0, a step copies at most that many misses into slots; its later misses leave the cache as
+// it is (read in place: the VRAM cache's direct reads, which then copy misses after the step), counted as misses.
 CacheSimResult simulate_cache(std::span<const ExpertAccessGroup> groups, int slots, EvictionPolicy policy,
-                              bool prefetch = true);
+                              bool prefetch = true, int admit_per_step = 0);
 
 }  // namespace seedling

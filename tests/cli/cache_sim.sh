@@ -31,6 +31,12 @@ gzip -k "$tmp/t.csv"
 "$bin" cache-sim "$tmp/t.csv.gz" --slots 2 --policy lru --no-prefetch | grep -Eq "^ +2 +16\.67%$"
 echo "ok   cache-sim reads .csv.gz"
 
+# --admit-per-step: the admission line, and each cell's copies a step beside its hit rate.
+"$bin" cache-sim "$tmp/t.csv" --slots 2 --policy lru --admit-per-step 1 >"$tmp/cap.txt"
+grep -q "^admission: at most 1 misses a step" "$tmp/cap.txt" || { cat "$tmp/cap.txt"; exit 1; }
+grep -Eq "^ +2 +[0-9.]+% +[0-9.]+$" "$tmp/cap.txt" || { cat "$tmp/cap.txt"; exit 1; }
+echo "ok   cache-sim --admit-per-step"
+
 if "$bin" cache-sim "$tmp/t.csv" --policy fifo 2>"$tmp/err"; then echo "fifo accepted"; exit 1; fi
 grep -q "unknown eviction policy 'fifo'" "$tmp/err"
 if "$bin" cache-sim "$tmp/missing.csv" 2>"$tmp/err"; then echo "missing trace accepted"; exit 1; fi

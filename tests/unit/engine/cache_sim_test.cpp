@@ -170,6 +170,19 @@ TEST(CacheSim, HandTraceCountsAsWorkedOut) {
   EXPECT_EQ(simulate_cache(g, 2, EvictionPolicy::belady, false).hits, 2u);
   // Enough slots for every expert: only first uses miss.
   EXPECT_EQ(simulate_cache(g, 3, EvictionPolicy::lru).misses, 3u);
+  // At most one miss a step admitted (all six accesses are one step): 1 is copied in, 2 and 3 are read in place and
+  // leave the cache as it was, so both later uses of 1 hit: m h m m h after the first -> 2 hits, 4 misses, 1 copy.
+  const CacheSimResult capped = simulate_cache(g, 2, EvictionPolicy::lru, false, 1);
+  EXPECT_EQ(capped.hits, 2u);
+  EXPECT_EQ(capped.misses, 4u);
+  EXPECT_EQ(capped.admitted, 1u);
+  EXPECT_EQ(capped.steps, 1u);
+  // One step per access: the cap resets each step, so it admits every miss, as uncapped LRU.
+  for (size_t i = 0; i < g.size(); ++i) g[i].step = int64_t(i);
+  const CacheSimResult per_step = simulate_cache(g, 2, EvictionPolicy::lru, false, 1);
+  EXPECT_EQ(per_step.hits, 1u);
+  EXPECT_EQ(per_step.admitted, per_step.misses);
+  EXPECT_EQ(per_step.steps, 6u);
 }
 
 }  // namespace
