@@ -215,6 +215,21 @@ HWY_INLINE hn::Vec<hn::Repartition<int32_t, D8>> DotScaled(D8 d8, hn::Vec<hn::Re
 #endif
 }
 
+// acc plus per int32 lane the sum of its four byte products a * b (a unsigned, at most 128; b int8): vpdpbusd where
+// the CPU has VNNI (EVEX, as matmul_int8.cpp's Dot), else DotScaled with unit factors. The same exact sums either way.
+template <class D8>
+HWY_INLINE hn::Vec<hn::Repartition<int32_t, D8>> Dot4(D8 d8, hn::Vec<hn::Repartition<int32_t, D8>> acc, hn::Vec<D8> a,
+                                                      hn::Vec<hn::RebindToSigned<D8>> b) {
+#if HWY_TARGET == HWY_AVX3_DL
+  (void)d8;
+  auto raw = acc.raw;
+  asm("%{evex%} vpdpbusd %2, %1, %0" : "+v"(raw) : "v"(a.raw), "v"(b.raw));
+  return hn::Vec<hn::Repartition<int32_t, D8>>{raw};
+#else
+  return DotScaled(d8, acc, a, b, hn::Set(hn::Repartition<int16_t, D8>(), int16_t{1}));
+#endif
+}
+
 // A signed code vector as DotScaled's unsigned operand (|v|, at most 128) and x with v's sign (0 where v is 0).
 template <class D8>
 HWY_INLINE void SignSplit(D8 d8, hn::Vec<D8> v, hn::Vec<hn::RebindToSigned<D8>>& x, hn::Vec<D8>& abs_v) {

@@ -301,12 +301,10 @@ HWY_INLINE void BlockTileRows(const Int8Rows& xq, const uint8_t* const* rows,
                               float* y, int64_t ldy, int64_t count, size_t ahead) {
   const hn::CappedTag<uint8_t, 32> d8;
   const hn::RebindToSigned<decltype(d8)> di8;
-  const hn::Repartition<int16_t, decltype(d8)> d16;
   const hn::Repartition<int32_t, decltype(d8)> d32;
   const hn::Rebind<float, decltype(d32)> df;
   constexpr size_t B = hn::MaxLanes(decltype(d8)()), S = 32 / B, TN = hn::MaxLanes(decltype(d32)());
   const size_t block_bytes = codec_block_bytes(T);
-  [[maybe_unused]] const auto ones = hn::Set(d16, int16_t{1});
   hn::Vec<decltype(df)> acc[TM];
   for (size_t i = 0; i < TM; ++i) acc[i] = hn::Zero(df);
   HWY_ALIGN float ds[TN], dmins[TN];
@@ -329,14 +327,7 @@ HWY_INLINE void BlockTileRows(const Int8Rows& xq, const uint8_t* const* rows,
             auto xv = hn::LoadU(di8, x + e * B);
             auto a = codes[j][e];
             if constexpr (gi::kSigned<T>) gi::SignSplit(d8, codes[j][e], xv, a);
-#if HWY_TARGET == HWY_AVX3_DL
-            // vpdpbusd (EVEX, as matmul_int8.cpp's Dot): the same exact integer sums in one instruction.
-            auto raw = part[j].raw;
-            asm("%{evex%} vpdpbusd %2, %1, %0" : "+v"(raw) : "v"(a.raw), "v"(xv.raw));
-            part[j] = hn::Vec<decltype(d32)>{raw};
-#else
-            part[j] = gi::DotScaled(d8, part[j], a, xv, ones);
-#endif
+            part[j] = gi::Dot4(d8, part[j], a, xv);
           }
         }
         reduced[i][g] = Reduce4(d32, part);
@@ -571,11 +562,9 @@ HWY_INLINE void GemmRows32(const Int8Rows& xq, const uint8_t* HWY_RESTRICT tile,
                            int64_t count) {
   const hn::ScalableTag<uint8_t> d8;
   const hn::RebindToSigned<decltype(d8)> di8;
-  const hn::Repartition<int16_t, decltype(d8)> d16;
   const hn::Repartition<int32_t, decltype(d8)> d32;
   const hn::Rebind<float, decltype(d32)> df;
   constexpr size_t V = hn::MaxLanes(decltype(d8)());
-  [[maybe_unused]] const auto ones = hn::Set(d16, int16_t{1});
   const int64_t blocks = xq.blocks;
   hn::Vec<decltype(df)> acc[TM];
   for (size_t r = 0; r < TM; ++r) acc[r] = hn::Zero(df);
@@ -595,13 +584,7 @@ HWY_INLINE void GemmRows32(const Int8Rows& xq, const uint8_t* HWY_RESTRICT tile,
         auto xv = hn::BitCast(di8, hn::Set(d32, four));
         auto a = codes;
         if constexpr (gi::kSigned<T>) gi::SignSplit(d8, codes, xv, a);
-#if HWY_TARGET == HWY_AVX3_DL
-        auto raw = isum[r].raw;
-        asm("%{evex%} vpdpbusd %2, %1, %0" : "+v"(raw) : "v"(a.raw), "v"(xv.raw));
-        isum[r] = hn::Vec<decltype(d32)>{raw};
-#else
-        isum[r] = gi::DotScaled(d8, isum[r], a, xv, ones);
-#endif
+        isum[r] = gi::Dot4(d8, isum[r], a, xv);
       }
     }
     const auto d = hn::Load(df, reinterpret_cast<const float*>(src + 8 * V));
