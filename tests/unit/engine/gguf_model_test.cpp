@@ -91,7 +91,7 @@ class LayoutWriter {
   // MLA's kv_b (heads (nope + v) x rank) as llama.cpp's split attn_k_b [nope, rank, heads] (per head the key rows
   // transposed) and attn_v_b [rank, v, heads] (the value rows), in bf16 as stored or widened to float32.
   void split_kv_b(const std::string& b, const std::string& hf, int64_t heads, int64_t nope, int64_t v, int64_t rank,
-                  bool f32) {
+                  bool f32, bool k_dims_swapped = false) {
     const auto* src = reinterpret_cast<const uint16_t*>(ck_.get(hf).data);
     std::vector<uint16_t> k(size_t(heads * rank * nope)), vv(size_t(heads * v * rank));
     for (int64_t h = 0; h < heads; ++h) {
@@ -111,7 +111,10 @@ class LayoutWriter {
       return out;
     };
     const GgmlType t = f32 ? GgmlType::F32 : GgmlType::BF16;
-    b_.raw_tensor(b + "attn_k_b.weight", {uint64_t(nope), uint64_t(rank), uint64_t(heads)}, t, bytes(k));
+    const std::vector<uint64_t> k_dims = k_dims_swapped
+                                             ? std::vector<uint64_t>{uint64_t(rank), uint64_t(nope), uint64_t(heads)}
+                                             : std::vector<uint64_t>{uint64_t(nope), uint64_t(rank), uint64_t(heads)};
+    b_.raw_tensor(b + "attn_k_b.weight", k_dims, t, bytes(k));
     b_.raw_tensor(b + "attn_v_b.weight", {uint64_t(rank), uint64_t(v), uint64_t(heads)}, t, bytes(vv));
   }
   // Per-expert tensors `hf(e)` (rows, cols) stacked: [E x rows x cols].
@@ -343,9 +346,10 @@ std::string qwen35moe_gguf(const test::ScratchDir& dir, int64_t inner = 0, float
 // beside it, the split attn_k_b / attn_v_b its absorbed attention reads (per head kv_b's key rows transposed,
 // [nope, kv_lora, heads], and its value rows, [kv_lora, v, heads]); the keys it writes, YaRN's log multiplier 0.1 *
 // mscale_all_dim. `split_only` leaves attn_kv_b out (newer conversions); `split_f32` writes the split parts as
-// float32 (as a quantized file's parts are read: decoded to float32).
+// float32 (as a quantized file's parts are read: decoded to float32); `k_dims_swapped` gives attn_k_b the dimensions
+// [kv_lora, nope, heads] (the same bytes, a lying file).
 std::string deepseek2_gguf(const test::ScratchDir& dir, const std::string& name, bool split_only = false,
-                           bool split_f32 = false) {
+                           bool split_f32 = false, bool k_dims_swapped = false) {
   const std::string hf = test::data_path("models/" + name + "/hf");
   const nlohmann::json c = test::read_json(hf + "/config.json");
   const nlohmann::json& rope = c["rope_parameters"];
@@ -396,7 +400,7 @@ std::string deepseek2_gguf(const test::ScratchDir& dir, const std::string& name,
     w.same(b + "attn_kv_a_mqa.weight", sa + "kv_a_proj_with_mqa.weight");
     w.same(b + "attn_kv_a_norm.weight", sa + "kv_a_layernorm.weight");
     if (!split_only) w.same(b + "attn_kv_b.weight", sa + "kv_b_proj.weight");
-    w.split_kv_b(b, sa + "kv_b_proj.weight", heads, nope, v, rank, split_f32);
+    w.split_kv_b(b, sa + "kv_b_proj.weight", heads, nope, v, rank, split_f32, k_dims_swapped);
     w.same(b + "attn_output.weight", sa + "o_proj.weight");
     if (l < c["first_k_dense_replace"].get<int>()) {
       for (auto [g, h] : {std::pair{"ffn_gate", "gate_proj"}, {"ffn_up", "up_proj"}, {"ffn_down", "down_proj"}}) {
@@ -411,7 +415,8 @@ std::string deepseek2_gguf(const test::ScratchDir& dir, const std::string& name,
       w.same(b + g + ".weight", p + "mlp.shared_experts." + h + ".weight");
     }
   }
-  const std::string file = dir / (name + (split_only ? (split_f32 ? "_split_f32.gguf" : "_split.gguf") : ".gguf"));
+  const std::string file = dir / (name + (split_only ? (split_f32 ? "_split_f32" : "_split") : "") +
+                                  (k_dims_swapped ? "_swapped" : "") + ".gguf");
   test::write_file(file, w.b().bytes());
   return file;
 }
@@ -456,6 +461,12 @@ TEST(GgufModel, Deepseek2InLlamaCppsLayoutRunsAsItsFolder) {
     EXPECT_EQ(max_abs_diff(logits_of(deepseek2_gguf(dir, name, true), ids), want), 0.0) << name;
     EXPECT_LT(max_abs_diff(logits_of(deepseek2_gguf(dir, name, true, true), ids), want), 1e-4) << name;
   }
+  // A split attn_k_b whose dimensions are not [nope, kv_lora, heads]: one error naming it.
+  const std::string swapped = test::error_of([&] {
+    logits_of(deepseek2_gguf(dir, "deepseek_v3_b", true, false, true), {1, 2});
+  });
+  EXPECT_NE(swapped.find("tensor 'blk.0.attn_k_b.weight' has dimensions"), std::string::npos) << swapped;
+  EXPECT_NE(swapped.find("expected ["), std::string::npos) << swapped;
 }
 
 // qwen35moe (Qwen3.5 MoE's text model in llama.cpp's layout, qwen35moe_gguf above) runs as the released folder it was
