@@ -10,6 +10,7 @@
 #define SEEDLING_OPS_INT8_SUM_INL_H_
 #endif
 
+#include <hwy/aligned_allocator.h>
 #include <hwy/highway.h>
 
 HWY_BEFORE_NAMESPACE();
@@ -57,6 +58,15 @@ HWY_INLINE hn::Vec<hn::Rebind<float, D32>> F16ToF32(D32 d32, hn::Vec<D32> h) {
   const auto subnormal = hn::BitCast(d32, hn::Mul(hn::ConvertTo(df, mag), hn::Set(df, 0x1p-24f)));
   const auto finite = hn::IfThenElse(hn::Lt(mag, hn::Set(d32, 0x400)), subnormal, normal);
   return hn::BitCast(df, hn::Or(sign, hn::IfThenElse(hn::Lt(mag, hn::Set(d32, 0x7C00)), finite, special)));
+}
+
+// This thread's buffer for a GEMM's repacked tile, at least `bytes`, vector-aligned, kept from call to call (a thread
+// repacks one tile at a time).
+HWY_INLINE uint8_t* TileBuffer(size_t bytes) {
+  thread_local hwy::AlignedFreeUniquePtr<uint8_t[]> tile;
+  thread_local size_t capacity = 0;
+  if (capacity < bytes) tile = hwy::AllocateAligned<uint8_t>(capacity = bytes);
+  return tile.get();
 }
 
 // The GEMMs' rows [i0, i0 + TM) of a tile of outputs, straight from their accumulators into y (row stride ldy):

@@ -481,20 +481,48 @@ HWY_INLINE void GemmRowsK(const Int8Rows& xq, const int32_t* bpairs, const uint8
   StoreTileRows<TM>(df, acc, y, i0, ldy, count);
 }
 
+// The GEMMs' code repack, for a block of E elements of TN outputs (TN = the int32 lanes of a full vector): StageCodes
+// writes one output's codes (Codes<T>, E bytes); TransposeCodes turns the TN outputs' staged codes (output j at codes
+// + j E) into the tile's E / 4 vectors, vector q holding in bytes 4j..4j+3 output j's codes 4q..4q+3.
+template <Codec T, size_t E>
+HWY_INLINE void StageCodes(const uint8_t* block, uint8_t* out) {
+  const hn::CappedTag<uint8_t, (E < 64 ? E : 64)> dc;  // Codes<T>'s widest that stays inside the block
+  for (size_t e0 = 0; e0 < E; e0 += hn::Lanes(dc)) hn::Store(gi::Codes<T>(dc, block, int(e0)), dc, out + e0);
+}
+template <size_t E>
+HWY_INLINE void TransposeCodes(const uint8_t* codes, uint8_t* dst) {
+  const hn::ScalableTag<uint8_t> d8;
+  const hn::Repartition<int32_t, decltype(d8)> d32;
+  constexpr size_t V = hn::MaxLanes(decltype(d8)()), TN = hn::MaxLanes(decltype(d32)());
+  HWY_ALIGN int32_t index[TN];
+  for (size_t j = 0; j < TN; ++j) index[j] = int32_t(j * E / 4);  // output j's dword q at codes + 4 (j E / 4 + q)
+  const auto at = hn::Load(d32, index);
+  const auto* dwords = reinterpret_cast<const int32_t*>(codes);
+  for (size_t q = 0; q < E / 4; ++q) hn::Store(hn::BitCast(d8, hn::GatherIndex(d32, dwords + q, at)), d8, dst + q * V);
+}
+
+// Every row of a repacked tile, in groups: run.template operator()<TM>(i) for rows [i, i + TM), TM = 4 where a full
+// vector is 64 bytes (32 vector registers: 4 rows share each code vector's load), then 2, then 1.
+template <size_t V, class F>
+HWY_INLINE void ForRowGroups(int64_t rows, F&& run) {
+  int64_t i = 0;
+  if constexpr (V == 64) {
+    for (; i + 4 <= rows; i += 4) run.template operator()<4>(i);
+  }
+  for (; i + 2 <= rows; i += 2) run.template operator()<2>(i);
+  for (; i < rows; ++i) run.template operator()<1>(i);
+}
+
 template <Codec T>
 HWY_NOINLINE void GemmRangeK(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1) {
   const hn::ScalableTag<uint8_t> d8;
   const hn::Repartition<int32_t, decltype(d8)> d32;
   const hn::Rebind<float, decltype(d32)> df;
-  const hn::CappedTag<uint8_t, 64> dc;  // Codes<T>'s widest
   constexpr size_t V = hn::MaxLanes(decltype(d8)()), TN = hn::MaxLanes(decltype(d32)());
   const auto* base = static_cast<const uint8_t*>(w.data);
   const size_t row_bytes = w.row_bytes(), block_bytes = codec_block_bytes(T);
   const int64_t blocks = xq.blocks;
-  thread_local hwy::AlignedFreeUniquePtr<uint8_t[]> tile;
-  thread_local size_t capacity = 0;
-  const size_t need = size_t(blocks) * kTileKVectors * V;
-  if (capacity < need) tile = hwy::AllocateAligned<uint8_t>(capacity = need);
+  uint8_t* const tile = TileBuffer(size_t(blocks) * kTileKVectors * V);
   HWY_ALIGN uint8_t codes[TN * 256];
   HWY_ALIGN int32_t pairs[16 * TN], scale2[8 * TN], min2[8 * TN];
   HWY_ALIGN float ds[TN], dmins[TN];
@@ -503,9 +531,6 @@ HWY_NOINLINE void GemmRangeK(const Int8Rows& xq, const Matrix& w, float* y, int6
   bpairs.resize(size_t(xq.rows * blocks * 8));
   for (size_t at = 0; at < bpairs.size(); ++at)
     bpairs[at] = int32_t(uint32_t(uint16_t(xq.bsum[2 * at])) | uint32_t(uint16_t(xq.bsum[2 * at + 1])) << 16);
-  HWY_ALIGN int32_t index[TN];
-  for (size_t j = 0; j < TN; ++j) index[j] = int32_t(j * 64);  // output j's dword q at codes + 4 (64 j + q)
-  const auto gather_at = hn::Load(d32, index);
   for (int64_t n = n0; n < n1; n += int64_t(TN)) {
     const int64_t count = std::min(int64_t(TN), n1 - n);
     for (int64_t b = 0; b < blocks; ++b) {
@@ -513,8 +538,7 @@ HWY_NOINLINE void GemmRangeK(const Int8Rows& xq, const Matrix& w, float* y, int6
         const uint8_t* block = base + size_t(n + std::min(int64_t(j), count - 1)) * row_bytes + size_t(b) * block_bytes;
         ggml::IntScales s;
         ggml::ggml_int_scales(T, block, s);
-        for (int e0 = 0; e0 < 256; e0 += int(hn::Lanes(dc)))
-          hn::Store(gi::Codes<T>(dc, block, e0), dc, codes + j * 256 + size_t(e0));
+        StageCodes<T, 256>(block, codes + j * 256);
         const auto two = [](int16_t lo, int16_t hi) {
           return int32_t(uint32_t(uint16_t(lo)) | uint32_t(uint16_t(hi)) << 16);
         };
@@ -525,10 +549,8 @@ HWY_NOINLINE void GemmRangeK(const Int8Rows& xq, const Matrix& w, float* y, int6
         }
         ds[j] = s.d, dmins[j] = s.dmin;
       }
-      uint8_t* dst = tile.get() + size_t(b) * kTileKVectors * V;
-      const auto* dwords = reinterpret_cast<const int32_t*>(codes);
-      for (size_t q = 0; q < 64; ++q)
-        hn::Store(hn::BitCast(d8, hn::GatherIndex(d32, dwords + q, gather_at)), d8, dst + q * V);
+      uint8_t* dst = tile + size_t(b) * kTileKVectors * V;
+      TransposeCodes<256>(codes, dst);
       for (size_t g = 0; g < 16; ++g) hn::Store(hn::BitCast(d8, hn::Load(d32, pairs + g * TN)), d8, dst + (64 + g) * V);
       for (size_t k = 0; k < 8; ++k) {
         hn::Store(hn::BitCast(d8, hn::Load(d32, scale2 + k * TN)), d8, dst + (kTileScales + k) * V);
@@ -537,12 +559,8 @@ HWY_NOINLINE void GemmRangeK(const Int8Rows& xq, const Matrix& w, float* y, int6
       hn::Store(hn::Load(df, ds), df, reinterpret_cast<float*>(dst + kTileD * V));
       hn::Store(hn::Load(df, dmins), df, reinterpret_cast<float*>(dst + (kTileD + 1) * V));
     }
-    int64_t i = 0;
-    if constexpr (V == 64) {  // 32 vector registers: 4 rows share each code vector's load
-      for (; i + 4 <= xq.rows; i += 4) GemmRowsK<T, 4>(xq, bpairs.data(), tile.get(), i, y + n, w.rows, count);
-    }
-    for (; i + 2 <= xq.rows; i += 2) GemmRowsK<T, 2>(xq, bpairs.data(), tile.get(), i, y + n, w.rows, count);
-    for (; i < xq.rows; ++i) GemmRowsK<T, 1>(xq, bpairs.data(), tile.get(), i, y + n, w.rows, count);
+    ForRowGroups<V>(xq.rows,
+                    [&]<size_t TM>(int64_t i) { GemmRowsK<T, TM>(xq, bpairs.data(), tile, i, y + n, w.rows, count); });
   }
 }
 
@@ -605,42 +623,27 @@ template <Codec T>
 HWY_NOINLINE void GemmRange32(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64_t n1) {
   const hn::ScalableTag<uint8_t> d8;
   const hn::Repartition<int32_t, decltype(d8)> d32;
-  const hn::CappedTag<uint8_t, 32> dc;  // Codes<T> of a whole block (two halves with 16-byte vectors)
   constexpr size_t V = hn::MaxLanes(decltype(d8)()), TN = hn::MaxLanes(decltype(d32)());
   const auto* base = static_cast<const uint8_t*>(w.data);
   const size_t row_bytes = w.row_bytes(), block_bytes = codec_block_bytes(T);
   const int64_t blocks = xq.blocks;
-  thread_local hwy::AlignedFreeUniquePtr<uint8_t[]> tile;
-  thread_local size_t capacity = 0;
-  const size_t need = size_t(blocks) * kTile32Vectors * V;
-  if (capacity < need) tile = hwy::AllocateAligned<uint8_t>(capacity = need);
+  uint8_t* const tile = TileBuffer(size_t(blocks) * kTile32Vectors * V);
   HWY_ALIGN uint8_t codes[TN * 32];
   HWY_ALIGN float ds[TN], dmins[TN];
-  HWY_ALIGN int32_t index[TN];
-  for (size_t j = 0; j < TN; ++j) index[j] = int32_t(j * 8);  // output j's dword q at codes + 4 (8 j + q)
-  const auto gather_at = hn::Load(d32, index);
   for (int64_t n = n0; n < n1; n += int64_t(TN)) {
     const int64_t count = std::min(int64_t(TN), n1 - n);
     for (int64_t b = 0; b < blocks; ++b) {
       for (size_t j = 0; j < TN; ++j) {  // a short tile repeats its last output in the lanes past it
         const uint8_t* block = base + size_t(n + std::min(int64_t(j), count - 1)) * row_bytes + size_t(b) * block_bytes;
-        for (int e0 = 0; e0 < 32; e0 += int(hn::Lanes(dc)))
-          hn::Store(gi::Codes<T>(dc, block, e0), dc, codes + j * 32 + size_t(e0));
+        StageCodes<T, 32>(block, codes + j * 32);
         ggml::ggml_d_dmin(T, block, ds[j], dmins[j]);
       }
-      uint8_t* dst = tile.get() + size_t(b) * kTile32Vectors * V;
-      const auto* dwords = reinterpret_cast<const int32_t*>(codes);
-      for (size_t q = 0; q < 8; ++q)
-        hn::Store(hn::BitCast(d8, hn::GatherIndex(d32, dwords + q, gather_at)), d8, dst + q * V);
+      uint8_t* dst = tile + size_t(b) * kTile32Vectors * V;
+      TransposeCodes<32>(codes, dst);
       std::memcpy(dst + 8 * V, ds, sizeof(ds));
       std::memcpy(dst + 9 * V, dmins, sizeof(dmins));
     }
-    int64_t i = 0;
-    if constexpr (V == 64) {  // 32 vector registers: 4 rows share each code vector's load
-      for (; i + 4 <= xq.rows; i += 4) GemmRows32<T, 4>(xq, tile.get(), i, y + n, w.rows, count);
-    }
-    for (; i + 2 <= xq.rows; i += 2) GemmRows32<T, 2>(xq, tile.get(), i, y + n, w.rows, count);
-    for (; i < xq.rows; ++i) GemmRows32<T, 1>(xq, tile.get(), i, y + n, w.rows, count);
+    ForRowGroups<V>(xq.rows, [&]<size_t TM>(int64_t i) { GemmRows32<T, TM>(xq, tile, i, y + n, w.rows, count); });
   }
 }
 

@@ -332,10 +332,7 @@ void GemmRangeT(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64
   constexpr size_t kStride = (size_t(kGroup<T>) / 4 + 2) * V, kMaxTM = TN >= 16 ? 8 : 4;
   const size_t row_bytes = codec_row_bytes(T, w.cols);
   const auto* base = static_cast<const uint8_t*>(w.data);
-  thread_local hwy::AlignedFreeUniquePtr<uint8_t[]> tile;
-  thread_local size_t capacity = 0;
-  const size_t need = size_t(xq.blocks) * kStride;
-  if (capacity < need) tile = hwy::AllocateAligned<uint8_t>(capacity = need);
+  uint8_t* const tile = TileBuffer(size_t(xq.blocks) * kStride);
   HWY_ALIGN int32_t offsets[TN];
   for (int64_t n = n0; n < n1; n += int64_t(TN)) {
     const int64_t count = std::min(int64_t(TN), n1 - n);
@@ -343,15 +340,15 @@ void GemmRangeT(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64
     const auto offset = hn::Load(d32, offsets);
     const uint8_t* row0 = base + size_t(n) * row_bytes;
     for (int64_t b = 0; b < xq.blocks; ++b)
-      RepackBlock<T>(d8, row0, offset, size_t(b) * kBlockBytes<T>, tile.get() + size_t(b) * kStride);
+      RepackBlock<T>(d8, row0, offset, size_t(b) * kBlockBytes<T>, tile + size_t(b) * kStride);
     int64_t i = 0;
     for (; i + int64_t(kMaxTM) <= xq.rows; i += int64_t(kMaxTM))
-      GemmRows<T, kMaxTM>(d8, xq, i, tile.get(), y + n, w.rows, count);
+      GemmRows<T, kMaxTM>(d8, xq, i, tile, y + n, w.rows, count);
     if constexpr (kMaxTM > 4) {
-      if (i + 4 <= xq.rows) GemmRows<T, 4>(d8, xq, i, tile.get(), y + n, w.rows, count), i += 4;
+      if (i + 4 <= xq.rows) GemmRows<T, 4>(d8, xq, i, tile, y + n, w.rows, count), i += 4;
     }
-    if (i + 2 <= xq.rows) GemmRows<T, 2>(d8, xq, i, tile.get(), y + n, w.rows, count), i += 2;
-    if (i < xq.rows) GemmRows<T, 1>(d8, xq, i, tile.get(), y + n, w.rows, count);
+    if (i + 2 <= xq.rows) GemmRows<T, 2>(d8, xq, i, tile, y + n, w.rows, count), i += 2;
+    if (i < xq.rows) GemmRows<T, 1>(d8, xq, i, tile, y + n, w.rows, count);
   }
 }
 
