@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "experts/resident_experts.h"
 #include "io/gguf_codec.h"
+#include "ops/matmul.h"
 #include "ops/matrix.h"
 
 namespace seedling {
@@ -192,20 +193,33 @@ class GgufSource final : public WeightSource {
     const Codec out_codec = keep ? k.codec : Codec::F32;
     const size_t elem = keep ? 2 : 4;
     std::vector<uint8_t>& out = owned_->emplace_back(size_t(rows * rank) * elem);
-    const auto put = [&](int64_t r, int64_t c, const ops::Matrix& m, int64_t mr, int64_t mc) {
-      uint8_t* dst = out.data() + size_t(r * rank + c) * elem;
-      if (keep) {
-        std::memcpy(dst, static_cast<const uint8_t*>(m.data) + size_t(mr * m.cols + mc) * 2, 2);
-      } else {
-        const float x = m.at(mr, mc);
-        std::memcpy(dst, &x, 4);
+    if (keep) {  // 16-bit values moved as they are
+      const auto* kb = static_cast<const uint16_t*>(k.data);
+      const auto* vb = static_cast<const uint16_t*>(v.data);
+      auto* dst = reinterpret_cast<uint16_t*>(out.data());
+      for (int64_t h = 0; h < H; ++h) {
+        for (int64_t r = 0; r < nope; ++r)
+          for (int64_t c = 0; c < rank; ++c) dst[(h * (nope + vd) + r) * rank + c] = kb[(h * rank + c) * nope + r];
+        std::memcpy(dst + (h * (nope + vd) + nope) * rank, vb + h * vd * rank, size_t(vd * rank) * 2);
       }
+      return {out_codec, out.data(), {rows, rank}, g_.path()};
+    }
+    // Each source row decoded once (ggml's types by the kernels' row decoder, codec_value's values), then placed.
+    auto* dst = reinterpret_cast<float*>(out.data());
+    const auto decode_row = [](const ops::Matrix& m, int64_t r, float* row) {
+      if (codec_is_ggml(m.codec)) {
+        return ops::ggml_decode_row(m.codec, static_cast<const uint8_t*>(m.data) + size_t(r) * m.row_bytes(), m.cols,
+                                    row);
+      }
+      for (int64_t c = 0; c < m.cols; ++c) row[c] = m.at(r, c);
     };
+    std::vector<float> krow(static_cast<size_t>(nope));
     for (int64_t h = 0; h < H; ++h) {
-      for (int64_t r = 0; r < nope; ++r)
-        for (int64_t c = 0; c < rank; ++c) put(h * (nope + vd) + r, c, k, h * rank + c, r);
-      for (int64_t r = 0; r < vd; ++r)
-        for (int64_t c = 0; c < rank; ++c) put(h * (nope + vd) + nope + r, c, v, h * vd + r, c);
+      for (int64_t c = 0; c < rank; ++c) {
+        decode_row(k, h * rank + c, krow.data());
+        for (int64_t r = 0; r < nope; ++r) dst[(h * (nope + vd) + r) * rank + c] = krow[size_t(r)];
+      }
+      for (int64_t r = 0; r < vd; ++r) decode_row(v, h * vd + r, dst + (h * (nope + vd) + nope + r) * rank);
     }
     return {out_codec, out.data(), {rows, rank}, g_.path()};
   }
