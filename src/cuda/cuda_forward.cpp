@@ -667,9 +667,11 @@ void CudaForward::attention(int layer, float* x, float* xn) {
   const float* k_head_norm = whole_norm ? nullptr : lw.v(Role::KNorm);
   // Gated attention: q_proj's rows (per head its query, then its gate) into qg, split into q and gate below.
   float* qg = plan.output_gate ? s_qg_.get<float>(size_t(M * 2 * Q)) : q;
-  // One launch for a decode row whose q, k and v go straight from the product to the per-head norm and RoPE; biases,
-  // a whole-projection norm, a clip or an output gate come between them, so those plans take the separate launches.
-  const bool fused = M == 1 && lw.v(Role::QBias) == nullptr && !whole_norm && plan.clip_qkv <= 0 && !plan.output_gate;
+  // One launch for a decode row whose q, k and v go from the product (biases added there) to the per-head norm and
+  // RoPE; a whole-projection norm, a clip or an output gate come between them, so those plans take separate launches.
+  // A decode row's biases are added by the product's launch; prompt rows take add_bias after theirs.
+  const bool fused = M == 1 && !whole_norm && plan.clip_qkv <= 0 && !plan.output_gate;
+  const float* const qkv_bias[3] = {lw.v(Role::QBias), lw.v(Role::KBias), lw.v(Role::VBias)};
   if (fused) {  // q/k/v, qk-norm, RoPE and the cache write in one launch
     const DeviceMatrix ws[3] = {lw.m(Role::Q), lw.m(Role::K), lw.m(Role::V)};
     const cuda::QkRope rope{.n_heads = c_.num_heads,
@@ -686,12 +688,13 @@ void CudaForward::attention(int layer, float* x, float* xn) {
                             .base = kv_layout_.base(layer)};
     int* counters = s_rope_counters_.get_zeroed<int>(size_t(c_.num_heads + 2 * c_.num_kv_heads), stream_);
     if (!skipped(M, kSkipQkv)) {
-      cuda::matvec_qkv_rope(x, ws, q, k, v, lw.v(Role::AttnNorm), c_.rms_norm_eps, xn, rope, counters, stream_);
+      cuda::matvec_qkv_rope(x, ws, q, k, v, lw.v(Role::AttnNorm), c_.rms_norm_eps, xn, rope, counters, stream_,
+                            qkv_bias);
     }
   } else if (M == 1) {
     const DeviceMatrix ws[3] = {lw.m(Role::Q), lw.m(Role::K), lw.m(Role::V)};
     float* const ys[3] = {qg, k, v};
-    cuda::matvec(x, ws, ys, lw.v(Role::AttnNorm), c_.rms_norm_eps, xn, false, stream_);
+    cuda::matvec(x, ws, ys, lw.v(Role::AttnNorm), c_.rms_norm_eps, xn, false, stream_, qkv_bias);
   } else {
     cuda::rms_norm(x, xn, M, H, lw.v(Role::AttnNorm), c_.rms_norm_eps, stream_);
     const DeviceMatrix ws[3] = {lw.m(Role::Q), lw.m(Role::K), lw.m(Role::V)};
@@ -700,7 +703,7 @@ void CudaForward::attention(int layer, float* x, float* xn) {
   }
   float* gate = plan.output_gate ? s_gate_.get<float>(size_t(M * Q)) : nullptr;
   if (gate != nullptr) cuda::split_gated_query(qg, M, c_.num_heads, hd, q, gate, stream_);
-  if (lw.v(Role::QBias) != nullptr) {
+  if (M > 1 && lw.v(Role::QBias) != nullptr) {
     cuda::add_bias(q, lw.v(Role::QBias), M, Q, stream_);
     cuda::add_bias(k, lw.v(Role::KBias), M, KV, stream_);
     cuda::add_bias(v, lw.v(Role::VBias), M, KV, stream_);
@@ -736,12 +739,14 @@ void CudaForward::attention(int layer, float* x, float* xn) {
   if (gate != nullptr) cuda::mul_sigmoid(att, gate, M * Q, stream_);  // the attention output times sigmoid(gate)
   if (M == 1) {
     float* const ys[1] = {x};
-    if (!skipped(M, kSkipO))
-      cuda::matvec(att, {&lw.m(Role::O), 1}, ys, nullptr, 0.0f, nullptr, true, stream_);  // x += o . att
+    const float* const bias[1] = {lw.v(Role::OBias)};
+    if (!skipped(M, kSkipO)) {
+      cuda::matvec(att, {&lw.m(Role::O), 1}, ys, nullptr, 0.0f, nullptr, true, stream_, bias);  // x += o . att (+ b)
+    }
   } else {
-    product(att, M, lw.m(Role::O), x, true, stream_, s_f16_, float32_);  // x += (M, H)
+    product(att, M, lw.m(Role::O), x, true, stream_, s_f16_, float32_);                     // x += (M, H)
+    if (lw.v(Role::OBias) != nullptr) cuda::add_bias(x, lw.v(Role::OBias), M, H, stream_);  // x += o's bias
   }
-  if (lw.v(Role::OBias) != nullptr) cuda::add_bias(x, lw.v(Role::OBias), M, H, stream_);  // x += o's bias
 }
 
 // The latent attention of an MLA layer (model/mla.cpp's Model::mla_attention): cuda/mla_forward.h.
@@ -780,16 +785,16 @@ void CudaForward::moe(int layer, float* x, float* xn) {
     router_product(xn, M, lw.m(Role::Router), router, stream_, s_split_);  // (M, E)
     cuda::router_topk(router, M, E, K, rp.renormalize, ids, weights, stream_);
   } else if (!skipped(M, kSkipRouter)) {
-    if (M == 1) {
-      float* const ys[1] = {router};
-      cuda::matvec(x, {&lw.m(Role::Router), 1}, ys, lw.v(Role::FfnNorm), c_.rms_norm_eps, xn, false,
-                   stream_);  // (1, E), xn
+    const cuda::RouterPolicy policy = router_policy(rp, lw.v(Role::RouterBias), lw.v(Role::RouterCorrection));
+    if (M == 1) {  // (1, E) logits, xn, and the policy in one launch
+      int* counter = s_router_counter_.get_zeroed<int>(1, stream_);
+      cuda::router_matvec_route(x, lw.m(Role::Router), lw.v(Role::FfnNorm), c_.rms_norm_eps, xn, router, K, policy, ids,
+                                weights, counter, stream_);
     } else {
       cuda::rms_norm(x, xn, M, H, lw.v(Role::FfnNorm), c_.rms_norm_eps, stream_);
       router_product(xn, M, lw.m(Role::Router), router, stream_, s_split_);  // (M, E)
+      cuda::router_route(router, M, E, K, policy, ids, weights, stream_);
     }
-    cuda::router_route(router, M, E, K, router_policy(rp, lw.v(Role::RouterBias), lw.v(Role::RouterCorrection)), ids,
-                       weights, stream_);
   }
   if (route_source_ != nullptr || route_observer_ != nullptr) host_routes(layer, ids, weights);
   if (transport_ != nullptr) return moe_expert_parallel(layer, x, xn, ids, weights);

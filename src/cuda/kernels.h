@@ -51,10 +51,11 @@ void matmul(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool acc
 // Decode (one row of x): y_i = W_i x (or y_i += with accumulate) for the matrices ws and outputs ys, in one launch
 // when they share codec and width (at most 3: q, k and v), each output element summed exactly as matmul sums it.
 // With `norm`, x is first RMS-normed with those weights exactly as rms_norm does (inside the launch when the row
-// fits in shared memory, kMatvecSharedCols), and the normed row is written to xn_out (required then).
+// fits in shared memory, kMatvecSharedCols), and the normed row is written to xn_out (required then). biases (one
+// per matrix, null for none): y_i = y_i + b_i after the sum and the accumulation, add_bias's operation, in the launch.
 constexpr int64_t kMatvecSharedCols = 12288;
 void matvec(const float* x, std::span<const DeviceMatrix> ws, std::span<float* const> ys, const float* norm, float eps,
-            float* xn_out, bool accumulate, cudaStream_t stream);
+            float* xn_out, bool accumulate, cudaStream_t stream, std::span<const float* const> biases = {});
 
 // The router of one row: logits = router . norm(x) as matvec computes them (xn_out: the normed row), then
 // router_topk's softmax and top-k, in the same launch when matvec's is one launch (its last block to finish does
@@ -62,6 +63,12 @@ void matvec(const float* x, std::span<const DeviceMatrix> ws, std::span<float* c
 void router_matvec_topk(const float* x, const DeviceMatrix& router, const float* norm, float eps, float* xn_out,
                         float* logits, int k, bool norm_topk, int* ids, float* weights, int* counter,
                         cudaStream_t stream);
+// The same for any router policy: logits as matvec computes them, then router_route's policy p on them (its bias
+// included), in the same launch when matvec's is one launch. counter as router_matvec_topk's.
+struct RouterPolicy;
+void router_matvec_route(const float* x, const DeviceMatrix& router, const float* norm, float eps, float* xn_out,
+                         float* logits, int k, const RouterPolicy& p, int* ids, float* weights, int* counter,
+                         cudaStream_t stream);
 
 // x[i] = w * x / sqrt(mean(x^2) + eps), rows of n (out may equal x).
 void rms_norm(const float* x, float* out, int64_t rows, int64_t n, const float* weight, float eps, cudaStream_t stream);
@@ -188,11 +195,12 @@ struct QkRope {
 // Decode: matvec of x against w = {q, k, v} with the norm inside (as matvec: xn_out gets the normed row), then
 // qk_rope_kv of that row, in one launch where matvec's is one launch and heads are whole blocks of outputs (the last
 // block to finish a head finishes it with qk_rope_kv's arithmetic: the same bits as the two launches); otherwise the
-// two launches. SEEDLING_NO_FUSED_ROPE=1 forces the two launches (for A/B measurements). head_counters:
-// n_heads + 2 * n_kv_heads ints, zero before the first call (every call leaves them at zero). Returns whether it
-// took the one launch.
+// two launches. biases: q/k/v's, added before the norm and RoPE as matvec adds them. SEEDLING_NO_FUSED_ROPE=1 forces
+// the two launches (for A/B measurements). head_counters: n_heads + 2 * n_kv_heads ints, zero before the first call
+// (every call leaves them at zero). Returns whether it took the one launch.
 bool matvec_qkv_rope(const float* x, const DeviceMatrix (&w)[3], float* q, float* k, float* v, const float* norm,
-                     float eps, float* xn_out, const QkRope& r, int* head_counters, cudaStream_t stream);
+                     float eps, float* xn_out, const QkRope& r, int* head_counters, cudaStream_t stream,
+                     std::span<const float* const> biases = {});
 // Decode attention (flash decoding): for each listed row, q (rows x n_heads * head_dim) over keys [first, pos] of
 // its cache (first from s.window; a sink logit, when given, counted once in the merge's denominator), cut into at most
 // 64 splits whose size depends only on the cache's capacity (so a row gets the same bits alone or batched, eagerly or

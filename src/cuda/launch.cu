@@ -1,7 +1,8 @@
-// cuda/launch.cu - launch.cuh's host functions: the environment's A/B switches, whether programmatic dependent
-// launch is on, and raising a kernel's shared memory limit.
+// cuda/launch.cu - launch.cuh's host functions: the router policy's check, the environment's A/B switches, whether
+// programmatic dependent launch is on, and raising a kernel's shared memory limit.
 #include <atomic>
 #include <cstdlib>
+#include <string>
 
 #include "cuda/launch.cuh"
 
@@ -10,6 +11,15 @@ namespace seedling::cuda {
 bool env_flag(const char* name) {
   const char* e = std::getenv(name);
   return e != nullptr && e[0] != '\0' && e[0] != '0';
+}
+
+void check_route_policy(int64_t e, int k, const RouterPolicy& p, const char* what) {
+  const bool groups_ok = p.n_group > 0 && e % p.n_group == 0 && p.topk_group >= 1 && p.topk_group <= p.n_group;
+  if (e <= 4096 && k <= e && groups_ok) return;
+  check(cudaErrorInvalidValue,
+        (std::string(what) + ": at most 4096 experts, k <= experts, n_group dividing them and 1 <= topk_group <= "
+                             "n_group")
+            .c_str());
 }
 
 bool pdl_enabled() {

@@ -51,6 +51,10 @@ inline int blocks_for(int64_t n, int per) {
   return int((n + per - 1) / per);
 }
 
+// Throws Error (invalid argument, naming `what`) unless router_route's kernel takes policy p over rows of e logits:
+// at most 4096 experts, k <= e, n_group dividing e and 1 <= topk_group <= n_group.
+void check_route_policy(int64_t e, int k, const RouterPolicy& p, const char* what);
+
 // Whether the environment variable `name` is set to something other than empty or "0" (the A/B switches).
 bool env_flag(const char* name);
 

@@ -1,7 +1,7 @@
 // cuda/norm_rope_topk.cuh - the row arithmetic that a fused decode launch (products.cu's matvec_kernel) shares with
 // the plain launch it replaces (row_ops.cu): a block's RMS of a row, one head's qk-norm + RoPE, where a key row sits
-// in the cache, and the router's softmax + top-k; and the experts' activation (experts.cu, gemm.cu). One copy of
-// each, so the fused and the plain launch give the same bits.
+// in the cache, the router's softmax + top-k and its other policies (route_row); and the experts' activation
+// (experts.cu, gemm.cu). One copy of each, so the fused and the plain launch give the same bits.
 #pragma once
 
 #include <cfloat>
@@ -133,6 +133,90 @@ __device__ inline void topk_row(const float* x, int e, int k, bool norm_topk, in
   }
   if (norm_topk && lane == 0) {
     for (int s = 0; s < k; ++s) weights[s] = weights[s] / chosen_sum;
+  }
+}
+
+// The k largest of choice (each taken one set to -inf) into ids, with weights[s] = value[id] (lane 0 writes).
+__device__ inline void warp_take_k(float* choice, const float* value, int n, int k, int* ids, float* weights) {
+  const int lane = threadIdx.x % kWarp;
+  for (int s = 0; s < k; ++s) {
+    float best;
+    const int i = warp_argmax(choice, n, best);
+    if (lane == 0) {
+      ids[s] = i;
+      weights[s] = value[i];
+      choice[i] = -INFINITY;
+    }
+    __syncwarp();
+  }
+}
+
+// router_route's policy on one row of e logits x by one warp (decoder.cpp's route): ids and weights its k choices
+// (lane 0 writes); sm 3 * e floats of shared memory: z the biased logits (then the sigmoid scores), choice what the
+// top-k ranks, group the group scores (kept groups: -inf once taken). The one copy: router_route's kernel and the
+// router matvec's epilogue both call it.
+__device__ inline void route_row(const float* x, int e, int k, const RouterPolicy& p, int* id, float* w, float* sm) {
+  float *z = sm, *choice = sm + e, *group = sm + 2 * e;
+  const int lane = threadIdx.x % kWarp;
+  for (int i = lane; i < e; i += kWarp) z[i] = p.bias != nullptr ? x[i] + p.bias[i] : x[i];
+  __syncwarp();
+  if (p.gating == RouteGating::SoftmaxTopK) {
+    topk_row(z, e, k, p.renormalize, id, w, choice);  // renormalised there, as router_topk
+  } else if (p.gating == RouteGating::TopKSoftmax) {
+    for (int i = lane; i < e; i += kWarp) choice[i] = z[i];
+    __syncwarp();
+    warp_take_k(choice, z, e, k, id, w);
+    if (lane == 0) {  // ops::softmax over the k chosen logits (largest first: w[0] is their max)
+      const float mx = w[0];
+      float sum = 0.0f;
+      for (int s = 0; s < k; ++s) {
+        w[s] = expf(w[s] - mx);
+        sum += w[s];
+      }
+      const float inv = 1.0f / sum;
+      for (int s = 0; s < k; ++s) w[s] = w[s] * inv;
+    }
+  } else {  // SigmoidGroupTopK: ops::group_top_k over score + correction, weights the scores
+    for (int i = lane; i < e; i += kWarp) {
+      z[i] = 1.0f / (1.0f + expf(-z[i]));
+      choice[i] = p.correction != nullptr ? z[i] + p.correction[i] : z[i];
+    }
+    __syncwarp();
+    const int per = e / p.n_group;
+    for (int g = lane; g < p.n_group; g += kWarp) {  // a group's score: its two largest choices, largest first
+      float b1 = -INFINITY, b2 = -INFINITY;
+      for (int j = 0; j < per; ++j) {
+        const float v = choice[g * per + j];
+        if (v > b1) {
+          b2 = b1;
+          b1 = v;
+        } else if (v > b2) {
+          b2 = v;
+        }
+      }
+      group[g] = b1 + b2;
+    }
+    __syncwarp();
+    for (int t = 0; t < p.topk_group; ++t) {
+      float best;
+      const int g = warp_argmax(group, p.n_group, best);
+      if (lane == 0) group[g] = -INFINITY;  // kept
+      __syncwarp();
+    }
+    for (int i = lane; i < e; i += kWarp) {
+      if (group[i / per] != -INFINITY) choice[i] = p.masked;  // a group not kept: its choices masked, as on the CPU
+    }
+    __syncwarp();
+    warp_take_k(choice, z, e, k, id, w);
+    if (lane == 0 && p.renormalize) {
+      float sum = 0.0f;
+      for (int s = 0; s < k; ++s) sum = sum + w[s];
+      sum = sum + 1e-20f;  // transformers' epsilon for sigmoid scores
+      for (int s = 0; s < k; ++s) w[s] = w[s] / sum;
+    }
+  }
+  if (lane == 0 && p.scale != 1.0f) {
+    for (int s = 0; s < k; ++s) w[s] = w[s] * p.scale;
   }
 }
 

@@ -51,10 +51,16 @@ struct MatvecTargets {
   float* y[3] = {};
   int64_t rows[3] = {};
   int count = 0;
-  // With a counter: the router's softmax and top-k of y[0] (e = rows[0]) by the last block to finish.
+  // Per matrix, a bias added to each output after its sum (and after the accumulation: (y + sum) + b, add_bias's
+  // operation after the launch it replaces), or null.
+  const float* bias[3] = {};
+  // With a counter: the router's softmax and top-k of y[0] (e = rows[0]) by the last block to finish; with `routed`,
+  // route_row's policy instead (router_route's arithmetic).
   int* topk_counter = nullptr;
   int topk_k = 0;
   bool topk_norm = false;
+  bool routed = false;
+  RouterPolicy route;
   int* topk_ids = nullptr;
   float* topk_weights = nullptr;
   // With rope_counters (one per head of q, k and v, stacked in that order as y[0..2]): the last block to finish a
@@ -247,7 +253,9 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kMatvecBlocksPerSm)
       const float sum = warp_sum(acc[r][0]);
       if (threadIdx.x % kWarp == 0) {
         float* out = t.y[mi] + n + r;
-        *out = accumulate ? *out + sum : sum;
+        float v = accumulate ? *out + sum : sum;
+        if (t.bias[mi] != nullptr) v = v + t.bias[mi][n + r];
+        *out = v;
       }
     }
     if constexpr (S) __syncwarp();  // every lane is done with the buffers before they are staged into again
@@ -272,8 +280,12 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kMatvecBlocksPerSm)
   }
   __threadfence();
   if (threadIdx.x < kWarp) {
-    topk_row(t.y[0], int(t.rows[0]), t.topk_k, t.topk_norm, t.topk_ids, t.topk_weights,
-             reinterpret_cast<float*>(smem_bytes));
+    float* sm = reinterpret_cast<float*>(smem_bytes);
+    if (t.routed) {
+      route_row(t.y[0], int(t.rows[0]), t.topk_k, t.route, t.topk_ids, t.topk_weights, sm);
+    } else {
+      topk_row(t.y[0], int(t.rows[0]), t.topk_k, t.topk_norm, t.topk_ids, t.topk_weights, sm);
+    }
   }
   clk.done(kind);
 }
@@ -379,9 +391,28 @@ int codec_split(std::span<const DeviceMatrix> ws) {
   return pair ? split : -1;
 }
 
-// matvec, and with `topk` (its counter set) the router's top-k in the same launch when the fused path is taken.
+// Targets whose only epilogue is the biases (at most 3; null entries: none for that matrix).
+MatvecTargets with_biases(std::span<const float* const> biases) {
+  check(biases.size() <= 3 ? cudaSuccess : cudaErrorInvalidValue, "matvec: at most 3 biases");
+  MatvecTargets t;
+  for (size_t i = 0; i < biases.size(); ++i) t.bias[i] = biases[i];
+  return t;
+}
+
+// Targets of a router launch: its counter and where its k choices and their weights go.
+MatvecTargets router_targets(int* counter, int k, int* ids, float* weights) {
+  MatvecTargets t;
+  t.topk_counter = counter;
+  t.topk_k = k;
+  t.topk_ids = ids;
+  t.topk_weights = weights;
+  return t;
+}
+
+// matvec with `extra`'s epilogues: its biases added to the outputs; with its top-k counter set, the router's top-k
+// (or route_row's policy) in the same launch when the fused path is taken, else in a launch after it.
 void matvec_launch(const float* x, std::span<const DeviceMatrix> ws, std::span<float* const> ys, const float* norm,
-                   float eps, float* xn_out, bool accumulate, const MatvecTargets& topk, cudaStream_t stream) {
+                   float eps, float* xn_out, bool accumulate, const MatvecTargets& extra, cudaStream_t stream) {
   if (ws.empty()) return;
   const int64_t cols = ws[0].cols;
   bool same = ws.size() <= 3 && ws.size() == ys.size();
@@ -396,17 +427,22 @@ void matvec_launch(const float* x, std::span<const DeviceMatrix> ws, std::span<f
   if (norm != nullptr && (!(same || mixed) || cols > kMatvecSharedCols)) {  // normalise once, then the plain products
     check(xn_out != nullptr ? cudaSuccess : cudaErrorInvalidValue, "matvec: a fused norm without xn_out");
     rms_norm(x, xn_out, 1, cols, norm, eps, stream);
-    matvec_launch(xn_out, ws, ys, nullptr, eps, nullptr, accumulate, topk, stream);
+    matvec_launch(xn_out, ws, ys, nullptr, eps, nullptr, accumulate, extra, stream);
     return;
   }
   if (!same && !mixed) {
-    for (size_t i = 0; i < ws.size(); ++i) matmul(x, 1, ws[i], ys[i], accumulate, stream);
-    if (topk.topk_counter != nullptr) {
-      router_topk(ys[0], 1, int(ws[0].rows), topk.topk_k, topk.topk_norm, topk.topk_ids, topk.topk_weights, stream);
+    for (size_t i = 0; i < ws.size(); ++i) {
+      matmul(x, 1, ws[i], ys[i], accumulate, stream);
+      if (i < 3 && extra.bias[i] != nullptr) add_bias(ys[i], extra.bias[i], 1, ws[i].rows, stream);
+    }
+    if (extra.topk_counter != nullptr && extra.routed) {
+      router_route(ys[0], 1, int(ws[0].rows), extra.topk_k, extra.route, extra.topk_ids, extra.topk_weights, stream);
+    } else if (extra.topk_counter != nullptr) {
+      router_topk(ys[0], 1, int(ws[0].rows), extra.topk_k, extra.topk_norm, extra.topk_ids, extra.topk_weights, stream);
     }
     return;
   }
-  MatvecTargets t = topk;
+  MatvecTargets t = extra;
   int64_t total = 0;
   for (size_t i = 0; i < ws.size(); ++i) {
     t.w[i] = static_cast<const uint8_t*>(ws[i].data);
@@ -435,7 +471,9 @@ void matvec_launch(const float* x, std::span<const DeviceMatrix> ws, std::span<f
   const size_t stage_all = size_t(buffers) * kWarpsPerBlock * size_t(rw) * rb;
   const bool staged = !mixed && v && xs_bytes + stage_all <= kStageSharedBytes;
   size_t smem = xs_bytes + (staged ? stage_all : 0);
-  if (t.topk_counter != nullptr) smem = std::max(smem, size_t(ws[0].rows) * sizeof(float));  // the softmax
+  if (t.topk_counter != nullptr) {  // the softmax's probabilities, or route_row's three rows
+    smem = std::max(smem, size_t(t.routed ? 3 : 1) * size_t(ws[0].rows) * sizeof(float));
+  }
   const unsigned grid = unsigned(grid64);
   const unsigned threads = kWarp * kWarpsPerBlock;
   if (mixed) {
@@ -461,25 +499,33 @@ void matvec_launch(const float* x, std::span<const DeviceMatrix> ws, std::span<f
 }  // namespace
 
 void matvec(const float* x, std::span<const DeviceMatrix> ws, std::span<float* const> ys, const float* norm, float eps,
-            float* xn_out, bool accumulate, cudaStream_t stream) {
-  matvec_launch(x, ws, ys, norm, eps, xn_out, accumulate, MatvecTargets{}, stream);
+            float* xn_out, bool accumulate, cudaStream_t stream, std::span<const float* const> biases) {
+  matvec_launch(x, ws, ys, norm, eps, xn_out, accumulate, with_biases(biases), stream);
 }
 
 void router_matvec_topk(const float* x, const DeviceMatrix& router, const float* norm, float eps, float* xn_out,
                         float* logits, int k, bool norm_topk, int* ids, float* weights, int* counter,
                         cudaStream_t stream) {
-  MatvecTargets topk;
-  topk.topk_counter = counter;
-  topk.topk_k = k;
-  topk.topk_norm = norm_topk;
-  topk.topk_ids = ids;
-  topk.topk_weights = weights;
+  MatvecTargets t = router_targets(counter, k, ids, weights);
+  t.topk_norm = norm_topk;
   float* const ys[1] = {logits};
-  matvec_launch(x, {&router, 1}, ys, norm, eps, xn_out, false, topk, stream);
+  matvec_launch(x, {&router, 1}, ys, norm, eps, xn_out, false, t, stream);
+}
+
+void router_matvec_route(const float* x, const DeviceMatrix& router, const float* norm, float eps, float* xn_out,
+                         float* logits, int k, const RouterPolicy& p, int* ids, float* weights, int* counter,
+                         cudaStream_t stream) {
+  check_route_policy(router.rows, k, p, "router_matvec_route");
+  MatvecTargets t = router_targets(counter, k, ids, weights);
+  t.routed = true;
+  t.route = p;
+  float* const ys[1] = {logits};
+  matvec_launch(x, {&router, 1}, ys, norm, eps, xn_out, false, t, stream);
 }
 
 bool matvec_qkv_rope(const float* x, const DeviceMatrix (&w)[3], float* q, float* k, float* v, const float* norm,
-                     float eps, float* xn_out, const QkRope& r, int* head_counters, cudaStream_t stream) {
+                     float eps, float* xn_out, const QkRope& r, int* head_counters, cudaStream_t stream,
+                     std::span<const float* const> biases) {
   static const bool off = env_flag("SEEDLING_NO_FUSED_ROPE");
   float* const ys[3] = {q, k, v};
   const int64_t hd = r.head_dim;
@@ -487,12 +533,12 @@ bool matvec_qkv_rope(const float* x, const DeviceMatrix (&w)[3], float* q, float
                w[0].rows == r.n_heads * hd && w[1].rows == r.n_kv_heads * hd && w[2].rows == r.n_kv_heads * hd;
   fused = fused && codec_split(w) > 0;  // one codec, or two with a mixed launch
   if (!fused) {
-    matvec(x, w, ys, norm, eps, xn_out, false, stream);
+    matvec(x, w, ys, norm, eps, xn_out, false, stream, biases);
     qk_rope_kv(q, k, v, 1, r.n_heads, r.n_kv_heads, r.head_dim, r.q_norm, r.k_norm, r.eps, r.pos, r.inv_freq,
                r.rotary_dim, r.scaling, r.rows, r.base, stream);
     return false;
   }
-  MatvecTargets t;
+  MatvecTargets t = with_biases(biases);
   t.rope_counters = head_counters;
   t.rope = r;
   matvec_launch(x, w, ys, norm, eps, xn_out, false, t, stream);

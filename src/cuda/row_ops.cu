@@ -114,90 +114,11 @@ __global__ void mul_sigmoid_kernel(float* x, const float* gate, int64_t n) {
   if (i < n) x[i] = x[i] * (1.0f / (1.0f + expf(-gate[i])));  // ops::sigmoid
 }
 
-// The k largest of choice (each taken one set to -inf) into ids, with weights[s] = value[id] (lane 0 writes).
-__device__ inline void warp_take_k(float* choice, const float* value, int n, int k, int* ids, float* weights) {
-  const int lane = threadIdx.x % kWarp;
-  for (int s = 0; s < k; ++s) {
-    float best;
-    const int i = warp_argmax(choice, n, best);
-    if (lane == 0) {
-      ids[s] = i;
-      weights[s] = value[i];
-      choice[i] = -INFINITY;
-    }
-    __syncwarp();
-  }
-}
-
-// router_route for one row a warp (decoder.cpp's route): z the biased logits (then the sigmoid scores), choice
-// what the top-k ranks, group the group scores (kept groups: -inf once taken).
+// router_route: one row a warp.
 __global__ void router_route_kernel(const float* logits, int e, int k, RouterPolicy p, int* ids, float* weights) {
   extern __shared__ float sm[];
-  float *z = sm, *choice = sm + e, *group = sm + 2 * e;
-  const int lane = threadIdx.x % kWarp;
-  const float* x = logits + int64_t(blockIdx.x) * e;
-  int* id = ids + int64_t(blockIdx.x) * k;
-  float* w = weights + int64_t(blockIdx.x) * k;
-  for (int i = lane; i < e; i += kWarp) z[i] = p.bias != nullptr ? x[i] + p.bias[i] : x[i];
-  __syncwarp();
-  if (p.gating == RouteGating::SoftmaxTopK) {
-    topk_row(z, e, k, p.renormalize, id, w, choice);  // renormalised there, as router_topk
-  } else if (p.gating == RouteGating::TopKSoftmax) {
-    for (int i = lane; i < e; i += kWarp) choice[i] = z[i];
-    __syncwarp();
-    warp_take_k(choice, z, e, k, id, w);
-    if (lane == 0) {  // ops::softmax over the k chosen logits (largest first: w[0] is their max)
-      const float mx = w[0];
-      float sum = 0.0f;
-      for (int s = 0; s < k; ++s) {
-        w[s] = expf(w[s] - mx);
-        sum += w[s];
-      }
-      const float inv = 1.0f / sum;
-      for (int s = 0; s < k; ++s) w[s] = w[s] * inv;
-    }
-  } else {  // SigmoidGroupTopK: ops::group_top_k over score + correction, weights the scores
-    for (int i = lane; i < e; i += kWarp) {
-      z[i] = 1.0f / (1.0f + expf(-z[i]));
-      choice[i] = p.correction != nullptr ? z[i] + p.correction[i] : z[i];
-    }
-    __syncwarp();
-    const int per = e / p.n_group;
-    for (int g = lane; g < p.n_group; g += kWarp) {  // a group's score: its two largest choices, largest first
-      float b1 = -INFINITY, b2 = -INFINITY;
-      for (int j = 0; j < per; ++j) {
-        const float v = choice[g * per + j];
-        if (v > b1) {
-          b2 = b1;
-          b1 = v;
-        } else if (v > b2) {
-          b2 = v;
-        }
-      }
-      group[g] = b1 + b2;
-    }
-    __syncwarp();
-    for (int t = 0; t < p.topk_group; ++t) {
-      float best;
-      const int g = warp_argmax(group, p.n_group, best);
-      if (lane == 0) group[g] = -INFINITY;  // kept
-      __syncwarp();
-    }
-    for (int i = lane; i < e; i += kWarp) {
-      if (group[i / per] != -INFINITY) choice[i] = p.masked;  // a group not kept: its choices masked, as on the CPU
-    }
-    __syncwarp();
-    warp_take_k(choice, z, e, k, id, w);
-    if (lane == 0 && p.renormalize) {
-      float sum = 0.0f;
-      for (int s = 0; s < k; ++s) sum = sum + w[s];
-      sum = sum + 1e-20f;  // transformers' epsilon for sigmoid scores
-      for (int s = 0; s < k; ++s) w[s] = w[s] / sum;
-    }
-  }
-  if (lane == 0 && p.scale != 1.0f) {
-    for (int s = 0; s < k; ++s) w[s] = w[s] * p.scale;
-  }
+  const int64_t row = blockIdx.x;
+  route_row(logits + row * e, e, k, p, ids + row * k, weights + row * k, sm);
 }
 
 // One warp per row.
@@ -288,9 +209,7 @@ void router_topk(const float* logits, int64_t m, int e, int k, bool norm_topk, i
 void router_route(const float* logits, int64_t m, int e, int k, const RouterPolicy& p, int* ids, float* weights,
                   cudaStream_t stream) {
   if (m == 0) return;
-  const bool groups_ok = p.n_group > 0 && e % p.n_group == 0 && p.topk_group >= 1 && p.topk_group <= p.n_group;
-  check(e <= 4096 && k <= e && groups_ok ? cudaSuccess : cudaErrorInvalidValue,
-        "router_route: at most 4096 experts, k <= experts, n_group dividing them and 1 <= topk_group <= n_group");
+  check_route_policy(e, k, p, "router_route");
   router_route_kernel<<<unsigned(m), kWarp, size_t(3) * size_t(e) * sizeof(float), stream>>>(logits, e, k, p, ids,
                                                                                              weights);
   launched("router_route");

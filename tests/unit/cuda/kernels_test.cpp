@@ -14,7 +14,9 @@
 #include <cstring>
 #include <iterator>
 #include <random>
+#include <span>
 #include <string>
+#include <utility>
 
 #include "codec/ggml_quants.h"
 #include "codec/quantize.h"
@@ -260,7 +262,8 @@ TEST(CudaKernels, MatvecQkvRopeEqualsMatvecThenQkRopeKvBitForBit) {
     };
     // The last: Qwen3-30B-A3B's heads, enough rows for two a warp (blocks of 16 outputs).
     for (const Heads sh : {Heads{8, 2, 8}, Heads{8, 2, 64}, Heads{8, 2, 128}, Heads{8, 2, 12}, Heads{32, 4, 128}}) {
-      for (const bool qk_norm : {true, false}) {
+      for (const auto& [qk_norm, with_bias] :
+           {std::pair{true, false}, std::pair{false, false}, std::pair{false, true}}) {
         const int hd = sh.hd, heads = sh.heads, kv_heads = sh.kv_heads, cap = 300;
         const int64_t cols = 256, rq = heads * hd, rk = kv_heads * hd, kv_dim = rk;
         const KvRowLayout layout = hybrid_layout(int(kv_dim));
@@ -274,6 +277,12 @@ TEST(CudaKernels, MatvecQkvRopeEqualsMatvecThenQkRopeKvBitForBit) {
         DeviceVec<uint8_t> dq(wq), dk(wk), dv(wv);
         const cuda::DeviceMatrix ws[3] = {{c, dq.get(), rq, cols}, {ck, dk.get(), rk, cols}, {cv, dv.get(), rk, cols}};
         DeviceVec<float> dn(nw), dqn(qn), dkn(kn), df(inv_freq);
+        // gpt_oss's and qwen2_moe's q/k/v biases: add_bias after the product, or added by the fused launch.
+        DeviceVec<float> bq(random_floats(size_t(rq), 28)), bk(random_floats(size_t(rk), 29)),
+            bv(random_floats(size_t(rk), 30));
+        const float* const biases[3] = {bq.get(), bk.get(), bv.get()};
+        const std::span<const float* const> bias_span =
+            with_bias ? std::span<const float* const>(biases) : std::span<const float* const>();
         DeviceVec<int> counters(std::vector<int>(size_t(heads + 2 * kv_heads), 0));
         const std::vector<float> zeros(size_t(layout.per_position() * cap), 0.0f);
         DeviceVec<float> cache_a(zeros), cache_b(zeros);
@@ -288,6 +297,11 @@ TEST(CudaKernels, MatvecQkvRopeEqualsMatvecThenQkRopeKvBitForBit) {
               rows_b(std::vector<cuda::KvRow>{{cache_b.get(), cap, pos}});
           float* const ys[3] = {qa.get(), ka.get(), va.get()};
           cuda::matvec(dx.get(), ws, ys, dn.get(), 1e-6f, xn_a.get(), false, nullptr);
+          if (with_bias) {
+            cuda::add_bias(qa.get(), bq.get(), 1, rq, nullptr);
+            cuda::add_bias(ka.get(), bk.get(), 1, rk, nullptr);
+            cuda::add_bias(va.get(), bv.get(), 1, rk, nullptr);
+          }
           cuda::qk_rope_kv(qa.get(), ka.get(), va.get(), 1, heads, kv_heads, hd, qk_norm ? dqn.get() : nullptr,
                            qk_norm ? dkn.get() : nullptr, 1e-6f, dp.get(), df.get(), hd, 1.0f, rows_a.get(), base,
                            nullptr);
@@ -304,10 +318,11 @@ TEST(CudaKernels, MatvecQkvRopeEqualsMatvecThenQkRopeKvBitForBit) {
                                .rows = rows_b.get(),
                                .base = base};
           const bool fused = cuda::matvec_qkv_rope(dx.get(), ws, qb.get(), kb.get(), vb.get(), dn.get(), 1e-6f,
-                                                   xn_b.get(), r, counters.get(), nullptr);
+                                                   xn_b.get(), r, counters.get(), nullptr, bias_span);
           const std::string at = std::string(codec_name(c)) + "/" + std::string(codec_name(ck)) + "/" +
                                  std::string(codec_name(cv)) + " head_dim " + std::to_string(hd) +
-                                 (qk_norm ? " qk-norm" : "") + " pos " + std::to_string(pos);
+                                 (qk_norm ? " qk-norm" : "") + (with_bias ? " biases" : "") + " pos " +
+                                 std::to_string(pos);
           // Heads of whole 8-row blocks take the one launch (unless SEEDLING_NO_FUSED_ROPE turns it off).
           const char* off = std::getenv("SEEDLING_NO_FUSED_ROPE");
           ASSERT_EQ(fused, hd % 8 == 0 && ((c == ck && ck == cv) || one_change) &&
@@ -324,34 +339,116 @@ TEST(CudaKernels, MatvecQkvRopeEqualsMatvecThenQkRopeKvBitForBit) {
   }
 }
 
+namespace {
+
+// A decode row's router in one launch against the separate launches (rms_norm, matmul, then `separate`'s top-k or
+// policy): the normed row, logits, ids and weights bit for bit, twice, the counter back at zero after each launch.
+// separate(logits, ids, weights) and fused(x, router, norm, xn, logits, ids, weights, counter) run the launches.
+template <typename Separate, typename Fused>
+void expect_router_launch_equals_separate(Codec c, int e, int k, int64_t cols, const std::string& at, Separate separate,
+                                          Fused fused) {
+  const std::vector<uint8_t> wr = encoded(c, e, cols, 11);
+  const std::vector<float> x = random_floats(size_t(cols), 12, 2.0f), nw = random_floats(size_t(cols), 13);
+  DeviceVec<uint8_t> dr(wr);
+  const cuda::DeviceMatrix router{c, dr.get(), e, cols};
+  DeviceVec<float> dx(x), dn(nw), xn_ref(static_cast<size_t>(cols)), lg_ref(static_cast<size_t>(e)),
+      w_ref(static_cast<size_t>(k));
+  DeviceVec<int> ids_ref(static_cast<size_t>(k)), counter(std::vector<int>(1, 0));
+  cuda::rms_norm(dx.get(), xn_ref.get(), 1, cols, dn.get(), 1e-6f, nullptr);
+  cuda::matmul(xn_ref.get(), 1, router, lg_ref.get(), false, nullptr);
+  separate(lg_ref.get(), ids_ref.get(), w_ref.get());
+  for (int round = 0; round < 2; ++round) {
+    DeviceVec<float> xn(test::poisoned(size_t(cols))), lg(test::poisoned(size_t(e))), w(test::poisoned(size_t(k)));
+    DeviceVec<int> ids(std::vector<int>(size_t(k), -1));
+    fused(dx.get(), router, dn.get(), xn.get(), lg.get(), ids.get(), w.get(), counter.get());
+    ASSERT_EQ(xn.download(), xn_ref.download()) << at;
+    ASSERT_EQ(lg.download(), lg_ref.download()) << at;
+    ASSERT_EQ(ids.download(), ids_ref.download()) << at << " round " << round;
+    ASSERT_EQ(w.download(), w_ref.download()) << at << " round " << round;
+    ASSERT_EQ(counter.download(), std::vector<int>{0}) << at;
+  }
+}
+
+}  // namespace
+
 // The router of a decode row in one launch (norm, product, softmax and top-k by the last block) gives the separate
 // launches' logits, normed row, ids and weights bit for bit, and leaves its counter at zero for the next launch.
 TEST(CudaKernels, RouterMatvecTopKEqualsSeparateLaunchesBitForBit) {
   SKIP_WITHOUT_CUDA_DEVICE();
   for (const Codec c : {Codec::BF16, Codec::Q4_G64, Codec::Q8_0}) {
     for (const int e : {8, 128, 300}) {
-      const int64_t cols = 2048;
       const int k = e == 8 ? 2 : 8;
-      const std::vector<uint8_t> wr = encoded(c, e, cols, 11);
-      const std::vector<float> x = random_floats(size_t(cols), 12, 2.0f), nw = random_floats(size_t(cols), 13);
-      DeviceVec<uint8_t> dr(wr);
-      const cuda::DeviceMatrix router{c, dr.get(), e, cols};
-      DeviceVec<float> dx(x), dn(nw), xn_ref(static_cast<size_t>(cols)), lg_ref(static_cast<size_t>(e)),
-          w_ref(static_cast<size_t>(k));
-      DeviceVec<int> ids_ref(static_cast<size_t>(k)), counter(std::vector<int>(1, 0));
-      cuda::rms_norm(dx.get(), xn_ref.get(), 1, cols, dn.get(), 1e-6f, nullptr);
-      cuda::matmul(xn_ref.get(), 1, router, lg_ref.get(), false, nullptr);
-      cuda::router_topk(lg_ref.get(), 1, e, k, true, ids_ref.get(), w_ref.get(), nullptr);
-      for (int round = 0; round < 2; ++round) {
-        DeviceVec<float> xn(test::poisoned(size_t(cols))), lg(test::poisoned(size_t(e))), w(test::poisoned(size_t(k)));
-        DeviceVec<int> ids(std::vector<int>(size_t(k), -1));
-        cuda::router_matvec_topk(dx.get(), router, dn.get(), 1e-6f, xn.get(), lg.get(), k, true, ids.get(), w.get(),
-                                 counter.get(), nullptr);
-        ASSERT_EQ(xn.download(), xn_ref.download()) << codec_name(c) << " e " << e;
-        ASSERT_EQ(lg.download(), lg_ref.download()) << codec_name(c) << " e " << e;
-        ASSERT_EQ(ids.download(), ids_ref.download()) << codec_name(c) << " e " << e << " round " << round;
-        ASSERT_EQ(w.download(), w_ref.download()) << codec_name(c) << " e " << e << " round " << round;
-        ASSERT_EQ(counter.download(), std::vector<int>{0});
+      expect_router_launch_equals_separate(
+          c, e, k, 2048, std::string(codec_name(c)) + " e " + std::to_string(e),
+          [&](float* lg, int* ids, float* w) { cuda::router_topk(lg, 1, e, k, true, ids, w, nullptr); },
+          [&](const float* x, const cuda::DeviceMatrix& r, const float* n, float* xn, float* lg, int* ids, float* w,
+              int* counter) { cuda::router_matvec_topk(x, r, n, 1e-6f, xn, lg, k, true, ids, w, counter, nullptr); });
+    }
+  }
+}
+
+// The router of a decode row under each policy in one launch (norm, product, then router_route's policy by the last
+// block) gives the separate launches' logits, normed row, ids and weights bit for bit, its counter back at zero.
+TEST(CudaKernels, RouterMatvecRouteEqualsSeparateLaunchesBitForBit) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  struct Case {
+    cuda::RouteGating gating;
+    int e, k, n_group, topk_group;
+    bool bias, correction;
+    float scale;
+  };
+  // gpt_oss's (top-k of biased logits, softmax over them), glm4_moe's and deepseek_v3's shapes, a plain softmax.
+  for (const Case& cs : {Case{cuda::RouteGating::TopKSoftmax, 32, 4, 1, 1, true, false, 1.0f},
+                         Case{cuda::RouteGating::SigmoidGroupTopK, 256, 8, 8, 4, false, true, 2.5f},
+                         Case{cuda::RouteGating::SigmoidGroupTopK, 160, 8, 1, 1, false, true, 1.0f},
+                         Case{cuda::RouteGating::SoftmaxTopK, 128, 8, 1, 1, true, false, 1.0f}}) {
+    for (const Codec c : {Codec::BF16, Codec::Q8_0}) {
+      DeviceVec<float> db(random_floats(size_t(cs.e), 34, 0.5f)), dc(random_floats(size_t(cs.e), 35, 0.1f));
+      cuda::RouterPolicy p;
+      p.gating = cs.gating;
+      p.renormalize = cs.gating != cuda::RouteGating::TopKSoftmax;
+      p.bias = cs.bias ? db.get() : nullptr;
+      p.correction = cs.correction ? dc.get() : nullptr;
+      p.n_group = cs.n_group;
+      p.topk_group = cs.topk_group;
+      p.scale = cs.scale;
+      const int k = cs.k;
+      expect_router_launch_equals_separate(
+          c, cs.e, k, 2880,  // gpt-oss's width: the norm in two passes (wider than one batch of the block)
+          std::string(codec_name(c)) + " e " + std::to_string(cs.e) + " gating " + std::to_string(int(cs.gating)),
+          [&](float* lg, int* ids, float* w) { cuda::router_route(lg, 1, cs.e, k, p, ids, w, nullptr); },
+          [&](const float* x, const cuda::DeviceMatrix& r, const float* n, float* xn, float* lg, int* ids, float* w,
+              int* counter) { cuda::router_matvec_route(x, r, n, 1e-6f, xn, lg, k, p, ids, w, counter, nullptr); });
+    }
+  }
+}
+
+// A decode product's biases added in its launch (one matrix accumulating, as the o product into the residual; three
+// at once, as q/k/v; the head's row count, which loops) give matvec then add_bias bit for bit.
+TEST(CudaKernels, MatvecBiasesEqualAddBiasBitForBit) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  for (const Codec c : {Codec::BF16, Codec::Q4_G64, Codec::Q4_K}) {
+    for (const bool accumulate : {false, true}) {
+      for (const int64_t rows : {int64_t(64), int64_t(2880), int64_t(12000)}) {
+        const int64_t cols = 4096;
+        const std::vector<uint8_t> w0 = encoded(c, rows, cols, 41), w1 = encoded(c, rows / 8, cols, 42);
+        DeviceVec<uint8_t> d0(w0), d1(w1);
+        const cuda::DeviceMatrix ws[2] = {{c, d0.get(), rows, cols}, {c, d1.get(), rows / 8, cols}};
+        const std::vector<float> y0 = random_floats(size_t(rows), 43), y1 = random_floats(size_t(rows / 8), 44);
+        DeviceVec<float> dx(random_floats(size_t(cols), 45, 2.0f)), b0(random_floats(size_t(rows), 46)),
+            b1(random_floats(size_t(rows / 8), 47));
+        DeviceVec<float> ya0(y0), ya1(y1), yb0(y0), yb1(y1);
+        float* const ya[2] = {ya0.get(), ya1.get()};
+        float* const yb[2] = {yb0.get(), yb1.get()};
+        cuda::matvec(dx.get(), ws, ya, nullptr, 0.0f, nullptr, accumulate, nullptr);
+        cuda::add_bias(ya0.get(), b0.get(), 1, rows, nullptr);
+        cuda::add_bias(ya1.get(), b1.get(), 1, rows / 8, nullptr);
+        const float* const biases[2] = {b0.get(), b1.get()};
+        cuda::matvec(dx.get(), ws, yb, nullptr, 0.0f, nullptr, accumulate, nullptr, biases);
+        const std::string at =
+            std::string(codec_name(c)) + " rows " + std::to_string(rows) + (accumulate ? " accumulating" : "");
+        ASSERT_EQ(yb0.download(), ya0.download()) << at;
+        ASSERT_EQ(yb1.download(), ya1.download()) << at;
       }
     }
   }
