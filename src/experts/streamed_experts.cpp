@@ -125,7 +125,9 @@ StreamedExperts::StreamedExperts(std::vector<std::vector<BlobLocation>> where, D
     fail("expert read queue depth {} (expected 1..4096)", options_.queue_depth);
   }
   slots_ = cache_.size();
+  verified_.resize(where_.size());
   for (size_t l = 0; l < where_.size(); ++l) {
+    verified_[l].assign(where_[l].size(), 0);
     for (size_t e = 0; e < where_[l].size(); ++e) {
       const BlobLocation& b = where_[l][e];
       if (b.offset % kAlign != 0 || b.bytes % kAlign != 0 || b.bytes == 0) {
@@ -306,7 +308,9 @@ void StreamedExperts::finish_slot(int slot) {
   bytes_read_ += b.bytes;
   ++reads_;
   try {
-    if (verify_) verify_(slot_data(slot), size_t(b.bytes), b);
+    uint8_t& checked = verified_[size_t(s.layer)][size_t(s.expert)];
+    if (verify_ && checked == 0) verify_(slot_data(slot), size_t(b.bytes), b);
+    checked = 1;
     s.weights = decode_(slot_data(slot), s.layer, s.expert);
   } catch (const Error& e) {
     fail_slot(slot, e.what());

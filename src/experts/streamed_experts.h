@@ -4,7 +4,9 @@
 // reads the blob into a slot with O_DIRECT through io_uring, so the footprint is the slots and not whatever the
 // page cache keeps; several reads are in flight when the MoE block calls prefetch() after routing. Where O_DIRECT
 // is refused (EINVAL) or io_uring is unavailable, reads fall back to plain pread after one warning on stderr.
-// Every blob is checked (verify callback) before it is decoded into ExpertWeights that point into the slot.
+// Every blob is checked (verify callback) after its first read, before it is decoded into ExpertWeights that point
+// into the slot; a later read of a checked blob is not hashed again, as a mapped blob is checked once though its
+// pages may be read from disk again (hashing every read took 9% of a 2-core decode at 12% hits, 2026-12-06).
 //
 // Slot bookkeeping and eviction are ExpertSlotCache's (slot_cache.h), shared with the cache simulator. A slot
 // being read or acquired and not released is never evicted. Hits and misses are counted once per access: at
@@ -147,6 +149,7 @@ class StreamedExperts final : public ExpertProvider {
   void busy_end();
 
   std::vector<std::vector<BlobLocation>> where_;
+  std::vector<std::vector<uint8_t>> verified_;  // per layer and expert: its blob passed verify once
   DecodeExpertBlob decode_;
   VerifyExpertBlob verify_;
   StreamedOptions options_;

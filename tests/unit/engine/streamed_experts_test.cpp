@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -251,6 +252,36 @@ TEST(StreamedExperts, CorruptBlobFailsItsChecksumWithTheFileNamed) {
     EXPECT_NE(std::string(e.what()).find("checksum"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find(files.where[0][0].file), std::string::npos) << e.what();
   }
+}
+
+// A blob is hashed after its first read only: read again after evictions it is not hashed again (as a mapped blob is
+// checked once), and every read still hands out that expert's bytes.
+TEST(StreamedExperts, EachBlobIsHashedOnItsFirstReadOnly) {
+  const auto files = test::write_blob_files(test::temp_dir("/tmp", "stream-once"), 2, 6);
+  std::map<std::pair<int, int>, int> hashed;  // (file offset's layer, expert) -> verify calls
+  const VerifyExpertBlob check = test::check_xxh64();
+  const VerifyExpertBlob counting = [&](const uint8_t* blob, size_t bytes, const BlobLocation& where) {
+    check(blob, bytes, where);
+    for (size_t l = 0; l < files.where.size(); ++l) {
+      for (size_t e = 0; e < files.where[l].size(); ++e) {
+        if (files.where[l][e].file == where.file && files.where[l][e].offset == where.offset) {
+          ++hashed[{int(l), int(e)}];
+        }
+      }
+    }
+  };
+  StreamedExperts x(files.where, test::view_blob(), counting, slots_opt(2));
+  for (int round = 0; round < 3; ++round) {  // 12 experts through 2 slots: every acquire a read
+    for (int l = 0; l < 2; ++l) {
+      for (int e = 0; e < 6; ++e) {
+        EXPECT_TRUE(holds(x.acquire(l, e), l, e)) << "round " << round;
+        x.release(l, e);
+      }
+    }
+  }
+  EXPECT_EQ(x.stats().reads, 36u);
+  ASSERT_EQ(hashed.size(), 12u);
+  for (const auto& [key, calls] : hashed) EXPECT_EQ(calls, 1) << "layer " << key.first << " expert " << key.second;
 }
 
 TEST(StreamedExperts, ODirectRefusedFallsBackToPreadWithOneWarning) {
