@@ -63,12 +63,6 @@ void matvec(const float* x, std::span<const DeviceMatrix> ws, std::span<float* c
 void router_matvec_topk(const float* x, const DeviceMatrix& router, const float* norm, float eps, float* xn_out,
                         float* logits, int k, bool norm_topk, int* ids, float* weights, int* counter,
                         cudaStream_t stream);
-// The same for any router policy: logits as matvec computes them, then router_route's policy p on them (its bias
-// included), in the same launch when matvec's is one launch. counter as router_matvec_topk's.
-struct RouterPolicy;
-void router_matvec_route(const float* x, const DeviceMatrix& router, const float* norm, float eps, float* xn_out,
-                         float* logits, int k, const RouterPolicy& p, int* ids, float* weights, int* counter,
-                         cudaStream_t stream);
 
 // x[i] = w * x / sqrt(mean(x^2) + eps), rows of n (out may equal x).
 void rms_norm(const float* x, float* out, int64_t rows, int64_t n, const float* weight, float eps, cudaStream_t stream);
@@ -109,6 +103,11 @@ struct RouterPolicy {
 // The policy over m rows of e logits (left as they are); one warp a row, 3 * e floats of shared memory (e <= 4096).
 void router_route(const float* logits, int64_t m, int e, int k, const RouterPolicy& p, int* ids, float* weights,
                   cudaStream_t stream);
+// router_matvec_topk for any router policy: logits as matvec computes them, then router_route's policy p on them
+// (its bias included), in the same launch when matvec's is one launch. counter as router_matvec_topk's.
+void router_matvec_route(const float* x, const DeviceMatrix& router, const float* norm, float eps, float* xn_out,
+                         float* logits, int k, const RouterPolicy& p, int* ids, float* weights, int* counter,
+                         cudaStream_t stream);
 
 // Where one layer's experts sit: each expert is one blob [gate (I x H)][up (I x H)][down (H x I)] at table[e]. The
 // kernels read blobs in their VRAM form (device_layout.h: MXFP4 rows rearranged, the offsets of device_expert_layout);
