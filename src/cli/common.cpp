@@ -56,9 +56,8 @@ void add_model_flags(CLI::App* cmd, ModelFlags* f) {
   cmd->add_option("--cpu-dot", f->cpu_dot,
                   "how the CPU multiplies quantized weights (q4/q8 packs, GGUF quant types): int8 (activations "
                   "quantized to int8 per block, as llama.cpp does: up to 4x faster, ~0.0007 KLD), float (activations "
-                  "kept in float32: the exact product of the stored weights) or auto (default: int8 where its "
-                  "kernel is the faster, i.e. q4/q8 packs, K quants and IQ4_XS; float for Q8_0, Q4_0, Q5_x, IQ4_NL, "
-                  "MXFP4)")
+                  "kept in float32: the exact product of the stored weights) or auto (default: int8, whose kernel is "
+                  "the faster for every quantized codec)")
       ->check(CLI::IsMember({"auto", "float", "int8"}));
   cmd->add_flag("--no-cuda-graph", f->no_cuda_graph,
                 "--device cuda: launch batch-1 decode op by op instead of replaying one CUDA graph (for comparison)");
