@@ -879,16 +879,36 @@ __device__ __forceinline__ void ggml_group_dot(const uint8_t* const (&wrows)[NW]
   }
 }
 
+// The G inputs x[0 .. G) of a full float unit into xv: with 16-byte loads where x is 16-byte aligned (A: every x row
+// is, and a unit starts at a multiple of G), else one float at a time. The same values either way.
+template <int G, bool A>
+__device__ __forceinline__ void unit_inputs(const float* x, float* xv) {
+  if constexpr (A && G % 4 == 0) {
+#pragma unroll
+    for (int q = 0; q < G / 4; ++q) {
+      const float4 v = reinterpret_cast<const float4*>(x)[q];
+      xv[4 * q] = v.x, xv[4 * q + 1] = v.y, xv[4 * q + 2] = v.z, xv[4 * q + 3] = v.w;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < G; ++j) xv[j] = x[j];
+  }
+}
+
 // Float codecs: lane l takes units l, l + 32, ... of each weight row (lane_dot's contract).
 //
 // With 16-byte loads (kRawLoads) a lane first loads kInFlight units of every one of the NW rows, then widens and
 // adds them: a matrix-vector product lives on the bytes in flight. The loads are predicated on the row's end, so a
 // row's last partial pass (a bf16 row of 2,880 is 2.8 passes of 4 units a lane) keeps its loads in flight together
 // instead of one load and one round trip per unit. Each accumulator still takes its row's units in increasing order.
-template <CodecId C, int R, bool V, int NW>
-__device__ __forceinline__ void lane_dot_float(const uint8_t* const (&wrows)[NW], int64_t cols,
-                                               const float* const (&xs)[NW], int64_t ldx, int rows,
-                                               float (&acc)[NW][R]) {
+//
+// x is read a unit at a time with 16-byte loads where its rows are aligned (A), and with SameX (one x for the NW
+// rows, one row of it) once for all NW rows: scalar loads of x, lanes 32 bytes apart, cost a decode product of
+// gpt-oss's bf16 q/k/v more shared-memory cycles (8-way bank conflicts) than its weights take DRAM time.
+template <CodecId C, int R, bool V, int NW, bool SameX, bool A>
+__device__ __forceinline__ void lane_dot_float_shaped(const uint8_t* const (&wrows)[NW], int64_t cols,
+                                                      const float* const (&xs)[NW], int64_t ldx, int rows,
+                                                      float (&acc)[NW][R]) {
   constexpr int G = Unit<C>::G;
   const int64_t units = (cols + G - 1) / G, full = cols / G;
   const int lane = threadIdx.x % kWarp;
@@ -906,12 +926,23 @@ __device__ __forceinline__ void lane_dot_float(const uint8_t* const (&wrows)[NW]
         }
       }
 #pragma unroll
-      for (int v = 0; v < NW; ++v) {
+      for (int i = 0; i < kInFlight; ++i) {
+        if (u + i * kWarp >= full) break;
+        const int64_t k0 = (u + i * kWarp) * G;
+        float xv[G];
+        if constexpr (SameX && R == 1) unit_inputs<G, A>(xs[0] + k0, xv);
 #pragma unroll
-        for (int i = 0; i < kInFlight; ++i) {
-          if (u + i * kWarp >= full) break;
+        for (int v = 0; v < NW; ++v) {
           widen<C>(raw[v][i], w);
-          fma_unit<G, R>(w, G, xs[v], ldx, (u + i * kWarp) * G, rows, acc[v]);
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            if (r >= rows) break;
+            if constexpr (!(SameX && R == 1)) unit_inputs<G, A>(xs[v] + r * ldx + k0, xv);
+            float a = acc[v][r];
+#pragma unroll
+            for (int j = 0; j < G; ++j) a = fmaf(w[j], xv[j], a);
+            acc[v][r] = a;
+          }
         }
       }
     }
@@ -929,11 +960,22 @@ __device__ __forceinline__ void lane_dot_float(const uint8_t* const (&wrows)[NW]
   }
 }
 
+template <CodecId C, int R, bool V, int NW, bool SameX>
+__device__ __forceinline__ void lane_dot_float(const uint8_t* const (&wrows)[NW], int64_t cols,
+                                               const float* const (&xs)[NW], int64_t ldx, int rows,
+                                               float (&acc)[NW][R]) {
+  if (rows_aligned16(xs, ldx)) {
+    lane_dot_float_shaped<C, R, V, NW, SameX, true>(wrows, cols, xs, ldx, rows, acc);
+  } else {
+    lane_dot_float_shaped<C, R, V, NW, SameX, false>(wrows, cols, xs, ldx, rows, acc);
+  }
+}
+
 // Sum over this lane's share of each of NW weight rows (float codecs: units lane, lane + 32, ...; affine:
 // affine_group_dot; MXFP4: mxfp4_group_dot; FP8: fp8_group_dot; ggml: ggml_group_dot; seed: seed_group_dot) of w . x
 // for R rows of that weight row's x (row r at xs[v] + r * ldx) into acc[v][r]. The units and their order depend only
-// on the matrix, so a row's sum does not depend on NW, R or `rows`. SameX (every xs[v] the same): affine, MXFP4, FP8
-// and ggml codecs read (and sum) each block's inputs once for all NW rows.
+// on the matrix, so a row's sum does not depend on NW, R or `rows`. SameX (every xs[v] the same): affine, MXFP4, FP8,
+// ggml and float codecs read (and sum) each block's inputs once for all NW rows.
 template <CodecId C, int R, bool V, int NW = 1, bool SameX = false>
 __device__ __forceinline__ void lane_dot(const WRow<C> (&wrows)[NW], int64_t cols, const float* const (&xs)[NW],
                                          int64_t ldx, int rows, float (&acc)[NW][R]) {
@@ -948,7 +990,7 @@ __device__ __forceinline__ void lane_dot(const WRow<C> (&wrows)[NW], int64_t col
   } else if constexpr (C == Id::FP8_G32) {
     fp8_group_dot<R, NW, SameX>(wrows, cols, xs, ldx, rows, acc);
   } else {
-    lane_dot_float<C, R, V, NW>(wrows, cols, xs, ldx, rows, acc);
+    lane_dot_float<C, R, V, NW, SameX>(wrows, cols, xs, ldx, rows, acc);
   }
 }
 

@@ -71,6 +71,9 @@ struct MatvecTargets {
   // Matrices split and after take matvec_kernel's second codec (C2): a Q4_K_M file's attn_q is Q4_K where its
   // attn_k and attn_v are Q8_0 or Q6_K. 3: every matrix is of the first codec.
   int split = 3;
+  // Float codecs read x with 16-byte loads where it is aligned (lane_dot_float); false (SEEDLING_NO_VECTOR_X=1, for
+  // comparison): one float at a time, as before 2026-12-06. The same sums.
+  bool vector_x = true;
 };
 
 // The fused q/k/v epilogue (MatvecTargets::rope_counters): after a fence that publishes this block's outputs, the
@@ -246,7 +249,15 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kMatvecBlocksPerSm)
 #pragma unroll
       for (int r = 0; r < RW; ++r) wr[r] = stage + size_t((buffers == 2 ? it % 2 : 0) * RW + r) * stage_bytes;
     }
-    if (mi < t.split) lane_dot<C, 1, V, RW, true>(wr, cols, xr, 0, 1, acc);
+    if constexpr (is_float(C) && C2 == C) {
+      if (!t.vector_x) {
+        lane_dot_float_shaped<C, 1, V, RW, true, false>(wr, cols, xr, 0, 1, acc);
+      } else {
+        lane_dot<C, 1, V, RW, true>(wr, cols, xr, 0, 1, acc);
+      }
+    } else if (mi < t.split) {
+      lane_dot<C, 1, V, RW, true>(wr, cols, xr, 0, 1, acc);
+    }
     if (g + stride >= total) pdl_trigger();
 #pragma unroll
     for (int r = 0; r < RW; ++r) {
@@ -442,7 +453,9 @@ void matvec_launch(const float* x, std::span<const DeviceMatrix> ws, std::span<f
     }
     return;
   }
+  static const bool scalar_x = env_flag("SEEDLING_NO_VECTOR_X");
   MatvecTargets t = extra;
+  t.vector_x = !scalar_x;
   int64_t total = 0;
   for (size_t i = 0; i < ws.size(); ++i) {
     t.w[i] = static_cast<const uint8_t*>(ws[i].data);
