@@ -183,7 +183,9 @@ inline void pack_checkpoint(const std::string& hf, const std::string& out, const
   const char* env = std::getenv("SEEDLING_BINARY");
   const std::string bin = env != nullptr ? env : SEEDLING_BINARY;
   const std::string cmd = bin + " pack -m " + hf + " -o " + out + " --force " + flags + " >/dev/null 2>&1";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  ASSERT_EQ(std::system(cmd.c_str()), 0)
+      << cmd
+      << (env == nullptr ? " (a test binary carried to another machine finds seedling through SEEDLING_BINARY)" : "");
 }
 
 }  // namespace seedling::test
