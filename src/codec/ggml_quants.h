@@ -23,13 +23,18 @@
 
 namespace seedling::ggml {
 
-// f16_to_f32 of the float16 at p, normal numbers inline (the kernels read a block's d and dmin this way).
+// f16_to_f32 of the float16 at p, finite numbers inline (the kernels read a block's d and dmin this way; a K-quant's
+// super-block d, the scale of its 6-bit scales, is often subnormal in float16: 2^-24 * the mantissa, exactly).
 inline float f16_at(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
   const uint32_t exp = (h >> 10) & 0x1Fu;
   if ((h & 0x7FFFu) == 0) return (h & 0x8000u) != 0 ? -0.0f : 0.0f;  // a block's dmin is often zero
-  if (exp == 0 || exp == 31) return f16_to_f32(h);                   // subnormals, infinities, NaNs
+  if (exp == 0) {
+    const float f = float(h & 0x3FFu) * 0x1p-24f;
+    return (h & 0x8000u) != 0 ? -f : f;
+  }
+  if (exp == 31) return f16_to_f32(h);  // infinities, NaNs
   const uint32_t bits = uint32_t(h & 0x8000u) << 16 | (uint32_t(h & 0x7FFFu) + ((127 - 15) << 10)) << 13;
   float f;
   std::memcpy(&f, &bits, 4);

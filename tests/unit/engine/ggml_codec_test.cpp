@@ -70,6 +70,21 @@ uint32_t bits(float f) {
 
 }  // namespace
 
+// The kernels read a block's d and dmin with ggml::f16_at, subnormals inline (a K-quant's super-block d often is one):
+// the same bits as f16_to_f32 for every float16.
+TEST(GgmlCodec, F16AtIsF16ToF32ForEveryFloat16) {
+  for (uint32_t h = 0; h < 0x10000u; ++h) {
+    uint8_t b[2];
+    const uint16_t v = uint16_t(h);
+    std::memcpy(b, &v, 2);
+    const float got = ggml::f16_at(b), want = f16_to_f32(v);
+    uint32_t gb, wb;
+    std::memcpy(&gb, &got, 4);
+    std::memcpy(&wb, &want, 4);
+    ASSERT_EQ(gb, wb) << "float16 bits " << h;
+  }
+}
+
 TEST(GgmlCodec, EveryDecodedTypeHasGgmlsBlockSizeAndAName) {
   int decoded = 0;
   for (const GgmlTypeInfo& info : ggml_types()) {
