@@ -72,7 +72,7 @@ struct MatvecTargets {
   // attn_k and attn_v are Q8_0 or Q6_K. 3: every matrix is of the first codec.
   int split = 3;
   // Float codecs read x with 16-byte loads where it is aligned (lane_dot_float); false (SEEDLING_NO_VECTOR_X=1, for
-  // comparison): one float at a time, as before 2026-12-06. The same sums.
+  // comparison): one float at a time, as before 2026-12-06 (though still once for a warp's rows). The same sums.
   bool vector_x = true;
 };
 
@@ -249,11 +249,11 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kMatvecBlocksPerSm)
 #pragma unroll
       for (int r = 0; r < RW; ++r) wr[r] = stage + size_t((buffers == 2 ? it % 2 : 0) * RW + r) * stage_bytes;
     }
-    if constexpr (is_float(C) && C2 == C) {
-      if (!t.vector_x) {
-        lane_dot_float_shaped<C, 1, V, RW, true, false>(wr, cols, xr, 0, 1, acc);
-      } else {
+    if constexpr (is_float(C)) {  // one codec (the mixed launch pairs quantized codecs only)
+      if (t.vector_x) {
         lane_dot<C, 1, V, RW, true>(wr, cols, xr, 0, 1, acc);
+      } else {
+        lane_dot_float_shaped<C, 1, V, RW, true, false>(wr, cols, xr, 0, 1, acc);
       }
     } else if (mi < t.split) {
       lane_dot<C, 1, V, RW, true>(wr, cols, xr, 0, 1, acc);
