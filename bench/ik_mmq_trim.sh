@@ -7,7 +7,8 @@
 # that did hold one fails loudly instead of running slowly or wrongly. Every type Seedling reads keeps upstream's
 # file as written: q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl (which also instantiates MXFP4) iq4_xs.
 # Run it on an exported tree (../shared/tools/peer_source.sh), never on a checkout you keep; then build as usual,
-# for example with -DCMAKE_CUDA_FLAGS=--split-compile=4 to split the longest files' device compilation.
+# for example with -DCMAKE_CUDA_FLAGS=--split-compile=4 to split the longest files' device compilation, and with
+# -DLLAMA_BUILD_TESTS=OFF (the exported tree has no tests/, and configuring stops without it).
 set -euo pipefail
 d="${1:?usage: ik_mmq_trim.sh IK_SRC}/ggml/src/ggml-cuda/template-instances"
 [ -d "$d" ] || { echo "ik_mmq_trim.sh: no $d" >&2; exit 1; }
