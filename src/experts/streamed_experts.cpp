@@ -415,7 +415,12 @@ ExpertWeights StreamedExperts::acquire(int layer, int expert) {
   if (slot >= 0 && io_[size_t(slot)].prefetch_pin) {
     io_[size_t(slot)].prefetch_pin = false;  // the prefetch's pin becomes this acquire's
   } else {
-    const auto a = cache_.access(key);
+    auto a = cache_.access(key);
+    // A read in flight (a guess's) pins its slot until it completes: wait for reads before saying no slot is free.
+    while (!a && ring_ok_ && in_flight_ > 0) {
+      reap(true);
+      a = cache_.access(key);
+    }
     if (!a) {
       fail(
           "streamed experts: all {} slots are in use; cannot acquire expert {} of layer {} (more experts held at "

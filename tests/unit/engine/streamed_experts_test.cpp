@@ -156,6 +156,26 @@ TEST(StreamedExperts, GuessesReadAheadUnpinnedAndAreCountedApart) {
   EXPECT_EQ(y.stats().prefetched, 0u);
 }
 
+// A guess's read pins its slot until it completes. A routed acquire that finds every other slot taken waits for such
+// reads rather than failing: guesses then routed experts filling every slot, at once, many times (each round some
+// guesses are still in flight when the acquires come; before the wait, acquire threw "all 4 slots are in use" in
+// the first round on the 2-core machine, and GuessesReadAheadUnpinnedAndAreCountedApart failed now and then).
+TEST(StreamedExperts, AcquireWaitsForAGuessStillInFlightRatherThanFail) {
+  const auto files = test::write_blob_files(test::temp_dir("/tmp", "stream-guess-race"), 1, 8);
+  StreamedOptions o = slots_opt(4);
+  o.queue_depth = 4;
+  StreamedExperts x(files.where, test::view_blob(), test::check_xxh64(), o);
+  for (int round = 0; round < 300; ++round) {
+    const int base = (round % 2) * 4;  // alternate halves, so every round's guesses are misses
+    x.prefetch_guess(0, std::vector<int>{base, base + 1, base + 2, base + 3});
+    const std::vector<int> routed{(base + 4) % 8, (base + 5) % 8, (base + 6) % 8, (base + 7) % 8};
+    std::vector<ExpertWeights> held;
+    for (int e : routed) held.push_back(x.acquire(0, e));
+    for (size_t i = 0; i < held.size(); ++i) ASSERT_TRUE(holds(held[i], 0, routed[i])) << "round " << round;
+    for (int e : routed) x.release(0, e);
+  }
+}
+
 TEST(StreamedExperts, BudgetBelowTopKBlobsIsRefusedNamingTheMinimum) {
   const auto files = test::write_blob_files(test::temp_dir("/tmp", "stream-budget"), 1, 8);
   StreamedOptions o;
