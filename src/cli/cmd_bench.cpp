@@ -28,6 +28,7 @@ struct BenchFlags {
   int decode_tokens = 32;
   int repeats = 3;
   int warmup = 0;
+  bool profile = false;
 };
 
 // The disk's O_DIRECT random-read rates for the model's own expert blobs, at the provider's queue depth and at four
@@ -120,6 +121,27 @@ SequenceMemory measure_sequence(Engine& engine, int positions, int device) {
   return m;
 }
 
+// --profile's table: each parallel region's share of the decode steps' time, how busy it kept the threads (the
+// chunks' time over the region's time times the pool's threads: 1/threads for a call that ran on one thread), and
+// the calling thread's time alone just before its calls (since the previous region ended: the serial code between
+// regions, attributed to the region it leads to). What the regions leave of the steps ran on the calling thread.
+void print_profile(const std::vector<RegionProfile>& regions, double seconds, int tokens, int threads) {
+  std::printf("decode by parallel region (--profile: the last repeat's %d steps, %d threads):\n", tokens, threads);
+  std::printf("  %-44s %10s %10s %7s %13s %14s\n", "call site", "calls/tok", "us/tok", "share", "threads busy",
+              "before, us/tok");
+  double inside = 0.0;
+  for (const RegionProfile& p : regions) {
+    inside += p.wall_s;
+    std::printf("  %-44s %10.1f %10.1f %6.1f%% %12.1f%% %14.1f", p.site.c_str(), double(p.calls) / tokens,
+                1e6 * p.wall_s / tokens, 100.0 * p.wall_s / seconds, 100.0 * p.busy_s / (p.wall_s * threads),
+                1e6 * p.before_s / tokens);
+    if (p.serial_calls > 0) std::printf(" (%llu calls on one thread)", (unsigned long long)p.serial_calls);
+    std::printf("\n");
+  }
+  std::printf("  %-44s %10s %10.1f %6.1f%%\n", "outside the regions (one thread)", "",
+              1e6 * (seconds - inside) / tokens, 100.0 * (seconds - inside) / seconds);
+}
+
 int run(const BenchFlags& f) {
   auto model = load_model(f.model);
   const ModelConfig& c = model->config();
@@ -167,6 +189,10 @@ int run(const BenchFlags& f) {
     engine.step({&ds, 1});
     engine.remove_sequence(seq);
   }
+  // --profile: the pool's counts by call site over the last repeat's decode steps (CPU).
+  ThreadPool& pool = ThreadPool::global();
+  std::vector<RegionProfile> regions;
+  double profiled_s = 0.0;
   const auto* streamed = dynamic_cast<const StreamedExperts*>(&model->experts());
   std::vector<RandomReadRate> disk;
   if (streamed != nullptr && streamed->direct_io()) disk = disk_rates(*streamed);
@@ -182,6 +208,8 @@ int run(const BenchFlags& f) {
     int32_t tok = argmax({logits.data(), size_t(c.vocab_size)});
     if (cuda) cuda_stage_clock_reset();  // the last repeat's decode steps only (a stage-clock build)
     const ExpertStats vram_before = vram_stats(), ram_before = model->experts().stats();
+    const bool profiled = f.profile && !cuda && r + 1 == f.repeats;
+    if (profiled) pool.set_profiling(true);
     const double t2 = now_seconds();
     double on_device = 0.0;
     for (int i = 0; i < f.decode_tokens; ++i) {
@@ -191,6 +219,11 @@ int run(const BenchFlags& f) {
       tok = argmax({logits.data(), size_t(c.vocab_size)});
     }
     const double t3 = now_seconds();
+    if (profiled) {
+      pool.set_profiling(false);
+      regions = pool.profile();
+      profiled_s = t3 - t2;
+    }
     add_difference(decode_vram, vram_before, vram_stats());
     add_difference(decode_ram, ram_before, model->experts().stats());
     decode.push_back(double(f.decode_tokens) / (t3 - t2));
@@ -222,6 +255,7 @@ int run(const BenchFlags& f) {
     std::printf("decode, device time only: %.2f tok/s (min %.2f, max %.2f): the host adds %.1f us a token\n", dd.median,
                 dd.min, dd.max, 1e6 / d.median - 1e6 / dd.median);
   }
+  if (!regions.empty()) print_profile(regions, profiled_s, f.decode_tokens, pool.size());
   std::printf("bytes per token: %.1f MB; decode reads %.2f GB/s = %.1f%% of the measured read bandwidth\n", bytes / 1e6,
               gbs, 100.0 * gbs / b.median);
   std::printf("ceiling at this bandwidth: %.2f tok/s\n", b.median * 1e9 / bytes);
@@ -268,6 +302,8 @@ void add_bench(CLI::App& app, int* status) {
                   "untimed passes (the prompt and one decode step) before the repeats, as llama-bench warms up "
                   "(default 0: the first repeat also pays first touches and each expert's first checksum)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--profile", f->profile,
+                "CPU: print the decode steps' time by parallel region (call site), and how busy each kept the threads");
   cmd->callback([f, status] { *status = run(*f); });
 }
 

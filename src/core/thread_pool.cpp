@@ -1,6 +1,8 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstring>
 #include <memory>
 #include <system_error>
 #include <utility>
@@ -27,6 +29,12 @@ thread_local bool t_in_chunk = false;
 
 constexpr uint64_t pack(uint64_t gen, uint64_t chunks, uint64_t next) {
   return (gen << 32) | (chunks << 16) | next;
+}
+
+uint64_t now_ns() {
+  return uint64_t(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
 }
 }  // namespace
 
@@ -55,13 +63,54 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::run_chunk(size_t c) {
   t_in_chunk = true;
+  const uint64_t t0 = timed_ ? now_ns() : 0;
   try {
     (*fn_)(c * n_ / chunks_, (c + 1) * n_ / chunks_);
   } catch (...) {
     std::lock_guard<std::mutex> lock(error_mu_);
     if (!error_) error_ = std::current_exception();
   }
+  if (timed_) busy_ns_.fetch_add(now_ns() - t0, std::memory_order_relaxed);
   t_in_chunk = false;
+}
+
+void ThreadPool::record(const std::source_location& where, bool serial, uint64_t start_ns, uint64_t end_ns,
+                        uint64_t busy_ns) {
+  std::lock_guard<std::mutex> lock(profile_mu_);
+  auto it = std::find_if(sites_.begin(), sites_.end(), [&](const Site& s) {
+    return s.line == where.line() && std::strcmp(s.file, where.file_name()) == 0;
+  });
+  if (it == sites_.end()) {
+    std::string file = where.file_name();
+    const size_t src = file.rfind("src/");
+    if (src != std::string::npos) file.erase(0, src);
+    sites_.push_back({where.file_name(), where.line(), {file + ":" + std::to_string(where.line())}});
+    it = sites_.end() - 1;
+  }
+  RegionProfile& p = it->counts;
+  ++p.calls;
+  p.serial_calls += serial ? 1 : 0;
+  p.wall_s += double(end_ns - start_ns) * 1e-9;
+  p.busy_s += double(busy_ns) * 1e-9;
+  p.before_s += double(start_ns - std::min(start_ns, last_end_ns_)) * 1e-9;
+  last_end_ns_ = end_ns;
+}
+
+void ThreadPool::set_profiling(bool on) {
+  std::lock_guard<std::mutex> lock(profile_mu_);
+  if (on) sites_.clear();
+  last_end_ns_ = now_ns();
+  profiling_.store(on, std::memory_order_relaxed);
+}
+
+std::vector<RegionProfile> ThreadPool::profile() const {
+  std::vector<RegionProfile> out;
+  {
+    std::lock_guard<std::mutex> lock(profile_mu_);
+    for (const Site& s : sites_) out.push_back(s.counts);
+  }
+  std::sort(out.begin(), out.end(), [](const RegionProfile& a, const RegionProfile& b) { return a.wall_s > b.wall_s; });
+  return out;
 }
 
 void ThreadPool::run_chunks(uint32_t gen) {
@@ -79,20 +128,29 @@ void ThreadPool::run_chunks(uint32_t gen) {
   }
 }
 
-void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn) {
+void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn,
+                              std::source_location where) {
   if (n == 0) return;
   grain = std::max<size_t>(grain, 1);
   const size_t max_chunks = (n + grain - 1) / grain;
   const size_t chunks = std::min<size_t>(max_chunks, size_t(size()));
   if (chunks <= 1 || t_in_chunk) {
+    if (t_in_chunk || !profiling_.load(std::memory_order_relaxed)) return fn(0, n);
+    const uint64_t t0 = now_ns();
     fn(0, n);
+    const uint64_t t1 = now_ns();
+    record(where, true, t0, t1, t1 - t0);
     return;
   }
   std::lock_guard<std::mutex> call(call_mu_);
+  const bool timed = profiling_.load(std::memory_order_relaxed);
+  const uint64_t t0 = timed ? now_ns() : 0;
   error_ = nullptr;
   fn_ = &fn;
   n_ = n;
   chunks_ = chunks;
+  timed_ = timed;
+  busy_ns_.store(0, std::memory_order_relaxed);
   done_.store(0, std::memory_order_relaxed);
   const uint32_t gen = uint32_t(word_.load(std::memory_order_relaxed) >> 32) + 1;
   word_.store(pack(gen, chunks, 0), std::memory_order_seq_cst);  // publishes fn_, n_, chunks_, done_
@@ -109,6 +167,7 @@ void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(s
     }
   }
   fn_ = nullptr;
+  if (timed) record(where, false, t0, now_ns(), busy_ns_.load(std::memory_order_relaxed));
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
 

@@ -11,6 +11,10 @@
 // each job (kSpinRounds pauses, tens of microseconds) and only then sleep on a condition variable, so back-to-back
 // calls never pay a futex wake-up; an idle pool sleeps. A call from inside a chunk (nested) runs serially in place;
 // calls from two threads at once take turns.
+//
+// set_profiling(true) counts, per call site (file and line of the parallel_for), the calls, the calling thread's time
+// inside them and the time the chunks ran summed over threads (`bench --profile` prints it for decode): a measuring
+// tool, two clock reads a chunk while on, one relaxed load a call while off.
 #pragma once
 
 #include <atomic>
@@ -20,10 +24,22 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <source_location>
+#include <string>
 #include <thread>
 #include <vector>
 
 namespace seedling {
+
+// What profiling counted at one call site of parallel_for (ThreadPool::set_profiling).
+struct RegionProfile {
+  std::string site;           // the call's file (from src/ on) and line
+  uint64_t calls = 0;         // calls made, nested ones (run inside a chunk) not counted
+  uint64_t serial_calls = 0;  // of which ran on the calling thread alone (one chunk)
+  double wall_s = 0.0;        // the calling thread's time inside the calls
+  double busy_s = 0.0;        // the chunks' own time, summed over the threads that ran them
+  double before_s = 0.0;      // the calling thread's time since the end of the call before this one (any site)
+};
 
 class ThreadPool {
  public:
@@ -36,7 +52,12 @@ class ThreadPool {
 
   // Calls fn(begin, end) on disjoint chunks covering [0, n), each at least `grain` long, and waits. Rethrows the
   // first exception any chunk threw, after every chunk has finished.
-  void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn);
+  void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn,
+                    std::source_location where = std::source_location::current());
+
+  // Starts (true: from zero) or stops counting calls by site; profile() returns the counts, the most time first.
+  void set_profiling(bool on);
+  std::vector<RegionProfile> profile() const;
 
   // The process-wide pool; its size is set once by set_global_threads (default: hardware threads).
   static ThreadPool& global();
@@ -48,6 +69,7 @@ class ThreadPool {
   void run_chunks(uint32_t gen);
   // Runs one chunk; an exception is kept in error_ (the first one wins).
   void run_chunk(size_t chunk);
+  void record(const std::source_location& where, bool serial, uint64_t start_ns, uint64_t end_ns, uint64_t busy_ns);
 
   std::vector<std::thread> workers_;
   // The job: generation (high 32 bits), chunk count (bits 16-31), next chunk to claim (bits 0-15). fn_, n_ are
@@ -56,6 +78,8 @@ class ThreadPool {
   std::atomic<size_t> done_{0};
   const std::function<void(size_t, size_t)>* fn_ = nullptr;
   size_t n_ = 0, chunks_ = 0;
+  bool timed_ = false;  // this job's chunks add their time to busy_ns_ (published with fn_)
+  std::atomic<uint64_t> busy_ns_{0};
   std::atomic<bool> stop_{false};
   std::atomic<int> sleepers_{0};
   std::mutex sleep_mu_;
@@ -63,6 +87,15 @@ class ThreadPool {
   std::mutex call_mu_;  // one parallel_for at a time
   std::mutex error_mu_;
   std::exception_ptr error_;  // guarded by error_mu_
+  struct Site {
+    const char* file;
+    uint32_t line;
+    RegionProfile counts;
+  };
+  std::atomic<bool> profiling_{false};
+  mutable std::mutex profile_mu_;
+  std::vector<Site> sites_;   // guarded by profile_mu_
+  uint64_t last_end_ns_ = 0;  // guarded by profile_mu_: when the last call counted ended
 };
 
 }  // namespace seedling

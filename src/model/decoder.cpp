@@ -160,8 +160,11 @@ void Model::attention(int layer, std::span<const BatchRow> rows, const float* xn
         ops::clamp(vi, KV, -plan.clip_qkv, plan.clip_qkv);
       }
       const BatchRow& r = rows[size_t(i)];
-      ops::apply_rope(qi, c.num_heads, hd, r.pos, rope_);
-      ops::apply_rope(ki, c.num_kv_heads, hd, r.pos, rope_);
+      thread_local std::vector<float> cs;  // q and k share the row's angles
+      cs.resize(size_t(rope_.rotary_dim));
+      ops::rope_cos_sin(r.pos, rope_, cs.data());
+      ops::rotate_heads(qi, c.num_heads, hd, cs.data(), rope_.rotary_dim);
+      ops::rotate_heads(ki, c.num_kv_heads, hd, cs.data(), rope_.rotary_dim);
       SEEDLING_CHECK(r.pos < r.kv->capacity(), "position {} beyond KV capacity {}", r.pos, r.kv->capacity());
       std::copy_n(ki, KV, r.kv->keys(layer) + int64_t(r.pos) * KV);
       std::copy_n(vi, KV, r.kv->values(layer) + int64_t(r.pos) * KV);
@@ -501,16 +504,21 @@ void Model::expert_outputs(int layer, std::span<const int64_t> pair_row, std::sp
 void combine_expert_outputs(int64_t M, int K, int64_t H, const float* weight, const float* outputs,
                             const int64_t* pair_index, float* out) {
   // Each row's own slot order, so a row's sum never depends on the other rows of the batch, nor on where its
-  // experts ran.
-  ThreadPool::global().parallel_for(size_t(M), 8, [&](size_t i0, size_t i1) {
-    for (size_t i = i0; i < i1; ++i) {
+  // experts ran. Items are (row, slice of H): at decode the one row's slices spread over the threads (its K expert
+  // outputs were written by other cores, and one thread reading them all was serial time in every layer).
+  constexpr int64_t kSlice = 256;
+  const int64_t slices = (H + kSlice - 1) / kSlice;
+  ThreadPool::global().parallel_for(size_t(M * slices), size_t(M > 1 ? slices : 2), [&](size_t t0, size_t t1) {
+    for (size_t t = t0; t < t1; ++t) {
+      const size_t i = t / size_t(slices);
+      const int64_t h0 = int64_t(t % size_t(slices)) * kSlice, h1 = std::min(H, h0 + kSlice);
       float* o = out + int64_t(i) * H;
-      std::fill(o, o + H, 0.0f);
+      std::fill(o + h0, o + h1, 0.0f);
       for (int s = 0; s < K; ++s) {
         const size_t j = i * size_t(K) + size_t(s);
         const float w = weight[j];
         const float* src = outputs + (pair_index != nullptr ? pair_index[j] : int64_t(j)) * H;
-        for (int64_t h = 0; h < H; ++h) o[h] = o[h] + w * src[h];
+        for (int64_t h = h0; h < h1; ++h) o[h] = o[h] + w * src[h];
       }
     }
   });

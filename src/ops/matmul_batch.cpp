@@ -68,10 +68,12 @@ void matmul_batch(const std::vector<MatmulJob>& jobs) {
     for (int64_t n = 0; n < job.w.rows; n += kMatmulPiece)
       pieces.push_back({j, n, std::min(n + kMatmulPiece, job.w.rows)});
   }
+  // A chunk's pieces of one job are consecutive rows: one range each, so the kernel's prefetch runs on across them.
   ThreadPool::global().parallel_for(pieces.size(), 1, [&](size_t p0, size_t p1) {
-    for (size_t p = p0; p < p1; ++p) {
+    for (size_t p = p0, q; p < p1; p = q) {
+      for (q = p + 1; q < p1 && pieces[q].job == pieces[p].job;) ++q;
       const MatmulJob& job = jobs[pieces[p].job];
-      matmul_piece(job.x, job.m, xq[xq_of[pieces[p].job]], job.w, job.y, pieces[p].n0, pieces[p].n1);
+      matmul_piece(job.x, job.m, xq[xq_of[pieces[p].job]], job.w, job.y, pieces[p].n0, pieces[q - 1].n1);
     }
   });
 }

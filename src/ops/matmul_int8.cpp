@@ -187,6 +187,14 @@ void Int8RangeT(const Int8Rows& xq, const Matrix& w, float* y, int64_t n0, int64
   const size_t row_bytes = codec_row_bytes(T, w.cols);
   const auto* base = static_cast<const uint8_t*>(w.data);
   HWY_ALIGN int32_t offsets[TN];
+  // The range's first tile, into L2 (prefetcht1): the prefetch below runs one tile ahead of the rows in use and never
+  // asks for the first. An expert's range is a piece of 64 rows (ops/expert_products.h) that starts a new stream, and
+  // each began with its first tile's lines missing: 4-layer q4_g64 decode on Zen 4, expert products 6.92 -> 6.10 ms a
+  // token on 1 thread, decode +5% (1 thread) and +4% (2); the dense products (the same kernel, long ranges) unchanged.
+  if (n0 < n1) {
+    const size_t first = size_t(std::min(int64_t(TN), n1 - n0)) * row_bytes;
+    for (size_t at = 0; at < first; at += 64) __builtin_prefetch(base + size_t(n0) * row_bytes + at, 0, 2);
+  }
   for (int64_t n = n0; n < n1; n += int64_t(TN)) {
     const int64_t count = std::min(int64_t(TN), n1 - n);
     const uint8_t* rows[TN];

@@ -77,5 +77,44 @@ TEST(ThreadPool, CallsFromTwoThreadsAtOnceTakeTurns) {
   EXPECT_EQ(b.load(), 500u * 33u);
 }
 
+TEST(ThreadPool, ProfilingCountsCallsBySiteWithTheirTimesAndNothingWhileOff) {
+  ThreadPool pool(4);
+  const auto spin = [](std::chrono::microseconds d) {
+    const auto end = std::chrono::steady_clock::now() + d;
+    while (std::chrono::steady_clock::now() < end) {
+    }
+  };
+  pool.parallel_for(8, 1, [](size_t, size_t) {});  // before profiling: not counted
+  pool.set_profiling(true);
+  for (int r = 0; r < 3; ++r) {
+    spin(std::chrono::microseconds(2000));         // serial time before site A
+    pool.parallel_for(4, 1, [&](size_t, size_t) {  // site A
+      spin(std::chrono::microseconds(1000));
+      pool.parallel_for(4, 1, [](size_t, size_t) {});  // nested in a chunk: runs in place, not counted
+    });
+    pool.parallel_for(1, 1, [&](size_t, size_t) { spin(std::chrono::microseconds(100)); });  // site B: one chunk
+  }
+  pool.set_profiling(false);
+  pool.parallel_for(8, 1, [](size_t, size_t) {});  // after: not counted
+  const std::vector<RegionProfile> p = pool.profile();
+  ASSERT_EQ(p.size(), 2u);
+  const RegionProfile& a = p[0];  // the most time first
+  const RegionProfile& b = p[1];
+  EXPECT_NE(a.site.find("thread_pool_test.cpp:"), std::string::npos) << a.site;
+  EXPECT_NE(a.site, b.site);
+  EXPECT_EQ(a.calls, 3u);
+  EXPECT_EQ(a.serial_calls, 0u);
+  EXPECT_EQ(b.calls, 3u);
+  EXPECT_EQ(b.serial_calls, 3u);
+  // Site A: four chunks of 1 ms each call, on up to four threads; the 2 ms of spinning before each call are its
+  // "before", and site B follows A at once.
+  EXPECT_GE(a.busy_s, 3 * 4 * 1e-3);
+  EXPECT_GE(a.wall_s, 3 * 1e-3);
+  EXPECT_LE(a.busy_s, a.wall_s * pool.size() * 1.01);
+  EXPECT_GE(a.before_s, 3 * 2e-3);
+  EXPECT_LT(b.before_s, a.before_s);
+  EXPECT_DOUBLE_EQ(b.busy_s, b.wall_s);  // one thread: its chunk is its call
+}
+
 }  // namespace
 }  // namespace seedling
