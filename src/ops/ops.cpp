@@ -13,8 +13,8 @@ void rms_norm_to(const float* x, float* out, int64_t rows, int64_t n, const floa
     const float* xr = x + r * n;
     float* o = out + r * n;
     // The sum of squares in double, in 8 interleaved partial sums (lane j takes elements j, j + 8, ...) added in a
-    // fixed tree: one chain of dependent double adds over a 2,048-wide row was 2-3 us, serial between two parallel
-    // regions, 3 times a layer.
+    // fixed tree, rather than one chain of dependent double adds: a decode runs this on one thread between parallel
+    // regions, 3 times a layer (a 4-layer decode's row steps 47 -> 36 us a token on one Zen 4 core).
     double part[8] = {};
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
