@@ -23,7 +23,8 @@
 #   0 before 2026-12-05),
 #   DOTS (Seedling's `--cpu-dot` paths to run, default "int8 float"; "int8" alone halves the time),
 #   KEEP_SOURCE (default 1; 0 deletes the q4_g32 pack and Q4_1 GGUF once requantized: 48 layers fit a 64 GB disk),
-#   LOG (a file to append each Seedling run's whole output to: its read bandwidth, bytes per token).
+#   LOG (a file to append each Seedling run's whole output to: its read bandwidth, bytes per token),
+#   PROFILE (set: Seedling's runs add `bench --profile`, the decode's time by parallel region, into LOG).
 # Seedling's rows end with the share of the read bandwidth its decode moved (`bench` measures both in each run).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -119,7 +120,7 @@ for t in $threads; do
       bin=$seedling
       [ "${arm%%-*}" = before ] && bin=$SEEDLING_BEFORE
       out=$(SEEDLING_CPU_DOT=${arm#*-} "$bin" bench -m "$pack" -t "$t" --prompt-tokens "$P" -n "$N" --repeats 1 \
-        ${warmup_flag:+"$warmup_flag"} 2>&1)
+        ${warmup_flag:+"$warmup_flag"} ${PROFILE:+--profile} 2>&1)
       pre=$(echo "$out" | awk '/^prefill:/ {print $2}')
       dec=$(echo "$out" | awk '/^decode:/ {print $2}')
       [ -n "${LOG:-}" ] && echo "$out" >>"$LOG"
