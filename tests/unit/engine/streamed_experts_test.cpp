@@ -165,15 +165,17 @@ TEST(StreamedExperts, AcquireWaitsForAGuessStillInFlightRatherThanFail) {
   StreamedOptions o = slots_opt(4);
   o.queue_depth = 4;
   StreamedExperts x(files.where, test::view_blob(), test::check_xxh64(), o);
+  const std::vector<int> guessed{0, 1, 2, 3}, routed{4, 5, 6, 7};
   for (int round = 0; round < 300; ++round) {
-    const int base = (round % 2) * 4;  // alternate halves, so every round's guesses are misses
-    x.prefetch_guess(0, std::vector<int>{base, base + 1, base + 2, base + 3});
-    const std::vector<int> routed{(base + 4) % 8, (base + 5) % 8, (base + 6) % 8, (base + 7) % 8};
+    // The guesses evict the last round's routed experts (released), so all four slots hold guesses, some still
+    // being read; each routed acquire then needs one of those slots.
+    x.prefetch_guess(0, guessed);
     std::vector<ExpertWeights> held;
     for (int e : routed) held.push_back(x.acquire(0, e));
     for (size_t i = 0; i < held.size(); ++i) ASSERT_TRUE(holds(held[i], 0, routed[i])) << "round " << round;
     for (int e : routed) x.release(0, e);
   }
+  EXPECT_EQ(x.stats().prefetched, 300u * 4u);  // every round's four guesses were read
 }
 
 TEST(StreamedExperts, BudgetBelowTopKBlobsIsRefusedNamingTheMinimum) {
