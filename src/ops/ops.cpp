@@ -53,7 +53,8 @@ void rotate_heads(float* heads, int n_heads, int head_dim, const float* cs, int 
 }
 
 void apply_rope(float* heads, int n_heads, int head_dim, int pos, const Rope& rope) {
-  std::vector<float> cs(size_t(rope.rotary_dim));
+  thread_local std::vector<float> cs;  // this thread's, reused: MLA rotates every row of every layer through here
+  cs.resize(size_t(rope.rotary_dim));
   rope_cos_sin(pos, rope, cs.data());
   rotate_heads(heads, n_heads, head_dim, cs.data(), rope.rotary_dim);
 }

@@ -77,11 +77,7 @@ TEST(GgmlCodec, F16AtIsF16ToF32ForEveryFloat16) {
     uint8_t b[2];
     const uint16_t v = uint16_t(h);
     std::memcpy(b, &v, 2);
-    const float got = ggml::f16_at(b), want = f16_to_f32(v);
-    uint32_t gb, wb;
-    std::memcpy(&gb, &got, 4);
-    std::memcpy(&wb, &want, 4);
-    ASSERT_EQ(gb, wb) << "float16 bits " << h;
+    ASSERT_EQ(bits(ggml::f16_at(b)), bits(f16_to_f32(v))) << "float16 bits " << h;
   }
 }
 
