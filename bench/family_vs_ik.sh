@@ -12,15 +12,15 @@
 #                              q4_g32 pack's Q4_1 GGUF), which both engines read (SEEDLING_READS=q4_g64: Seedling
 #                              reads its own q4_g64 pack instead, the same shape and bits but not the same weights);
 #                              cache 8G (issue 23)
-#             deepseek-v3      LAYERS (default 4: one dense, three MoE) of DeepSeek-V3's shape (hidden 7168, MLA
-#                              1536/512/64, 256 experts top-8 of 2048, a shared expert), 4.5 bits as above; cache a
-#                              third of the experts' bytes (issue 24)
+#             deepseek-v3      LAYERS (default 6: the preset's 3 dense lead layers, then 3 MoE) of DeepSeek-V3's
+#                              shape (hidden 7168, MLA 1536/512/64, 256 experts top-8 of 2048, a shared expert), 4.5
+#                              bits as above; cache a third of the experts' bytes (issue 24)
 #   IK_BENCH  ik_llama.cpp's llama-bench built with -DGGML_CUDA=ON (bench/ik_mmq_trim.sh shortens that build); its
 #             llama-quantize is looked for beside it, else IK_QUANTIZE
 #   IK_SRC    its source tree (gguf-py for the converters)
 #   WORK      a folder for the models (made once, reused; KEEP_SOURCE=0 deletes what only served to make them: the
 #             q4_g32 pack and Q4_1 GGUF once requantized, gpt-oss's Hugging Face folder once packed and converted;
-#             DeepSeek's 4 layers are about 21 GB a file)
+#             DeepSeek's 6 layers are about 21-24 GB a file)
 #   RUNS      rounds of bench/gpu_vs_ik.sh (default 2)
 # Environment: LAYERS, EXPERTS, VOCAB (smaller shapes: checks of this script), CACHE (instead of the family's; none:
 #   no cache rows), SEEDLING_READS (qwen3.5 and deepseek: gguf, the default, or q4_g64), PREP_ONLY=1 (make the
@@ -118,7 +118,7 @@ qwen3.5-35b-a3b)
   what="4.5 bits a weight: $reads"
   ;;
 deepseek-v3)
-  [ -n "${LAYERS:-}" ] || { LAYERS=4; shape+=(--layers 4); tag=$tag-l4; }
+  [ -n "${LAYERS:-}" ] || { LAYERS=6; shape+=(--layers 6); tag=$tag-l6; }
   synth_pair deepseek-v3
   cache=${CACHE:-$(third_of_experts "$seed_model")}
   what="4.5 bits a weight: $reads; $LAYERS layers"

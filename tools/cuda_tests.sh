@@ -253,11 +253,12 @@ printf "ok   %-18s packed --experts fp8_g32: cuda greedy ids = cpu; logits max |
 echo "top-k VRAM slots and three tiers = all in VRAM bit for bit"
 # GGUF files (docs/formats/gguf.md), every ggml type computed on as stored: llama.cpp's own llama-quantize outputs
 # (Q4_K_M, Q6_K, IQ4_XS with a Q8_0 attn_v, Q8_0, and a two-layer Q4_K_M whose layers' down projections differ,
-# Q4_K and Q6_K: tests/data/gguf/llama_cpp/README.md), Seedling's Q4_1 file and
-# gpt-oss with MXFP4 experts as ggml stores them (mxfp4_ggml): cuda greedy ids = cpu, logits within 2e-2.
+# Q4_K and Q6_K: tests/data/gguf/llama_cpp/README.md), Seedling's Q4_1 file, deepseek2 with every matrix Q4_0 (MLA's
+# kv_b read as stored: tests/data/gguf/make_files.py) and gpt-oss with MXFP4 experts as ggml stores them
+# (mxfp4_ggml): cuda greedy ids = cpu, logits within 2e-2.
 g=$root/tests/data/gguf
 for f in llama_cpp/kquant_small_q4_k_m llama_cpp/kquant_small_q6_k llama_cpp/kquant_small_iq4_xs \
-  llama_cpp/kquant_qwen3moe_q8_0 llama_cpp/kquant_qwen3moe_q4_k_m qwen3moe_q4_1 gpt_oss_mxfp4; do
+  llama_cpp/kquant_qwen3moe_q8_0 llama_cpp/kquant_qwen3moe_q4_k_m qwen3moe_q4_1 deepseek2_q4_0 gpt_oss_mxfp4; do
   case $f in
     qwen3moe_q4_1) ids=1,7,33,2,63,0,12,45 ;;
     gpt_oss_mxfp4) ids=1,5,9,2,40 ;;

@@ -144,12 +144,13 @@ def main():
         w.add_expert_shared_count(cfg["n_shared_experts"])
         w.add_expert_weights_scale(cfg["routed_scaling_factor"])
         w.add_expert_weights_norm(cfg["norm_topk_prob"])
-        assert cfg["scoring_func"] == "sigmoid", "scoring_func %r: only sigmoid is converted" % cfg["scoring_func"]
+        scoring = cfg.get("scoring_func", "sigmoid")  # transformers' DeepseekV3 config has no key: always sigmoid
+        assert scoring == "sigmoid", "scoring_func %r: only sigmoid is converted" % scoring
         w.add_expert_gating_func(g.ExpertGatingFuncType.SIGMOID)
         w.add_expert_group_count(cfg.get("n_group", 1))
         w.add_expert_group_used_count(cfg.get("topk_group", 1))
         w.add_rope_dimension_count(cfg["qk_rope_head_dim"])
-        rope = cfg.get("rope_scaling") or {}
+        rope = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}  # transformers 5 writes rope_parameters
         if rope.get("type", rope.get("rope_type")) == "yarn":
             w.add_rope_scaling_type(g.RopeScalingType.YARN)
             w.add_rope_scaling_factor(rope["factor"])

@@ -30,10 +30,12 @@ MlaShape mla_shape(const MlaPlan& p, int heads) {
 
 void check_mla_layer(const MlaPlan& p, const MlaWeights& w, int rotary_dim, int layer) {
   const Codec c = w.kv_b.codec;
-  if (!codec_is_float(c) && !codec_is_affine(c) && c != Codec::FP8_G32) {
+  // load_element and lane_dot read all of these; mxfp4 and the seed codecs are expert codecs, never kv_b's.
+  const bool ggml = codec_is_ggml(c) && c != Codec::MXFP4_GGML;
+  if (!codec_is_float(c) && !codec_is_affine(c) && c != Codec::FP8_G32 && !ggml) {
     fail(
         "--device cuda: layer {}'s kv_b_proj is stored as {}, which the MLA kernels do not read (they read f32, f16, "
-        "bf16, the affine codecs and fp8_g32)",
+        "bf16, the affine codecs, fp8_g32 and the ggml block codecs but mxfp4)",
         layer, codec_name(c));
   }
   if (rotary_dim != p.qk_rope_head_dim) {

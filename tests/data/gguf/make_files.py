@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the GGUF files in this folder (tests/unit/core/gguf_test.cpp reads them; small ones seed the fuzz corpus).
 
-    /usr/bin/python3 tests/data/gguf/make_files.py build/seedling /work/ik-src/gguf-py
+    /usr/bin/python3 tests/data/gguf/make_files.py build/seedling /work/ik-src/gguf-py [LLAMA_QUANTIZE]
 
 Needs numpy and a llama.cpp-family tree's gguf-py (GGUFWriter, an independent writer of the format). Writes:
 
@@ -16,6 +16,11 @@ Needs numpy and a llama.cpp-family tree's gguf-py (GGUFWriter, an independent wr
   packed with `--experts q4_g32 --dense bf16` (its shared expert is 48 wide: no whole Q4_1 blocks), then
   tools/packed_to_gguf.py: llama.cpp's qwen35moe layout (norms as 1 + w, ssm_a = -exp(A_log)); the pack is not kept
   (the tests make it again from the checkpoint).
+- deepseek2_q4_0.gguf (only with a third argument, a llama.cpp-family llama-quantize): the tiny deepseek_v3_a
+  checkpoint (tests/data/models/deepseek_v3_a/hf: MLA with q_lora_rank, YaRN, group routing, a dense first layer)
+  packed q4_g32, tools/packed_to_gguf.py (llama.cpp's deepseek2 layout; attn_kv_b bf16), then `llama-quantize
+  --allow-requantize --pure --output-tensor-type q4_0 --token-embedding-type q4_0 ... Q4_0`: every matrix Q4_0,
+  attn_kv_b included (the MLA kernels read it as stored; tools/cuda_tests.sh holds CUDA to the CPU on it).
 - tests/fuzz/corpus/fuzz_gguf/: the seeds of the GGUF fuzz target (fuzz_seeds below; qwen3moe_keys_gpt2 reaches the
   mapping onto a family and the tokenizer).
 """
@@ -184,6 +189,8 @@ def main():
         os.path.join(ROOT, "tests/data/models/gpt_oss_mxfp4/hub"), os.path.join(HERE, "gpt_oss_mxfp4.gguf"),
         "--gguf-py", gguf_py)
     qwen35moe_q4_1(seedling, gguf_py)
+    if len(sys.argv) > 3:
+        deepseek2_q4_0(seedling, gguf_py, os.path.abspath(sys.argv[3]))
     fuzz_seeds(g, os.path.join(ROOT, "tests/fuzz/corpus/fuzz_gguf"))
 
 
@@ -194,6 +201,18 @@ def qwen35moe_q4_1(seedling, gguf_py):
         "q4_g32", "--dense", "bf16")
     run(sys.executable, os.path.join(ROOT, "tools", "packed_to_gguf.py"), tmp, os.path.join(HERE, "qwen35moe_q4_1.gguf"),
         "--gguf-py", gguf_py)
+    shutil.rmtree(tmp)
+
+
+def deepseek2_q4_0(seedling, gguf_py, quantize):
+    tmp = os.path.join(tempfile.gettempdir(), "seedling-gguf-deepseek2")
+    shutil.rmtree(tmp, ignore_errors=True)
+    run(seedling, "pack", "-m", os.path.join(ROOT, "tests/data/models/deepseek_v3_a/hf"), "-o", tmp, "--experts",
+        "q4_g32", "--dense", "q4_g32")
+    q4_1 = os.path.join(tmp, "q4_1.gguf")
+    run(sys.executable, os.path.join(ROOT, "tools", "packed_to_gguf.py"), tmp, q4_1, "--gguf-py", gguf_py)
+    run(quantize, "--allow-requantize", "--pure", "--output-tensor-type", "q4_0", "--token-embedding-type", "q4_0", q4_1,
+        os.path.join(HERE, "deepseek2_q4_0.gguf"), "Q4_0")
     shutil.rmtree(tmp)
 
 

@@ -53,9 +53,11 @@ std::string dims_name(const Dims& d) {
   return fmt::format("h{}_r{}_n{}_ro{}_v{}", h, r, n, ro, v);
 }
 
-// kv_b (heads x (nope + v) rows of rank) in `codec` from random floats of size sd.
+// kv_b (heads x (nope + v) rows of rank) in `codec` from random floats of size sd, or random blocks of a ggml codec
+// (a GGUF's attn_kv_b: values within about 0.1).
 std::vector<uint8_t> kv_b_bytes(Codec c, const cuda::MlaShape& s, uint32_t seed, float sd) {
   const int64_t rows = int64_t(s.heads) * (s.nope + s.v);
+  if (codec_is_ggml(c)) return test::encoded(c, rows, s.rank, seed);
   const std::vector<float> w = test::gaussian(size_t(rows * s.rank), seed, sd);
   std::vector<uint8_t> out(codec_matrix_bytes(c, rows, s.rank));
   encode_matrix(c, DType::F32, w.data(), rows, s.rank, out.data());
@@ -163,8 +165,9 @@ TEST_P(CudaMlaTest, RopeAndCacheWriteMatchCpu) {
 }
 
 // The absorbed query against the CPU's absorption matrix (mla_absorbed_keys, kv_b's nope rows transposed to float32)
-// in double: kv_b read down its columns in each codec the kernel reads (affine and FP8 weights widened exactly as
-// codec_value), 11 rows (a partial tile of 8), the rope part copied exactly; a row alone gets its bits in the batch.
+// in double: kv_b read down its columns in each codec the kernel reads (affine, FP8 and ggml weights widened exactly
+// as codec_value; a GGUF's Q4_0, Q8_0 and Q4_K where the rank is whole blocks), 11 rows (a partial tile of 8), the rope
+// part copied exactly; a row alone gets its bits in the batch.
 TEST_P(CudaMlaTest, AbsorbedQueryMatchesCpuAbsorptionMatrix) {
   SKIP_WITHOUT_CUDA_DEVICE();
   const cuda::MlaShape s = shape_of(GetParam());
@@ -172,7 +175,9 @@ TEST_P(CudaMlaTest, AbsorbedQueryMatchesCpuAbsorptionMatrix) {
   const int rows = 11, w = s.width(), qh = s.q_head();
   const int64_t kv_rows = int64_t(s.heads) * (s.nope + s.v);
   const std::vector<float> q = test::gaussian(size_t(rows * s.heads * qh), 4);
-  for (const Codec c : {Codec::F32, Codec::BF16, Codec::Q8_G32, Codec::Q4_G64, Codec::FP8_G32}) {
+  for (const Codec c :
+       {Codec::F32, Codec::BF16, Codec::Q8_G32, Codec::Q4_G64, Codec::FP8_G32, Codec::Q4_0, Codec::Q8_0, Codec::Q4_K}) {
+    if (s.rank % codec_group(c) != 0) continue;  // a ggml block never spans two rows
     const std::vector<uint8_t> wb = kv_b_bytes(c, s, 5, 0.3f);
     const ops::Matrix kv_b(c, wb.data(), kv_rows, s.rank);
     const std::vector<float> absorb = mla_absorbed_keys(kv_b, s.heads, m);  // [heads][rank][nope]
@@ -263,15 +268,17 @@ TEST_P(CudaMlaTest, LatentAttentionMatchesCpuAndEachRowAlone) {
 }
 
 // The value rows: att[i][h * v + j] = W_UV[h] row j . lat[i][h] against ops::ref::matmul of head h's value rows, in
-// the float and FP8 codecs (whose rounding scales with |w x|; the affine codecs' factored sums are lane_dot's, held
-// to the CPU in kernels_test.cpp), 6 rows (a full launch row tile of 4 and a partial one).
+// the float, FP8 and offset-free ggml codecs (Q4_0, Q8_0: d * sum(q x), whose rounding scales with |w x|; the affine
+// and K-quant codecs' factored sums are lane_dot's, held to the CPU in kernels_test.cpp), 6 rows (a full launch row
+// tile of 4 and a partial one); the ggml ones where the rank is whole blocks.
 TEST_P(CudaMlaTest, ValueRowsMatchCpu) {
   SKIP_WITHOUT_CUDA_DEVICE();
   const cuda::MlaShape s = shape_of(GetParam());
   const int rows = 6;
   const int64_t kv_rows = int64_t(s.heads) * (s.nope + s.v);
   const std::vector<float> lat = test::gaussian(size_t(rows * s.heads * s.rank), 6);
-  for (const Codec c : {Codec::F32, Codec::BF16, Codec::FP8_G32}) {
+  for (const Codec c : {Codec::F32, Codec::BF16, Codec::FP8_G32, Codec::Q4_0, Codec::Q8_0}) {
+    if (s.rank % codec_group(c) != 0) continue;
     const std::vector<uint8_t> wb = kv_b_bytes(c, s, 7, 0.3f);
     const ops::Matrix kv_b(c, wb.data(), kv_rows, s.rank);
     DeviceVec<uint8_t> dw = test::device_weights(c, wb, kv_rows, s.rank);
