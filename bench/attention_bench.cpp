@@ -4,7 +4,10 @@
 // Qwen3-30B-A3B's attention (32 query heads on 4 KV heads of 128, keys and values float32 in the cache's layout);
 // for each position count, the query heads in items of 1, 2, 4 and 8 sharing a KV head (the decoder's `per`),
 // interleaved over 9 rounds after a warm-up: median time of all 32 heads, GMAC/s (2 x positions x 128 multiply-adds
-// a head) and GB/s of keys and values (each item reads its KV head's rows once).
+// a head) and GB/s of keys and values (each item reads its KV head's rows once). Then "chunks": the decoder's decode
+// items in its order (ops::attention_chunk over kAttentionChunk keys for one KV head's 8 query heads, chunk by chunk
+// with the KV heads of a chunk in turn, as threads claim them), one pass over the whole cache a round: with a cache
+// larger than the last-level cache its rows come from memory, as a decode step finds them after the weights it read.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -50,6 +53,25 @@ int main(int argc, char** argv) {
       const double macs = 2.0 * n * kD * kHeads, bytes = 2.0 * n * kD * 4.0 * (kHeads / kPers[p]);
       std::printf("%9d %4d %12.1f %9.2f %9.2f\n", n, kPers[p], us, macs / us / 1e3, bytes / us / 1e3);
     }
+    const int chunks = ops::attention_chunks(0, n - 1), group = kHeads / kKv;
+    std::vector<float> o(size_t(kHeads) * kD), ml(2 * size_t(kHeads));
+    std::vector<double> item_us;
+    for (int round = 0; round < 10; ++round) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int c = 0; c < chunks; ++c) {
+        for (int h = 0; h < kHeads; h += group) {
+          const int first = c * ops::kAttentionChunk;
+          ops::attention_chunk(q.data(), k.data(), v.data(), first, std::min(n - 1, first + ops::kAttentionChunk - 1),
+                               shape, h, h + group, o.data() + size_t(h) * kD, ml.data() + 2 * size_t(h));
+        }
+      }
+      const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      if (round > 0) item_us.push_back(us / (chunks * kKv));
+    }
+    std::sort(item_us.begin(), item_us.end());
+    const double us = item_us[item_us.size() / 2], bytes = 2.0 * ops::kAttentionChunk * kD * 4.0;
+    std::printf("%9d %4s %12.2f %9s %9.2f   (chunks: us an item of %d keys x %d heads)\n", n, "item", us, "",
+                bytes / us / 1e3, ops::kAttentionChunk, group);
   }
   return 0;
 }

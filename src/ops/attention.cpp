@@ -69,6 +69,20 @@ void AttentionGroup(const float* q, int64_t G, const float* k, const float* v, i
   thread_local Scratch tile_buf, score_buf;
   float* HWY_RESTRICT tile = tile_buf.get(size_t(T * D));
   float* HWY_RESTRICT scores = score_buf.get(size_t(G * padded));
+  // The lines of positions [t0, t1) asked for ahead of their tile's copy (a position's D floats are one short run of
+  // lines and the next position's lie a cache row further on). The next tile's positions are asked for while this
+  // tile is computed, a share with each head, so that the reads overlap the arithmetic.
+  const auto ask = [&](const float* rows, int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < std::min(t1, n); ++t) {
+      for (int64_t c = 0; c < D; c += 64 / int64_t(sizeof(float))) {
+        __builtin_prefetch(rows + t * stride + c, 0, 2);
+      }
+    }
+  };
+  const int64_t share = (T + G - 1) / G;
+  const auto ask_share = [&](const float* rows, int64_t j0, int64_t g) {
+    ask(rows, j0 + std::min(T, g * share), j0 + std::min(T, (g + 1) * share));
+  };
   const auto pack = [&](const float* rows, int64_t j0, int64_t count) {
     for (int64_t t = 0; t < count; ++t) {
       for (size_t c = 0; c < NV; ++c) {
@@ -76,6 +90,7 @@ void AttentionGroup(const float* q, int64_t G, const float* k, const float* v, i
       }
     }
   };
+  ask(k, 0, 2 * T);
   // Scores, kL keys at a time: key t's products with the query (in registers) sum into its own vector, and the kL
   // vectors are reduced at once.
   const VF vscale = hn::Set(df, scale);
@@ -83,6 +98,7 @@ void AttentionGroup(const float* q, int64_t G, const float* k, const float* v, i
     const int64_t count = std::min(T, n - j0);
     pack(k, j0, count);
     for (int64_t g = 0; g < G; ++g) {
+      ask_share(k, j0 + 2 * T, g);
       VF qv[NV];
       for (size_t c = 0; c < NV; ++c) qv[c] = hn::LoadU(df, q + g * D + int64_t(c * kL));
       VF acc[kL];
@@ -98,6 +114,7 @@ void AttentionGroup(const float* q, int64_t G, const float* k, const float* v, i
   }
   // Each head's exponentials against its largest score, and their sum (the softmax's normalisation and the sink
   // wait for attention_combine); the lanes past n stay 0.
+  ask(v, 0, 2 * T);
   for (int64_t g = 0; g < G; ++g) {
     float* p = scores + g * padded;
     VF vmax = hn::Set(df, -INFINITY);
@@ -126,6 +143,7 @@ void AttentionGroup(const float* q, int64_t G, const float* k, const float* v, i
     const int64_t count = std::min(T, n - j0);
     pack(v, j0, count);
     for (int64_t g = 0; g < G; ++g) {
+      ask_share(v, j0 + 2 * T, g);
       const float* p = scores + g * padded + j0;
       float* o = out + g * 2 * D;
       VF even[NV], odd[NV];
