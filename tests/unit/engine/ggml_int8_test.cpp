@@ -161,9 +161,10 @@ TEST_P(GgmlInt8Test, KernelEqualsTheScalarDefinitionBitForBitAndStaysWithinTheRo
   }
 }
 
-// Rows: 1 (the row kernel), 5 (its four-row form), 12 (past kTileKRows, 8: the K types' tile GEMM).
+// Rows: 1 and 3 (the row kernel: the K types four outputs at a time, SuperOuts4), 5 (its four-row form), 12 (past
+// kTileKRows, 8: the K types' tile GEMM).
 INSTANTIATE_TEST_SUITE_P(Shapes, GgmlInt8Test,
-                         ::testing::Combine(::testing::ValuesIn(ggml_codecs()), ::testing::Values(1, 5, 12),
+                         ::testing::Combine(::testing::ValuesIn(ggml_codecs()), ::testing::Values(1, 3, 5, 12),
                                             ::testing::Values(1, 3, 17, 69), ::testing::Values(1, 3, 9)),
                          [](const auto& info) {
                            const auto& p = info.param;
