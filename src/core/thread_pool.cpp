@@ -129,11 +129,12 @@ void ThreadPool::run_chunks(uint32_t gen) {
 }
 
 void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn,
-                              std::source_location where) {
+                              size_t chunks_per_thread, std::source_location where) {
   if (n == 0) return;
   grain = std::max<size_t>(grain, 1);
   const size_t max_chunks = (n + grain - 1) / grain;
-  const size_t chunks = std::min<size_t>(max_chunks, size_t(size()));
+  const size_t most = size_t(size()) * std::clamp<size_t>(chunks_per_thread, 1, 64);  // the job word holds 16 bits
+  const size_t chunks = std::min<size_t>(max_chunks, most);
   if (chunks <= 1 || t_in_chunk) {
     if (t_in_chunk || !profiling_.load(std::memory_order_relaxed)) return fn(0, n);
     const uint64_t t0 = now_ns();

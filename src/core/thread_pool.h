@@ -51,8 +51,10 @@ class ThreadPool {
   int size() const { return int(workers_.size()) + 1; }
 
   // Calls fn(begin, end) on disjoint chunks covering [0, n), each at least `grain` long, and waits. Rethrows the
-  // first exception any chunk threw, after every chunk has finished.
-  void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn,
+  // first exception any chunk threw, after every chunk has finished. At most chunks_per_thread x size() chunks: 1
+  // gives each thread one long range; more let the threads that finish first take the work of one that lags (a
+  // product over many outputs, where a long range's prefetch matters less than an even finish).
+  void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn, size_t chunks_per_thread = 1,
                     std::source_location where = std::source_location::current());
 
   // Starts (true: from zero) or stops counting calls by site; profile() returns the counts, the most time first.

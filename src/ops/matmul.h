@@ -119,6 +119,12 @@ size_t int8_tile_outputs(Codec c);
 // quantize_for_pieces quantizes x once for w (blocks of matmul_piece_group(w); ggml's 256-value types with their
 // sums of 16) and every piece is handed it; else xq is not read.
 inline constexpr int64_t kMatmulPiece = 64;  // outputs a piece; a multiple of every tile (4 floats, 4-16 int8 lanes)
+// ThreadPool::parallel_for's chunks a thread for a product of m rows of x over its outputs: at decode (under 8 rows)
+// 4, so threads that finish first take the outputs of one that lags (a 16-thread profile found the dense products'
+// regions 70-73% busy with one chunk a thread, 2026-12-06); a prompt's tile GEMMs keep one long range a thread.
+inline size_t product_chunks_per_thread(int64_t m) {
+  return m < 8 ? 4 : 1;
+}
 bool matmul_by_pieces(const Matrix& w);
 bool matmul_piece_reads_int8(const Matrix& w);
 int64_t matmul_piece_group(const Matrix& w);  // the int8 block of x for w's pieces; 0 where they read floats

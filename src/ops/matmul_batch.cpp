@@ -69,13 +69,18 @@ void matmul_batch(const std::vector<MatmulJob>& jobs) {
       pieces.push_back({j, n, std::min(n + kMatmulPiece, job.w.rows)});
   }
   // A chunk's pieces of one job are consecutive rows: one range each, so the kernel's prefetch runs on across them.
-  ThreadPool::global().parallel_for(pieces.size(), 1, [&](size_t p0, size_t p1) {
-    for (size_t p = p0, q; p < p1; p = q) {
-      for (q = p + 1; q < p1 && pieces[q].job == pieces[p].job;) ++q;
-      const MatmulJob& job = jobs[pieces[p].job];
-      matmul_piece(job.x, job.m, xq[xq_of[pieces[p].job]], job.w, job.y, pieces[p].n0, pieces[q - 1].n1);
-    }
-  });
+  int64_t rows = 0;
+  for (const MatmulJob& job : jobs) rows = std::max(rows, job.m);
+  ThreadPool::global().parallel_for(
+      pieces.size(), 1,
+      [&](size_t p0, size_t p1) {
+        for (size_t p = p0, q; p < p1; p = q) {
+          for (q = p + 1; q < p1 && pieces[q].job == pieces[p].job;) ++q;
+          const MatmulJob& job = jobs[pieces[p].job];
+          matmul_piece(job.x, job.m, xq[xq_of[pieces[p].job]], job.w, job.y, pieces[p].n0, pieces[q - 1].n1);
+        }
+      },
+      product_chunks_per_thread(rows));
 }
 
 }  // namespace seedling::ops

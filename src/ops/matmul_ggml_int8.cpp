@@ -825,7 +825,8 @@ void ggml_matmul_int8(const float* x, int64_t m, const Matrix& w, float* y) {
   Int8Rows& xq = mine;
   quantize_ggml_int8_rows(x, m, w.cols, group, xq);
   ThreadPool::global().parallel_for(
-      size_t(w.rows), 8, [&](size_t n0, size_t n1) { ggml_matmul_int8_range(xq, w, y, int64_t(n0), int64_t(n1)); });
+      size_t(w.rows), 8, [&](size_t n0, size_t n1) { ggml_matmul_int8_range(xq, w, y, int64_t(n0), int64_t(n1)); },
+      product_chunks_per_thread(m));
 }
 
 }  // namespace seedling::ops

@@ -462,9 +462,12 @@ void matmul_int8(const float* x, int64_t m, const Matrix& w, float* y) {
   Int8Rows& xq = mine;
   quantize_int8_rows(x, m, w.cols, codec_group(w.codec), xq);
   const size_t tiles = (size_t(w.rows) + tile - 1) / tile;
-  ThreadPool::global().parallel_for(tiles, 1, [&](size_t t0, size_t t1) {
-    matmul_int8_range(xq, w, y, int64_t(t0 * tile), std::min(int64_t(t1 * tile), w.rows));
-  });
+  ThreadPool::global().parallel_for(
+      tiles, 1,
+      [&](size_t t0, size_t t1) {
+        matmul_int8_range(xq, w, y, int64_t(t0 * tile), std::min(int64_t(t1 * tile), w.rows));
+      },
+      product_chunks_per_thread(m));
 }
 
 }  // namespace seedling::ops

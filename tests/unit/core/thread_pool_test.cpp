@@ -21,6 +21,27 @@ TEST(ThreadPool, ChunksCoverTheRangeExactlyOnce) {
   for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i].load(), 1) << i;
 }
 
+// More chunks than threads (chunks_per_thread): still every index once, in as many chunks as asked (grain allowing),
+// each at least about the grain, and a thread may run several.
+TEST(ThreadPool, SeveralChunksAThreadCoverTheRangeExactlyOnce) {
+  ThreadPool pool(3);
+  for (const size_t per : {size_t{1}, size_t{4}, size_t{1000}}) {
+    std::vector<std::atomic<int>> seen(1000);
+    std::atomic<int> calls{0};
+    pool.parallel_for(
+        seen.size(), 7,
+        [&](size_t b, size_t e) {
+          EXPECT_GE(e - b, size_t{6});
+          calls++;
+          for (size_t i = b; i < e; ++i) seen[i]++;
+        },
+        per);
+    for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i].load(), 1) << i << " per " << per;
+    // 3 threads: 3, 12, and at most 64 a thread (192), the grain allowing 143.
+    EXPECT_EQ(calls.load(), per == 1 ? 3 : per == 4 ? 12 : 143) << per;
+  }
+}
+
 TEST(ThreadPool, ExceptionInAnyChunkReachesTheCallerAndThePoolStaysUsable) {
   ThreadPool pool(4);
   // Throw from each chunk in turn: the last chunk, the first (run by the caller or a worker), and all.
