@@ -294,7 +294,8 @@ HWY_INLINE void SuperRows(const Int8Rows& xq, const uint8_t* row, int64_t i0, fl
 // (d * isum - dmin * msum, times x's block scale, added in block order), so the same bits, with a quarter of the
 // scalar steps (in SuperRows<T, 1> they and the reductions took about 40% of a Q4_K matvec, 2026-12-06). Taken
 // where it was faster on Zen 4 (matmul_bench --codecs, one thread): Q2_K -25%, Q4_K -35%, Q5_K -15%, IQ4_XS -28%;
-// Q6_K was 55% slower so (its codes cost more to widen, and four outputs' of them in flight spill), Q3_K unclear.
+// Q6_K was 55% slower so (not for want of prefetch one group ahead, nor from its d and dmin's stores: both tried;
+// the cause is not known), Q3_K unclear.
 template <Codec T>
 constexpr bool kOuts4 = T == Codec::Q2_K || T == Codec::Q4_K || T == Codec::Q5_K || T == Codec::IQ4_XS;
 template <Codec T>
