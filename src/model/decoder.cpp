@@ -160,11 +160,7 @@ void Model::attention(int layer, std::span<const BatchRow> rows, const float* xn
         ops::clamp(vi, KV, -plan.clip_qkv, plan.clip_qkv);
       }
       const BatchRow& r = rows[size_t(i)];
-      thread_local std::vector<float> cs;  // q and k share the row's angles
-      cs.resize(size_t(rope_.rotary_dim));
-      ops::rope_cos_sin(r.pos, rope_, cs.data());
-      ops::rotate_heads(qi, c.num_heads, hd, cs.data(), rope_.rotary_dim);
-      ops::rotate_heads(ki, c.num_kv_heads, hd, cs.data(), rope_.rotary_dim);
+      ops::apply_rope(qi, c.num_heads, hd, r.pos, rope_, ki, c.num_kv_heads);  // q and k share the row's angles
       SEEDLING_CHECK(r.pos < r.kv->capacity(), "position {} beyond KV capacity {}", r.pos, r.kv->capacity());
       std::copy_n(ki, KV, r.kv->keys(layer) + int64_t(r.pos) * KV);
       std::copy_n(vi, KV, r.kv->values(layer) + int64_t(r.pos) * KV);

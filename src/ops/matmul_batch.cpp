@@ -45,6 +45,7 @@ void matmul_batch(const std::vector<MatmulJob>& jobs) {
   std::vector<const float*> source;           // xq[q] is source[q] quantized
   if (xq.empty()) xq.emplace_back();
   std::vector<Piece> pieces;
+  int64_t rows = 0;  // the most rows of x a piece's job has: decode's products split finer (matmul.h)
   for (size_t j = 0; j < jobs.size(); ++j) {
     const MatmulJob& job = jobs[j];
     if (job.m <= 0 || job.w.rows <= 0) continue;
@@ -65,12 +66,11 @@ void matmul_batch(const std::vector<MatmulJob>& jobs) {
       }
       xq_of[j] = q;
     }
+    rows = std::max(rows, job.m);
     for (int64_t n = 0; n < job.w.rows; n += kMatmulPiece)
       pieces.push_back({j, n, std::min(n + kMatmulPiece, job.w.rows)});
   }
   // A chunk's pieces of one job are consecutive rows: one range each, so the kernel's prefetch runs on across them.
-  int64_t rows = 0;
-  for (const MatmulJob& job : jobs) rows = std::max(rows, job.m);
   ThreadPool::global().parallel_for(
       pieces.size(), 1,
       [&](size_t p0, size_t p1) {

@@ -31,6 +31,8 @@ void rms_norm(float* x, int64_t rows, int64_t n, const float* weight, float eps)
   rms_norm_to(x, x, rows, n, weight, eps);
 }
 
+namespace {
+// cs[i] = cos and cs[half + i] = sin of pos * inv_freq[i], times attention_scaling (rotary_dim floats).
 void rope_cos_sin(int pos, const Rope& rope, float* cs) {
   const int half = rope.rotary_dim / 2;
   for (int i = 0; i < half; ++i) {
@@ -52,11 +54,14 @@ void rotate_heads(float* heads, int n_heads, int head_dim, const float* cs, int 
   }
 }
 
-void apply_rope(float* heads, int n_heads, int head_dim, int pos, const Rope& rope) {
-  thread_local std::vector<float> cs;  // this thread's, reused: MLA rotates every row of every layer through here
+}  // namespace
+
+void apply_rope(float* heads, int n_heads, int head_dim, int pos, const Rope& rope, float* more, int n_more) {
+  thread_local std::vector<float> cs;  // this thread's, reused: every row of every layer comes through here
   cs.resize(size_t(rope.rotary_dim));
   rope_cos_sin(pos, rope, cs.data());
   rotate_heads(heads, n_heads, head_dim, cs.data(), rope.rotary_dim);
+  if (more != nullptr) rotate_heads(more, n_more, head_dim, cs.data(), rope.rotary_dim);
 }
 
 namespace ref {

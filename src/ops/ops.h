@@ -24,12 +24,10 @@ struct Rope {
   float attention_scaling = 1.0f;  // multiplies cos and sin (1 for default and linear scaling)
   int rotary_dim = 0;
 };
-void apply_rope(float* heads, int n_heads, int head_dim, int pos, const Rope& rope);
-// apply_rope in two steps, for heads that share a position (a row's q and k): cs[i] = cos and cs[half + i] = sin of
-// pos * inv_freq[i], times attention_scaling (rotary_dim floats), then the rotation of every head by them; the same
-// bits as apply_rope.
-void rope_cos_sin(int pos, const Rope& rope, float* cs);
-void rotate_heads(float* heads, int n_heads, int head_dim, const float* cs, int rotary_dim);
+// Rotates n_heads heads at position pos, and as many more heads (n_more at `more`: a row's k beside its q) by the same
+// angles, computed once; each head's bits are those of rotating it alone.
+void apply_rope(float* heads, int n_heads, int head_dim, int pos, const Rope& rope, float* more = nullptr,
+                int n_more = 0);
 
 // out[i] = silu(gate[i]) * up[i]: SIMD with a vector exp (ops/activation.cpp), within 2 ulp of ref::silu_mul.
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);

@@ -10,6 +10,7 @@
 
 #include "core/dtype.h"
 #include "ops/matmul.h"
+#include "test_util.h"
 
 namespace seedling::ops {
 
@@ -283,6 +284,23 @@ TEST(Ops, RopeRotatesPairsHalfApart) {
   EXPECT_NEAR(x[2], 3 * std::cos(2.0) + 1 * std::sin(2.0), 1e-6);
   EXPECT_NEAR(x[1], 2 * std::cos(1.0) - 4 * std::sin(1.0), 1e-6);
   EXPECT_NEAR(x[3], 4 * std::cos(1.0) + 2 * std::sin(1.0), 1e-6);
+}
+
+// A second set of heads (a row's k beside its q) turns by the same angles: each set's bits are those of rotating it
+// alone, partial rotary included (head_dim 6, rotary_dim 4: the last two dims untouched).
+TEST(Ops, RopeOnTwoHeadSetsGivesEachSetsBitsAlone) {
+  Rope rope;
+  rope.rotary_dim = 4;
+  rope.inv_freq = {0.9f, 0.05f};
+  rope.attention_scaling = 1.25f;
+  std::vector<float> q = test::gaussian(18, 3), k = test::gaussian(12, 4);
+  std::vector<float> q_alone = q, k_alone = k;
+  apply_rope(q_alone.data(), 3, 6, 37, rope);
+  apply_rope(k_alone.data(), 2, 6, 37, rope);
+  apply_rope(q.data(), 3, 6, 37, rope, k.data(), 2);
+  EXPECT_EQ(std::memcmp(q.data(), q_alone.data(), q.size() * 4), 0);
+  EXPECT_EQ(std::memcmp(k.data(), k_alone.data(), k.size() * 4), 0);
+  EXPECT_EQ(k[4], test::gaussian(12, 4)[4]);  // past rotary_dim: as it was
 }
 
 TEST(Ops, TopKBreaksTiesTowardsTheLowerIndex) {
