@@ -24,7 +24,8 @@
 #   DOTS (Seedling's `--cpu-dot` paths to run, default "int8 float"; "int8" alone halves the time),
 #   KEEP_SOURCE (default 1; 0 deletes the q4_g32 pack and Q4_1 GGUF once requantized: 48 layers fit a 64 GB disk),
 #   LOG (a file to append each Seedling run's whole output to: its read bandwidth, bytes per token),
-#   PROFILE (set: Seedling's runs add `bench --profile`, the decode's time by parallel region, into LOG).
+#   PROFILE (set: Seedling's runs add `bench --profile`, the decode's time by parallel region, into LOG),
+#   PREP_ONLY=1 (make the models for BITS and stop).
 # Seedling's rows end with the share of the read bandwidth its decode moved (`bench` measures both in each run).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -98,6 +99,10 @@ q4_k_m)
   exit 2
   ;;
 esac
+if [ "${PREP_ONLY:-}" = 1 ]; then
+  echo "models ready: $pack, $gguf"
+  exit 0
+fi
 
 echo "seedling $(git -C "$root" log -1 --format=%h); ik $(git -C "$src" log -1 --format=%h 2>/dev/null || echo "$src")"
 echo "model: $layers layers of Qwen3-30B-A3B's shape, $what; prompt $P, decode $N; $(nproc) cores"

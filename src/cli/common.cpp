@@ -40,6 +40,9 @@ void add_model_flags(CLI::App* cmd, ModelFlags* f) {
   cmd->add_option("--device", f->device, "where the forward runs: cpu (default), cuda or cuda:N");
   cmd->add_option("--vram-budget", f->vram_budget,
                   "VRAM for routed experts, e.g. 8G (--device cuda; default: all when they fit, else what is free)");
+  cmd->add_option("--vram-admit", f->vram_admit,
+                  "VRAM cache, decode: copy at most N of a step's missed experts into the cache (the others are read "
+                  "in place over PCIe and stay out), or all (the default)");
   cmd->add_option(
       "--route-replay", f->route_replay,
       "measuring tool: take every token's experts and weights from the route trace FILE instead of the "
@@ -90,6 +93,13 @@ std::unique_ptr<Model> load_model(const ModelFlags& f) {
   const int device = parse_device(f.device);
   if (device < 0 && !f.vram_budget.empty()) fail("--vram-budget needs --device cuda");
   if (device < 0 && f.no_cuda_graph) fail("--no-cuda-graph needs --device cuda");
+  int vram_admit = CudaForwardOptions::kAdmitEveryMiss;  // "all", the default
+  if (!f.vram_admit.empty() && f.vram_admit != "all") {
+    const bool digits = f.vram_admit.size() < 10 && f.vram_admit.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits) fail("--vram-admit: '{}' is not a count of experts or all", f.vram_admit);
+    vram_admit = std::stoi(f.vram_admit);
+  }
+  if (device < 0 && !f.vram_admit.empty()) fail("--vram-admit needs --device cuda");
   if (!f.prefetch_replay.empty() && (f.route_replay.empty() || f.prefetch_width == 0)) {
     fail("--prefetch-replay needs --route-replay and --prefetch-width: its guesses are for the replayed routes");
   }
@@ -103,6 +113,7 @@ std::unique_ptr<Model> load_model(const ModelFlags& f) {
   co.graphs = !f.no_cuda_graph;
   co.policy = parse_eviction_policy(f.expert_policy);
   co.prefetch_width = f.prefetch_width;
+  co.vram_admit = vram_admit;
   if (!f.vram_budget.empty()) {
     co.vram_budget = parse_byte_size(f.vram_budget, "--vram-budget");
     co.budget_given = true;

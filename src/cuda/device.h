@@ -50,6 +50,14 @@ struct CudaForwardOptions {
   // attention runs. 0: off. Needs the cache fed from pinned host memory (an Error otherwise, and with every expert
   // resident there is nothing to fetch).
   int prefetch_width = 0;
+  // Misses a decode step copies into the VRAM cache (--vram-admit). A decode step that reads its misses in place
+  // over PCIe copies them into slots afterwards, so every miss it admits crosses the bus twice; past the cap a miss
+  // stays out of the cache (a later step reads it in place again). On a trained router's trace a cap of 16-32 a step
+  // (48 layers) cut that traffic by 28-44% for 3-8 points of hit rate
+  // (docs/results/2026-12-06-cache-admission-cap-trained-trace.md); the default stays every miss until a GPU run
+  // measures the cap's speed. Prompt passes, which copy their misses before reading them, admit every miss.
+  static constexpr int kAdmitEveryMiss = 1 << 30;
+  int vram_admit = kAdmitEveryMiss;
   // Expert parallelism (use_cuda_expert_parallel): the experts of this rank (transport->rank()) are those the
   // placement gives it, all in VRAM; the other ranks run theirs. Null: every expert here.
   std::shared_ptr<const ExpertPlacement> placement;

@@ -189,6 +189,9 @@ VramExperts::VramExperts(Model& model, const CudaForwardOptions& o, uint64_t fre
     }
     check(cudaMemcpy(tables_dev_, tables.data(), table_entries * sizeof(void*), cudaMemcpyHostToDevice),
           "uploading the expert tables");
+    if (o.verbose && o.vram_admit < CudaForwardOptions::kAdmitEveryMiss) {
+      std::fprintf(stderr, "experts: --vram-admit %d changes nothing here: every expert is in VRAM\n", o.vram_admit);
+    }
     return;
   }
   const int slots = int(std::min<uint64_t>(budget / slot_bytes_, uint64_t(moe_layers) * uint64_t(c.num_experts)));
@@ -220,6 +223,7 @@ VramExperts::VramExperts(Model& model, const CudaForwardOptions& o, uint64_t fre
   check(cudaEventCreate(&copy_end_), "creating the expert copy timing event");
   cache_ = std::make_unique<ExpertSlotCache>(slots, o.policy);
   guess_pending_.assign(size_t(slots), 0);
+  admit_per_step_ = o.vram_admit;
   // Direct reads need each blob's host bytes to be what the kernels read (no layer rearranged in VRAM).
   bool same = !streamed;
   for (int l = 0; l < c.num_layers; ++l) {
@@ -233,6 +237,20 @@ VramExperts::VramExperts(Model& model, const CudaForwardOptions& o, uint64_t fre
     check(cudaMalloc(&direct_dev_, table_entries * sizeof(void*)), "allocating the direct expert tables");
     check(cudaHostAlloc(&direct_host_, table_entries * sizeof(void*), cudaHostAllocDefault),
           "allocating the direct expert tables' staging");
+    if (o.verbose && admit_per_step_ < CudaForwardOptions::kAdmitEveryMiss) {
+      std::fprintf(stderr,
+                   "experts: decode reads misses in place and copies at most %d a step into the cache "
+                   "(--vram-admit)\n",
+                   admit_per_step_);
+    }
+  } else if (o.verbose && admit_per_step_ < CudaForwardOptions::kAdmitEveryMiss) {
+    std::fprintf(stderr,
+                 "experts: --vram-admit %d changes nothing here: decode copies its misses into the cache before "
+                 "reading them (%s)\n",
+                 admit_per_step_,
+                 streamed ? "three tiers"
+                 : !same  ? "some layer's experts are rearranged in VRAM"
+                          : "SEEDLING_NO_DIRECT_MISSES is set");
   }
 }
 
@@ -394,12 +412,18 @@ void VramExperts::learn(std::span<const int> ids, int k) {
                  size_t(num_layers_) * size_t(k));
   settle_learn_timing();
   bool copied = false;
+  int admitted = 0;  // this step's misses copied into slots, at most admit_per_step_
   for (int l = 0; l < num_layers_; ++l) {
     if (layer_index_[size_t(l)] < 0) continue;
     for (int s = 0; s < k; ++s) {
       const int e = ids[size_t(l) * size_t(k) + size_t(s)];
       SEEDLING_CHECK(e >= 0 && e < num_experts_, "VRAM experts: layer {} routed to expert {} of {}", l, e,
                      num_experts_);
+      // Past the cap a miss stays out of the cache: read in place, counted as a miss, nothing evicted for it.
+      if (admitted >= admit_per_step_ && cache_->find(expert_key(l, e)) < 0) {
+        ++left_out_;
+        continue;
+      }
       const auto a = cache_->access(expert_key(l, e));
       if (!a) continue;  // every slot pinned: not between steps, where nothing is
       if (guess_pending_[size_t(a->slot)] != 0) {
@@ -409,6 +433,7 @@ void VramExperts::learn(std::span<const int> ids, int k) {
       if (!a->hit) {
         if (!copied) check(cudaEventRecord(copy_start_, compute_), "timing the expert copies");
         copied = true;
+        ++admitted;
         land(vram_ + size_t(a->slot) * slot_bytes_, host_blob(l, e), l, compute_);
         bytes_copied_ += packed_[size_t(l)].bytes;
         direct_stale_ = true;
@@ -436,7 +461,7 @@ ExpertStats VramExperts::stats() const {
   ExpertStats s;
   if (!cache_) return s;
   s.hits = cache_->hits();
-  s.misses = cache_->misses();
+  s.misses = cache_->misses() + left_out_;
   s.bytes_read = bytes_copied_;
   s.read_busy_s = copy_seconds_;  // so read_gb_per_s() is the PCIe rate of the misses
   s.reads = cache_->misses();

@@ -81,7 +81,8 @@ class VramExperts {
   void refresh_direct();
   // Direct reads, after a step (its stream synchronised): `ids` holds each model layer's k routed experts
   // ([layers][k], rows of layers without experts ignored). Counts their hits and misses as run_layer does and
-  // copies the misses into slots on the compute stream, ahead of the next step.
+  // copies the first misses, in layer order, up to the step's admission cap (CudaForwardOptions::vram_admit), into
+  // slots on the compute stream, ahead of the next step; the others stay out of the cache.
   void learn(std::span<const int> ids, int k);
   ExpertStats stats() const;
 
@@ -127,6 +128,8 @@ class VramExperts {
   const uint8_t** direct_host_ = nullptr;  // direct reads: their pinned staging
   bool direct_stale_ = true;               // the cache moved since the tables' last upload
   mutable bool learn_timed_ = false;       // copy_start_/copy_end_ hold learn()'s copies, not yet added
+  int admit_per_step_ = CudaForwardOptions::kAdmitEveryMiss;  // learn(): misses copied into slots a step
+  uint64_t left_out_ = 0;                                     // learn(): misses past that cap (in stats' misses)
 };
 
 }  // namespace seedling::cuda

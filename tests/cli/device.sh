@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# --device on the model commands: info lists the devices; a bad device name, --vram-budget without --device cuda,
-# and (on a machine without a GPU, as CI) --device cuda are each one error line and exit code 1.
+# --device on the model commands: info lists the devices; a bad device name, --vram-budget or --vram-admit without
+# --device cuda, a --vram-admit that is not a count, and (on a machine without a GPU, as CI) --device cuda are each
+# one error line and exit code 1.
 # tools/cuda_tests.sh checks --device cuda where there is a GPU.
 source "$(dirname "$0")/lib/common.bash"
 
@@ -19,7 +20,10 @@ expect_error() {  # expect_error PATTERN ARGS...: exit 1, one line on stderr, ho
 expect_error "'gpu' is not a device (expected cpu, cuda or cuda:N)" run -m "$m/hf" --ids "$ids" -n 1 --device gpu
 expect_error "--vram-budget needs --device cuda" logits -m "$m/hf" --ids "$ids" -o "$tmp/l" --vram-budget 1G
 expect_error "--no-cuda-graph needs --device cuda" run -m "$m/hf" --ids "$ids" -n 1 --no-cuda-graph
-echo "ok   bad --device, and --vram-budget or --no-cuda-graph without cuda, refused"
+expect_error "--vram-admit needs --device cuda" run -m "$m/hf" --ids "$ids" -n 1 --vram-admit 4
+expect_error "--vram-admit: '-2' is not a count of experts or all" run -m "$m/hf" --ids "$ids" -n 1 --vram-admit=-2
+expect_error "--vram-admit: 'half' is not a count of experts or all" run -m "$m/hf" --ids "$ids" -n 1 --vram-admit half
+echo "ok   bad --device, and --vram-budget, --vram-admit or --no-cuda-graph without cuda, refused"
 
 # --devices (expert parallelism, docs/expert-parallel.md): the list's errors on run, bench and serve, before any device
 # is looked for.

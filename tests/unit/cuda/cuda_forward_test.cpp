@@ -178,27 +178,39 @@ TEST_P(CudaForwardTest, LogitsBitIdenticalAcrossVramBudgetsThatEvictEveryToken) 
   auto probe = Model::load(dir);
   const uint64_t blob = cuda::expert_slot_bytes(*probe);
   const int k = probe->config().experts_per_token;
-  // All in VRAM (no budget given), exactly top-k slots (a miss nearly every layer of every token), top-k + 1; then
-  // top-k slots with the decode steps' misses copied in before their layer runs (SEEDLING_NO_DIRECT_MISSES) instead
-  // of read in place from pinned memory by the step's graph.
-  for (const uint64_t budget : {uint64_t(0), uint64_t(k) * blob, uint64_t(k + 1) * blob, uint64_t(k) * blob}) {
-    const bool copies = outcomes.size() == 3;
-    if (copies) ::setenv("SEEDLING_NO_DIRECT_MISSES", "1", 1);
+  // All in VRAM (no budget given), exactly top-k slots (a miss nearly every layer of every token), top-k + 1, each
+  // decode step's misses all copied into slots after it; then top-k slots with the decode steps' misses copied in
+  // before their layer runs (SEEDLING_NO_DIRECT_MISSES) instead of read in place from pinned memory by the step's
+  // graph; then top-k + 1 slots with at most one miss a step copied in (--vram-admit 1).
+  struct Arm {
+    uint64_t budget;
+    int admit;
+    bool copies_first;
+  };
+  const int all = CudaForwardOptions::kAdmitEveryMiss;
+  const std::vector<Arm> arms = {{0, all, false},
+                                 {uint64_t(k) * blob, all, false},
+                                 {(k + 1) * blob, all, false},
+                                 {uint64_t(k) * blob, all, true},
+                                 {(k + 1) * blob, 1, false}};
+  for (const Arm& arm : arms) {
+    if (arm.copies_first) ::setenv("SEEDLING_NO_DIRECT_MISSES", "1", 1);
     auto model = Model::load(dir);
     CudaForwardOptions o;
     o.verbose = false;
-    o.vram_budget = budget;
-    o.budget_given = budget > 0;
+    o.vram_budget = arm.budget;
+    o.budget_given = arm.budget > 0;
+    o.vram_admit = arm.admit;
     use_cuda_forward(*model, o);
-    if (copies) ::unsetenv("SEEDLING_NO_DIRECT_MISSES");
+    if (arm.copies_first) ::unsetenv("SEEDLING_NO_DIRECT_MISSES");
     outcomes.push_back(run_model(*model, ids));
     stats.push_back(model->device_forward()->expert_stats());
     replays.push_back(cuda_graph_replays(*model->device_forward()));
   }
   for (size_t i = 1; i < outcomes.size(); ++i) {
-    EXPECT_EQ(outcomes[i].logits, outcomes[0].logits) << "budget " << i;
-    EXPECT_EQ(outcomes[i].decode_logits, outcomes[0].decode_logits) << "budget " << i;
-    EXPECT_EQ(outcomes[i].greedy, outcomes[0].greedy) << "budget " << i;
+    EXPECT_EQ(outcomes[i].logits, outcomes[0].logits) << "arm " << i;
+    EXPECT_EQ(outcomes[i].decode_logits, outcomes[0].decode_logits) << "arm " << i;
+    EXPECT_EQ(outcomes[i].greedy, outcomes[0].greedy) << "arm " << i;
   }
   EXPECT_EQ(stats[0].slots, 0) << "no budget: every expert resident";
   EXPECT_EQ(stats[1].slots, k);
@@ -213,6 +225,11 @@ TEST_P(CudaForwardTest, LogitsBitIdenticalAcrossVramBudgetsThatEvictEveryToken) 
     EXPECT_GT(int64_t(stats[i].misses), tokens) << "the smallest budget should evict all the time (" << i << ")";
     EXPECT_EQ(stats[i].bytes_read, stats[i].misses * blob) << i;
   }
+  // Capped, a decode step copies at most one of its misses: the others count as misses and cross the bus once.
+  EXPECT_EQ(stats[2].reads, stats[2].misses) << "uncapped: every miss copied";
+  EXPECT_EQ(stats[4].bytes_read, stats[4].reads * blob);
+  EXPECT_LT(stats[4].reads, stats[4].misses) << "--vram-admit 1: some misses stay out of the cache";
+  EXPECT_LT(stats[4].bytes_read, stats[2].bytes_read) << "--vram-admit 1 copies less than every miss";
 }
 
 TEST_P(CudaForwardTest, DecodeGraphBitIdenticalToOpByOpLaunches) {
