@@ -336,7 +336,9 @@ HWY_INLINE void SuperOuts4(const Int8Rows& xq, const uint8_t* const (&rows)[4], 
 // definition run one output a lane: the same operations in the same order as ref::ggml_matmul_int8's, so the same
 // bits, with TN outputs' d, dmin and steps in one vector each. rows[j] is output j's weight row (a short tile repeats
 // its last), offsets lane j its byte offset from rows[0]; with ahead, each block asks for the line ahead bytes
-// further on in every row (the next tile's).
+// further on in every row (the next tile's), into L2 (prefetcht2, as matmul_int8.cpp's tiles): into L1 the next
+// tile's lines pushed out this one's (1 thread, 37 MB matvec, Zen 4: Q8_0 -31%, Q5_0 -9%, IQ4_NL -7%, Q4_0 -7% of
+// the time, docs/results/2026-12-06-cpu-q4g64-output-pairs-session32.md).
 template <Codec T, size_t TM>
 HWY_INLINE void BlockTileRows(const Int8Rows& xq, const uint8_t* const* rows,
                               hn::Vec<hn::Repartition<int32_t, hn::CappedTag<uint8_t, 32>>> offsets, int64_t i0,
@@ -353,7 +355,7 @@ HWY_INLINE void BlockTileRows(const Int8Rows& xq, const uint8_t* const* rows,
   for (int64_t b = 0; b < xq.blocks; ++b) {
     const size_t at = size_t(b) * block_bytes;
     if (ahead != 0) {
-      for (size_t j = 0; j < TN; ++j) __builtin_prefetch(rows[j] + at + ahead, 0, 3);
+      for (size_t j = 0; j < TN; ++j) __builtin_prefetch(rows[j] + at + ahead, 0, 1);
     }
     hn::Vec<decltype(d32)> reduced[TM][TN / 4];
     for (size_t g = 0; g < TN / 4; ++g) {
@@ -399,6 +401,57 @@ HWY_INLINE void BlockTileRows(const Int8Rows& xq, const uint8_t* const* rows,
   }
   StoreTileRows<TM>(df, acc, y, i0, ldy, count);
 }
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+// Q4_0 on AVX-512, rows [i0, i0 + TM) of a tile of 16 outputs: four outputs' 16 code bytes a vector (one 128-bit
+// block each), their low nibbles (elements 0-15) in one vector and high nibbles (16-31) in another, against x's
+// elements 0-15 and 16-31 each broadcast to every block. Block b of vector k holds output 4b + k, so one Reduce4 of the
+// four vectors leaves output j's exact integer sum in lane j, and the float steps are BlockTileRows's lane by lane:
+// the same bits. BlockTileRows, at 8 outputs a 256-bit vector, widens each output's 16 bytes to 32 lanes on its own
+// and reduces two vectors of sums per output pair; here a nibble split serves four outputs.
+template <size_t TM>
+HWY_INLINE void Q4_0Tile16(const Int8Rows& xq, const uint8_t* const* rows, hn::Vec<hn::Full512<int32_t>> offsets,
+                           int64_t i0, float* y, int64_t ldy, int64_t count, size_t ahead) {
+  const hn::Full512<uint8_t> d8;
+  const hn::Full512<int8_t> di8;
+  const hn::Full512<int32_t> d32;
+  const hn::Full512<float> df;
+  constexpr size_t block_bytes = sizeof(BlockQ4_0), qs = offsetof(BlockQ4_0, qs);
+  hn::Vec<decltype(df)> acc[TM];
+  for (size_t i = 0; i < TM; ++i) acc[i] = hn::Zero(df);
+  for (int64_t b = 0; b < xq.blocks; ++b) {
+    const size_t at = size_t(b) * block_bytes;
+    if (ahead != 0) {
+      for (size_t j = 0; j < 16; ++j) __builtin_prefetch(rows[j] + at + ahead, 0, 1);
+    }
+    hn::Vec<decltype(d8)> lo[4], hi[4];
+    for (size_t k = 0; k < 4; ++k) {
+      __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[k] + at + qs)));
+      v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[4 + k] + at + qs)), 1);
+      v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[8 + k] + at + qs)), 2);
+      v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[12 + k] + at + qs)), 3);
+      const hn::Vec<decltype(d8)> codes{v};
+      lo[k] = hn::And(codes, hn::Set(d8, uint8_t{0x0F}));
+      hi[k] = hn::ShiftRight<4>(codes);
+    }
+    const auto d = F16ToF32(d32, hn::GatherOffset(d32, reinterpret_cast<const int32_t*>(rows[0] + at), offsets));
+    for (size_t i = 0; i < TM; ++i) {
+      const size_t index = size_t((i0 + int64_t(i)) * xq.blocks + b);
+      const int8_t* x = xq.q.data() + index * 32;
+      const hn::Vec<decltype(di8)> xlo{_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x)))};
+      const hn::Vec<decltype(di8)> xhi{
+          _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 16)))};
+      hn::Vec<decltype(d32)> part[4];
+      for (size_t k = 0; k < 4; ++k) part[k] = gi::Dot4(d8, gi::Dot4(d8, hn::Zero(d32), lo[k], xlo), hi[k], xhi);
+      const float xsum = xq.sum[index];
+      const auto isum = hn::Sub(Reduce4(d32, part), hn::Set(d32, gi::kOffset<Codec::Q4_0> * int32_t(xsum)));
+      const auto t = hn::Mul(d, hn::ConvertTo(df, isum));
+      acc[i] = hn::Add(acc[i], hn::Mul(hn::Set(df, xq.scale[index]), t));
+    }
+  }
+  StoreTileRows<TM>(df, acc, y, i0, ldy, count);
+}
+#endif
 
 // ---- The GEMM form of the 256-value types with unsigned codes (prefill): a tile repacked once, every row on it ----
 //
@@ -701,6 +754,26 @@ __attribute__((aligned(64))) void RangeT(const Int8Rows& xq, const Matrix& w, fl
   const int64_t m = xq.rows;
   if constexpr (codec_group(T) == 32) {
     if (m >= kTileKRows) return GemmRange32<T>(xq, w, y, n0, n1);
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+    if constexpr (T == Codec::Q4_0) {  // 16 outputs a tile, as BlockTileRows's 8 below
+      for (int64_t n = n0; n < n1; n += 16) {
+        const int64_t count = std::min(int64_t(16), n1 - n);
+        const uint8_t* rows[16];
+        HWY_ALIGN int32_t offsets[16];
+        for (size_t j = 0; j < 16; ++j) {
+          const int64_t r = std::min(int64_t(j), count - 1);
+          rows[j] = base + size_t(n + r) * row_bytes;
+          offsets[j] = int32_t(size_t(r) * row_bytes);
+        }
+        const auto offset = hn::Load(hn::Full512<int32_t>(), offsets);
+        const size_t ahead = n + 32 <= n1 ? 16 * row_bytes : 0;
+        int64_t i = 0;
+        for (; i + 4 <= m; i += 4) Q4_0Tile16<4>(xq, rows, offset, i, y + n, w.rows, count, i == 0 ? ahead : 0);
+        for (; i < m; ++i) Q4_0Tile16<1>(xq, rows, offset, i, y + n, w.rows, count, i == 0 ? ahead : 0);
+      }
+      return;
+    }
+#endif
     constexpr size_t TN = hn::MaxLanes(hn::Repartition<int32_t, hn::CappedTag<uint8_t, 32>>());
     for (int64_t n = n0; n < n1; n += int64_t(TN)) {
       const int64_t count = std::min(int64_t(TN), n1 - n);
