@@ -46,6 +46,16 @@ HWY_INLINE hn::Vec<D32> ReduceBlocks(D32 d32, hn::Vec<D32>* r) {
   }
 }
 
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+// Two outputs a 512-bit vector: h0 = Reduce4 of four vectors whose low halves hold outputs 0-3 and high halves outputs
+// 4-7, h1 the same for outputs 8-11 and 12-15. Returns lane j = output j's sum (blocks 0 + 1 and 2 + 3 of each).
+HWY_INLINE hn::Vec<hn::Full512<int32_t>> ReducePairHalves(hn::Vec<hn::Full512<int32_t>> h0,
+                                                          hn::Vec<hn::Full512<int32_t>> h1) {
+  return hn::Add(hn::Vec<hn::Full512<int32_t>>{_mm512_shuffle_i32x4(h0.raw, h1.raw, 0x88)},
+                 hn::Vec<hn::Full512<int32_t>>{_mm512_shuffle_i32x4(h0.raw, h1.raw, 0xDD)});
+}
+#endif
+
 // Float32 values of float16 bits in the low 16 bits of each lane (the upper 16 ignored), exactly f16_to_f32's for
 // every value: subnormals, infinities and NaNs too.
 template <class D32>

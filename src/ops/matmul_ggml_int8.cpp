@@ -453,6 +453,59 @@ HWY_INLINE void Q4_0Tile16(const Int8Rows& xq, const uint8_t* const* rows, hn::V
 }
 #endif
 
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3_DL
+// Q8_0 with AVX-512 VNNI, the same tile of 16 outputs: two outputs' 32 signed codes a vector, made unsigned by adding
+// 128 (a xor of the sign bit, once for every row), x's 32 activations in both halves; vpdpbusd's sums, exact (no
+// saturation with VNNI), less 128 times x's block sum are the signed codes' exact sums. Output pairs (k, k + 4) and
+// (8 + k, 12 + k): two Reduce4s and ReducePairHalves leave output j in lane j, and the float steps are
+// BlockTileRows's: the same bits. BlockTileRows takes 8 outputs a 256-bit vector and splits each code vector's signs
+// into x once per row.
+template <size_t TM>
+HWY_INLINE void Q8_0Tile16(const Int8Rows& xq, const uint8_t* const* rows, hn::Vec<hn::Full512<int32_t>> offsets,
+                           int64_t i0, float* y, int64_t ldy, int64_t count, size_t ahead) {
+  const hn::Full512<uint8_t> d8;
+  const hn::Full512<int8_t> di8;
+  const hn::Full256<int8_t> dh;
+  const hn::Full512<int32_t> d32;
+  const hn::Full512<float> df;
+  constexpr size_t block_bytes = sizeof(BlockQ8_0), qs = offsetof(BlockQ8_0, qs);
+  hn::Vec<decltype(df)> acc[TM];
+  for (size_t i = 0; i < TM; ++i) acc[i] = hn::Zero(df);
+  for (int64_t b = 0; b < xq.blocks; ++b) {
+    const size_t at = size_t(b) * block_bytes;
+    if (ahead != 0) {
+      for (size_t j = 0; j < 16; ++j) __builtin_prefetch(rows[j] + at + ahead, 0, 1);
+    }
+    hn::Vec<decltype(d32)> half[2][TM];
+    for (size_t g = 0; g < 2; ++g) {
+      hn::Vec<decltype(d8)> u[4];
+      for (size_t k = 0; k < 4; ++k) {
+        const size_t a = 8 * g + k;  // outputs a and a + 4 of the tile
+        const auto* lo = reinterpret_cast<const int8_t*>(rows[a] + at + qs);
+        const auto* hi = reinterpret_cast<const int8_t*>(rows[a + 4] + at + qs);
+        u[k] = hn::Xor(hn::BitCast(d8, hn::Combine(di8, hn::LoadU(dh, hi), hn::LoadU(dh, lo))), hn::Set(d8, 0x80));
+      }
+      for (size_t i = 0; i < TM; ++i) {
+        const int8_t* x = xq.q.data() + size_t((i0 + int64_t(i)) * xq.blocks + b) * 32;
+        const auto xv = hn::LoadU(dh, x);
+        const auto x2 = hn::Combine(di8, xv, xv);
+        hn::Vec<decltype(d32)> part[4];
+        for (size_t k = 0; k < 4; ++k) part[k] = gi::Dot4(d8, hn::Zero(d32), u[k], x2);
+        half[g][i] = Reduce4(d32, part);
+      }
+    }
+    const auto d = F16ToF32(d32, hn::GatherOffset(d32, reinterpret_cast<const int32_t*>(rows[0] + at), offsets));
+    for (size_t i = 0; i < TM; ++i) {
+      const size_t index = size_t((i0 + int64_t(i)) * xq.blocks + b);
+      const auto isum = hn::Sub(ReducePairHalves(half[0][i], half[1][i]), hn::Set(d32, 128 * int32_t(xq.sum[index])));
+      const auto t = hn::Mul(d, hn::ConvertTo(df, isum));
+      acc[i] = hn::Add(acc[i], hn::Mul(hn::Set(df, xq.scale[index]), t));
+    }
+  }
+  StoreTileRows<TM>(df, acc, y, i0, ldy, count);
+}
+#endif
+
 // ---- The GEMM form of the 256-value types with unsigned codes (prefill): a tile repacked once, every row on it ----
 //
 // A tile is TN outputs (the int32 lanes of a full vector). Repacked, its block b is 64 byte vectors, vector q holding
@@ -755,7 +808,12 @@ __attribute__((aligned(64))) void RangeT(const Int8Rows& xq, const Matrix& w, fl
   if constexpr (codec_group(T) == 32) {
     if (m >= kTileKRows) return GemmRange32<T>(xq, w, y, n0, n1);
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-    if constexpr (T == Codec::Q4_0) {  // 16 outputs a tile, as BlockTileRows's 8 below
+#if HWY_TARGET <= HWY_AVX3_DL
+    constexpr bool kTile16 = T == Codec::Q4_0 || T == Codec::Q8_0;
+#else
+    constexpr bool kTile16 = T == Codec::Q4_0;
+#endif
+    if constexpr (kTile16) {  // 16 outputs a tile, as BlockTileRows's 8 below
       for (int64_t n = n0; n < n1; n += 16) {
         const int64_t count = std::min(int64_t(16), n1 - n);
         const uint8_t* rows[16];
@@ -768,8 +826,16 @@ __attribute__((aligned(64))) void RangeT(const Int8Rows& xq, const Matrix& w, fl
         const auto offset = hn::Load(hn::Full512<int32_t>(), offsets);
         const size_t ahead = n + 32 <= n1 ? 16 * row_bytes : 0;
         int64_t i = 0;
-        for (; i + 4 <= m; i += 4) Q4_0Tile16<4>(xq, rows, offset, i, y + n, w.rows, count, i == 0 ? ahead : 0);
-        for (; i < m; ++i) Q4_0Tile16<1>(xq, rows, offset, i, y + n, w.rows, count, i == 0 ? ahead : 0);
+        const auto tile = [&]<size_t TM>(int64_t i0) {
+#if HWY_TARGET <= HWY_AVX3_DL
+          if constexpr (T == Codec::Q8_0) {
+            return Q8_0Tile16<TM>(xq, rows, offset, i0, y + n, w.rows, count, i0 == 0 ? ahead : 0);
+          }
+#endif
+          Q4_0Tile16<TM>(xq, rows, offset, i0, y + n, w.rows, count, i0 == 0 ? ahead : 0);
+        };
+        for (; i + 4 <= m; i += 4) tile.template operator()<4>(i);
+        for (; i < m; ++i) tile.template operator()<1>(i);
       }
       return;
     }

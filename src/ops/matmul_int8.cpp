@@ -160,11 +160,7 @@ HWY_INLINE void ReducePairs(D8 d8, const Int8Rows& xq, int64_t i0, int64_t b, co
       half[g][i] = Reduce4(d32, part);  // block 0 + block 1: outputs 8g..8g+3; blocks 2 + 3: outputs 8g+4..8g+7
     }
   }
-  for (size_t i = 0; i < TM; ++i) {
-    const __m512i r0 = half[0][i].raw, r1 = half[1][i].raw;
-    reduced[i] = hn::Add(hn::Vec<decltype(d32)>{_mm512_shuffle_i32x4(r0, r1, 0x88)},
-                         hn::Vec<decltype(d32)>{_mm512_shuffle_i32x4(r0, r1, 0xDD)});
-  }
+  for (size_t i = 0; i < TM; ++i) reduced[i] = ReducePairHalves(half[0][i], half[1][i]);
 }
 #endif
 
