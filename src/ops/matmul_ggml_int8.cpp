@@ -403,72 +403,139 @@ HWY_INLINE void BlockTileRows(const Int8Rows& xq, const uint8_t* const* rows,
 }
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-// Q4_0 on AVX-512, rows [i0, i0 + TM) of a tile of 16 outputs: four outputs' 16 code bytes a vector (one 128-bit
-// block each), their low nibbles (elements 0-15) in one vector and high nibbles (16-31) in another, against x's
-// elements 0-15 and 16-31 each broadcast to every block. Block b of vector k holds output 4b + k, so one Reduce4 of the
-// four vectors leaves output j's exact integer sum in lane j, and the float steps are BlockTileRows's lane by lane:
-// the same bits. BlockTileRows, at 8 outputs a 256-bit vector, widens each output's 16 bytes to 32 lanes on its own
-// and reduces two vectors of sums per output pair; here a nibble split serves four outputs.
-template <size_t TM>
-HWY_INLINE void Q4_0Tile16(const Int8Rows& xq, const uint8_t* const* rows, hn::Vec<hn::Full512<int32_t>> offsets,
-                           int64_t i0, float* y, int64_t ldy, int64_t count, size_t ahead) {
+// ---- Decode of the 32-element types on AVX-512: tiles of 16 outputs ----
+//
+// BlockTileRows takes 8 outputs a 256-bit vector and widens each output's codes on its own; these take 16, several
+// outputs a 512-bit vector, so one load, nibble split or table lookup serves more outputs and one Reduce4 leaves four
+// outputs' exact integer sums. The float steps are BlockTileRows's, lane by lane: the same bits.
+//
+// Q4_0 (and the signed 4-bit levels with VNNI): four outputs' 16 code bytes a vector, output 4b + k in 128-bit block b
+// of vector k; their low nibbles (elements 0-15) in one vector and high nibbles (16-31) in another, against x's
+// elements 0-15 and 16-31 broadcast to every block. IQ4_NL's and MXFP4's nibbles index a table of their levels plus
+// 128 (unsigned bytes for vpdpbusd, exact with VNNI: no saturation), and the sums less 128 times x's block sum are the
+// signed levels' exact sums.
+template <Codec T>
+inline constexpr bool kNibbleTile16 = T == Codec::Q4_0
+#if HWY_TARGET <= HWY_AVX3_DL
+                                      || T == Codec::IQ4_NL || T == Codec::MXFP4_GGML
+#endif
+    ;
+template <Codec T>
+inline constexpr bool kTile16 = kNibbleTile16<T>
+#if HWY_TARGET <= HWY_AVX3_DL
+                                || T == Codec::Q8_0
+#endif
+    ;
+
+// The level tables of IQ4_NL and MXFP4 (doubled), each plus 128 (the sign bit flipped): unsigned bytes.
+struct UnsignedLevels {
+  uint8_t iq4nl[16], mxfp4[16];
+  constexpr UnsignedLevels() : iq4nl(), mxfp4() {
+    for (int i = 0; i < 16; ++i) {
+      iq4nl[i] = uint8_t(gi::kBytes.iq4nl[i] ^ 0x80);
+      mxfp4[i] = uint8_t(gi::kBytes.mxfp4[i] ^ 0x80);
+    }
+  }
+};
+inline constexpr UnsignedLevels kUnsignedLevels{};
+
+// The 16 outputs' block scale d: a float16 at the block's start, or MXFP4's e8m0 byte (ggml::e8m0_half: 2^(e - 128)).
+template <Codec T>
+HWY_INLINE hn::Vec<hn::Full512<float>> Tile16Scale(const uint8_t* block0, hn::Vec<hn::Full512<int32_t>> offsets) {
+  const hn::Full512<int32_t> d32;
+  const auto g = hn::GatherOffset(d32, reinterpret_cast<const int32_t*>(block0), offsets);
+  if constexpr (T == Codec::MXFP4_GGML) {
+    const auto e = hn::And(g, hn::Set(d32, 0xFF));
+    const auto small = hn::Shl(hn::Set(d32, 0x00200000), e);  // e < 2: the subnormals 2^-128, 2^-127
+    const auto normal = hn::ShiftLeft<23>(hn::Sub(e, hn::Set(d32, 1)));
+    return hn::BitCast(hn::Full512<float>(), hn::IfThenElse(hn::Lt(e, hn::Set(d32, 2)), small, normal));
+  } else {
+    return F16ToF32(d32, g);
+  }
+}
+
+// Rows [i0, i0 + TM)'s exact integer sums of one block of the 16 outputs (output j in lane j), for the nibble types.
+template <Codec T, size_t TM>
+HWY_INLINE void NibbleSums16(const Int8Rows& xq, const uint8_t* const* rows, size_t at, int64_t i0, int64_t b,
+                             hn::Vec<hn::Full512<int32_t>>* isum) {
   const hn::Full512<uint8_t> d8;
   const hn::Full512<int8_t> di8;
   const hn::Full512<int32_t> d32;
-  const hn::Full512<float> df;
-  constexpr size_t block_bytes = sizeof(BlockQ4_0), qs = offsetof(BlockQ4_0, qs);
-  hn::Vec<decltype(df)> acc[TM];
-  for (size_t i = 0; i < TM; ++i) acc[i] = hn::Zero(df);
-  for (int64_t b = 0; b < xq.blocks; ++b) {
-    const size_t at = size_t(b) * block_bytes;
-    if (ahead != 0) {
-      for (size_t j = 0; j < 16; ++j) __builtin_prefetch(rows[j] + at + ahead, 0, 1);
-    }
-    hn::Vec<decltype(d8)> lo[4], hi[4];
-    for (size_t k = 0; k < 4; ++k) {
-      __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[k] + at + qs)));
-      v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[4 + k] + at + qs)), 1);
-      v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[8 + k] + at + qs)), 2);
-      v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[12 + k] + at + qs)), 3);
-      const hn::Vec<decltype(d8)> codes{v};
-      lo[k] = hn::And(codes, hn::Set(d8, uint8_t{0x0F}));
-      hi[k] = hn::ShiftRight<4>(codes);
-    }
-    const auto d = F16ToF32(d32, hn::GatherOffset(d32, reinterpret_cast<const int32_t*>(rows[0] + at), offsets));
-    for (size_t i = 0; i < TM; ++i) {
-      const size_t index = size_t((i0 + int64_t(i)) * xq.blocks + b);
-      const int8_t* x = xq.q.data() + index * 32;
-      const hn::Vec<decltype(di8)> xlo{_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x)))};
-      const hn::Vec<decltype(di8)> xhi{
-          _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 16)))};
-      hn::Vec<decltype(d32)> part[4];
-      for (size_t k = 0; k < 4; ++k) part[k] = gi::Dot4(d8, gi::Dot4(d8, hn::Zero(d32), lo[k], xlo), hi[k], xhi);
-      const float xsum = xq.sum[index];
-      const auto isum = hn::Sub(Reduce4(d32, part), hn::Set(d32, gi::kOffset<Codec::Q4_0> * int32_t(xsum)));
-      const auto t = hn::Mul(d, hn::ConvertTo(df, isum));
-      acc[i] = hn::Add(acc[i], hn::Mul(hn::Set(df, xq.scale[index]), t));
+  constexpr size_t qs = T == Codec::Q4_0     ? offsetof(BlockQ4_0, qs)
+                        : T == Codec::IQ4_NL ? offsetof(BlockIq4Nl, qs)
+                                             : offsetof(BlockMxfp4Ggml, qs);
+  constexpr int32_t offset = T == Codec::Q4_0 ? gi::kOffset<Codec::Q4_0> : 128;
+  hn::Vec<decltype(d8)> lo[4], hi[4];
+  for (size_t k = 0; k < 4; ++k) {
+    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[k] + at + qs)));
+    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[4 + k] + at + qs)), 1);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[8 + k] + at + qs)), 2);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[12 + k] + at + qs)), 3);
+    const hn::Vec<decltype(d8)> codes{v};
+    lo[k] = hn::And(codes, hn::Set(d8, uint8_t{0x0F}));
+    hi[k] = hn::ShiftRight<4>(codes);
+    if constexpr (T != Codec::Q4_0) {
+      const auto table = hn::LoadDup128(d8, T == Codec::IQ4_NL ? kUnsignedLevels.iq4nl : kUnsignedLevels.mxfp4);
+      lo[k] = hn::TableLookupBytes(table, lo[k]);
+      hi[k] = hn::TableLookupBytes(table, hi[k]);
     }
   }
-  StoreTileRows<TM>(df, acc, y, i0, ldy, count);
+  for (size_t i = 0; i < TM; ++i) {
+    const size_t index = size_t((i0 + int64_t(i)) * xq.blocks + b);
+    const int8_t* x = xq.q.data() + index * 32;
+    const hn::Vec<decltype(di8)> xlo{_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x)))};
+    const hn::Vec<decltype(di8)> xhi{_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 16)))};
+    hn::Vec<decltype(d32)> part[4];
+    for (size_t k = 0; k < 4; ++k) part[k] = gi::Dot4(d8, gi::Dot4(d8, hn::Zero(d32), lo[k], xlo), hi[k], xhi);
+    isum[i] = hn::Sub(Reduce4(d32, part), hn::Set(d32, offset * int32_t(xq.sum[index])));
+  }
 }
-#endif
 
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3_DL
-// Q8_0 with AVX-512 VNNI, the same tile of 16 outputs: two outputs' 32 signed codes a vector, made unsigned by adding
-// 128 (a xor of the sign bit, once for every row), x's 32 activations in both halves; vpdpbusd's sums, exact (no
-// saturation with VNNI), less 128 times x's block sum are the signed codes' exact sums. Output pairs (k, k + 4) and
-// (8 + k, 12 + k): two Reduce4s and ReducePairHalves leave output j in lane j, and the float steps are
-// BlockTileRows's: the same bits. BlockTileRows takes 8 outputs a 256-bit vector and splits each code vector's signs
-// into x once per row.
+#if HWY_TARGET <= HWY_AVX3_DL
+// The same for Q8_0 with VNNI: two outputs' 32 signed codes a vector, made unsigned by adding 128 (a xor of the sign
+// bit, once for every row), x's 32 activations in both halves; vpdpbusd's sums less 128 times x's block sum are the
+// signed codes' exact sums. Output pairs (k, k + 4) and (8 + k, 12 + k): two Reduce4s and ReducePairHalves leave output
+// j in lane j. (BlockTileRows splits each code vector's signs into x once per row.)
 template <size_t TM>
-HWY_INLINE void Q8_0Tile16(const Int8Rows& xq, const uint8_t* const* rows, hn::Vec<hn::Full512<int32_t>> offsets,
-                           int64_t i0, float* y, int64_t ldy, int64_t count, size_t ahead) {
+HWY_INLINE void Q8_0Sums16(const Int8Rows& xq, const uint8_t* const* rows, size_t at, int64_t i0, int64_t b,
+                           hn::Vec<hn::Full512<int32_t>>* isum) {
   const hn::Full512<uint8_t> d8;
   const hn::Full512<int8_t> di8;
   const hn::Full256<int8_t> dh;
   const hn::Full512<int32_t> d32;
+  constexpr size_t qs = offsetof(BlockQ8_0, qs);
+  hn::Vec<decltype(d32)> half[2][TM];
+  for (size_t g = 0; g < 2; ++g) {
+    hn::Vec<decltype(d8)> u[4];
+    for (size_t k = 0; k < 4; ++k) {
+      const size_t a = 8 * g + k;  // outputs a and a + 4 of the tile
+      const auto* lo = reinterpret_cast<const int8_t*>(rows[a] + at + qs);
+      const auto* hi = reinterpret_cast<const int8_t*>(rows[a + 4] + at + qs);
+      u[k] = hn::Xor(hn::BitCast(d8, hn::Combine(di8, hn::LoadU(dh, hi), hn::LoadU(dh, lo))), hn::Set(d8, 0x80));
+    }
+    for (size_t i = 0; i < TM; ++i) {
+      const int8_t* x = xq.q.data() + size_t((i0 + int64_t(i)) * xq.blocks + b) * 32;
+      const auto xv = hn::LoadU(dh, x);
+      const auto x2 = hn::Combine(di8, xv, xv);
+      hn::Vec<decltype(d32)> part[4];
+      for (size_t k = 0; k < 4; ++k) part[k] = gi::Dot4(d8, hn::Zero(d32), u[k], x2);
+      half[g][i] = Reduce4(d32, part);
+    }
+  }
+  for (size_t i = 0; i < TM; ++i) {
+    const size_t index = size_t((i0 + int64_t(i)) * xq.blocks + b);
+    isum[i] = hn::Sub(ReducePairHalves(half[0][i], half[1][i]), hn::Set(d32, 128 * int32_t(xq.sum[index])));
+  }
+}
+#endif
+
+// Rows [i0, i0 + TM) of a tile of 16 outputs (rows, offsets, ahead as BlockTileRows's).
+template <Codec T, size_t TM>
+HWY_INLINE void Tile16(const Int8Rows& xq, const uint8_t* const* rows, hn::Vec<hn::Full512<int32_t>> offsets,
+                       int64_t i0, float* y, int64_t ldy, int64_t count, size_t ahead) {
+  const hn::Full512<int32_t> d32;
   const hn::Full512<float> df;
-  constexpr size_t block_bytes = sizeof(BlockQ8_0), qs = offsetof(BlockQ8_0, qs);
+  const size_t block_bytes = codec_block_bytes(T);
   hn::Vec<decltype(df)> acc[TM];
   for (size_t i = 0; i < TM; ++i) acc[i] = hn::Zero(df);
   for (int64_t b = 0; b < xq.blocks; ++b) {
@@ -476,29 +543,23 @@ HWY_INLINE void Q8_0Tile16(const Int8Rows& xq, const uint8_t* const* rows, hn::V
     if (ahead != 0) {
       for (size_t j = 0; j < 16; ++j) __builtin_prefetch(rows[j] + at + ahead, 0, 1);
     }
-    hn::Vec<decltype(d32)> half[2][TM];
-    for (size_t g = 0; g < 2; ++g) {
-      hn::Vec<decltype(d8)> u[4];
-      for (size_t k = 0; k < 4; ++k) {
-        const size_t a = 8 * g + k;  // outputs a and a + 4 of the tile
-        const auto* lo = reinterpret_cast<const int8_t*>(rows[a] + at + qs);
-        const auto* hi = reinterpret_cast<const int8_t*>(rows[a + 4] + at + qs);
-        u[k] = hn::Xor(hn::BitCast(d8, hn::Combine(di8, hn::LoadU(dh, hi), hn::LoadU(dh, lo))), hn::Set(d8, 0x80));
-      }
-      for (size_t i = 0; i < TM; ++i) {
-        const int8_t* x = xq.q.data() + size_t((i0 + int64_t(i)) * xq.blocks + b) * 32;
-        const auto xv = hn::LoadU(dh, x);
-        const auto x2 = hn::Combine(di8, xv, xv);
-        hn::Vec<decltype(d32)> part[4];
-        for (size_t k = 0; k < 4; ++k) part[k] = gi::Dot4(d8, hn::Zero(d32), u[k], x2);
-        half[g][i] = Reduce4(d32, part);
-      }
+    // The scale's gather before the nibble types' sums and after Q8_0's: each the faster placement (Q4_0 6%, Q8_0
+    // 3-7% of a 1-thread matvec on Zen 4).
+    hn::Vec<decltype(df)> d;
+    if constexpr (T != Codec::Q8_0) d = Tile16Scale<T>(rows[0] + at, offsets);
+    hn::Vec<decltype(d32)> isum[TM];
+#if HWY_TARGET <= HWY_AVX3_DL
+    if constexpr (T == Codec::Q8_0) {
+      Q8_0Sums16<TM>(xq, rows, at, i0, b, isum);
+    } else
+#endif
+    {
+      NibbleSums16<T, TM>(xq, rows, at, i0, b, isum);
     }
-    const auto d = F16ToF32(d32, hn::GatherOffset(d32, reinterpret_cast<const int32_t*>(rows[0] + at), offsets));
+    if constexpr (T == Codec::Q8_0) d = Tile16Scale<T>(rows[0] + at, offsets);
     for (size_t i = 0; i < TM; ++i) {
       const size_t index = size_t((i0 + int64_t(i)) * xq.blocks + b);
-      const auto isum = hn::Sub(ReducePairHalves(half[0][i], half[1][i]), hn::Set(d32, 128 * int32_t(xq.sum[index])));
-      const auto t = hn::Mul(d, hn::ConvertTo(df, isum));
+      const auto t = hn::Mul(d, hn::ConvertTo(df, isum[i]));
       acc[i] = hn::Add(acc[i], hn::Mul(hn::Set(df, xq.scale[index]), t));
     }
   }
@@ -808,12 +869,7 @@ __attribute__((aligned(64))) void RangeT(const Int8Rows& xq, const Matrix& w, fl
   if constexpr (codec_group(T) == 32) {
     if (m >= kTileKRows) return GemmRange32<T>(xq, w, y, n0, n1);
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-#if HWY_TARGET <= HWY_AVX3_DL
-    constexpr bool kTile16 = T == Codec::Q4_0 || T == Codec::Q8_0;
-#else
-    constexpr bool kTile16 = T == Codec::Q4_0;
-#endif
-    if constexpr (kTile16) {  // 16 outputs a tile, as BlockTileRows's 8 below
+    if constexpr (kTile16<T>) {  // 16 outputs a tile, as BlockTileRows's 8 below
       for (int64_t n = n0; n < n1; n += 16) {
         const int64_t count = std::min(int64_t(16), n1 - n);
         const uint8_t* rows[16];
@@ -827,12 +883,7 @@ __attribute__((aligned(64))) void RangeT(const Int8Rows& xq, const Matrix& w, fl
         const size_t ahead = n + 32 <= n1 ? 16 * row_bytes : 0;
         int64_t i = 0;
         const auto tile = [&]<size_t TM>(int64_t i0) {
-#if HWY_TARGET <= HWY_AVX3_DL
-          if constexpr (T == Codec::Q8_0) {
-            return Q8_0Tile16<TM>(xq, rows, offset, i0, y + n, w.rows, count, i0 == 0 ? ahead : 0);
-          }
-#endif
-          Q4_0Tile16<TM>(xq, rows, offset, i0, y + n, w.rows, count, i0 == 0 ? ahead : 0);
+          Tile16<T, TM>(xq, rows, offset, i0, y + n, w.rows, count, i0 == 0 ? ahead : 0);
         };
         for (; i + 4 <= m; i += 4) tile.template operator()<4>(i);
         for (; i < m; ++i) tile.template operator()<1>(i);

@@ -36,7 +36,8 @@ std::vector<Codec> ggml_codecs() {
 }
 
 // rows x cols of codec c: random code bytes (every code, scale and min value occurs) with float16 fields of
-// either sign near 0.01, e8m0 scales 2^-7 .. 2^0; row 0's codes all 0xFF (each type's largest codes and scales).
+// either sign near 0.01, e8m0 scales 2^-7 .. 2^0 and, one block in four, 2^-128 .. 2^-125 (the subnormal halves
+// e < 2 among them); row 0's codes all 0xFF (each type's largest codes and scales).
 std::vector<uint8_t> random_blocks(Codec c, int64_t rows, int64_t cols, uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<uint8_t> w(codec_matrix_bytes(c, rows, cols));
@@ -49,7 +50,7 @@ std::vector<uint8_t> random_blocks(Codec c, int64_t rows, int64_t cols, uint32_t
       const uint16_t h = f32_to_f16(nd(rng));
       std::memcpy(&w[at + off], &h, 2);
     }
-    if (c == Codec::MXFP4_GGML) w[at] = uint8_t(120 + rng() % 8);
+    if (c == Codec::MXFP4_GGML) w[at] = uint8_t(rng() % 4 == 0 ? rng() % 4 : 120 + rng() % 8);
   }
   return w;
 }
