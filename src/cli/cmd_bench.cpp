@@ -177,6 +177,8 @@ int run(const BenchFlags& f) {
     sum.misses += after.misses - before.misses;
     sum.bytes_read += after.bytes_read - before.bytes_read;
     sum.read_busy_s += after.read_busy_s - before.read_busy_s;
+    sum.host_computed += after.host_computed - before.host_computed;
+    sum.host_seconds += after.host_seconds - before.host_seconds;
   };
   // Untimed passes first (the prompt and one decode step): the first forward also pays each expert's first acquire
   // (its xxh64 check) and the first touch of pages, which llama-bench's own warm-up leaves out of its figures.
@@ -278,6 +280,12 @@ int run(const BenchFlags& f) {
     if (s.read_gb_per_s() > 0.0) std::printf("%.2f GB/s\n", s.read_gb_per_s());
   };
   print_decode_uses("VRAM", decode_vram);
+  if (decode_vram.host_computed > 0) {  // --cpu-misses
+    const double tokens = double(int64_t(f.repeats) * f.decode_tokens);
+    std::printf("decode steps, misses computed on the CPU: %llu of %llu (%.2f a token), %.3f ms a token on the host\n",
+                (unsigned long long)decode_vram.host_computed, (unsigned long long)decode_vram.misses,
+                double(decode_vram.host_computed) / tokens, 1e3 * decode_vram.host_seconds / tokens);
+  }
   print_decode_uses("RAM", decode_ram);
   if (!disk.empty() && decode_ram.read_busy_s > 0.0) {
     for (const RandomReadRate& r : disk_rates(*streamed)) disk.push_back(r);

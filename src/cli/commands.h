@@ -27,6 +27,7 @@ struct ModelFlags {
   std::string device;           // --device cpu | cuda | cuda:N; empty: not given (the CPU)
   std::string vram_budget;      // --vram-budget SIZE: VRAM for routed experts (--device cuda)
   std::string vram_admit;       // --vram-admit N|all: misses a decode step copies into the VRAM cache
+  std::string cpu_misses;       // --cpu-misses F: the share of a decode step's VRAM-cache misses the CPU computes
   std::string route_replay;     // --route-replay FILE: routes taken from a trace instead of the router (measuring)
   std::string prefetch_replay;  // --prefetch-replay FILE: next-layer guesses from a prediction file (measuring)
   int prefetch_width = 0;       // --prefetch-width N: next-layer prefetch (streamed experts, or a VRAM cache)

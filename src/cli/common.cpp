@@ -1,4 +1,5 @@
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -43,6 +44,10 @@ void add_model_flags(CLI::App* cmd, ModelFlags* f) {
   cmd->add_option("--vram-admit", f->vram_admit,
                   "VRAM cache, decode: copy at most N of a step's missed experts into the cache (the others are read "
                   "in place over PCIe and stay out), or all (the default)");
+  cmd->add_option("--cpu-misses", f->cpu_misses,
+                  "VRAM cache, decode: the share (0 to 1) of each layer's missed experts that the CPU computes from "
+                  "host memory while the GPU runs the others (default 0: the GPU reads every miss over PCIe; 1: the "
+                  "CPU computes them all, as llama.cpp's -ot exps=CPU does for every expert)");
   cmd->add_option(
       "--route-replay", f->route_replay,
       "measuring tool: take every token's experts and weights from the route trace FILE instead of the "
@@ -100,6 +105,15 @@ std::unique_ptr<Model> load_model(const ModelFlags& f) {
     vram_admit = std::stoi(f.vram_admit);
   }
   if (device < 0 && !f.vram_admit.empty()) fail("--vram-admit needs --device cuda");
+  double cpu_misses = 0.0;
+  if (!f.cpu_misses.empty()) {
+    char* end = nullptr;
+    cpu_misses = std::strtod(f.cpu_misses.c_str(), &end);
+    if (end != f.cpu_misses.c_str() + f.cpu_misses.size() || !(cpu_misses >= 0.0 && cpu_misses <= 1.0)) {
+      fail("--cpu-misses: '{}' is not a share from 0 to 1", f.cpu_misses);
+    }
+    if (device < 0) fail("--cpu-misses needs --device cuda");
+  }
   if (!f.prefetch_replay.empty() && (f.route_replay.empty() || f.prefetch_width == 0)) {
     fail("--prefetch-replay needs --route-replay and --prefetch-width: its guesses are for the replayed routes");
   }
@@ -114,6 +128,7 @@ std::unique_ptr<Model> load_model(const ModelFlags& f) {
   co.policy = parse_eviction_policy(f.expert_policy);
   co.prefetch_width = f.prefetch_width;
   co.vram_admit = vram_admit;
+  co.cpu_misses = cpu_misses;
   if (!f.vram_budget.empty()) {
     co.vram_budget = parse_byte_size(f.vram_budget, "--vram-budget");
     co.budget_given = true;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -109,7 +110,12 @@ class CudaForward final : public DeviceForward {
   int rows_per_forward() const override { return 4096; }
   double last_device_seconds() const override { return device_seconds_; }
   void allocate(KvCache& kv) override { device_kv(kv); }
-  ExpertStats expert_stats() const override { return experts_ ? experts_->stats() : ExpertStats{}; }
+  ExpertStats expert_stats() const override {
+    ExpertStats s = experts_ ? experts_->stats() : ExpertStats{};
+    s.host_computed = host_computed_;
+    s.host_seconds = host_seconds_;
+    return s;
+  }
   Exchanges exchanges() const override { return exchanges_; }
   void set_route_source(RouteSource* s) override { route_source_ = s; }
   void set_route_observer(RouteObserver* o) override { route_observer_ = o; }
@@ -146,6 +152,12 @@ class CudaForward final : public DeviceForward {
   // route_source_ row by row and uploaded back, then shown to route_observer_ (as decoder.cpp's route does; a
   // measuring tool: it waits for the router at every MoE layer).
   void host_routes(int layer, int* ids, float* weights);
+  // --cpu-misses (CudaForwardOptions::cpu_misses), a decode step over a VRAM cache read in place: the layer's routes
+  // and xn come back to the host (the one wait a layer); the hits and the GPU's share of the misses run on the GPU
+  // from the direct table (its misses read over PCIe) while the host computes its share of the misses through the
+  // model's own expert path (Model::expert_outputs: the CPU kernels, the host's copy of the weights); then their
+  // outputs are added to x on the GPU. Each part sums its experts in slot order, the GPU's first.
+  void moe_host_misses(int layer, float* x, const float* xn, const int* ids, const float* weights);
 
   const ModelConfig c_;
   cudaStream_t stream_ = nullptr;
@@ -219,6 +231,15 @@ class CudaForward final : public DeviceForward {
   // This step is one decode row over a VRAM cache read in place (VramExperts::direct): each layer's routes land in
   // their own rows of s_ids_, which the host reads after the step to fill the cache.
   bool direct_step_ = false;
+  // --cpu-misses: the share of a direct step's misses the host computes, and whether this step does (a direct step
+  // with a share above 0: not graphed, a host round trip each MoE layer).
+  Model* model_ = nullptr;
+  double cpu_misses_ = 0.0;
+  bool host_step_ = false;
+  PinnedScratch host_routes_, host_outputs_;  // the layer's ids, weights and xn back; the split and the CPU's outputs
+  DeviceScratch s_host_split_;                // the GPU's ids and weights, then the CPU's weights and outputs
+  uint64_t host_computed_ = 0;
+  double host_seconds_ = 0.0;
 
  public:
   int64_t graph_replays() const { return graph_replays_; }
@@ -257,7 +278,7 @@ cuda::RouterPolicy router_policy(const RouterPlan& p, const float* bias, const f
 }  // namespace
 
 CudaForward::CudaForward(Model& model, const CudaForwardOptions& o)
-    : c_(model.config()), kv_layout_(cache_shapes(c_)), graphs_(o.graphs) {
+    : c_(model.config()), kv_layout_(cache_shapes(c_)), graphs_(o.graphs), model_(&model) {
   check_plan_runs_on_cuda(c_);
   check(cudaSetDevice(o.device), "selecting the CUDA device");
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating the compute stream");
@@ -314,6 +335,19 @@ CudaForward::CudaForward(Model& model, const CudaForwardOptions& o)
   size_t free_b = 0, total_b = 0;
   check(cudaMemGetInfo(&free_b, &total_b), "reading free VRAM");
   experts_ = std::make_unique<cuda::VramExperts>(model, o, free_b, stream_);
+  if (o.cpu_misses > 0.0) {
+    if (!(o.cpu_misses <= 1.0)) fail("--cpu-misses {}: a share of the misses, from 0 to 1", o.cpu_misses);
+    if (experts_->direct() && o.placement == nullptr && o.prefetch_width == 0) {
+      cpu_misses_ = o.cpu_misses;
+    } else if (o.verbose) {
+      std::fprintf(stderr, "experts: --cpu-misses %g changes nothing here: %s\n", o.cpu_misses,
+                   experts_->resident()     ? "every expert is in VRAM"
+                   : o.placement != nullptr ? "experts are placed across devices (--devices)"
+                   : o.prefetch_width > 0   ? "--prefetch-width copies its guesses first"
+                   : experts_->three_tier() ? "the VRAM cache is fed through a RAM budget (three tiers)"
+                                            : "decode copies its misses into the cache before reading them");
+    }
+  }
   if (o.placement != nullptr) {
     if (o.transport == nullptr) fail("expert parallelism: a placement without a transport");
     if (o.prefetch_width > 0) fail("--prefetch-width does not run with --devices yet");
@@ -470,8 +504,10 @@ void CudaForward::forward(std::span<const BatchRow> rows, float* logits) {
   const int64_t W = int64_t(wanted.size());
   direct_step_ = M == 1 && decode_rows_ == 1 && !experts_->resident() && experts_->direct() && prefetch_width_ == 0 &&
                  transport_ == nullptr;
-  const bool graphed = graphs_ && M == 1 && decode_rows_ == 1 && W == 1 && (experts_->resident() || direct_step_) &&
-                       route_source_ == nullptr && route_observer_ == nullptr && transport_ == nullptr;
+  host_step_ = direct_step_ && cpu_misses_ > 0.0;
+  const bool graphed = graphs_ && M == 1 && decode_rows_ == 1 && W == 1 &&
+                       (experts_->resident() || (direct_step_ && !host_step_)) && route_source_ == nullptr &&
+                       route_observer_ == nullptr && transport_ == nullptr;
   // One upload of the batch description.
   auto align = [](size_t n) { return (n + 15) / 16 * 16; };
   const size_t o_pos = align(tokens.size() * 4), o_kv = o_pos + align(pos.size() * 4),
@@ -798,6 +834,7 @@ void CudaForward::moe(int layer, float* x, float* xn) {
   }
   if (route_source_ != nullptr || route_observer_ != nullptr) host_routes(layer, ids, weights);
   if (transport_ != nullptr) return moe_expert_parallel(layer, x, xn, ids, weights);
+  if (host_step_) return moe_host_misses(layer, x, xn, ids, weights);
   const cuda::ExpertLayout& el = experts_->layout(layer);
   const cuda::ExpertMath& em = lw.expert_math;
   // One pass over every chosen expert: down products and combine in one launch. Several passes (a VRAM cache
@@ -840,6 +877,69 @@ void CudaForward::moe(int layer, float* x, float* xn) {
   used.erase(std::unique(used.begin(), used.end()), used.end());
   experts_->run_layer(layer, used, run);
   if (eout != nullptr) cuda::moe_combine(eout, weights, M, K, H, x, stream_);  // x += sum_s w_s * expert_s
+}
+
+void CudaForward::moe_host_misses(int layer, float* x, const float* xn, const int* ids, const float* weights) {
+  const Layer& lw = layers_[size_t(layer)];
+  const int64_t H = c_.hidden_size;
+  const int E = c_.num_experts, K = c_.experts_per_token;
+  // Back: the K ids, the K weights, xn.
+  uint8_t* back = host_routes_.get(size_t(K) * 8 + size_t(H) * 4);
+  const int* hid = reinterpret_cast<const int*>(back);
+  const float* hw = reinterpret_cast<const float*>(back + size_t(K) * 4);
+  const float* hxn = reinterpret_cast<const float*>(back + size_t(K) * 8);
+  check(cudaMemcpyAsync(back, ids, size_t(K) * 4, cudaMemcpyDeviceToHost, stream_), "copying the routes back");
+  check(cudaMemcpyAsync(back + size_t(K) * 4, weights, size_t(K) * 4, cudaMemcpyDeviceToHost, stream_),
+        "copying the routes back");
+  check(cudaMemcpyAsync(back + size_t(K) * 8, xn, size_t(H) * 4, cudaMemcpyDeviceToHost, stream_),
+        "copying the layer's input back");
+  check(cudaStreamSynchronize(stream_), "the router");
+  // The split: hits, then the misses in slot order; the host takes the last round(share x misses) of them.
+  std::vector<int> gpu, misses;
+  for (int s = 0; s < K; ++s) {
+    SEEDLING_CHECK(hid[s] >= 0 && hid[s] < E, "layer {} routed to expert {} of {}", layer, hid[s], E);
+    (experts_->in_vram(layer, hid[s]) ? gpu : misses).push_back(s);
+  }
+  const size_t host_n = size_t(std::llround(cpu_misses_ * double(misses.size())));
+  gpu.insert(gpu.end(), misses.begin(), misses.end() - std::ptrdiff_t(host_n));
+  std::sort(gpu.begin(), gpu.end());
+  const std::vector<int> host(misses.end() - std::ptrdiff_t(host_n), misses.end());
+  // Up: the host's outputs (C x H) and weights, then the GPU's ids and weights: two uploads, each one piece.
+  const size_t G = gpu.size(), C = host.size();
+  const size_t host_bytes = C * size_t(H) * 4 + C * 4, up_bytes = host_bytes + G * 8;
+  uint8_t* up = host_outputs_.get(up_bytes);  // the last layer's upload finished before this layer's router did
+  float* cout = reinterpret_cast<float*>(up);
+  float* cw = reinterpret_cast<float*>(up + C * size_t(H) * 4);
+  int* gid = reinterpret_cast<int*>(up + host_bytes);
+  float* gw = reinterpret_cast<float*>(up + host_bytes + G * 4);
+  for (size_t j = 0; j < G; ++j) gid[j] = hid[gpu[j]], gw[j] = hw[gpu[j]];
+  for (size_t j = 0; j < C; ++j) cw[j] = hw[host[j]];
+  uint8_t* dev = s_host_split_.get<uint8_t>(up_bytes);
+  const cuda::ExpertLayout& el = experts_->layout(layer);
+  const cuda::ExpertMath& em = lw.expert_math;
+  if (G > 0) {  // the GPU's part first, on the direct table (VRAM slots and, for its misses, pinned host blobs)
+    check(cudaMemcpyAsync(dev + host_bytes, up + host_bytes, G * 8, cudaMemcpyHostToDevice, stream_),
+          "uploading the GPU's experts");
+    const int* did = reinterpret_cast<const int*>(dev + host_bytes);
+    const float* dw = reinterpret_cast<const float*>(dev + host_bytes + G * 4);
+    const uint8_t* const* table = experts_->direct_table(layer);
+    float* act = s_act_.get<float>(size_t(K) * size_t(c_.moe_intermediate_size));
+    float* scratch = G > 32 ? s_eout_.get<float>(G * size_t(H)) : nullptr;
+    cuda::expert_gate_up(xn, 1, int(G), did, table, E, el, act, stream_, em);
+    cuda::expert_down_combine(act, 1, int(G), did, dw, table, E, el, x, scratch, stream_, em);
+  }
+  if (C == 0) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<int> experts(C);
+  for (size_t j = 0; j < C; ++j) experts[j] = hid[host[j]];
+  const std::vector<int64_t> rows(C, 0);
+  model_->expert_outputs(layer, rows, experts, hxn, cout);  // (C, H), while the GPU runs its part
+  host_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  host_computed_ += C;
+  check(cudaMemcpyAsync(dev, up, host_bytes, cudaMemcpyHostToDevice, stream_), "uploading the CPU's expert outputs");
+  const float* dcout = reinterpret_cast<const float*>(dev);
+  const float* dcw = reinterpret_cast<const float*>(dev + C * size_t(H) * 4);
+  cuda::moe_combine(dcout, dcw, 1, int(C), H, x, stream_);  // x += sum_j w_j * cpu_out_j
 }
 
 // parallel/ep_moe.h's steps with device buffers, every exchange on stream_ in order with the kernels: the routes to

@@ -58,6 +58,12 @@ struct CudaForwardOptions {
   // measures the cap's speed. Prompt passes, which copy their misses before reading them, admit every miss.
   static constexpr int kAdmitEveryMiss = 1 << 30;
   int vram_admit = kAdmitEveryMiss;
+  // The share of each decode step's misses, per layer, that the host CPU computes (--cpu-misses) instead of the GPU
+  // reading them over PCIe: 0 (default) none, 1 all, as llama.cpp's `-ot exps=CPU` does for every expert. The host's
+  // memory bandwidth then adds to the bus's. Needs a VRAM cache read in place (pinned host memory; otherwise a note
+  // says it changes nothing). Not the bits of the all-GPU step: the CPU's kernels, and the two parts' sums added in
+  // turn.
+  double cpu_misses = 0.0;
   // Expert parallelism (use_cuda_expert_parallel): the experts of this rank (transport->rank()) are those the
   // placement gives it, all in VRAM; the other ranks run theirs. Null: every expert here.
   std::shared_ptr<const ExpertPlacement> placement;

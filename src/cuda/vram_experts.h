@@ -74,6 +74,8 @@ class VramExperts {
   void prefetch(int layer, std::span<const int> experts);
   // Cached, all pinned, not turned off by SEEDLING_NO_DIRECT_MISSES: a decode step may read experts in place.
   bool direct() const { return direct_dev_ != nullptr; }
+  // Cached: whether `expert` of `layer` holds a VRAM slot (the LRU order untouched: learn() counts the step's uses).
+  bool in_vram(int layer, int expert) const { return cache_ && cache_->find(expert_key(layer, expert)) >= 0; }
   // Direct reads: `layer`'s table, up to date once refresh_direct() has been enqueued.
   const uint8_t* const* direct_table(int layer) const { return direct_dev_ + size_t(layer) * size_t(num_experts_); }
   // Direct reads: enqueues on the compute stream, before a step that reads the tables, their upload where run_layer,

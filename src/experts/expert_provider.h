@@ -54,6 +54,9 @@ struct ExpertStats {
   uint64_t prefetched = 0;
   uint64_t prefetch_used = 0;   // of those, the experts the router then chose (a hit instead of a miss)
   uint64_t prefetch_bytes = 0;  // bytes the prefetches copied or read
+  // A VRAM cache's misses computed on the host CPU (--cpu-misses; among misses), and the host's time in them.
+  uint64_t host_computed = 0;
+  double host_seconds = 0.0;
 
   double hit_rate() const { return hits + misses == 0 ? 0.0 : double(hits) / double(hits + misses); }
   // Bytes read over the time reads were in flight: what the disk delivered while we asked it for something.

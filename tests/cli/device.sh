@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# --device on the model commands: info lists the devices; a bad device name, --vram-budget or --vram-admit without
-# --device cuda, a --vram-admit that is not a count, and (on a machine without a GPU, as CI) --device cuda are each
+# --device on the model commands: info lists the devices; a bad device name, --vram-budget, --vram-admit or
+# --cpu-misses without --device cuda, a --vram-admit that is not a count, a --cpu-misses that is not a share, and (on a machine without a GPU, as CI) --device cuda are each
 # one error line and exit code 1.
 # tools/cuda_tests.sh checks --device cuda where there is a GPU.
 source "$(dirname "$0")/lib/common.bash"
@@ -23,7 +23,10 @@ expect_error "--no-cuda-graph needs --device cuda" run -m "$m/hf" --ids "$ids" -
 expect_error "--vram-admit needs --device cuda" run -m "$m/hf" --ids "$ids" -n 1 --vram-admit 4
 expect_error "--vram-admit: '-2' is not a count of experts or all" run -m "$m/hf" --ids "$ids" -n 1 --vram-admit=-2
 expect_error "--vram-admit: 'half' is not a count of experts or all" run -m "$m/hf" --ids "$ids" -n 1 --vram-admit half
-echo "ok   bad --device, and --vram-budget, --vram-admit or --no-cuda-graph without cuda, refused"
+expect_error "--cpu-misses needs --device cuda" run -m "$m/hf" --ids "$ids" -n 1 --cpu-misses 0.5
+expect_error "--cpu-misses: '1.5' is not a share from 0 to 1" run -m "$m/hf" --ids "$ids" -n 1 --cpu-misses 1.5
+expect_error "--cpu-misses: 'half' is not a share from 0 to 1" run -m "$m/hf" --ids "$ids" -n 1 --cpu-misses half
+echo "ok   bad --device, and --vram-budget, --vram-admit, --cpu-misses or --no-cuda-graph without cuda, refused"
 
 # --devices (expert parallelism, docs/expert-parallel.md): the list's errors on run, bench and serve, before any device
 # is looked for.

@@ -232,6 +232,53 @@ TEST_P(CudaForwardTest, LogitsBitIdenticalAcrossVramBudgetsThatEvictEveryToken) 
   EXPECT_LT(stats[4].bytes_read, stats[2].bytes_read) << "--vram-admit 1 copies less than every miss";
 }
 
+// --cpu-misses: top-k + 1 VRAM slots (a miss in most MoE layers of most decode steps), the host computing all (1) or
+// about a third (0.3, rounded per layer) of each layer's misses while the GPU runs the hits and the other misses.
+// Prompt passes do not take part: their logits are all-in-VRAM's bit for bit. A decode step's are not (the CPU's
+// kernels, and its part added after the GPU's): the two devices' float sums of the same bf16 experts differ by float32
+// rounding (about 1e-6 of an expert's output, so a few 1e-5 in these logits of up to 37); 1e-3 leaves room for that and
+// catches a dropped or doubled expert (whole units). Greedy tokens the same; the host computed misses, fewer at the
+// smaller share.
+TEST_P(CudaForwardTest, HostComputedMissesGiveAllInVramDecodeWithinRoundingAndItsGreedyTokens) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const std::string dir = test::data_path("models/" + GetParam() + "/hf");
+  const std::vector<int32_t> ids = ids_of(GetParam());
+  auto probe = Model::load(dir);
+  const uint64_t blob = cuda::expert_slot_bytes(*probe);
+  const int k = probe->config().experts_per_token;
+  auto base_model = Model::load(dir);
+  CudaForwardOptions base_options;
+  base_options.verbose = false;
+  use_cuda_forward(*base_model, base_options);
+  const Outcome base = run_model(*base_model, ids);
+  uint64_t all_on_host = 0;
+  for (const double share : {1.0, 0.3}) {
+    auto model = Model::load(dir);
+    CudaForwardOptions o;
+    o.verbose = false;
+    o.vram_budget = uint64_t(k + 1) * blob;
+    o.budget_given = true;
+    o.cpu_misses = share;
+    use_cuda_forward(*model, o);
+    const Outcome got = run_model(*model, ids);
+    const ExpertStats st = model->device_forward()->expert_stats();
+    EXPECT_EQ(got.logits, base.logits) << "share " << share << ": a prompt pass computes no miss on the host";
+    const double err = max_abs_diff(got.decode_logits, base.decode_logits);
+    EXPECT_LE(err, 1e-3) << "share " << share;
+    ::testing::Test::RecordProperty("max_abs_decode_logit_diff_share_" + std::to_string(int(share * 100)),
+                                    std::to_string(err));
+    EXPECT_EQ(got.greedy, base.greedy) << "share " << share;
+    EXPECT_GT(st.host_computed, 0u) << "share " << share;
+    EXPECT_LE(st.host_computed, st.misses) << "share " << share;
+    if (share == 1.0) {
+      all_on_host = st.host_computed;
+    } else {
+      EXPECT_LT(st.host_computed, all_on_host) << "some misses stay on the GPU";
+    }
+    EXPECT_EQ(cuda_graph_replays(*model->device_forward()), 0) << "a host round trip each layer: no graph";
+  }
+}
+
 TEST_P(CudaForwardTest, DecodeGraphBitIdenticalToOpByOpLaunches) {
   SKIP_WITHOUT_CUDA_DEVICE();
   expect_graph_bit_identical(test::data_path("models/" + GetParam() + "/hf"), ids_of(GetParam()), GetParam());
