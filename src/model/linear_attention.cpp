@@ -42,12 +42,15 @@ void Model::gated_delta_net(int layer, std::span<const BatchRow> rows, const flo
                        {xn, M, lw.lin_b, b.data()},
                        {xn, M, lw.lin_a, a.data()}});
   }
-  // The conv, row by row in order (a sequence's rows come in position order), each through its own window.
+  // The conv, row by row in order (a sequence's rows come in position order), each through its own window; the
+  // channels apart over the threads (each channel's window is its own: the bits of one pass over all).
   std::vector<float> conv(size_t(M * C));
-  for (int64_t i = 0; i < M; ++i) {
-    ops::causal_conv1d_silu_step(mixed.data() + i * C, rows[size_t(i)].kv->state(layer), lw.lin_conv.data(), C,
-                                 p.conv_kernel, conv.data() + i * C);
-  }
+  ThreadPool::global().parallel_for(size_t(C), 512, [&](size_t c0, size_t c1) {
+    for (int64_t i = 0; i < M; ++i) {
+      ops::causal_conv1d_silu_step(mixed.data() + i * C, rows[size_t(i)].kv->state(layer), lw.lin_conv.data(), C,
+                                   p.conv_kernel, conv.data() + i * C, int(c0), int(c1));
+    }
+  });
   const float q_scale = float(1.0 / std::sqrt(double(dk)));
   for (int64_t i = 0; i < M; ++i) {
     float* row = conv.data() + i * C;

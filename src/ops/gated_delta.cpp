@@ -51,17 +51,21 @@ void delta_gates(const float* b, const float* a, const float* a_log, const float
   }
 }
 
-void causal_conv1d_silu_step(const float* x, float* window, const float* w, int channels, int kernel, float* out) {
-  const int64_t C = channels;
-  for (int64_t c = 0; c < C; ++c) {
+void causal_conv1d_silu_step(const float* x, float* window, const float* w, int channels, int kernel, float* out,
+                             int c0, int c1) {
+  const int64_t C = channels, from = c0, to = c1 < 0 ? C : c1;
+  for (int64_t c = from; c < to; ++c) {
     const float* wc = w + c * kernel;
     double s = double(wc[kernel - 1]) * double(x[c]);
     for (int j = 0; j < kernel - 1; ++j) s += double(wc[j]) * double(window[int64_t(j) * C + c]);
     out[c] = float(s / (1.0 + std::exp(-s)));
   }
   if (kernel > 1) {
-    std::memmove(window, window + C, size_t(int64_t(kernel - 2) * C) * sizeof(float));
-    std::memcpy(window + int64_t(kernel - 2) * C, x, size_t(C) * sizeof(float));
+    const size_t bytes = size_t(to - from) * sizeof(float);
+    for (int j = 0; j + 1 < kernel - 1; ++j) {
+      std::memmove(window + int64_t(j) * C + from, window + int64_t(j + 1) * C + from, bytes);
+    }
+    std::memcpy(window + int64_t(kernel - 2) * C + from, x + from, bytes);
   }
 }
 

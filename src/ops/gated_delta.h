@@ -36,8 +36,10 @@ void gated_delta_chunked(const DeltaRun& run, int key_dim, int value_dim, float*
 
 // One token of the causal depthwise conv1d of `channels` channels and kernel `kernel` (weights [channels][kernel],
 // PyTorch's conv1d: the oldest input meets w[0]), then SiLU, into out; `window` holds the previous kernel - 1 inputs
-// ([kernel - 1][channels], oldest first) and is shifted to end with x.
-void causal_conv1d_silu_step(const float* x, float* window, const float* w, int channels, int kernel, float* out);
+// ([kernel - 1][channels], oldest first) and is shifted to end with x. Channels [c0, c1) only (c1 < 0: to the end):
+// each channel's output and window are its own, so ranges run apart give the whole step's bits.
+void causal_conv1d_silu_step(const float* x, float* window, const float* w, int channels, int kernel, float* out,
+                             int c0 = 0, int c1 = -1);
 
 // x = x / sqrt(sum(x^2) + eps), then times scale (transformers' l2norm, eps 1e-6).
 void l2_normalize(float* x, int n, float eps, float scale);

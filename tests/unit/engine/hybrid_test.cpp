@@ -160,6 +160,25 @@ TEST(GatedDelta, ConvStepIsTheCausalConvOfTheWindowThenSilu) {
   }
 }
 
+// The step over channel ranges run apart (as the mixer runs them over the threads) gives the whole step's outputs and
+// windows bit for bit, token after token.
+TEST(GatedDelta, ConvStepOverChannelRangesIsTheWholeStepBitForBit) {
+  const int C = 37, K = 4, T = 5;
+  std::vector<float> w(size_t(C * K)), x(size_t(T * C));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.125f * float(int(i % 9) - 4);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.3f * float(int(i % 11) - 5);
+  std::vector<float> whole_window(size_t((K - 1) * C), 0.0f), parts_window = whole_window;
+  std::vector<float> whole(static_cast<size_t>(C)), parts(static_cast<size_t>(C));
+  for (int t = 0; t < T; ++t) {
+    ops::causal_conv1d_silu_step(x.data() + t * C, whole_window.data(), w.data(), C, K, whole.data());
+    for (const auto& [c0, c1] : {std::pair{0, 5}, std::pair{5, 6}, std::pair{6, 30}, std::pair{30, -1}}) {
+      ops::causal_conv1d_silu_step(x.data() + t * C, parts_window.data(), w.data(), C, K, parts.data(), c0, c1);
+    }
+    ASSERT_EQ(parts, whole) << "t " << t;
+    ASSERT_EQ(parts_window, whole_window) << "t " << t;
+  }
+}
+
 class HybridModel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HybridModel, PromptInChunksOf1_63_64_65AndTokenByTokenEqualsOneForwardWithinRounding) {
