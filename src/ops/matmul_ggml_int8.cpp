@@ -411,11 +411,12 @@ HWY_INLINE void BlockTileRows(const Int8Rows& xq, const uint8_t* const* rows,
 //
 // Q4_0 (and the signed 4-bit levels with VNNI): four outputs' 16 code bytes a vector, output 4b + k in 128-bit block b
 // of vector k; their low nibbles (elements 0-15) in one vector and high nibbles (16-31) in another, against x's
-// elements 0-15 and 16-31 broadcast to every block. IQ4_NL's and MXFP4's nibbles index a table of their levels plus
-// 128 (unsigned bytes for vpdpbusd, exact with VNNI: no saturation), and the sums less 128 times x's block sum are the
-// signed levels' exact sums.
+// elements 0-15 and 16-31 broadcast to every block. Q5_0's and Q5_1's fifth bits (qh) join their nibbles from two
+// 64-bit masks, one bit a byte lane (a masked move of 16). IQ4_NL's and MXFP4's nibbles index a table of their levels
+// plus 128 (unsigned bytes for vpdpbusd, exact with VNNI: no saturation), and the sums less 128 times x's block sum are
+// the signed levels' exact sums.
 template <Codec T>
-inline constexpr bool kNibbleTile16 = T == Codec::Q4_0
+inline constexpr bool kNibbleTile16 = T == Codec::Q4_0 || T == Codec::Q5_0 || T == Codec::Q5_1
 #if HWY_TARGET <= HWY_AVX3_DL
                                       || T == Codec::IQ4_NL || T == Codec::MXFP4_GGML
 #endif
@@ -462,9 +463,12 @@ HWY_INLINE void NibbleSums16(const Int8Rows& xq, const uint8_t* const* rows, siz
   const hn::Full512<int8_t> di8;
   const hn::Full512<int32_t> d32;
   constexpr size_t qs = T == Codec::Q4_0     ? offsetof(BlockQ4_0, qs)
+                        : T == Codec::Q5_0   ? offsetof(BlockQ5_0, qs)
+                        : T == Codec::Q5_1   ? offsetof(BlockQ5_1, qs)
                         : T == Codec::IQ4_NL ? offsetof(BlockIq4Nl, qs)
                                              : offsetof(BlockMxfp4Ggml, qs);
-  constexpr int32_t offset = T == Codec::Q4_0 ? gi::kOffset<Codec::Q4_0> : 128;
+  constexpr bool kLevels = T == Codec::IQ4_NL || T == Codec::MXFP4_GGML;  // signed levels through a table
+  constexpr int32_t offset = kLevels ? 128 : gi::kOffset<T>;
   hn::Vec<decltype(d8)> lo[4], hi[4];
   for (size_t k = 0; k < 4; ++k) {
     __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[k] + at + qs)));
@@ -474,7 +478,19 @@ HWY_INLINE void NibbleSums16(const Int8Rows& xq, const uint8_t* const* rows, siz
     const hn::Vec<decltype(d8)> codes{v};
     lo[k] = hn::And(codes, hn::Set(d8, uint8_t{0x0F}));
     hi[k] = hn::ShiftRight<4>(codes);
-    if constexpr (T != Codec::Q4_0) {
+    if constexpr (T == Codec::Q5_0 || T == Codec::Q5_1) {  // element j's fifth bit: bit j of the block's qh
+      constexpr size_t qh = T == Codec::Q5_0 ? offsetof(BlockQ5_0, qh) : offsetof(BlockQ5_1, qh);
+      uint64_t lo_bits = 0, hi_bits = 0;
+      for (size_t b = 0; b < 4; ++b) {
+        uint32_t h;
+        std::memcpy(&h, rows[4 * b + k] + at + qh, 4);
+        lo_bits |= uint64_t(h & 0xFFFF) << (16 * b);
+        hi_bits |= uint64_t(h >> 16) << (16 * b);
+      }
+      lo[k] = hn::Or(lo[k], hn::Vec<decltype(d8)>{_mm512_maskz_mov_epi8(lo_bits, _mm512_set1_epi8(16))});
+      hi[k] = hn::Or(hi[k], hn::Vec<decltype(d8)>{_mm512_maskz_mov_epi8(hi_bits, _mm512_set1_epi8(16))});
+    }
+    if constexpr (kLevels) {
       const auto table = hn::LoadDup128(d8, T == Codec::IQ4_NL ? kUnsignedLevels.iq4nl : kUnsignedLevels.mxfp4);
       lo[k] = hn::TableLookupBytes(table, lo[k]);
       hi[k] = hn::TableLookupBytes(table, hi[k]);
@@ -557,9 +573,16 @@ HWY_INLINE void Tile16(const Int8Rows& xq, const uint8_t* const* rows, hn::Vec<h
       NibbleSums16<T, TM>(xq, rows, at, i0, b, isum);
     }
     if constexpr (T == Codec::Q8_0) d = Tile16Scale<T>(rows[0] + at, offsets);
+    hn::Vec<decltype(df)> dmin;
+    if constexpr (T == Codec::Q5_1) {  // its min m, negated as BlockTileRows's dmin
+      const auto m =
+          hn::GatherOffset(d32, reinterpret_cast<const int32_t*>(rows[0] + at + offsetof(BlockQ5_1, m)), offsets);
+      dmin = hn::Neg(F16ToF32(d32, m));
+    }
     for (size_t i = 0; i < TM; ++i) {
       const size_t index = size_t((i0 + int64_t(i)) * xq.blocks + b);
-      const auto t = hn::Mul(d, hn::ConvertTo(df, isum[i]));
+      auto t = hn::Mul(d, hn::ConvertTo(df, isum[i]));
+      if constexpr (T == Codec::Q5_1) t = hn::Sub(t, hn::Mul(dmin, hn::Set(df, xq.sum[index])));
       acc[i] = hn::Add(acc[i], hn::Mul(hn::Set(df, xq.scale[index]), t));
     }
   }
