@@ -908,7 +908,7 @@ void CudaForward::moe_host_misses(int layer, float* x, const float* xn, const in
   const size_t G = gpu.size(), C = host.size();
   const size_t host_bytes = C * size_t(H) * 4 + C * 4, up_bytes = host_bytes + G * 8;
   uint8_t* up = host_outputs_.get(up_bytes);  // the last layer's upload finished before this layer's router did
-  float* cout = reinterpret_cast<float*>(up);
+  float* host_out = reinterpret_cast<float*>(up);
   float* cw = reinterpret_cast<float*>(up + C * size_t(H) * 4);
   int* gid = reinterpret_cast<int*>(up + host_bytes);
   float* gw = reinterpret_cast<float*>(up + host_bytes + G * 4);
@@ -933,13 +933,13 @@ void CudaForward::moe_host_misses(int layer, float* x, const float* xn, const in
   std::vector<int> experts(C);
   for (size_t j = 0; j < C; ++j) experts[j] = hid[host[j]];
   const std::vector<int64_t> rows(C, 0);
-  model_->expert_outputs(layer, rows, experts, hxn, cout);  // (C, H), while the GPU runs its part
+  model_->expert_outputs(layer, rows, experts, hxn, host_out);  // (C, H), while the GPU runs its part
   host_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   host_computed_ += C;
   check(cudaMemcpyAsync(dev, up, host_bytes, cudaMemcpyHostToDevice, stream_), "uploading the CPU's expert outputs");
-  const float* dcout = reinterpret_cast<const float*>(dev);
+  const float* dhost_out = reinterpret_cast<const float*>(dev);
   const float* dcw = reinterpret_cast<const float*>(dev + C * size_t(H) * 4);
-  cuda::moe_combine(dcout, dcw, 1, int(C), H, x, stream_);  // x += sum_j w_j * cpu_out_j
+  cuda::moe_combine(dhost_out, dcw, 1, int(C), H, x, stream_);  // x += sum_j w_j * cpu_out_j
 }
 
 // parallel/ep_moe.h's steps with device buffers, every exchange on stream_ in order with the kernels: the routes to
