@@ -341,11 +341,9 @@ CudaForward::CudaForward(Model& model, const CudaForwardOptions& o)
       cpu_misses_ = o.cpu_misses;
     } else if (o.verbose) {
       std::fprintf(stderr, "experts: --cpu-misses %g changes nothing here: %s\n", o.cpu_misses,
-                   experts_->resident()     ? "every expert is in VRAM"
-                   : o.placement != nullptr ? "experts are placed across devices (--devices)"
-                   : o.prefetch_width > 0   ? "--prefetch-width copies its guesses first"
-                   : experts_->three_tier() ? "the VRAM cache is fed through a RAM budget (three tiers)"
-                                            : "decode copies its misses into the cache before reading them");
+                   experts_->why_not_direct() != nullptr ? experts_->why_not_direct()
+                   : o.placement != nullptr              ? "experts are placed across devices (--devices)"
+                                                         : "--prefetch-width copies its guesses first");
     }
   }
   if (o.placement != nullptr) {

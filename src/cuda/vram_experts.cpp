@@ -189,8 +189,9 @@ VramExperts::VramExperts(Model& model, const CudaForwardOptions& o, uint64_t fre
     }
     check(cudaMemcpy(tables_dev_, tables.data(), table_entries * sizeof(void*), cudaMemcpyHostToDevice),
           "uploading the expert tables");
+    why_not_direct_ = "every expert is in VRAM";
     if (o.verbose && o.vram_admit < CudaForwardOptions::kAdmitEveryMiss) {
-      std::fprintf(stderr, "experts: --vram-admit %d changes nothing here: every expert is in VRAM\n", o.vram_admit);
+      std::fprintf(stderr, "experts: --vram-admit %d changes nothing here: %s\n", o.vram_admit, why_not_direct_);
     }
     return;
   }
@@ -243,14 +244,15 @@ VramExperts::VramExperts(Model& model, const CudaForwardOptions& o, uint64_t fre
                    "(--vram-admit)\n",
                    admit_per_step_);
     }
-  } else if (o.verbose && admit_per_step_ < CudaForwardOptions::kAdmitEveryMiss) {
-    std::fprintf(stderr,
-                 "experts: --vram-admit %d changes nothing here: decode copies its misses into the cache before "
-                 "reading them (%s)\n",
-                 admit_per_step_,
-                 streamed ? "three tiers"
-                 : !same  ? "some layer's experts are rearranged in VRAM"
-                          : "SEEDLING_NO_DIRECT_MISSES is set");
+  } else {
+    why_not_direct_ = streamed ? "decode copies its misses into the cache before reading them (three tiers)"
+                      : !same  ? "decode copies its misses into the cache before reading them (some layer's experts "
+                                 "are rearranged in VRAM)"
+                               : "decode copies its misses into the cache before reading them "
+                                 "(SEEDLING_NO_DIRECT_MISSES is set)";
+    if (o.verbose && admit_per_step_ < CudaForwardOptions::kAdmitEveryMiss) {
+      std::fprintf(stderr, "experts: --vram-admit %d changes nothing here: %s\n", admit_per_step_, why_not_direct_);
+    }
   }
 }
 

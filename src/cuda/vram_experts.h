@@ -74,6 +74,8 @@ class VramExperts {
   void prefetch(int layer, std::span<const int> experts);
   // Cached, all pinned, not turned off by SEEDLING_NO_DIRECT_MISSES: a decode step may read experts in place.
   bool direct() const { return direct_dev_ != nullptr; }
+  // Why a decode step cannot read misses in place (the flags that need it say so): null where it can.
+  const char* why_not_direct() const { return why_not_direct_; }
   // Cached: whether `expert` of `layer` holds a VRAM slot (the LRU order untouched: learn() counts the step's uses).
   bool in_vram(int layer, int expert) const { return cache_ && cache_->find(expert_key(layer, expert)) >= 0; }
   // Direct reads: `layer`'s table, up to date once refresh_direct() has been enqueued.
@@ -129,6 +131,7 @@ class VramExperts {
   const uint8_t** direct_dev_ = nullptr;   // direct reads: [layers][E] tables on the device
   const uint8_t** direct_host_ = nullptr;  // direct reads: their pinned staging
   bool direct_stale_ = true;               // the cache moved since the tables' last upload
+  const char* why_not_direct_ = nullptr;   // why_not_direct()
   mutable bool learn_timed_ = false;       // copy_start_/copy_end_ hold learn()'s copies, not yet added
   int admit_per_step_ = CudaForwardOptions::kAdmitEveryMiss;  // learn(): misses copied into slots a step
   uint64_t left_out_ = 0;                                     // learn(): misses past that cap (in stats' misses)
