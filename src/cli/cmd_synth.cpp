@@ -321,21 +321,27 @@ int run_packed(const SynthFlags& f, const ordered_json& cfg) {
     const int64_t I = c.plan(l).ffn.width;
     const PackedWriter::Part parts[3] = {{*codec, I, H}, {*codec, I, H}, {*codec, H, I}};
     const uint64_t layer_seed = mix(++tensor_seed);
-    std::vector<uint16_t> bf16;
-    w.add_expert_layer(l, c.num_experts, parts, [&](int e, int p, uint8_t* out) {
-      const int64_t rows = parts[p].rows, cols = parts[p].cols;
-      if (codec_is_seed(*codec)) {
-        return random_seed_blob(*codec, mix(layer_seed ^ uint64_t(e * 3 + p)), rows, cols,
-                                1.0f / std::sqrt(float(cols)), out);
-      }
-      bf16.resize(size_t(rows * cols));
-      random_bf16(mix(layer_seed ^ uint64_t(e * 3 + p)), 1.0f / std::sqrt(float(cols)), 0)(
-          reinterpret_cast<uint8_t*>(bf16.data()), 0, bf16.size() * 2);
-      const size_t row_bytes = codec_row_bytes(*codec, cols);
-      ThreadPool::global().parallel_for(size_t(rows), 16, [&](size_t b, size_t end) {
-        encode_matrix(*codec, DType::BF16, bf16.data() + b * size_t(cols), int64_t(end - b), cols, out + b * row_bytes);
-      });
-    });
+    // Whole experts side by side, one a thread (each expert's bytes depend only on its seed): the rows of one expert
+    // were too few a task to keep 16 threads busy. The inner parallel_for calls then run in place.
+    const int threads = ThreadPool::global().size();
+    w.add_expert_layer(
+        l, c.num_experts, parts,
+        [&](int e, int p, uint8_t* out) {
+          const int64_t rows = parts[p].rows, cols = parts[p].cols;
+          if (codec_is_seed(*codec)) {
+            return random_seed_blob(*codec, mix(layer_seed ^ uint64_t(e * 3 + p)), rows, cols,
+                                    1.0f / std::sqrt(float(cols)), out);
+          }
+          std::vector<uint16_t> bf16(size_t(rows * cols));
+          random_bf16(mix(layer_seed ^ uint64_t(e * 3 + p)), 1.0f / std::sqrt(float(cols)), 0)(
+              reinterpret_cast<uint8_t*>(bf16.data()), 0, bf16.size() * 2);
+          const size_t row_bytes = codec_row_bytes(*codec, cols);
+          ThreadPool::global().parallel_for(size_t(rows), 16, [&](size_t b, size_t end) {
+            encode_matrix(*codec, DType::BF16, bf16.data() + b * size_t(cols), int64_t(end - b), cols,
+                          out + b * row_bytes);
+          });
+        },
+        c.num_experts >= threads ? threads : 1);
   };
   for_each_tensor(c, fam, head, resident, experts);
   const uint64_t bytes = w.finish();

@@ -1,11 +1,13 @@
 // io/packed_writer.cpp - the writer of io/packed_writer.h.
 #include "io/packed_writer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "io/packed_model.h"
 
 namespace seedling {
@@ -87,7 +89,8 @@ void PackedWriter::add_resident(const std::string& name, Codec codec, std::vecto
                                             {"xxh64", hex64(packed_checksum(buf.data(), bytes))}};
 }
 
-void PackedWriter::add_expert_layer(int layer, int num_experts, const Part (&parts)[3], const ExpertFill& fill) {
+void PackedWriter::add_expert_layer(int layer, int num_experts, const Part (&parts)[3], const ExpertFill& fill,
+                                    int together) {
   const std::string file = fmt::format("experts-{:03d}.bin", layer);
   const std::string path = partial_ + "/" + file;
   std::FILE* f = std::fopen(path.c_str(), "wb");
@@ -108,15 +111,30 @@ void PackedWriter::add_expert_layer(int layer, int num_experts, const Part (&par
                        {"bytes", codec_matrix_bytes(parts[p].codec, parts[p].rows, parts[p].cols)}};
   }
   ordered_json blobs = ordered_json::array();
-  std::vector<uint8_t> buf(stride);
+  const int batch = std::clamp(together, 1, std::max(num_experts, 1));
+  std::vector<uint8_t> buf(size_t(stride) * size_t(batch));
+  std::vector<uint64_t> sums(static_cast<size_t>(batch), 0);
   try {
-    for (int e = 0; e < num_experts; ++e) {
-      std::fill(buf.begin(), buf.end(), uint8_t(0));
-      for (int p = 0; p < 3; ++p) fill(e, p, buf.data() + offs[p]);
-      blobs.push_back({{"offset", uint64_t(e) * stride},
-                       {"bytes", blob_bytes},
-                       {"xxh64", hex64(packed_checksum(buf.data(), blob_bytes))}});
-      write_bytes(f, path, buf.data(), stride);
+    for (int e0 = 0; e0 < num_experts; e0 += batch) {
+      const int n = std::min(batch, num_experts - e0);
+      auto one = [&](size_t i) {
+        uint8_t* blob = buf.data() + i * stride;
+        std::fill(blob, blob + stride, uint8_t(0));
+        for (int p = 0; p < 3; ++p) fill(e0 + int(i), p, blob + offs[p]);
+        sums[i] = packed_checksum(blob, blob_bytes);
+      };
+      if (n == 1) {
+        one(0);
+      } else {
+        ThreadPool::global().parallel_for(size_t(n), 1, [&](size_t b, size_t end) {
+          for (size_t i = b; i < end; ++i) one(i);
+        });
+      }
+      for (int i = 0; i < n; ++i) {
+        blobs.push_back(
+            {{"offset", uint64_t(e0 + i) * stride}, {"bytes", blob_bytes}, {"xxh64", hex64(sums[size_t(i)])}});
+      }
+      write_bytes(f, path, buf.data(), size_t(stride) * size_t(n));
     }
   } catch (...) {
     std::fclose(f);

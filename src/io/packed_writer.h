@@ -38,7 +38,10 @@ class PackedWriter {
   void set_total_bytes(uint64_t bytes) { total_ = bytes; }
 
   void add_resident(const std::string& name, Codec codec, std::vector<int64_t> shape, const Fill& fill);
-  void add_expert_layer(int layer, int num_experts, const Part (&parts)[3], const ExpertFill& fill);
+  // Fills and writes one layer's experts in order. With `together` > 1, that many experts are filled at once, each on
+  // its own thread of ThreadPool::global() (so `fill` must be safe to call concurrently for different experts, and
+  // its own parallel_for calls run serially in place); the file's bytes are the same for any `together`.
+  void add_expert_layer(int layer, int num_experts, const Part (&parts)[3], const ExpertFill& fill, int together = 1);
   // Copies a file (tokenizer.json, ...) from `src` into the folder when it exists.
   void copy_if_present(const std::string& src);
   // Writes manifest.json and config.json, then renames OUT.partial to OUT (replacing OUT). Returns bytes written.

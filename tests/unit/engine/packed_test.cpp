@@ -15,6 +15,7 @@
 #include "experts/resident_experts.h"
 #include "experts/streamed_experts.h"
 #include "io/packed_model.h"
+#include "io/packed_writer.h"
 #include "io/safetensors_writer.h"
 #include "model/model.h"
 #include "ops/matmul.h"
@@ -420,6 +421,31 @@ TEST(PackedModel, BlobLocationsAreAlignedAndDecodeViewsIntoTheBlob) {
     EXPECT_GE(static_cast<const uint8_t*>(w.down.data) + w.down.nbytes(), blob);
     EXPECT_LE(static_cast<const uint8_t*>(w.down.data) + w.down.nbytes(), blob + b.bytes);
     EXPECT_NO_THROW(pm->verify_blob(2, e, blob));
+  }
+}
+
+// add_expert_layer(together = N) fills N experts at once, one a thread: the file and the manifest's entries are
+// those of one at a time, for N that divides the experts and N that does not.
+TEST(PackedWriter, ExpertsFilledSideBySideWriteTheSameBytesAsOneAtATime) {
+  const test::ScratchDir tmp("packwriter");
+  const PackedWriter::Part parts[3] = {{Codec::Q8_G32, 8, 64}, {Codec::Q8_G32, 8, 64}, {Codec::Q8_G32, 64, 8}};
+  auto write = [&](const std::string& dir, int together) {
+    PackedWriter w(dir, {{"model_type", "test"}}, {{"created_by", "test"}});
+    w.add_expert_layer(
+        0, 7, parts,
+        [&](int e, int p, uint8_t* out) {
+          const size_t n = codec_matrix_bytes(parts[p].codec, parts[p].rows, parts[p].cols);
+          for (size_t i = 0; i < n; ++i) out[i] = uint8_t(e * 31 + p * 7 + int(i % 251));
+        },
+        together);
+    w.finish();
+  };
+  write(tmp / "one", 1);
+  for (int together : {3, 7, 16}) {
+    const std::string dir = tmp / ("t" + std::to_string(together));
+    write(dir, together);
+    EXPECT_EQ(test::read_file(dir + "/experts-000.bin"), test::read_file(tmp / "one/experts-000.bin")) << together;
+    EXPECT_EQ(test::read_file(dir + "/manifest.json"), test::read_file(tmp / "one/manifest.json")) << together;
   }
 }
 
