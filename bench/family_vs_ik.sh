@@ -25,7 +25,7 @@
 # Environment: LAYERS, EXPERTS, VOCAB (smaller shapes: checks of this script), CACHE (instead of the family's; none:
 #   no cache rows), SEEDLING_READS (qwen3.5 and deepseek: gguf, the default, or q4_g64), PREP_ONLY=1 (make the
 #   models and stop: IK_BENCH need not exist yet), and
-#   bench/gpu_vs_ik.sh's (P, N, CTX, REPEATS, THREADS, DEVICE, NGL, SEEDLING, OT, LOG).
+#   bench/gpu_vs_ik.sh's (P, N, CTX, REPEATS, THREADS, DEVICE, NGL, SEEDLING, OT, CACHE_FLAGS, LOG).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 usage="usage: bench/family_vs_ik.sh gpt-oss-20b|qwen3.5-35b-a3b|deepseek-v3 IK_BENCH IK_SRC WORK [RUNS]"

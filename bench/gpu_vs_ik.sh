@@ -13,7 +13,8 @@
 #   IK_GGUF         what ik reads
 #   RUNS            rounds, default 2
 # Environment: SEEDLING (default build/seedling), SEEDLING_BEFORE (a second binary, run turn about with SEEDLING),
-#   CACHE (e.g. 8G; unset: resident rows only), OT (default exps=CPU), P (default 512), N (default 64),
+#   CACHE (e.g. 8G; unset: resident rows only), CACHE_FLAGS (more flags of Seedling's cache arm, e.g.
+#   "--cpu-misses 0.9 --vram-admit 0"), OT (default exps=CPU), P (default 512), N (default 64),
 #   CTX (Seedling's --ctx, default 1024), REPEATS (repeats within one run, both engines; default 3),
 #   THREADS (ik's -t, default the machine's cores), DEVICE (Seedling's --device, default cuda), NGL (ik's -ngl,
 #   default 99), PYTHON (default python3), LOG (a file to append each run's whole output to).
@@ -64,7 +65,8 @@ for r in $(seq "$runs"); do
       bin=$seedling
       [ "${arm%%-*}" = before ] && bin=$SEEDLING_BEFORE
       flags=()
-      [ "${arm#*-}" = cache ] && flags=(--vram-budget "$CACHE")
+      # shellcheck disable=SC2206 # CACHE_FLAGS is a list of flags, split on spaces
+      [ "${arm#*-}" = cache ] && flags=(--vram-budget "$CACHE" ${CACHE_FLAGS:-})
       out=$("$bin" bench -m "$model" --device "${DEVICE:-cuda}" "${flags[@]}" --ctx "${CTX:-1024}" --prompt-tokens "$P" \
         -n "$N" --repeats "$repeats" --warmup 1 2>&1) || { echo "gpu_vs_ik.sh: $arm failed:" >&2; echo "$out" >&2; exit 1; }
       log "run $r $arm" "$out"
