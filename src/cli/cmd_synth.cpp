@@ -332,7 +332,8 @@ int run_packed(const SynthFlags& f, const ordered_json& cfg) {
             return random_seed_blob(*codec, mix(layer_seed ^ uint64_t(e * 3 + p)), rows, cols,
                                     1.0f / std::sqrt(float(cols)), out);
           }
-          std::vector<uint16_t> bf16(size_t(rows * cols));
+          thread_local std::vector<uint16_t> bf16;  // each thread's, reused: no fresh pages for every matrix
+          bf16.resize(size_t(rows * cols));
           random_bf16(mix(layer_seed ^ uint64_t(e * 3 + p)), 1.0f / std::sqrt(float(cols)), 0)(
               reinterpret_cast<uint8_t*>(bf16.data()), 0, bf16.size() * 2);
           const size_t row_bytes = codec_row_bytes(*codec, cols);
