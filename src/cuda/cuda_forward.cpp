@@ -841,12 +841,14 @@ void CudaForward::moe(int layer, float* x, float* xn) {
   // From kTensorCoreRows rows: rows bucketed by expert, tensor-core GEMMs (cuda/gemm.h; seed experts too, their
   // blocks decoded in registers; the plan's expert biases and activation in their epilogues). They do not read MXFP4:
   // MXFP4 experts take the CUDA-core expert kernels for prompt rows too (correct, slower on long prompts).
-  const bool tc = !float32_ && on_tensor_cores(M, el.gate_up) && on_tensor_cores(M, el.down);
+  // A float32 forward's (hybrids) carry float32's accuracy there (x and weights split: gemm.h).
+  const bool tc = on_tensor_cores(M, el.gate_up) && on_tensor_cores(M, el.down);
   void* bucket = tc ? s_bucket_.get<uint8_t>(cuda::expert_gemm_scratch_bytes(M, K, E, el)) : nullptr;
   auto run = [&](const uint8_t* const* table, bool only_pass) {
     if (tc) {
       if (eout == nullptr) eout = s_eout_.get<float>(size_t(M * K * H));
-      cuda::expert_gemms_tc(xn, M, K, ids, table, E, el, act, eout, bucket, stream_, em);  // (M * K, I), (M * K, H)
+      cuda::expert_gemms_tc(xn, M, K, ids, table, E, el, act, eout, bucket, stream_, em,
+                            float32_);  // (M*K, I), (M*K, H)
       return;
     }
     if (!skipped(M, kSkipGateUp)) cuda::expert_gate_up(xn, M, K, ids, table, E, el, act, stream_, em);  // (M * K, I)
@@ -988,9 +990,9 @@ void CudaForward::moe_expert_parallel(int layer, float* x, const float* xn, cons
     float* xp = s_ep_pairs_.get<float>(size_t(P * H));
     float* act = s_act_.get<float>(size_t(P * I));
     cuda::gather_rows(recv, pair_row, P, H, xp, stream_);
-    if (!float32_ && on_tensor_cores(M, el.gate_up) && on_tensor_cores(M, el.down)) {
+    if (on_tensor_cores(M, el.gate_up) && on_tensor_cores(M, el.down)) {
       void* bucket = s_bucket_.get<uint8_t>(cuda::expert_gemm_scratch_bytes(P, 1, E, el));
-      cuda::expert_gemms_tc(xp, P, 1, pair_expert, table, E, el, act, out, bucket, stream_, em);
+      cuda::expert_gemms_tc(xp, P, 1, pair_expert, table, E, el, act, out, bucket, stream_, em, float32_);
     } else {
       cuda::expert_gate_up(xp, P, 1, pair_expert, table, E, el, act, stream_, em);
       cuda::expert_down(act, P, pair_expert, table, el, out, stream_, em);

@@ -12,7 +12,7 @@ bool on_tensor_cores(int64_t m, Codec c) {
 
 void accurate_product(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate,
                       cudaStream_t stream) {
-  if (m >= kTensorCoreRows && (w.codec == Codec::BF16 || w.codec == Codec::F16)) {
+  if (on_tensor_cores(m, w.codec)) {
     matmul_tc_split(x, m, w, y, accumulate, stream);
   } else {
     matmul(x, m, w, y, accumulate, stream);

@@ -18,7 +18,8 @@ namespace seedling::cuda {
 // about float32's accuracy. So is every product of a model with Gated DeltaNet layers (CudaForward::float32_): their
 // recurrent states amplify rounding, so TF32 inputs moved the tiny hybrid checkpoints' prompt logits by 0.13 (the
 // experts' inputs) to 0.37 (the Gated DeltaNet projections'), and float32-sized changes of every input by 1.5e-4
-// (measured on the CPU).
+// (measured on the CPU). Those run on tensor cores too, x (and weights not exact in TF32) split in two TF32 parts
+// (matmul_tc_split, the grouped products' float32): two or three MMAs where TF32 takes one.
 constexpr int64_t kTensorCoreRows = 64;
 
 // Whether m rows of products with codec c run on tensor cores: from kTensorCoreRows rows, every codec but MXFP4 and
@@ -26,13 +27,13 @@ constexpr int64_t kTensorCoreRows = 64;
 // which read every codec of has_kernel (slower for long prompts, the same contract).
 bool on_tensor_cores(int64_t m, Codec c);
 
-// y = x W^T (or y +=) for m rows keeping float32's accuracy: bf16 and f16 weights on tensor cores with x split in two
-// (matmul_tc_split) from kTensorCoreRows rows, the other codecs on CUDA cores. The head's product for several rows
-// (logits of many positions: `seedling logits`, `perplexity`), whose sums are the logits themselves (a q4 head costs
-// about 0.3 s more for 2,048 rows of 151,936 words on the H200; TF32 or f16 inputs would put their 2^-11 rounding
-// straight onto the logits: on its own, up to 0.011 on the tiny checkpoints' 150-token prompts, whose largest |logit|
-// is 25-37: docs/results/2026-11-30-cuda-prompt-logit-error.md), and every product of a float32 forward. A step that
-// wants one row's logits is the matvec's.
+// y = x W^T (or y +=) for m rows keeping float32's accuracy: on tensor cores from kTensorCoreRows rows with x (and
+// weights other than bf16 and f16) split in two (matmul_tc_split), MXFP4 and fewer rows on CUDA cores. The head's
+// product for several rows (logits of many positions: `seedling logits`, `perplexity`), whose sums are the logits
+// themselves (a q4 head costs about 0.3 s more for 2,048 rows of 151,936 words on the H200; TF32 or f16 inputs would
+// put their 2^-11 rounding straight onto the logits: on its own, up to 0.011 on the tiny checkpoints' 150-token
+// prompts, whose largest |logit| is 25-37: docs/results/2026-11-30-cuda-prompt-logit-error.md), and every product of a
+// float32 forward. A step that wants one row's logits is the matvec's.
 void accurate_product(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream);
 
 // y = x W^T (or y +=) for m rows, on tensor cores from kTensorCoreRows rows (every codec but MXFP4, the seed codecs

@@ -80,6 +80,11 @@ __device__ __forceinline__ void store4(float* dst, float a, float b, float c, fl
   *reinterpret_cast<float4*>(dst) = make_float4(tf32(a), tf32(b), tf32(c), tf32(d));
 }
 
+// store4 without the rounding: weights that matmul_tc_split splits into two TF32 parts itself.
+__device__ __forceinline__ void store4_exact(float* dst, float a, float b, float c, float d) {
+  *reinterpret_cast<float4*>(dst) = make_float4(a, b, c, d);
+}
+
 // A block's rows: fills src (the x row of each tile row) and dst (the output row), sets the weights (wa: the matrix,
 // or gate; wb: up), and gives the tile's row count, or -1 for a grouped block past the routing's tiles.
 template <Mode M, int BM, int kThreadsOf>
@@ -321,8 +326,8 @@ __device__ __forceinline__ void fetch_piece(WRow<C> row, int64_t k0, int p, int6
 // Widens a fetched piece (as load_unit would: codec_device.cuh's widen_word, widen_fp8_word and bit widenings; seed
 // codecs, decoded by seed_piece_decode, decode_seed_matrix's weights; ggml codecs, ggml_pieces.h's values,
 // codec_value's), zeros the values past k (an affine or FP8 block's padding, a seed row's partial last block), rounds
-// to TF32 and stores the two runs of 4 in weight row ws_row.
-template <CodecId C>
+// to TF32 (unless !Round: kept float32) and stores the two runs of 4 in weight row ws_row.
+template <CodecId C, bool Round = true>
 __device__ __forceinline__ void store_piece(const uint32_t* raw, int64_t k0, int p, int64_t cols, float* ws_row) {
   const mma::Piece pc = piece<C>(p);
   float v[8];
@@ -361,8 +366,13 @@ __device__ __forceinline__ void store_piece(const uint32_t* raw, int64_t k0, int
     v[j] = k0 + pc.first + j < cols ? v[j] : 0.0f;
     v[4 + j] = k0 + pc.second + j < cols ? v[4 + j] : 0.0f;
   }
-  store4(ws_row + pc.first, v[0], v[1], v[2], v[3]);
-  store4(ws_row + pc.second, v[4], v[5], v[6], v[7]);
+  if constexpr (Round) {
+    store4(ws_row + pc.first, v[0], v[1], v[2], v[3]);
+    store4(ws_row + pc.second, v[4], v[5], v[6], v[7]);
+  } else {
+    store4_exact(ws_row + pc.first, v[0], v[1], v[2], v[3]);
+    store4_exact(ws_row + pc.second, v[4], v[5], v[6], v[7]);
+  }
 }
 
 // This thread's weight pieces of a slice: item tid + j * kThreads is piece (item % 8) of tile row item / 8.
@@ -377,13 +387,13 @@ __device__ __forceinline__ void fetch_pieces(const WRow<C> (&wrow)[kPiecesOf<T>]
     fetch_piece<C>(wrow[j], k0, (int(threadIdx.x) + j * T::kThreads) % 8, cols, raw[j]);
 }
 
-template <CodecId C, class T>
+template <CodecId C, class T, bool Round = true>
 __device__ __forceinline__ void store_pieces(const uint32_t (&raw)[kPiecesOf<T>][8], int64_t k0, int64_t cols,
                                              float* ws) {
 #pragma unroll
   for (int j = 0; j < kPiecesOf<T>; ++j) {
     const int item = int(threadIdx.x) + j * T::kThreads;
-    store_piece<C>(raw[j], k0, item % 8, cols, ws + (item / 8) * T::kLd);
+    store_piece<C, Round>(raw[j], k0, item % 8, cols, ws + (item / 8) * T::kLd);
   }
 }
 
@@ -429,9 +439,11 @@ __device__ __forceinline__ void store_acc(const float (&acc)[T::MT][T::NT][4], f
 // The mma.sync kernel. Two stages of shared memory: while the warps multiply slice s, x's next slice lands by
 // cp.async in the other stage and each thread's weight pieces of it are already in registers; after the MMAs they
 // are widened into that stage, x is rounded to TF32, and one barrier ends the slice.
-// SplitX (matmul_tc_split; weights that widen exactly to TF32): x stays float32 in shared memory and each MMA of x
+// Split (matmul_tc_split) 1, weights that widen exactly to TF32: x stays float32 in shared memory and each MMA of x
 // is two, x's TF32 rounding lo = tf32(x - tf32(x)) then hi = tf32(x), so x is carried to 2^-22 instead of 2^-11.
-template <CodecId C, Mode M, class T, bool SplitX = false>
+// Split 2, any other weights: they stay float32 in shared memory too and split the same way, and each MMA is three,
+// x_lo w_hi, x_hi w_lo, x_hi w_hi (x_lo w_lo, about 2^-22 of the product, left out).
+template <CodecId C, Mode M, class T, int Split = 0>
 __global__ void __launch_bounds__(T::kThreads, min_blocks<T>()) mma_kernel(GemmArgs a) {
   extern __shared__ __align__(128) float sm[];
   __shared__ int64_t src[T::BM];
@@ -458,9 +470,9 @@ __global__ void __launch_bounds__(T::kThreads, min_blocks<T>()) mma_kernel(GemmA
   stage_x<T>(a, src, rows, kb, sm);
   cp_async_commit();
   fetch_pieces<C, T>(wrow, kb, a.cols, raw);
-  store_pieces<C, T>(raw, kb, a.cols, sm + T::BM * T::kLd);
+  store_pieces < C, T, Split<2>(raw, kb, a.cols, sm + T::BM * T::kLd);
   cp_async_wait_all();
-  if constexpr (!SplitX) round_x<T>(sm);
+  if constexpr (Split == 0) round_x<T>(sm);
   __syncthreads();
 
   int s = 0;
@@ -477,12 +489,22 @@ __global__ void __launch_bounds__(T::kThreads, min_blocks<T>()) mma_kernel(GemmA
 #pragma unroll
     for (int kk = 0; kk < kBK; kk += 8) {
       uint32_t fb[T::NT][2];
+      [[maybe_unused]] uint32_t fb_lo[T::NT][2];  // Split 2: the weights' low parts
 #pragma unroll
       for (int j = 0; j < T::NT; ++j) {
 #pragma unroll
-        for (int q = 0; q < 2; ++q) fb[j][q] = __float_as_uint(ws[T::b_index(warp, lane, j, kk, q)]);
+        for (int q = 0; q < 2; ++q) {
+          const float v = ws[T::b_index(warp, lane, j, kk, q)];
+          if constexpr (Split == 2) {
+            const float h = tf32(v);
+            fb[j][q] = __float_as_uint(h);
+            fb_lo[j][q] = __float_as_uint(tf32(v - h));
+          } else {
+            fb[j][q] = __float_as_uint(v);
+          }
+        }
       }
-      if constexpr (SplitX) {
+      if constexpr (Split > 0) {
 #pragma unroll
         for (int i = 0; i < T::MT; ++i) {
           uint32_t hi[4], lo[4];
@@ -495,6 +517,7 @@ __global__ void __launch_bounds__(T::kThreads, min_blocks<T>()) mma_kernel(GemmA
 #pragma unroll
           for (int j = 0; j < T::NT; ++j) {
             mma_tf32(acc[i][j], lo, fb[j]);
+            if constexpr (Split == 2) mma_tf32(acc[i][j], hi, fb_lo[j]);
             mma_tf32(acc[i][j], hi, fb[j]);
           }
         }
@@ -513,9 +536,9 @@ __global__ void __launch_bounds__(T::kThreads, min_blocks<T>()) mma_kernel(GemmA
       }
     }
     if (more) {
-      store_pieces<C, T>(raw, k0 + kBK, a.cols, next + T::BM * T::kLd);
+      store_pieces < C, T, Split<2>(raw, k0 + kBK, a.cols, next + T::BM * T::kLd);
       cp_async_wait_all();
-      if constexpr (!SplitX) round_x<T>(next);
+      if constexpr (Split == 0) round_x<T>(next);
     }
     __syncthreads();
   }
@@ -935,9 +958,21 @@ void start(dim3 grid, int threads, size_t smem, const GemmArgs& a, cudaStream_t 
   K<<<grid, threads, smem, stream>>>(a);
 }
 
-template <CodecId C, Mode M>
+// matmul_tc_split's and the float32 grouped products' Split for codec C (mma_kernel): weights that widen exactly to
+// TF32 keep one part, the others split in two as x does.
+template <CodecId C>
+constexpr int kSplitOf = C == Id::BF16 || C == Id::F16 ? 1 : 2;
+
+// Split 0: the f16 kernel where a.x16 is set, else TF32; Split 1 or 2: mma_kernel carrying float32's accuracy.
+template <CodecId C, Mode M, int Split = 0>
 void launch(Shape shape, dim3 grid, const GemmArgs& a, cudaStream_t stream, const char* what) {
-  if (a.x16 != nullptr) {  // f16 (use_f16)
+  if constexpr (Split > 0) {
+    if (shape == Shape::L) {
+      start<mma_kernel<C, M, TileL, Split>>(grid, TileL::kThreads, smem_bytes<TileL>(), a, stream);
+    } else {
+      start<mma_kernel<C, M, TileS, Split>>(grid, TileS::kThreads, smem_bytes<TileS>(), a, stream);
+    }
+  } else if (a.x16 != nullptr) {  // f16 (use_f16)
     if constexpr (f16_weights(C)) {
       if (shape == Shape::L) {
         start<mma16_kernel<C, M, Tile16L>>(grid, Tile16L::kThreads, smem16_bytes<Tile16L>(), a, stream);
@@ -1121,8 +1156,9 @@ size_t matmul_tc_split_scratch_bytes(int64_t m, const DeviceMatrix& w) {
 void matmul_tc_split(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream,
                      void* scratch) {
   const Id c = Id(uint8_t(w.codec));
-  check(c == Id::BF16 || c == Id::F16 ? cudaSuccess : cudaErrorInvalidValue,
-        "matmul_tc_split: weights other than bf16 or f16 (only those widen exactly to TF32)");
+  check(c != Id::MXFP4 && c != Id::MXFP4_GGML ? cudaSuccess : cudaErrorInvalidValue,
+        "matmul_tc_split: mxfp4 weights (the tensor-core GEMMs do not read them)");
+  check_weight_alignment(w.codec, w.data);
   if (m == 0 || w.rows == 0) return;
   const int splits = scratch != nullptr ? int(splits_of(w.cols)) : 1;
   PlainProduct p = plain_product(x, m, w, splits > 1 ? static_cast<float*>(scratch) : y, accumulate, splits);
@@ -1130,19 +1166,9 @@ void matmul_tc_split(const float* x, int64_t m, const DeviceMatrix& w, float* y,
     p.a.k_split = kSplitK;
     p.a.accumulate = false;
   }
-  auto go = [&]<CodecId C>() {
-    if (p.shape == Shape::L) {
-      start<mma_kernel<C, Mode::Plain, TileL, true>>(p.grid, TileL::kThreads, smem_bytes<TileL>(), p.a, stream);
-    } else {
-      start<mma_kernel<C, Mode::Plain, TileS, true>>(p.grid, TileS::kThreads, smem_bytes<TileS>(), p.a, stream);
-    }
-    check(cudaGetLastError(), "matmul_tc_split");
-  };
-  if (c == Id::BF16) {
-    go.template operator()<Id::BF16>();
-  } else {
-    go.template operator()<Id::F16>();
-  }
+  dispatch_codec<true>(w.codec, [&]<CodecId C>() {
+    launch<C, Mode::Plain, kSplitOf<C>>(p.shape, p.grid, p.a, stream, "matmul_tc_split");
+  });
   if (splits > 1) {
     const int64_t count = m * w.rows;
     split_sum_kernel<<<unsigned((count + 255) / 256), 256, 0, stream>>>(static_cast<const float*>(scratch), splits,
@@ -1164,62 +1190,76 @@ size_t matmul_tc_scratch_bytes(int64_t m, int64_t cols) {
 namespace {
 // The grouped products on buckets already made for their tile rows (tile_rows_of(sh)).
 void gate_up_on(const Buckets& b, Shape sh, const float* x, int64_t m, int k, const uint8_t* const* table,
-                int num_experts, const ExpertLayout& l, float* act, cudaStream_t stream, const ExpertMath& math) {
+                int num_experts, const ExpertLayout& l, float* act, cudaStream_t stream, const ExpertMath& math,
+                bool float32) {
   GemmArgs a = product(x, l.intermediate, l.hidden, act);
   a.math = math;
   bucketed(a, b, table);
-  if (use_f16(l.gate_up)) to_f16(x, m, l.hidden, b.f16, a, stream);
+  if (!float32 && use_f16(l.gate_up)) to_f16(x, m, l.hidden, b.f16, a, stream);
   a.k = k;
   a.off_b = l.up_offset;
   const dim3 grid(unsigned(max_tiles(m * k, num_experts, tile_rows_of(sh))),
                   tiles_for(l.intermediate, tile_cols_of(sh) / 2));
-  dispatch_codec<true>(l.gate_up,
-                       [&]<CodecId C>() { launch<C, Mode::GateUp>(sh, grid, a, stream, "expert_gate_up_tc"); });
+  dispatch_codec<true>(l.gate_up, [&]<CodecId C>() {
+    if (float32) {
+      launch<C, Mode::GateUp, kSplitOf<C>>(sh, grid, a, stream, "expert_gate_up_tc");
+    } else {
+      launch<C, Mode::GateUp>(sh, grid, a, stream, "expert_gate_up_tc");
+    }
+  });
 }
 void down_on(const Buckets& b, Shape sh, const float* act, int64_t pairs, const uint8_t* const* table, int num_experts,
-             const ExpertLayout& l, float* out, cudaStream_t stream, const ExpertMath& math) {
+             const ExpertLayout& l, float* out, cudaStream_t stream, const ExpertMath& math, bool float32) {
   GemmArgs a = product(act, l.hidden, l.intermediate, out);
   a.math = math;
   bucketed(a, b, table);
-  if (use_f16(l.down)) to_f16(act, pairs, l.intermediate, b.f16, a, stream);
+  if (!float32 && use_f16(l.down)) to_f16(act, pairs, l.intermediate, b.f16, a, stream);
   a.off_a = l.down_offset;
   const dim3 grid(unsigned(max_tiles(pairs, num_experts, tile_rows_of(sh))), tiles_for(l.hidden, tile_cols_of(sh)));
-  dispatch_codec<true>(l.down, [&]<CodecId C>() { launch<C, Mode::Down>(sh, grid, a, stream, "expert_down_tc"); });
+  dispatch_codec<true>(l.down, [&]<CodecId C>() {
+    if (float32) {
+      launch<C, Mode::Down, kSplitOf<C>>(sh, grid, a, stream, "expert_down_tc");
+    } else {
+      launch<C, Mode::Down>(sh, grid, a, stream, "expert_down_tc");
+    }
+  });
 }
 }  // namespace
 
 void expert_gate_up_tc(const float* x, int64_t m, int k, const int* ids, const uint8_t* const* table, int num_experts,
-                       const ExpertLayout& l, float* act, void* scratch, cudaStream_t stream, const ExpertMath& math) {
+                       const ExpertLayout& l, float* act, void* scratch, cudaStream_t stream, const ExpertMath& math,
+                       bool float32) {
   const int64_t pairs = m * k;
   if (pairs == 0 || l.intermediate == 0) return;
   const Shape sh = pick_grouped(pairs, num_experts, l.intermediate, true, l.gate_up);
   const Buckets b = bucket_pairs(ids, pairs, table, num_experts, tile_rows_of(sh), scratch, stream);
-  gate_up_on(b, sh, x, m, k, table, num_experts, l, act, stream, math);
+  gate_up_on(b, sh, x, m, k, table, num_experts, l, act, stream, math, float32);
 }
 
 void expert_down_tc(const float* act, int64_t pairs, const int* ids, const uint8_t* const* table, int num_experts,
-                    const ExpertLayout& l, float* out, void* scratch, cudaStream_t stream, const ExpertMath& math) {
+                    const ExpertLayout& l, float* out, void* scratch, cudaStream_t stream, const ExpertMath& math,
+                    bool float32) {
   if (pairs == 0 || l.hidden == 0) return;
   const Shape sh = pick_grouped(pairs, num_experts, l.hidden, false, l.down);
   const Buckets b = bucket_pairs(ids, pairs, table, num_experts, tile_rows_of(sh), scratch, stream);
-  down_on(b, sh, act, pairs, table, num_experts, l, out, stream, math);
+  down_on(b, sh, act, pairs, table, num_experts, l, out, stream, math, float32);
 }
 
 void expert_gemms_tc(const float* x, int64_t m, int k, const int* ids, const uint8_t* const* table, int num_experts,
                      const ExpertLayout& l, float* act, float* out, void* scratch, cudaStream_t stream,
-                     const ExpertMath& math) {
+                     const ExpertMath& math, bool float32) {
   const int64_t pairs = m * k;
   if (pairs == 0 || l.intermediate == 0 || l.hidden == 0) return;
   const Shape gu = pick_grouped(pairs, num_experts, l.intermediate, true, l.gate_up);
   const Shape dn = pick_grouped(pairs, num_experts, l.hidden, false, l.down);
   const Buckets b = bucket_pairs(ids, pairs, table, num_experts, tile_rows_of(gu), scratch, stream);
-  gate_up_on(b, gu, x, m, k, table, num_experts, l, act, stream, math);
+  gate_up_on(b, gu, x, m, k, table, num_experts, l, act, stream, math, float32);
   // Down's pairs are gate/up's (pair j: row j / k of x, row j of act): the same buckets when the tiles have as many
   // rows. The f16 operand in the scratch is down's from here (gate/up's launch is before it on the stream).
   const Buckets d = tile_rows_of(dn) == tile_rows_of(gu)
                         ? b
                         : bucket_pairs(ids, pairs, table, num_experts, tile_rows_of(dn), scratch, stream);
-  down_on(d, dn, act, pairs, table, num_experts, l, out, stream, math);
+  down_on(d, dn, act, pairs, table, num_experts, l, out, stream, math, float32);
 }
 
 }  // namespace seedling::cuda

@@ -46,10 +46,12 @@ size_t matmul_tc_scratch_bytes(int64_t m, int64_t cols);
 void matmul_tc_stacked(const float* x, int64_t m, const DeviceMatrix* ws, float* const* ys, int count, bool accumulate,
                        cudaStream_t stream, void* scratch = nullptr);
 
-// As matmul_tc, for weights that widen exactly to TF32 (bf16, f16; anything else is a clear error), with x carried
-// to float32 accuracy: each x is split into two TF32 parts (x = hi + lo to 2^-22 |x|) and each MMA is two, so a
-// product is within (2^-22 + (2k + 8) 2^-23) of sum |x_k w_k| (gemm_test.cpp), about float32's error, at twice the
-// MMAs. For the router, whose top-k should not move with TF32 rounding of its input. The same bits alone or batched.
+// As matmul_tc, with x carried to float32 accuracy: each x is split into two TF32 parts (x = hi + lo to 2^-22 |x|).
+// Weights that widen exactly to TF32 (bf16, f16) take two MMAs a product, x_lo w + x_hi w, within (2^-22 + (2k + 8)
+// 2^-23) of sum |x_k w_k| (gemm_test.cpp), about float32's error, at twice the MMAs; every other codec but MXFP4 (a
+// clear error) is split the same way and takes three, x_lo w_hi + x_hi w_lo + x_hi w_hi, within (3 2^-22 + (3k + 8)
+// 2^-23). For the router, whose top-k should not move with TF32 rounding of its input, and every product of a model
+// whose recurrent states amplify rounding (forward_products.h). The same bits alone or batched.
 // With scratch (matmul_tc_split_scratch_bytes(m, w) bytes, 4-byte aligned), k is split into parts of 256 summed by
 // their own blocks, then added in order: m x 128 outputs (a router) fill a grid at a few hundred rows instead of
 // 16 blocks; a row's bits still do not depend on m (they differ from the unsplit product's).
@@ -77,17 +79,21 @@ size_t expert_gemm_scratch_bytes(int64_t m, int k, int num_experts, const Expert
 // ids[j] < num_experts. The pairs are bucketed by expert on the device (count, scan, scatter into `scratch`), then
 // one launch covers every expert's row tiles, gate and up in one pass with the SiLU product in the epilogue. No
 // host round trip: it can be captured in a CUDA graph.
+// float32: every product carried to float32's accuracy as matmul_tc_split's (x split in two TF32 parts, and the
+// weights too unless they widen exactly to TF32; no f16 kernel), for the models whose recurrent states amplify
+// rounding (forward_products.h).
 void expert_gate_up_tc(const float* x, int64_t m, int k, const int* ids, const uint8_t* const* table, int num_experts,
                        const ExpertLayout& l, float* act, void* scratch, cudaStream_t stream,
-                       const ExpertMath& math = {});
+                       const ExpertMath& math = {}, bool float32 = false);
 // As expert_down: out[j][h] = down . act[j] (+ math's down bias) for the present pairs (out: pairs x H), the same
 // bucketing (scratch of expert_gemm_scratch_bytes(pairs, 1, num_experts) or more).
 void expert_down_tc(const float* act, int64_t pairs, const int* ids, const uint8_t* const* table, int num_experts,
-                    const ExpertLayout& l, float* out, void* scratch, cudaStream_t stream, const ExpertMath& math = {});
+                    const ExpertLayout& l, float* out, void* scratch, cudaStream_t stream, const ExpertMath& math = {},
+                    bool float32 = false);
 // expert_gate_up_tc then expert_down_tc on its activations (act: m k x intermediate, out: m k x hidden), with the
 // pairs bucketed once when both products take tiles of as many rows (the same bits as the two calls).
 void expert_gemms_tc(const float* x, int64_t m, int k, const int* ids, const uint8_t* const* table, int num_experts,
                      const ExpertLayout& l, float* act, float* out, void* scratch, cudaStream_t stream,
-                     const ExpertMath& math = {});
+                     const ExpertMath& math = {}, bool float32 = false);
 
 }  // namespace seedling::cuda

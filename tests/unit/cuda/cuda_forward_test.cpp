@@ -623,8 +623,8 @@ TEST_P(CudaForwardHybridTest, SequencesDecodedTogetherGiveTheirLogitsAloneBitFor
   }
 }
 
-// 150 rows (every product float32-accurate: bf16 on tensor cores with x split, the experts on CUDA cores): within
-// 1e-3 of the CPU, and bit-identical with top-k VRAM slots.
+// 150 rows (every product float32-accurate: on tensor cores with x, and weights not exact in TF32, split in two):
+// within 1e-3 of the CPU, and bit-identical with top-k VRAM slots.
 TEST_P(CudaForwardHybridTest, LongPromptNearTheCpuAndBitIdenticalAcrossBudgets) {
   SKIP_WITHOUT_CUDA_DEVICE();
   expect_long_prompt_on_tensor_cores(dir(), long_ids(name()), GetParam(), 1e-3);

@@ -69,6 +69,12 @@ double split_bound(int64_t k, double abs, double exact) {
   return (std::ldexp(1.0, -22) + double(2 * k + 8) * std::ldexp(1.0, -23) * (1 + std::ldexp(1.0, -10))) * abs +
          std::ldexp(1.0, -24) * std::fabs(exact) + 1e-30;
 }
+// The same with weights not exact in TF32, split in two as x is: each product x w carried to (2^-22 (x) + 2^-22 (w) +
+// 2^-22 (x_lo w_lo, left out)) of itself, and 3k exact products added.
+double split3_bound(int64_t k, double abs, double exact) {
+  return (3 * std::ldexp(1.0, -22) + double(3 * k + 8) * std::ldexp(1.0, -23) * (1 + std::ldexp(1.0, -10))) * abs +
+         std::ldexp(1.0, -24) * std::fabs(exact) + 1e-30;
+}
 
 // W widened to floats (codec_value through Matrix::at), row-major n x k, for the bounds' sum |x_k w_k|.
 std::vector<float> widened(const ops::Matrix& w) {
@@ -391,9 +397,38 @@ TEST(GemmTcSplit, MatchesReferenceToFloat32Accuracy) {
     }
   }
   const std::string e = test::error_of([&] {
-    cuda::matmul_tc_split(nullptr, 64, {Codec::Q4_G64, nullptr, 4, 64}, nullptr, false, nullptr);
+    cuda::matmul_tc_split(nullptr, 64, {Codec::MXFP4, nullptr, 4, 64}, nullptr, false, nullptr);
   });
-  EXPECT_NE(e.find("weights other than bf16 or f16"), std::string::npos) << e;
+  EXPECT_NE(e.find("mxfp4 weights"), std::string::npos) << e;
+}
+
+// Every other codec of the tensor-core GEMMs (a float32 forward's products: forward_products.h): weights split in two
+// TF32 parts as x is, three MMAs a product, within split3_bound; the last row alone the same bits, each tile shape
+// the same bits; and the grouped expert products with float32 the same way.
+TEST(GemmTcSplit, SplitWeightsMatchReferenceToFloat32Accuracy) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  for (const Codec codec : {Codec::F32, Codec::Q4_G64, Codec::Q8_G32, Codec::FP8_G32, Codec::Q4_0, Codec::Q8_0,
+                            Codec::Q4_K, Codec::Q6_K, Codec::P4}) {
+    for (const Shape& s : {Shape{130, 128, 2048}, Shape{64, 77, test::whole_blocks(codec, 100)}}) {
+      const auto [m, n, k] = s;
+      ProductCase pc(codec, m, n, k);
+      auto split = [&](const float* x, int64_t rows, const cuda::DeviceMatrix& w, float* y) {
+        cuda::matmul_tc_split(x, rows, w, y, false, nullptr);
+      };
+      pc.run(split);
+      Worst worst;
+      const std::string what = std::string(codec_name(codec)) + " m " + std::to_string(m);
+      ASSERT_NO_FATAL_FAILURE(pc.expect_within(split3_bound, what, worst));
+      for (const cuda::GemmKernel kind : kKernels) {  // every tile
+        const UseKernel use(kind);
+        DeviceVec<float> dz(test::poisoned(size_t(m * n)));
+        split(pc.dx.get(), m, pc.dm, dz.get());
+        ASSERT_EQ(dz.download(), pc.got) << what << " " << kernel_name(kind);
+      }
+      std::printf("[ gemm ] split weights %s m %lld n %lld k %lld: worst error %.3f of the bound\n",
+                  std::string(codec_name(codec)).c_str(), (long long)m, (long long)n, (long long)k, worst.ratio);
+    }
+  }
 }
 
 // The mma kernel picks its tile shape per call (gemm.cu: 128 x 128 when the grid is big enough, else 64 x 64); the
@@ -462,6 +497,78 @@ std::vector<const uint8_t*> table_of(const uint8_t* device_blobs, const cuda::Ex
 // poisoned, and shapes with partial tiles everywhere (I = 80: a partial gate/up column tile and, as down's k, a
 // partial g64 block; H = 192: a partial down column tile). The seed codecs also at H = 200, I = 84: gate/up's k a
 // partial s3 block and k-slice, down's k a partial p3/p4 block.
+namespace {
+// One case of the grouped products against the reference: c's experts of H x I, the products as the current kernel
+// kind runs them, or carried to float32 (the float32 forward's).
+void expect_grouped_near_reference(cuda::GemmKernel kernel, Codec c, int64_t H, int64_t I, bool float32) {
+  const bool f16 = !float32 && runs_f16(kernel, c);
+  // float32: x and the weights split into TF32 parts (gemm.h), each product within split(3)_bound
+  const auto bound_of = [&](int64_t kk, double abs, double exact) {
+    if (!float32) return tc_bound(kk, abs, exact);
+    return c == Codec::BF16 || c == Codec::F16 ? split_bound(kk, abs, exact) : split3_bound(kk, abs, exact);
+  };
+  const int64_t m = 150;
+  const int E = 6, k = 2, absent = 3;
+  const ExpertBlobs blobs(c, H, I, E);
+  std::vector<int> ids(size_t(m * k));
+  for (int64_t i = 0; i < m; ++i) {
+    ids[size_t(i * k)] = i < 140 ? 0 : 1;
+    ids[size_t(i * k + 1)] = 2 + int(i % 3);
+  }
+  const std::vector<float> x = test::gaussian(size_t(m * H), 8);
+  DeviceVec<uint8_t> db(blobs.bytes);
+  DeviceVec<const uint8_t*> dt(table_of(db.get(), blobs.l, E, [&](int e) { return e != absent; }));
+  DeviceVec<int> di(ids);
+  DeviceVec<float> dx(x), dact(test::poisoned(size_t(m * k * I))), dout(test::poisoned(size_t(m * k * H)));
+  DeviceVec<uint8_t> scratch(cuda::expert_gemm_scratch_bytes(m, k, E, blobs.l));
+  cuda::expert_gate_up_tc(dx.get(), m, k, di.get(), dt.get(), E, blobs.l, dact.get(), scratch.get(), nullptr, {},
+                          float32);
+  cuda::expert_down_tc(dact.get(), m * k, di.get(), dt.get(), E, blobs.l, dout.get(), scratch.get(), nullptr, {},
+                       float32);
+  const std::vector<float> act = dact.download(), out = dout.download();
+  Worst worst_act, worst_out;
+  for (int64_t j = 0; j < m * k; ++j) {
+    const int e = ids[size_t(j)];
+    if (e == absent) {
+      for (int64_t n = 0; n < I; ++n) ASSERT_EQ(act[size_t(j * I + n)], 1e30f) << "absent pair " << j;
+      for (int64_t h = 0; h < H; ++h) ASSERT_EQ(out[size_t(j * H + h)], 1e30f) << "absent pair " << j;
+      continue;
+    }
+    const ops::Matrix g = blobs.gate(e), u = blobs.up(e), d = blobs.down(e);
+    const std::vector<float> gw = widened(g), uw = widened(u), dw = widened(d);
+    const float* xr = x.data() + (j / k) * H;
+    const std::vector<float> gv = reference(xr, 1, gw, I, H), uv = reference(xr, 1, uw, I, H);
+    for (int64_t n = 0; n < I; ++n) {
+      // act = silu(g) * u: |silu'| <= 1.1, |silu(g)| <= |g|, so errors eg, eu in g and u give at most
+      // 1.1 eg |u| + |g| eu + 1.1 eg eu, and the float expf, divide and products 8 float ulps of the result.
+      const double gx = gv[size_t(n)], ux = uv[size_t(n)];
+      const float *gn = gw.data() + n * H, *un = uw.data() + n * H;
+      const double eg = bound_of(H, abs_dot(xr, gn, H), gx) + (f16 ? f16_extra(xr, gn, H) : 0.0);
+      const double eu = bound_of(H, abs_dot(xr, un, H), ux) + (f16 ? f16_extra(xr, un, H) : 0.0);
+      const double want = gx / (1 + std::exp(-gx)) * ux;
+      const double bound = 1.1 * eg * std::fabs(ux) + std::fabs(gx) * eu + 1.1 * eg * eu +
+                           8 * std::ldexp(1.0, -24) * std::fabs(want) + 1e-30;
+      const double err = std::fabs(act[size_t(j * I + n)] - want);
+      worst_act.see(err, bound);
+      ASSERT_LE(err, bound) << codec_name(c) << " pair " << j << " act " << n;
+    }
+    // down from the device's own activations, so only this product's rounding is measured.
+    const float* aj = act.data() + j * I;
+    const std::vector<float> dv = reference(aj, 1, dw, H, I);
+    for (int64_t h = 0; h < H; ++h) {
+      const float* dh = dw.data() + h * I;
+      const double bound = bound_of(I, abs_dot(aj, dh, I), dv[size_t(h)]) + (f16 ? f16_extra(aj, dh, I) : 0.0);
+      const double err = std::fabs(out[size_t(j * H + h)] - dv[size_t(h)]);
+      worst_out.see(err, bound);
+      ASSERT_LE(err, bound) << codec_name(c) << " pair " << j << " out " << h;
+    }
+  }
+  std::printf("[ gemm ] grouped %s%s %s H %lld I %lld: worst error %.3f (gate_up) and %.3f (down) of the bound\n",
+              kernel_name(kernel), float32 ? " float32" : "", std::string(codec_name(c)).c_str(), (long long)H,
+              (long long)I, worst_act.ratio, worst_out.ratio);
+}
+}  // namespace
+
 TEST(GemmTcGrouped, ExpertsMatchReferenceWithinTf32Bound) {
   SKIP_WITHOUT_CUDA_DEVICE();
   std::vector<std::tuple<Codec, int64_t, int64_t>> cases;  // codec, H, I
@@ -473,64 +580,20 @@ TEST(GemmTcGrouped, ExpertsMatchReferenceWithinTf32Bound) {
   for (const cuda::GemmKernel kernel : kKernels) {
     const UseKernel use(kernel);
     for (const auto& [c, H, I] : cases) {
-      const bool f16 = runs_f16(kernel, c);
-      const int64_t m = 150;
-      const int E = 6, k = 2, absent = 3;
-      const ExpertBlobs blobs(c, H, I, E);
-      std::vector<int> ids(size_t(m * k));
-      for (int64_t i = 0; i < m; ++i) {
-        ids[size_t(i * k)] = i < 140 ? 0 : 1;
-        ids[size_t(i * k + 1)] = 2 + int(i % 3);
-      }
-      const std::vector<float> x = test::gaussian(size_t(m * H), 8);
-      DeviceVec<uint8_t> db(blobs.bytes);
-      DeviceVec<const uint8_t*> dt(table_of(db.get(), blobs.l, E, [&](int e) { return e != absent; }));
-      DeviceVec<int> di(ids);
-      DeviceVec<float> dx(x), dact(test::poisoned(size_t(m * k * I))), dout(test::poisoned(size_t(m * k * H)));
-      DeviceVec<uint8_t> scratch(cuda::expert_gemm_scratch_bytes(m, k, E, blobs.l));
-      cuda::expert_gate_up_tc(dx.get(), m, k, di.get(), dt.get(), E, blobs.l, dact.get(), scratch.get(), nullptr);
-      cuda::expert_down_tc(dact.get(), m * k, di.get(), dt.get(), E, blobs.l, dout.get(), scratch.get(), nullptr);
-      const std::vector<float> act = dact.download(), out = dout.download();
-      Worst worst_act, worst_out;
-      for (int64_t j = 0; j < m * k; ++j) {
-        const int e = ids[size_t(j)];
-        if (e == absent) {
-          for (int64_t n = 0; n < I; ++n) ASSERT_EQ(act[size_t(j * I + n)], 1e30f) << "absent pair " << j;
-          for (int64_t h = 0; h < H; ++h) ASSERT_EQ(out[size_t(j * H + h)], 1e30f) << "absent pair " << j;
-          continue;
-        }
-        const ops::Matrix g = blobs.gate(e), u = blobs.up(e), d = blobs.down(e);
-        const std::vector<float> gw = widened(g), uw = widened(u), dw = widened(d);
-        const float* xr = x.data() + (j / k) * H;
-        const std::vector<float> gv = reference(xr, 1, gw, I, H), uv = reference(xr, 1, uw, I, H);
-        for (int64_t n = 0; n < I; ++n) {
-          // act = silu(g) * u: |silu'| <= 1.1, |silu(g)| <= |g|, so errors eg, eu in g and u give at most
-          // 1.1 eg |u| + |g| eu + 1.1 eg eu, and the float expf, divide and products 8 float ulps of the result.
-          const double gx = gv[size_t(n)], ux = uv[size_t(n)];
-          const float *gn = gw.data() + n * H, *un = uw.data() + n * H;
-          const double eg = tc_bound(H, abs_dot(xr, gn, H), gx) + (f16 ? f16_extra(xr, gn, H) : 0.0);
-          const double eu = tc_bound(H, abs_dot(xr, un, H), ux) + (f16 ? f16_extra(xr, un, H) : 0.0);
-          const double want = gx / (1 + std::exp(-gx)) * ux;
-          const double bound = 1.1 * eg * std::fabs(ux) + std::fabs(gx) * eu + 1.1 * eg * eu +
-                               8 * std::ldexp(1.0, -24) * std::fabs(want) + 1e-30;
-          const double err = std::fabs(act[size_t(j * I + n)] - want);
-          worst_act.see(err, bound);
-          ASSERT_LE(err, bound) << codec_name(c) << " pair " << j << " act " << n;
-        }
-        // down from the device's own activations, so only this product's rounding is measured.
-        const float* aj = act.data() + j * I;
-        const std::vector<float> dv = reference(aj, 1, dw, H, I);
-        for (int64_t h = 0; h < H; ++h) {
-          const float* dh = dw.data() + h * I;
-          const double bound = tc_bound(I, abs_dot(aj, dh, I), dv[size_t(h)]) + (f16 ? f16_extra(aj, dh, I) : 0.0);
-          const double err = std::fabs(out[size_t(j * H + h)] - dv[size_t(h)]);
-          worst_out.see(err, bound);
-          ASSERT_LE(err, bound) << codec_name(c) << " pair " << j << " out " << h;
-        }
-      }
-      std::printf("[ gemm ] grouped %s %s H %lld I %lld: worst error %.3f (gate_up) and %.3f (down) of the bound\n",
-                  kernel_name(kernel), std::string(codec_name(c)).c_str(), (long long)H, (long long)I, worst_act.ratio,
-                  worst_out.ratio);
+      ASSERT_NO_FATAL_FAILURE(expect_grouped_near_reference(kernel, c, H, I, false));
+    }
+  }
+}
+
+// The same products carried to float32 (a hybrid model's prompt rows: forward_products.h), within split_bound (bf16,
+// f16) or split3_bound (the others), on every tile.
+TEST(GemmTcGrouped, ExpertsInFloat32MatchReferenceWithinTheSplitBounds) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  for (const cuda::GemmKernel kernel : kKernels) {
+    const UseKernel use(kernel);
+    for (const Codec c : {Codec::BF16, Codec::F32, Codec::Q4_G64, Codec::P4, Codec::Q4_0, Codec::Q4_K}) {
+      ASSERT_NO_FATAL_FAILURE(
+          expect_grouped_near_reference(kernel, c, test::whole_blocks(c, 192), test::whole_blocks(c, 80), true));
     }
   }
 }
