@@ -122,6 +122,7 @@ constexpr int kMlaThreads = 256, kMlaGroup = 8, kMlaTile = 32, kMlaSplits = 16;
 constexpr int64_t kMaxGridZ = 65535;
 static_assert(kMlaTile == kWarp, "the softmax gives each lane one key of the tile");
 static_assert(kMlaGroup == kMlaThreads / kWarp, "a warp per head of the group in the softmax and the merge");
+static_assert(kMlaGroup == 8, "the scores read the group's queries at a dimension as two float4");
 
 __host__ __device__ __forceinline__ int mla_split_keys(int cap) {
   const int per = (cap + kMlaSplits - 1) / kMlaSplits;
@@ -167,7 +168,7 @@ __device__ __forceinline__ void mla_merge_if_last(const MlaShape& s, int used, c
 // writes nothing); the last block of the group merges. Each output's operations depend only on its row's cache and
 // query, never on the rows or heads beside it. KD: latent dims per thread, rank <= KD * kMlaThreads.
 template <int KD>
-__global__ void __launch_bounds__(kMlaThreads)
+__global__ void __launch_bounds__(kMlaThreads, 2)
     mla_attention_kernel(const float* q_abs, int64_t first_row, const KvRow* rows, int64_t base, MlaShape s, float* lat,
                          float* scratch, int* counters) {
   extern __shared__ __align__(16) float mla_sm[];
@@ -191,7 +192,12 @@ __global__ void __launch_bounds__(kMlaThreads)
   }
   const int tid = int(threadIdx.x), lane = tid % kWarp, warp = tid / kWarp;
   const float* qrow = q_abs + (row * s.heads + h0) * w;
-  for (int i = tid; i < kMlaGroup * w; i += kMlaThreads) qs[i] = i < nh * w ? qrow[i] : 0.0f;
+  // The queries by dimension, four heads a float4: qs[(hh / 4) * 4w + 4d + hh % 4], so a lane's scores read the eight
+  // heads' query at dimension d as two 16-byte loads (one shared-memory load a head before).
+  for (int i = tid; i < kMlaGroup * w; i += kMlaThreads) {
+    const int hh = i / w, d = i % w;
+    qs[(hh / 4) * 4 * w + 4 * d + hh % 4] = hh < nh ? qrow[i] : 0.0f;
+  }
   if (tid < kMlaGroup) {
     run_max[tid] = -INFINITY;
     run_sum[tid] = 0.0f;
@@ -213,28 +219,57 @@ __global__ void __launch_bounds__(kMlaThreads)
       float a[kMlaGroup] = {};
       for (int d = lane; d < w; d += kWarp) {
         const float kv = ks[j * w + d];
+        const float4 qa = *reinterpret_cast<const float4*>(qs + 4 * d);
+        const float4 qb = *reinterpret_cast<const float4*>(qs + 4 * w + 4 * d);
+        a[0] = fmaf(qa.x, kv, a[0]);
+        a[1] = fmaf(qa.y, kv, a[1]);
+        a[2] = fmaf(qa.z, kv, a[2]);
+        a[3] = fmaf(qa.w, kv, a[3]);
+        a[4] = fmaf(qb.x, kv, a[4]);
+        a[5] = fmaf(qb.y, kv, a[5]);
+        a[6] = fmaf(qb.z, kv, a[6]);
+        a[7] = fmaf(qb.w, kv, a[7]);
+      }
+      // The eight heads' sums over the warp in one butterfly: at each step a lane keeps half of its heads and sends
+      // the other half (9 shuffles where eight warp_sums took 40). Each head's additions are warp_sum's (the same
+      // xor pairs in the same order), so the same bits; lane 4h ends with head h's sum.
+      const bool u16 = (lane & 16) != 0, u8 = (lane & 8) != 0, u4 = (lane & 4) != 0;
+      float b[4], c[2];
 #pragma unroll
-        for (int hh = 0; hh < kMlaGroup; ++hh) a[hh] = fmaf(qs[hh * w + d], kv, a[hh]);
+      for (int k = 0; k < 4; ++k) {
+        const float send = u16 ? a[k] : a[k + 4];
+        b[k] = (u16 ? a[k + 4] : a[k]) + __shfl_xor_sync(0xffffffffu, send, 16);
       }
 #pragma unroll
-      for (int hh = 0; hh < kMlaGroup; ++hh) {
-        const float sc = warp_sum(a[hh]) * s.scale;
-        if (lane == 0) score[hh * kMlaTile + j] = sc;
+      for (int k = 0; k < 2; ++k) {
+        const float send = u8 ? b[k] : b[k + 2];
+        c[k] = (u8 ? b[k + 2] : b[k]) + __shfl_xor_sync(0xffffffffu, send, 8);
       }
+      float t = (u4 ? c[1] : c[0]) + __shfl_xor_sync(0xffffffffu, u4 ? c[0] : c[1], 4);
+      t += __shfl_xor_sync(0xffffffffu, t, 2);
+      t += __shfl_xor_sync(0xffffffffu, t, 1);
+      if ((lane & 3) == 0) score[(lane >> 2) * kMlaTile + j] = t * s.scale;
     }
     __syncthreads();
     if (warp < nh) online_softmax_tile(score + warp * kMlaTile, nk, run_max[warp], run_sum[warp], rescale[warp]);
     __syncthreads();
+    // Keys outside, dims inside: each key's eight weights are read once for the KD dims (once a dim before); every
+    // o[i][hh] still adds the keys in order, so the same sums.
 #pragma unroll
     for (int i = 0; i < KD; ++i) {
-      const int c = tid + i * kMlaThreads;
-      if (c >= r) break;
 #pragma unroll
       for (int hh = 0; hh < kMlaGroup; ++hh) o[i][hh] = o[i][hh] * rescale[hh];
-      for (int j = 0; j < nk; ++j) {
-        const float vv = ks[j * w + c];
+    }
+    for (int j = 0; j < nk; ++j) {
+      float p[kMlaGroup];
 #pragma unroll
-        for (int hh = 0; hh < kMlaGroup; ++hh) o[i][hh] = fmaf(score[hh * kMlaTile + j], vv, o[i][hh]);
+      for (int hh = 0; hh < kMlaGroup; ++hh) p[hh] = score[hh * kMlaTile + j];
+#pragma unroll
+      for (int i = 0; i < KD; ++i) {
+        const int c = tid + i * kMlaThreads;
+        const float vv = c < r ? ks[j * w + c] : 0.0f;  // dims past the rank: never stored
+#pragma unroll
+        for (int hh = 0; hh < kMlaGroup; ++hh) o[i][hh] = fmaf(p[hh], vv, o[i][hh]);
       }
     }
     __syncthreads();  // the next tile overwrites the rows and the scores
