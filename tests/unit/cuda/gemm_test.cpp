@@ -186,6 +186,16 @@ struct ProductCase {
     }
     for (int64_t o = 0; o < n; ++o) ASSERT_EQ(alone[size_t(o)], got[size_t((m - 1) * n + o)]) << what << " out " << o;
   }
+  // Asserts product(x, m, dm, y) gives got's bits on every tile shape (kKernels). Call through ASSERT_NO_FATAL_FAILURE.
+  template <typename Product>
+  void expect_every_tile_same_bits(Product product, const std::string& what) {
+    for (const cuda::GemmKernel kind : kKernels) {
+      const UseKernel use(kind);
+      DeviceVec<float> dz(test::poisoned(size_t(m * n)));
+      product(dx.get(), m, dm, dz.get());
+      ASSERT_EQ(dz.download(), got) << what << " " << kernel_name(kind);
+    }
+  }
 };
 
 }  // namespace
@@ -384,12 +394,7 @@ TEST(GemmTcSplit, MatchesReferenceToFloat32Accuracy) {
         Worst worst;
         const std::string what = std::string(codec_name(codec)) + " m " + std::to_string(m) + (split_k ? " split" : "");
         ASSERT_NO_FATAL_FAILURE(pc.expect_within(split_bound, what, worst));
-        for (const cuda::GemmKernel kind : kKernels) {  // every tile
-          const UseKernel use(kind);
-          DeviceVec<float> dz(test::poisoned(size_t(m * n)));
-          split(pc.dx.get(), m, pc.dm, dz.get());
-          ASSERT_EQ(dz.download(), pc.got) << what << " " << kernel_name(kind);
-        }
+        ASSERT_NO_FATAL_FAILURE(pc.expect_every_tile_same_bits(split, what));
         std::printf("[ gemm ] split %s%s m %lld n %lld k %lld: worst error %.3f of the bound\n",
                     std::string(codec_name(codec)).c_str(), split_k ? " (k in parts)" : "", (long long)m, (long long)n,
                     (long long)k, worst.ratio);
@@ -419,12 +424,7 @@ TEST(GemmTcSplit, SplitWeightsMatchReferenceToFloat32Accuracy) {
       Worst worst;
       const std::string what = std::string(codec_name(codec)) + " m " + std::to_string(m);
       ASSERT_NO_FATAL_FAILURE(pc.expect_within(split3_bound, what, worst));
-      for (const cuda::GemmKernel kind : kKernels) {  // every tile
-        const UseKernel use(kind);
-        DeviceVec<float> dz(test::poisoned(size_t(m * n)));
-        split(pc.dx.get(), m, pc.dm, dz.get());
-        ASSERT_EQ(dz.download(), pc.got) << what << " " << kernel_name(kind);
-      }
+      ASSERT_NO_FATAL_FAILURE(pc.expect_every_tile_same_bits(split, what));
       std::printf("[ gemm ] split weights %s m %lld n %lld k %lld: worst error %.3f of the bound\n",
                   std::string(codec_name(codec)).c_str(), (long long)m, (long long)n, (long long)k, worst.ratio);
     }
