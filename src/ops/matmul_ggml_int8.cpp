@@ -78,8 +78,11 @@ inline constexpr Pick<B> kPick{};
 // alone left the cores waiting on each new block's first line (Q6_K head and Q4_K experts: 4-layer Q4_K_M decode on
 // 2 cores 22.3 -> 33 tok/s; 1024 and 16384 bytes gave about the same, docs/results/2026-12-05-cpu-kquant-prefetch.md).
 // Q6_K's lines go to L2 only (prefetcht1): 16-layer Q4_K_M decode on 1 thread +2-4% (its head is Q6_K); Q4_K's
-// matvec was no faster so (2026-12-06).
-static constexpr size_t kAhead = 4096;
+// matvec was no faster so (2026-12-06). Q6_K asks 8192 bytes ahead: its matvec -9-11% on one Zen 4 core, 4-layer
+// Q4_K_M decode +2.7% at 1 thread (docs/results/2026-12-07-cpu-q6k-prefetch-8192-session35.md); Q4_K is best at
+// 4096 (2026-12-07-cpu-kquant-prefetch-distance-session35.md).
+template <Codec T>
+constexpr size_t kAhead = T == Codec::Q6_K ? 8192 : 4096;
 template <Codec T>
 constexpr int kLocality = T == Codec::Q6_K ? 2 : 3;
 
@@ -237,7 +240,7 @@ HWY_INLINE void SuperRows(const Int8Rows& xq, const uint8_t* row, int64_t i0, fl
           break;
         }
         const uint8_t* block = row + size_t(b0 + k) * block_bytes;
-        for (size_t c = 0; c < block_bytes; c += 64) __builtin_prefetch(block + kAhead + c, 0, kLocality<T>);
+        for (size_t c = 0; c < block_bytes; c += 64) __builtin_prefetch(block + kAhead<T> + c, 0, kLocality<T>);
         PrepareSuper<T>(d8, block, p);
         d[k] = p.d, dmin[k] = p.dmin;
         const int64_t index = i0 * r.blocks + b0 + k;
@@ -258,7 +261,7 @@ HWY_INLINE void SuperRows(const Int8Rows& xq, const uint8_t* row, int64_t i0, fl
   } else {
     for (int64_t b = 0; b < r.blocks; ++b) {
       const uint8_t* block = row + size_t(b) * block_bytes;
-      for (size_t c = 0; c < block_bytes; c += 64) __builtin_prefetch(block + kAhead + c, 0, kLocality<T>);
+      for (size_t c = 0; c < block_bytes; c += 64) __builtin_prefetch(block + kAhead<T> + c, 0, kLocality<T>);
       PrepareSuper<T>(d8, block, p);
       constexpr size_t R = kHasMin<T> ? 2 : 4;  // rows a reduction, as blocks above
       for (size_t i = 0; i < TM; i += R) {
@@ -314,7 +317,7 @@ HWY_INLINE void SuperOuts4(const Int8Rows& xq, const uint8_t* const (&rows)[4], 
     HWY_ALIGN float d[4], dmin[4];
     for (size_t j = 0; j < 4; ++j) {
       const uint8_t* block = rows[j] + size_t(b) * block_bytes;
-      for (size_t c = 0; c < block_bytes; c += 64) __builtin_prefetch(block + kAhead + c, 0, kLocality<T>);
+      for (size_t c = 0; c < block_bytes; c += 64) __builtin_prefetch(block + kAhead<T> + c, 0, kLocality<T>);
       PrepareSuper<T>(d8, block, p);
       d[j] = p.d, dmin[j] = p.dmin;
       SuperDot<T>(d8, p, block, r.q.data() + index * 256, xq.bsum.data() + index * 16, isum[j], msum[j]);
