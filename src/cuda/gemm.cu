@@ -76,13 +76,14 @@ __device__ __forceinline__ float tf32(float v) {
   return nvcuda::wmma::__float_to_tf32(v);
 }
 
+// Four floats rounded to TF32 (unless !Round: weights that matmul_tc_split splits into two TF32 parts itself).
+template <bool Round = true>
 __device__ __forceinline__ void store4(float* dst, float a, float b, float c, float d) {
-  *reinterpret_cast<float4*>(dst) = make_float4(tf32(a), tf32(b), tf32(c), tf32(d));
-}
-
-// store4 without the rounding: weights that matmul_tc_split splits into two TF32 parts itself.
-__device__ __forceinline__ void store4_exact(float* dst, float a, float b, float c, float d) {
-  *reinterpret_cast<float4*>(dst) = make_float4(a, b, c, d);
+  if constexpr (Round) {
+    *reinterpret_cast<float4*>(dst) = make_float4(tf32(a), tf32(b), tf32(c), tf32(d));
+  } else {
+    *reinterpret_cast<float4*>(dst) = make_float4(a, b, c, d);
+  }
 }
 
 // A block's rows: fills src (the x row of each tile row) and dst (the output row), sets the weights (wa: the matrix,
@@ -366,13 +367,8 @@ __device__ __forceinline__ void store_piece(const uint32_t* raw, int64_t k0, int
     v[j] = k0 + pc.first + j < cols ? v[j] : 0.0f;
     v[4 + j] = k0 + pc.second + j < cols ? v[4 + j] : 0.0f;
   }
-  if constexpr (Round) {
-    store4(ws_row + pc.first, v[0], v[1], v[2], v[3]);
-    store4(ws_row + pc.second, v[4], v[5], v[6], v[7]);
-  } else {
-    store4_exact(ws_row + pc.first, v[0], v[1], v[2], v[3]);
-    store4_exact(ws_row + pc.second, v[4], v[5], v[6], v[7]);
-  }
+  store4<Round>(ws_row + pc.first, v[0], v[1], v[2], v[3]);
+  store4<Round>(ws_row + pc.second, v[4], v[5], v[6], v[7]);
 }
 
 // This thread's weight pieces of a slice: item tid + j * kThreads is piece (item % 8) of tile row item / 8.
@@ -470,7 +466,8 @@ __global__ void __launch_bounds__(T::kThreads, min_blocks<T>()) mma_kernel(GemmA
   stage_x<T>(a, src, rows, kb, sm);
   cp_async_commit();
   fetch_pieces<C, T>(wrow, kb, a.cols, raw);
-  store_pieces < C, T, Split<2>(raw, kb, a.cols, sm + T::BM * T::kLd);
+  constexpr bool kRoundW = Split < 2;  // Split 2 keeps the weights float32 in shared memory
+  store_pieces<C, T, kRoundW>(raw, kb, a.cols, sm + T::BM * T::kLd);
   cp_async_wait_all();
   if constexpr (Split == 0) round_x<T>(sm);
   __syncthreads();
@@ -536,7 +533,7 @@ __global__ void __launch_bounds__(T::kThreads, min_blocks<T>()) mma_kernel(GemmA
       }
     }
     if (more) {
-      store_pieces < C, T, Split<2>(raw, k0 + kBK, a.cols, next + T::BM * T::kLd);
+      store_pieces<C, T, kRoundW>(raw, k0 + kBK, a.cols, next + T::BM * T::kLd);
       cp_async_wait_all();
       if constexpr (Split == 0) round_x<T>(next);
     }
@@ -988,6 +985,16 @@ void launch(Shape shape, dim3 grid, const GemmArgs& a, cudaStream_t stream, cons
   check(cudaGetLastError(), what);
 }
 
+// launch at TF32 (or f16) accuracy, or with float32 carried to float32's accuracy (kSplitOf<C>).
+template <CodecId C, Mode M>
+void launch_at(bool float32, Shape shape, dim3 grid, const GemmArgs& a, cudaStream_t stream, const char* what) {
+  if (float32) {
+    launch<C, M, kSplitOf<C>>(shape, grid, a, stream, what);
+  } else {
+    launch<C, M>(shape, grid, a, stream, what);
+  }
+}
+
 // The arguments every product shares: x (rows of cols floats) into y (rows of n_out floats).
 GemmArgs product(const float* x, int64_t n_out, int64_t cols, float* y) {
   GemmArgs a;
@@ -1200,13 +1207,8 @@ void gate_up_on(const Buckets& b, Shape sh, const float* x, int64_t m, int k, co
   a.off_b = l.up_offset;
   const dim3 grid(unsigned(max_tiles(m * k, num_experts, tile_rows_of(sh))),
                   tiles_for(l.intermediate, tile_cols_of(sh) / 2));
-  dispatch_codec<true>(l.gate_up, [&]<CodecId C>() {
-    if (float32) {
-      launch<C, Mode::GateUp, kSplitOf<C>>(sh, grid, a, stream, "expert_gate_up_tc");
-    } else {
-      launch<C, Mode::GateUp>(sh, grid, a, stream, "expert_gate_up_tc");
-    }
-  });
+  dispatch_codec<true>(
+      l.gate_up, [&]<CodecId C>() { launch_at<C, Mode::GateUp>(float32, sh, grid, a, stream, "expert_gate_up_tc"); });
 }
 void down_on(const Buckets& b, Shape sh, const float* act, int64_t pairs, const uint8_t* const* table, int num_experts,
              const ExpertLayout& l, float* out, cudaStream_t stream, const ExpertMath& math, bool float32) {
@@ -1216,13 +1218,8 @@ void down_on(const Buckets& b, Shape sh, const float* act, int64_t pairs, const 
   if (!float32 && use_f16(l.down)) to_f16(act, pairs, l.intermediate, b.f16, a, stream);
   a.off_a = l.down_offset;
   const dim3 grid(unsigned(max_tiles(pairs, num_experts, tile_rows_of(sh))), tiles_for(l.hidden, tile_cols_of(sh)));
-  dispatch_codec<true>(l.down, [&]<CodecId C>() {
-    if (float32) {
-      launch<C, Mode::Down, kSplitOf<C>>(sh, grid, a, stream, "expert_down_tc");
-    } else {
-      launch<C, Mode::Down>(sh, grid, a, stream, "expert_down_tc");
-    }
-  });
+  dispatch_codec<true>(l.down,
+                       [&]<CodecId C>() { launch_at<C, Mode::Down>(float32, sh, grid, a, stream, "expert_down_tc"); });
 }
 }  // namespace
 
