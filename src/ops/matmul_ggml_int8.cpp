@@ -73,14 +73,15 @@ struct Pick {
 template <size_t B>
 inline constexpr Pick<B> kPick{};
 
-// Software prefetch distance of the 256-value kernels: each block asks for the lines kAhead bytes further on, about
-// 20 blocks (a weight row and more) ahead. Decode reads each weight once, row after row, and the hardware prefetcher
-// alone left the cores waiting on each new block's first line (Q6_K head and Q4_K experts: 4-layer Q4_K_M decode on
-// 2 cores 22.3 -> 33 tok/s; 1024 and 16384 bytes gave about the same, docs/results/2026-12-05-cpu-kquant-prefetch.md).
-// Q6_K's lines go to L2 only (prefetcht1): 16-layer Q4_K_M decode on 1 thread +2-4% (its head is Q6_K); Q4_K's
-// matvec was no faster so (2026-12-06). Q6_K asks 8192 bytes ahead: its matvec -9-11% on one Zen 4 core, 4-layer
-// Q4_K_M decode +2.7% at 1 thread (docs/results/2026-12-07-cpu-q6k-prefetch-8192-session35.md); Q4_K is best at
-// 4096 (2026-12-07-cpu-kquant-prefetch-distance-session35.md).
+// Software prefetch distance of the 256-value kernels: each block asks for the lines kAhead<T> bytes further on, 4096
+// (about 20 blocks, a weight row and more) or Q6_K's 8192. Decode reads each weight once, row after row, and the
+// hardware prefetcher alone left the cores waiting on each new block's first line (Q6_K head and Q4_K experts: 4-layer
+// Q4_K_M decode on 2 cores 22.3 -> 33 tok/s; 1024 and 16384 bytes gave about the same,
+// docs/results/2026-12-05-cpu-kquant-prefetch.md). Q6_K's lines go to L2 only (prefetcht1): 16-layer Q4_K_M decode on 1
+// thread +2-4% (its head is Q6_K); Q4_K's matvec was no faster so (2026-12-06). Q6_K at 8192 rather than 4096: its
+// matvec -9-11% on one Zen 4 core, 4-layer Q4_K_M decode +2.7% at 1 thread
+// (docs/results/2026-12-07-cpu-q6k-prefetch-8192-session35.md); Q4_K is best at 4096
+// (2026-12-07-cpu-kquant-prefetch-distance-session35.md).
 template <Codec T>
 constexpr size_t kAhead = T == Codec::Q6_K ? 8192 : 4096;
 template <Codec T>
