@@ -171,8 +171,9 @@ void Model::attention(int layer, std::span<const BatchRow> rows, const float* xn
   // One work item per (row, KV head): the query heads that share it read its keys and values once, and the threads
   // claim items one at a time, KV head by KV head, the longest rows first (a row costs its span of keys, which grows
   // along a prompt). With fewer rows x KV heads than threads (decode), an item is one chunk of a row's keys
-  // (ops::kAttentionChunk) for one KV head instead, and each row's chunks are combined after: every key and value is
-  // still read once, every thread has work at any depth, and the bits are attention_row's.
+  // (ops::kAttentionChunk) for one KV head's query heads, or for an equal share of them when there are still fewer
+  // items than threads (a head's sums are its own, so the bits are the same), and each row's chunks are combined
+  // after: every thread has work at any depth, and the bits are attention_row's.
   const auto span_first = [&](const BatchRow& r) { return plan.window > 0 ? std::max(0, r.pos - plan.window + 1) : 0; };
   ThreadPool& pool = ThreadPool::global();
   const int group = c.num_heads / c.num_kv_heads;
@@ -206,17 +207,21 @@ void Model::attention(int layer, std::span<const BatchRow> rows, const float* xn
     thread_local Floats o_buf, ml_buf;  // every element written by its item before the combine reads it
     float* const o = o_buf.resize(size_t(chunks * o_stride));
     float* const ml = ml_buf.resize(size_t(chunks * ml_stride));
-    const int64_t items = chunks * c.num_kv_heads;
+    // A KV head's query heads in `parts` shares of `share` heads: the fewest shares that give every thread an item.
+    int parts = 1;
+    while (parts < group && (chunks * c.num_kv_heads * parts < pool.size() || group % parts != 0)) ++parts;
+    const int share = group / parts, shares = c.num_heads / share;
+    const int64_t items = chunks * shares;
     pool.parallel_for(size_t(std::min<int64_t>(items, pool.size())), 1, [&](size_t, size_t) {
       for (int64_t it = next.fetch_add(1, std::memory_order_relaxed); it < items;
            it = next.fetch_add(1, std::memory_order_relaxed)) {
-        const int64_t chunk = it / c.num_kv_heads;
-        const int h = int(it % c.num_kv_heads) * group;
+        const int64_t chunk = it / shares;
+        const int h = int(it % shares) * share;
         const int64_t i = std::upper_bound(chunk_at.begin(), chunk_at.end(), chunk) - chunk_at.begin() - 1;
         const BatchRow& r = rows[size_t(i)];
         const int c0 = span_first(r) + int(chunk - chunk_at[size_t(i)]) * ops::kAttentionChunk;
         ops::attention_chunk(q + i * Q, r.kv->keys(layer), r.kv->values(layer), c0,
-                             std::min(r.pos, c0 + ops::kAttentionChunk - 1), shape, h, h + group,
+                             std::min(r.pos, c0 + ops::kAttentionChunk - 1), shape, h, h + share,
                              o + chunk * o_stride + int64_t(h) * hd, ml + chunk * ml_stride + 2 * h);
       }
     });

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "test_util.h"
@@ -51,6 +52,37 @@ TEST_P(DecodeTest, TokenByTokenEqualsFullPromptAcrossKvGrowth) {
   for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(double(got[i]) - double(full[i])));
   EXPECT_EQ(std::memcmp(got.data(), full.data(), got.size() * sizeof(float)), 0) << "max |diff| " << worst;
   (void)V;
+}
+
+// Decode's attention cuts a row's keys into chunks, and a KV head's query heads into shares, when a forward has fewer
+// rows x KV heads than threads: the same bits at any thread count (16 threads on a 2-core machine run every split),
+// over 140 positions so the keys span two chunks.
+TEST_P(DecodeTest, TokenByTokenGivesTheSameBitsAtAnyThreadCount) {
+  auto model = Model::load(test::data_path("models/" + GetParam() + "/hf"));
+  const std::vector<int32_t> base = ids_of(GetParam());
+  std::vector<int32_t> ids;
+  for (size_t i = 0; ids.size() < 140; ++i) ids.push_back(base[i % base.size()]);
+  const int threads = ThreadPool::global().size();
+  const auto decode = [&](int t) {
+    ThreadPool::set_global_threads(t);
+    Engine e(*model, {});
+    const int seq = e.add_sequence();
+    SequenceStep first{seq, {ids.data(), 3}, true};
+    std::vector<float> got = e.step({&first, 1});
+    for (size_t i = 3; i < ids.size(); ++i) {
+      SequenceStep one{seq, {&ids[i], 1}, true};
+      const std::vector<float> row = e.step({&one, 1});
+      got.insert(got.end(), row.begin(), row.end());
+    }
+    return got;
+  };
+  const std::vector<float> one = decode(1);
+  for (int t : {3, 16}) {
+    const std::vector<float> many = decode(t);
+    ASSERT_EQ(many.size(), one.size());
+    EXPECT_EQ(std::memcmp(many.data(), one.data(), one.size() * sizeof(float)), 0) << t << " threads";
+  }
+  ThreadPool::set_global_threads(threads);
 }
 
 // Batched = alone holds for every family, the hybrid ones too: each sequence's rows run their own conv window and
