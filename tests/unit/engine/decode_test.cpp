@@ -76,13 +76,13 @@ TEST_P(DecodeTest, TokenByTokenGivesTheSameBitsAtAnyThreadCount) {
     }
     return got;
   };
-  const std::vector<float> one = decode(1);
-  for (int t : {3, 16}) {
-    const std::vector<float> many = decode(t);
-    ASSERT_EQ(many.size(), one.size());
-    EXPECT_EQ(std::memcmp(many.data(), one.data(), one.size() * sizeof(float)), 0) << t << " threads";
+  const std::vector<float> one = decode(1), three = decode(3), sixteen = decode(16);
+  ThreadPool::set_global_threads(threads);  // before any assertion can return
+  for (const auto* many : {&three, &sixteen}) {
+    ASSERT_EQ(many->size(), one.size());
+    EXPECT_EQ(std::memcmp(many->data(), one.data(), one.size() * sizeof(float)), 0)
+        << (many == &three ? 3 : 16) << " threads";
   }
-  ThreadPool::set_global_threads(threads);
 }
 
 // Batched = alone holds for every family, the hybrid ones too: each sequence's rows run their own conv window and
