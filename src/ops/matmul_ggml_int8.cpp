@@ -80,8 +80,8 @@ inline constexpr Pick<B> kPick{};
 // docs/results/2026-12-05-cpu-kquant-prefetch.md). Q6_K's lines go to L2 only (prefetcht1): 16-layer Q4_K_M decode on 1
 // thread +2-4% (its head is Q6_K); Q4_K's matvec was no faster so (2026-12-06). Q6_K at 8192 rather than 4096: its
 // matvec -9-11% on one Zen 4 core, 4-layer Q4_K_M decode +2.7% at 1 thread
-// (docs/results/2026-12-07-cpu-q6k-prefetch-8192-session35.md); Q4_K is best at 4096
-// (2026-12-07-cpu-kquant-prefetch-distance-session35.md).
+// (docs/results/2026-12-07-cpu-q6k-prefetch-8192-session35.md); Q4_K is best at 4096 in rows of 2048 values
+// (2026-12-07-cpu-kquant-prefetch-distance-session35.md). SuperOuts4 asks at least four rows on (RangeT).
 template <Codec T>
 constexpr size_t kAhead = T == Codec::Q6_K ? 8192 : 4096;
 template <Codec T>
@@ -303,7 +303,8 @@ HWY_INLINE void SuperRows(const Int8Rows& xq, const uint8_t* row, int64_t i0, fl
 template <Codec T>
 constexpr bool kOuts4 = T == Codec::Q2_K || T == Codec::Q4_K || T == Codec::Q5_K || T == Codec::IQ4_XS;
 template <Codec T>
-HWY_INLINE void SuperOuts4(const Int8Rows& xq, const uint8_t* const (&rows)[4], int64_t i, float* y, int64_t ldy) {
+HWY_INLINE void SuperOuts4(const Int8Rows& xq, const uint8_t* const (&rows)[4], int64_t i, float* y, int64_t ldy,
+                           size_t ahead) {
   using D8 = hn::CappedTag<uint8_t, 64>;
   const D8 d8;
   const hn::Repartition<int32_t, D8> d32;
@@ -318,7 +319,7 @@ HWY_INLINE void SuperOuts4(const Int8Rows& xq, const uint8_t* const (&rows)[4], 
     HWY_ALIGN float d[4], dmin[4];
     for (size_t j = 0; j < 4; ++j) {
       const uint8_t* block = rows[j] + size_t(b) * block_bytes;
-      for (size_t c = 0; c < block_bytes; c += 64) __builtin_prefetch(block + kAhead<T> + c, 0, kLocality<T>);
+      for (size_t c = 0; c < block_bytes; c += 64) __builtin_prefetch(block + ahead + c, 0, kLocality<T>);
       PrepareSuper<T>(d8, block, p);
       d[j] = p.d, dmin[j] = p.dmin;
       SuperDot<T>(d8, p, block, r.q.data() + index * 256, xq.bsum.data() + index * 16, isum[j], msum[j]);
@@ -939,10 +940,16 @@ __attribute__((aligned(64))) void RangeT(const Int8Rows& xq, const Matrix& w, fl
   }
   int64_t n = n0;
   if (kOuts4<T> && m < 4) {  // decode: four outputs at a time for each row of x
+    // Each block asks for its lines in the next four rows (the next outputs' same block) where those lie past
+    // kAhead<T>: in rows longer than a quarter of kAhead<T>, the lines kAhead<T> bytes on are in this group's own
+    // rows, already on their way, and the next group's first blocks were never asked for. One Zen 4 core, rows of
+    // 4096 values: Q4_K and Q5_K matvec -31% and -32%, IQ4_XS -16%, Q2_K -11%; of 2048, Q5_K -9%, the rest as they
+    // were (docs/results/2026-12-07-cpu-kquant-prefetch-next-rows-session36.md).
+    const size_t ahead = std::max(kAhead<T>, 4 * row_bytes);
     for (; n + 4 <= n1; n += 4) {
       const uint8_t* const rows[4] = {base + size_t(n) * row_bytes, base + size_t(n + 1) * row_bytes,
                                       base + size_t(n + 2) * row_bytes, base + size_t(n + 3) * row_bytes};
-      for (int64_t i = 0; i < m; ++i) SuperOuts4<T>(xq, rows, i, y + n, w.rows);
+      for (int64_t i = 0; i < m; ++i) SuperOuts4<T>(xq, rows, i, y + n, w.rows, ahead);
     }
   }
   for (; n < n1; ++n) {
