@@ -299,7 +299,7 @@ HWY_INLINE void SuperRows(const Int8Rows& xq, const uint8_t* row, int64_t i0, fl
 // scalar steps (in SuperRows<T, 1> they and the reductions took about 40% of a Q4_K matvec, 2026-12-06). Taken
 // where it was faster on Zen 4 (matmul_bench --codecs, one thread): Q2_K -25%, Q4_K -35%, Q5_K -15%, IQ4_XS -28%;
 // Q6_K was 55% slower so (not for want of prefetch one group ahead, nor from its d and dmin's stores: both tried;
-// the cause is not known), Q3_K unclear.
+// the cause is not known), Q3_K unclear. Each block asks for the lines `ahead` bytes on (RangeT's choice).
 template <Codec T>
 constexpr bool kOuts4 = T == Codec::Q2_K || T == Codec::Q4_K || T == Codec::Q5_K || T == Codec::IQ4_XS;
 template <Codec T>
