@@ -46,6 +46,7 @@ void matmul_batch(const std::vector<MatmulJob>& jobs) {
   if (xq.empty()) xq.emplace_back();
   std::vector<Piece> pieces;
   int64_t rows = 0;  // the most rows of x a piece's job has: decode's products split finer (matmul.h)
+  size_t weight_bytes = 0;
   for (size_t j = 0; j < jobs.size(); ++j) {
     const MatmulJob& job = jobs[j];
     if (job.m <= 0 || job.w.rows <= 0) continue;
@@ -67,6 +68,7 @@ void matmul_batch(const std::vector<MatmulJob>& jobs) {
       xq_of[j] = q;
     }
     rows = std::max(rows, job.m);
+    weight_bytes += job.w.nbytes();
     for (int64_t n = 0; n < job.w.rows; n += kMatmulPiece)
       pieces.push_back({j, n, std::min(n + kMatmulPiece, job.w.rows)});
   }
@@ -80,7 +82,7 @@ void matmul_batch(const std::vector<MatmulJob>& jobs) {
           matmul_piece(job.x, job.m, xq[xq_of[pieces[p].job]], job.w, job.y, pieces[p].n0, pieces[q - 1].n1);
         }
       },
-      product_chunks_per_thread(rows));
+      product_chunks_per_thread(rows, weight_bytes, ThreadPool::global().size()));
 }
 
 }  // namespace seedling::ops

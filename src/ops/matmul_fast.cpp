@@ -344,12 +344,17 @@ void matmul(const float* x, int64_t m, const Matrix& w, float* y) {
     return codec_is_affine(w.codec) ? matmul_int8(x, m, w, y) : ggml_matmul_int8(x, m, w, y);
   }
   // Split output columns across threads in multiples of 4 (whole tiles); at least 8 columns per chunk, so that a
-  // router's 128 rows reach 16 threads (at 16 a chunk, 16-thread decode's router region kept 35% of them busy).
+  // router's 128 rows reach 16 threads (at 16 a chunk, 16-thread decode's router region kept 35% of them busy); at
+  // decode several chunks a thread, as the int8 products (product_chunks_per_thread).
   const int64_t groups = (w.rows + 3) / 4;
-  ThreadPool::global().parallel_for(size_t(groups), 2, [&](size_t g0, size_t g1) {
-    const int64_t n0 = int64_t(g0) * 4, n1 = std::min<int64_t>(int64_t(g1) * 4, w.rows);
-    matmul_range(x, m, w, y, n0, n1);
-  });
+  ThreadPool& pool = ThreadPool::global();
+  pool.parallel_for(
+      size_t(groups), 2,
+      [&](size_t g0, size_t g1) {
+        const int64_t n0 = int64_t(g0) * 4, n1 = std::min<int64_t>(int64_t(g1) * 4, w.rows);
+        matmul_range(x, m, w, y, n0, n1);
+      },
+      product_chunks_per_thread(m, w.nbytes(), pool.size()));
 }
 
 float dot(const float* a, const float* b, int64_t n) {

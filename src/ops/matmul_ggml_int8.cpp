@@ -1051,7 +1051,7 @@ void ggml_matmul_int8(const float* x, int64_t m, const Matrix& w, float* y) {
   quantize_ggml_int8_rows(x, m, w.cols, group, xq);
   ThreadPool::global().parallel_for(
       size_t(w.rows), 8, [&](size_t n0, size_t n1) { ggml_matmul_int8_range(xq, w, y, int64_t(n0), int64_t(n1)); },
-      product_chunks_per_thread(m));
+      product_chunks_per_thread(m, w.nbytes(), ThreadPool::global().size()));
 }
 
 }  // namespace seedling::ops

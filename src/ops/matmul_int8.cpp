@@ -512,7 +512,7 @@ void matmul_int8(const float* x, int64_t m, const Matrix& w, float* y) {
       [&](size_t t0, size_t t1) {
         matmul_int8_range(xq, w, y, int64_t(t0 * tile), std::min(int64_t(t1 * tile), w.rows));
       },
-      product_chunks_per_thread(m));
+      product_chunks_per_thread(m, w.nbytes(), ThreadPool::global().size()));
 }
 
 }  // namespace seedling::ops
