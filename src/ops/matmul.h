@@ -122,9 +122,9 @@ inline constexpr int64_t kMatmulPiece = 64;  // outputs a piece; a multiple of e
 // ThreadPool::parallel_for's chunks a thread for a product of m rows of x over its outputs: at decode (under 8 rows)
 // 4, so threads that finish first take the outputs of one that lags (a 16-thread profile found the dense products'
 // regions 70-73% busy with one chunk a thread, 2026-12-06), and more for a large matrix, so that no chunk holds
-// much more than kDecodeChunkBytes of weights: the last chunk is the region's tail (a 151936-row head's 4 MB chunks
-// at 16 threads were most of a 0.8 ms tail); a prompt's tile GEMMs keep one long range a thread. weight_bytes: the
-// whole product's, split over `threads`.
+// much more than kDecodeChunkBytes of weights, as the last chunk claimed is the region's tail (with a 151936-row head
+// in 4 MB chunks, its region with o_proj's was 88% busy at 16 threads, 2026-12-07); a prompt's tile GEMMs keep one
+// long range a thread. weight_bytes: the whole product's, split over `threads`.
 inline constexpr size_t kDecodeChunkBytes = size_t(512) << 10;
 inline size_t product_chunks_per_thread(int64_t m, size_t weight_bytes, int threads) {
   if (m >= 8) return 1;
