@@ -447,8 +447,8 @@ void add_pack(CLI::App& app, int* status) {
                   "preview/test knob: search seeds 1..K only (default all 65535), for fast tests and previews; "
                   "recorded in the manifest");
   cmd->add_option("--imatrix", f->imatrix,
-                  "seed tiers: weight each expert's search by its input energies (seedling imatrix; "
-                  "docs/formats/imatrix.md)");
+                  "seed tiers: weight each expert's search by its input energies (seedling imatrix, or llama.cpp's "
+                  "imatrix GGUF; docs/formats/imatrix.md)");
   cmd->add_option(
       "--search-device", f->search_device,
       "seed tiers: where the search runs, cpu (every thread) or cuda (the GPU; the same blobs bit for bit)");

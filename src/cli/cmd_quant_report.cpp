@@ -398,7 +398,8 @@ void add_quant_report(CLI::App& app, int* status) {
   cmd->add_option("--tensor", f->tensor, "with -m: one matrix of the checkpoint instead of the routed experts");
   cmd->add_option("--rows", f->rows, "with -m: evenly spaced rows sampled from each tensor")->capture_default_str();
   cmd->add_option("--imatrix", f->imatrix,
-                  "with -m: activation energies (seedling imatrix) weighting errors and seeds");
+                  "with -m: activation energies (seedling imatrix, or llama.cpp's imatrix GGUF) weighting errors "
+                  "and seeds");
   cmd->add_option("--against", f->against, "with -m: a packed copy whose logits are compared to -m's over -f");
   cmd->add_option("-f,--file", f->file, "with --against: text file");
   cmd->add_option("--tokens", f->tokens, "with --against: the first N tokens of the text (0: all)");

@@ -2,9 +2,11 @@
 #include "model/imatrix.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "core/error.h"
+#include "io/gguf.h"
 #include "io/safetensors_writer.h"
 
 namespace seedling {
@@ -188,10 +190,16 @@ void write_imatrix(const std::string& path, const ImatrixCollector& col,
 }
 
 Imatrix Imatrix::load(const std::string& path, const ModelConfig& c) {
+  return is_gguf_file(path) ? load_llama_cpp(path, c) : load_safetensors(path, c);
+}
+
+Imatrix Imatrix::load_safetensors(const std::string& path, const ModelConfig& c) {
   Imatrix m;
-  m.file_ = std::make_shared<SafetensorsFile>(path);
+  const SafetensorsFile file(path);
+  m.path_ = path;
   m.c_ = c;
-  const auto& meta = m.file_->metadata();
+  m.metadata_ = file.metadata();
+  const auto& meta = file.metadata();
   const auto fmt_it = meta.find("seedling_format");
   if (fmt_it == meta.end() || fmt_it->second != kImatrixFormatName)
     fail("{}: not an imatrix file (expected __metadata__ seedling_format '{}')", path, kImatrixFormatName);
@@ -202,8 +210,8 @@ Imatrix Imatrix::load(const std::string& path, const ModelConfig& c) {
   size_t expected = 0;
   auto check = [&](const std::string& name, DType dtype, std::vector<int64_t> shape) {
     ++expected;
-    const auto it = m.file_->tensors().find(name);
-    if (it == m.file_->tensors().end())
+    const auto it = file.tensors().find(name);
+    if (it == file.tensors().end())
       fail("{}: tensor '{}' is missing: the model ({}, {} layers) needs it {} (made on another model?)", path, name,
            c.model_type, c.num_layers, shape_string(shape));
     const TensorInfo& t = it->second;
@@ -224,8 +232,15 @@ Imatrix Imatrix::load(const std::string& path, const ModelConfig& c) {
         if (v < 0) fail("{}: tensor '{}' element {} is {}, expected a row count >= 0", path, name, i, v);
       }
     }
-    if (dtype == DType::F32 && reinterpret_cast<uintptr_t>(t.data) % alignof(float) != 0)
-      fail("{}: tensor '{}' data is not 4-byte aligned", path, name);
+    if (dtype == DType::F32) {
+      std::vector<float>& v = m.sums_[name];
+      v.resize(size_t(t.numel()));
+      std::memcpy(v.data(), t.data, v.size() * 4);
+    } else {
+      std::vector<int64_t>& v = m.rows_[name];
+      v.resize(size_t(t.numel()));
+      std::memcpy(v.data(), t.data, v.size() * 8);
+    }
   };
   for (int l = 0; l < c.num_layers; ++l) {
     for (MatrixInput which : kAllInputs) {
@@ -236,8 +251,8 @@ Imatrix Imatrix::load(const std::string& path, const ModelConfig& c) {
       if (group_head(which) == which) check(imatrix_rows_name(l, which), DType::I64, {groups});
     }
   }
-  if (m.file_->tensors().size() != expected) {
-    for (const auto& [name, t] : m.file_->tensors()) {
+  if (file.tensors().size() != expected) {
+    for (const auto& [name, t] : file.tensors()) {
       bool known = false;
       for (int l = 0; l < c.num_layers && !known; ++l) {
         for (MatrixInput which : kAllInputs) {
@@ -253,28 +268,92 @@ Imatrix Imatrix::load(const std::string& path, const ModelConfig& c) {
   return m;
 }
 
-const TensorInfo& Imatrix::find(const std::string& name) const {
-  const auto it = file_->tensors().find(name);
-  if (it == file_->tensors().end()) fail("{}: no tensor '{}'", file_->path(), name);
-  return it->second;
+// llama.cpp's imatrix GGUF: for a matrix `<tensor>` of ne0 = K input columns, `<tensor>.in_sum2` F32 [K, n] with n
+// its experts (1 for a dense matrix) and `<tensor>.counts` F32 [1, n]: per expert the sum over its rows of x_j^2, and
+// the rows. Those are this format's sum_sq and rows; only the routed experts' are read (the seed search's inputs).
+Imatrix Imatrix::load_llama_cpp(const std::string& path, const ModelConfig& c) {
+  const GgufFile file(path);
+  Imatrix m;
+  m.path_ = path;
+  m.c_ = c;
+  for (const auto& [key, value] : file.metadata()) m.metadata_[key] = gguf_value_text(value);
+  bool any_sums = false;
+  for (const GgufTensor& t : file.tensors()) {
+    if (!t.name.ends_with(".in_sum2")) continue;
+    any_sums = true;
+    int layer = -1;  // a blk.N tensor of a layer the model does not have: made on another model
+    if (std::sscanf(t.name.c_str(), "blk.%d.", &layer) == 1 && (layer < 0 || layer >= c.num_layers))
+      fail("{}: tensor '{}' is of layer {}, the model ({}, {} layers) has none (made on another model?)", path, t.name,
+           layer, c.model_type, c.num_layers);
+  }
+  if (!any_sums)
+    fail(
+        "{}: a GGUF with no '<tensor>.in_sum2' tensors is not an imatrix (llama.cpp's imatrix files hold one per "
+        "matrix, beside its '.counts')",
+        path);
+  // One F32 tensor of the shape expected, every element finite and >= 0 (counts: whole numbers too).
+  const auto read = [&](const std::string& name, const std::vector<int64_t>& dims, bool counts) {
+    const GgufTensor* t = file.find_tensor(name);
+    if (t == nullptr)
+      fail("{}: tensor '{}' is missing: the model ({}, {} layers) needs it {} (made on another model?)", path, name,
+           c.model_type, c.num_layers, shape_string(dims));
+    if (t->type != GgmlType::F32) fail("{}: tensor '{}' is {}, expected F32", path, name, ggml_type_name(t->type));
+    if (t->dims != dims)
+      fail("{}: tensor '{}' has shape {} (ne0 first), the model expects {} (made on another model?)", path, name,
+           t->dims_string(), shape_string(dims));
+    std::vector<float> v(size_t(t->numel()));
+    std::memcpy(v.data(), t->data, v.size() * 4);
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (!std::isfinite(v[i]) || v[i] < 0 || (counts && (v[i] != std::floor(v[i]) || v[i] > 9007199254740992.0f)))
+        fail("{}: tensor '{}' element {} is {}, expected {}", path, name, i, v[i],
+             counts ? "a whole row count >= 0" : "finite >= 0");
+    }
+    return v;
+  };
+  for (int l = 0; l < c.num_layers; ++l) {
+    for (MatrixInput which : {MatrixInput::ExpertGateUp, MatrixInput::ExpertDown}) {
+      const int64_t width = imatrix_width(c, l, which), groups = group_count(c, which);
+      if (width == 0) continue;
+      std::string base = fmt::format("blk.{}.ffn_down_exps.weight", l);
+      if (which == MatrixInput::ExpertGateUp) {
+        base = fmt::format("blk.{}.ffn_gate_exps.weight", l);  // gate and up read the same input: either will do
+        if (file.find_tensor(base + ".in_sum2") == nullptr) base = fmt::format("blk.{}.ffn_up_exps.weight", l);
+      }
+      m.sums_[imatrix_sum_name(l, which)] = read(base + ".in_sum2", {width, groups}, false);
+      const std::vector<float> counts = read(base + ".counts", {1, groups}, true);
+      std::vector<int64_t> rows(counts.size());
+      for (size_t e = 0; e < rows.size(); ++e) rows[e] = int64_t(counts[e]);
+      const std::string rows_name = imatrix_rows_name(l, which);
+      const auto it = m.rows_.find(rows_name);
+      if (it != m.rows_.end() && it->second != rows)
+        fail(
+            "{}: '{}.counts' differs from the rows the layer's other expert matrix counted: its experts' inputs are "
+            "the same rows",
+            path, base);
+      m.rows_[rows_name] = std::move(rows);
+    }
+  }
+  return m;
 }
 
 std::span<const float> Imatrix::sum_sq(int layer, MatrixInput which, int expert) const {
   if (layer < 0 || layer >= c_.num_layers || imatrix_width(c_, layer, which) == 0)
-    fail("{}: layer {} has no {}", file_->path(), layer, imatrix_sum_name(layer, which));
+    fail("{}: layer {} has no {}", path_, layer, imatrix_sum_name(layer, which));
   const int64_t width = imatrix_width(c_, layer, which);
   const int64_t g = is_expert_input(which) ? expert : 0;
-  if (g < 0 || g >= group_count(c_, which)) fail("{}: expert {} out of range", file_->path(), expert);
-  const TensorInfo& t = find(imatrix_sum_name(layer, which));
-  return {reinterpret_cast<const float*>(t.data) + g * width, size_t(width)};
+  if (g < 0 || g >= group_count(c_, which)) fail("{}: expert {} out of range", path_, expert);
+  const auto it = sums_.find(imatrix_sum_name(layer, which));
+  if (it == sums_.end())
+    fail("{}: no '{}' (a llama.cpp imatrix is read for the routed experts' inputs only)", path_,
+         imatrix_sum_name(layer, which));
+  return {it->second.data() + g * width, size_t(width)};
 }
 
 int64_t Imatrix::rows(int layer, MatrixInput which, int expert) const {
   sum_sq(layer, which, expert);  // range checks
-  const TensorInfo& t = find(imatrix_rows_name(layer, which));
-  int64_t v;
-  std::memcpy(&v, t.data + (is_expert_input(which) ? expert : 0) * 8, 8);
-  return v;
+  const auto it = rows_.find(imatrix_rows_name(layer, which));
+  if (it == rows_.end()) fail("{}: no '{}'", path_, imatrix_rows_name(layer, which));
+  return it->second[size_t(is_expert_input(which) ? expert : 0)];
 }
 
 std::vector<float> Imatrix::mean_energy(int layer, MatrixInput which, int expert) const {
@@ -287,7 +366,7 @@ std::vector<float> Imatrix::mean_energy(int layer, MatrixInput which, int expert
 }
 
 std::vector<float> Imatrix::expert_search_weights(int layer, int expert, MatrixInput which) const {
-  if (!is_expert_input(which)) fail("{}: search weights are for routed experts' inputs", file_->path());
+  if (!is_expert_input(which)) fail("{}: search weights are for routed experts' inputs", path_);
   std::vector<float> h = mean_energy(layer, which, expert);
   double sum = 0;
   for (float v : h) sum += double(v);

@@ -5,12 +5,13 @@
 // gate/up, width hidden; the input of down, width moe_intermediate), for dense MLPs and for attention (q/k/v and
 // o inputs), with the row counts. write_imatrix stores the sums as float32 safetensors with fixed names; Imatrix
 // reads a file back and checks that every tensor the model needs is there with the model's shape, so a file made on
-// another model is an Error naming the file, the tensor, its shape and the expected one.
+// another model is an Error naming the file, the tensor, its shape and the expected one. Imatrix also reads
+// llama.cpp's imatrix GGUF (llama-imatrix's `<tensor>.in_sum2` and `<tensor>.counts`: the same sums and rows under
+// llama.cpp's tensor names) for the routed experts' inputs, which are what the seed search weighs.
 #pragma once
 
 #include <cstdint>
 #include <map>
-#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -65,7 +66,9 @@ class Imatrix {
  public:
   // Reads `path` and checks it against the model `c`: the format name, every tensor present with the model's shape
   // and dtype, no tensor the model does not have, and every value finite and >= 0. Errors name the file and the
-  // tensor.
+  // tensor. A GGUF `path` is read as llama.cpp's imatrix (docs/formats/imatrix.md): each MoE layer's
+  // `blk.L.ffn_gate_exps.weight` (else `ffn_up_exps`, the same input) and `blk.L.ffn_down_exps.weight` sums [E, width]
+  // and counts [E], whole numbers; its other matrices are not read, and asking for them is an Error.
   static Imatrix load(const std::string& path, const ModelConfig& c);
 
   // Sums of squares (float32, as stored) of one expert's or dense matrix's input; rows that were summed.
@@ -77,13 +80,18 @@ class Imatrix {
   // energies scaled to average 1 over the channels. Empty when no row reached the expert or every energy is 0: such
   // an expert is searched unweighted.
   std::vector<float> expert_search_weights(int layer, int expert, MatrixInput which) const;
-  const std::map<std::string, std::string>& metadata() const { return file_->metadata(); }
-  const std::string& path() const { return file_->path(); }
+  // The safetensors file's __metadata__, or the GGUF's keys as text (`imatrix.datasets`, `imatrix.chunk_count`, ...).
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  const std::string& path() const { return path_; }
 
  private:
-  const TensorInfo& find(const std::string& name) const;
-  std::shared_ptr<SafetensorsFile> file_;
+  static Imatrix load_safetensors(const std::string& path, const ModelConfig& c);
+  static Imatrix load_llama_cpp(const std::string& path, const ModelConfig& c);
+  std::string path_;
   ModelConfig c_;
+  std::map<std::string, std::string> metadata_;
+  std::map<std::string, std::vector<float>> sums_;    // by imatrix_sum_name: [groups x width]
+  std::map<std::string, std::vector<int64_t>> rows_;  // by imatrix_rows_name: [groups]
 };
 
 }  // namespace seedling

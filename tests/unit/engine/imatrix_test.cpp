@@ -8,7 +8,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <tuple>
 
 #include "codec/codec.h"
 #include "codec/quantize.h"
@@ -16,6 +18,7 @@
 #include "codec/seed_search.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "gguf_builder.h"
 #include "io/safetensors_writer.h"
 #include "model/model.h"
 #include "test_util.h"
@@ -56,6 +59,51 @@ Imatrix record_imatrix(Model& model, const std::string& path) {
   model.set_activation_observer(nullptr);
   write_imatrix(path, col, {});
   return Imatrix::load(path, model.config());
+}
+
+// The collector's sums in llama.cpp's imatrix GGUF, as llama-imatrix writes one: for each matrix `<tensor>`,
+// `<tensor>.in_sum2` F32 [K, n] (n: its experts, 1 for a dense matrix) and `<tensor>.counts` F32 [1, n], beside
+// imatrix.datasets, imatrix.chunk_count and imatrix.chunk_size. `skip` leaves a tensor out; `edit` changes values.
+std::string llama_cpp_imatrix(const ImatrixCollector& col, const std::string& skip = "",
+                              const std::function<void(const std::string&, std::vector<float>&)>& edit = nullptr) {
+  const ModelConfig& c = col.config();
+  test::GgufBuilder b;
+  b.strings("imatrix.datasets", {"reference ids"});
+  b.key<uint32_t>("imatrix.chunk_count", GgufType::U32, 1);
+  b.key<uint32_t>("imatrix.chunk_size", GgufType::U32, 512);
+  const auto add = [&](const std::string& name, int l, MatrixInput which) {
+    const bool routed = which == MatrixInput::ExpertGateUp || which == MatrixInput::ExpertDown;
+    const int64_t width = imatrix_width(c, l, which), n = routed ? c.num_experts : 1;
+    std::vector<float> sums, counts;
+    for (int64_t e = 0; e < n; ++e) {
+      const int expert = routed ? int(e) : -1;
+      for (double v : col.sum_sq(l, which, expert)) sums.push_back(float(v));
+      counts.push_back(float(col.rows(l, which, expert)));
+    }
+    for (auto [suffix, v, dims] : {std::tuple{".in_sum2", &sums, std::vector<uint64_t>{uint64_t(width), uint64_t(n)}},
+                                   std::tuple{".counts", &counts, std::vector<uint64_t>{1, uint64_t(n)}}}) {
+      if (name + suffix == skip) continue;
+      if (edit) edit(name + suffix, *v);
+      std::string bytes(v->size() * 4, '\0');
+      std::memcpy(bytes.data(), v->data(), bytes.size());
+      b.raw_tensor(name + suffix, dims, GgmlType::F32, bytes);
+    }
+  };
+  for (int l = 0; l < c.num_layers; ++l) {
+    const std::string blk = "blk." + std::to_string(l) + ".";
+    for (const char* m : {"attn_q", "attn_k", "attn_v"}) add(blk + m + ".weight", l, MatrixInput::AttnQkv);
+    add(blk + "attn_output.weight", l, MatrixInput::AttnO);
+    if (imatrix_width(c, l, MatrixInput::ExpertGateUp) > 0) {
+      add(blk + "ffn_gate_exps.weight", l, MatrixInput::ExpertGateUp);
+      add(blk + "ffn_up_exps.weight", l, MatrixInput::ExpertGateUp);
+      add(blk + "ffn_down_exps.weight", l, MatrixInput::ExpertDown);
+    } else {
+      add(blk + "ffn_gate.weight", l, MatrixInput::MlpGateUp);
+      add(blk + "ffn_up.weight", l, MatrixInput::MlpGateUp);
+      add(blk + "ffn_down.weight", l, MatrixInput::MlpDown);
+    }
+  }
+  return b.bytes();
 }
 
 struct RouteCounter : RouteObserver {
@@ -230,6 +278,89 @@ TEST(ImatrixTest, FileReadsBackAndRejectsAnotherModel) {
               Imatrix::load(dir / "bad.safetensors", c);
             }).find("tensor 'layers.0.attn.qkv.sum_sq' element 0 is -1, expected finite >= 0"),
             std::string::npos);
+}
+
+// llama.cpp's imatrix GGUF of the same sums gives the seed search the very weights our file does (bit for bit), and
+// its lies are errors naming the file and the tensor.
+TEST(ImatrixTest, LlamaCppImatrixGgufGivesTheSameSearchWeights) {
+  auto model = Model::load(test::data_path("models/qwen3_moe_a/hf"));
+  const ModelConfig& c = model->config();
+  ImatrixCollector col(c);
+  model->set_activation_observer(&col);
+  all_logits(*model, test::golden_ids("qwen3_moe_a"));
+  model->set_activation_observer(nullptr);
+  test::ScratchDir dir("imatrix-gguf");
+  write_imatrix(dir / "im.safetensors", col, {});
+  const std::string gguf = dir / "imatrix.gguf";
+  test::write_file(gguf, llama_cpp_imatrix(col));
+  const Imatrix ours = Imatrix::load(dir / "im.safetensors", c), theirs = Imatrix::load(gguf, c);
+  EXPECT_EQ(theirs.metadata().at("imatrix.chunk_count"), "1");
+  int compared = 0;
+  for (int l = 0; l < c.num_layers; ++l) {
+    if (imatrix_width(c, l, MatrixInput::ExpertGateUp) == 0) continue;
+    for (int e = 0; e < c.num_experts; ++e) {
+      for (MatrixInput which : {MatrixInput::ExpertGateUp, MatrixInput::ExpertDown}) {
+        EXPECT_EQ(theirs.rows(l, which, e), ours.rows(l, which, e));
+        const std::vector<float> a = ours.expert_search_weights(l, e, which),
+                                 b = theirs.expert_search_weights(l, e, which);
+        ASSERT_EQ(a.size(), b.size());
+        EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "layer " << l << " expert " << e;
+        compared += a.empty() ? 0 : 1;
+      }
+    }
+  }
+  EXPECT_GT(compared, 8);
+  // The up projection's sums serve when the gate's are absent (the same input).
+  test::write_file(gguf, llama_cpp_imatrix(col, "blk.0.ffn_gate_exps.weight.in_sum2"));
+  const Imatrix up = Imatrix::load(gguf, c);
+  EXPECT_EQ(std::memcmp(up.sum_sq(0, MatrixInput::ExpertGateUp, 3).data(),
+                        ours.sum_sq(0, MatrixInput::ExpertGateUp, 3).data(), size_t(c.hidden_size) * 4),
+            0);
+  // Attention and dense inputs are not read from llama.cpp's file.
+  EXPECT_NE(test::error_of([&] { theirs.sum_sq(0, MatrixInput::AttnQkv); }).find("routed experts' inputs only"),
+            std::string::npos);
+
+  const auto error_with = [&](const std::string& skip,
+                              const std::function<void(const std::string&, std::vector<float>&)>& edit) {
+    test::write_file(gguf, llama_cpp_imatrix(col, skip, edit));
+    return test::error_of([&] { Imatrix::load(gguf, c); });
+  };
+  EXPECT_NE(error_with("blk.2.ffn_down_exps.weight.in_sum2", nullptr)
+                .find("tensor 'blk.2.ffn_down_exps.weight.in_sum2' is missing"),
+            std::string::npos);
+  EXPECT_NE(error_with("",
+                       [](const std::string& n, std::vector<float>& v) {
+                         if (n == "blk.0.ffn_down_exps.weight.in_sum2") v[5] = -2.0f;
+                       })
+                .find("tensor 'blk.0.ffn_down_exps.weight.in_sum2' element 5 is -2, expected finite >= 0"),
+            std::string::npos);
+  EXPECT_NE(error_with("",
+                       [](const std::string& n, std::vector<float>& v) {
+                         if (n == "blk.0.ffn_gate_exps.weight.counts") v[1] = 0.5f;
+                       })
+                .find("tensor 'blk.0.ffn_gate_exps.weight.counts' element 1 is 0.5, expected a whole row count >= 0"),
+            std::string::npos);
+  EXPECT_NE(error_with("",
+                       [](const std::string& n, std::vector<float>& v) {
+                         if (n == "blk.2.ffn_down_exps.weight.counts") v[0] += 1.0f;
+                       })
+                .find("'blk.2.ffn_down_exps.weight.counts' differs from the rows"),
+            std::string::npos);
+  ModelConfig fewer_experts = c;
+  fewer_experts.num_experts = 4;
+  test::write_file(gguf, llama_cpp_imatrix(col));
+  EXPECT_NE(test::error_of([&] { Imatrix::load(gguf, fewer_experts); })
+                .find("tensor 'blk.0.ffn_gate_exps.weight.in_sum2' has shape [64, 8] (ne0 first), the model expects "
+                      "[64, 4]"),
+            std::string::npos);
+  ModelConfig fewer_layers = c;
+  fewer_layers.num_layers = 2;
+  fewer_layers.layer_has_experts.pop_back();
+  fewer_layers.layers.pop_back();
+  EXPECT_NE(test::error_of([&] { Imatrix::load(gguf, fewer_layers); }).find("is of layer 2, the model"),
+            std::string::npos);
+  test::write_file(gguf, test::GgufBuilder().str("general.architecture", "qwen3moe").bytes());
+  EXPECT_NE(test::error_of([&] { Imatrix::load(gguf, c); }).find("is not an imatrix"), std::string::npos);
 }
 
 // What the imatrix is for: with a recorded file, a P4 search weighted by the expert's energies gives a lower
