@@ -51,13 +51,18 @@ double weighted_error(const std::vector<float>& w, const std::vector<float>& d, 
   return err;
 }
 
-// The imatrix of qwen3_moe_a over its reference ids, written to `path` and read back.
-Imatrix record_imatrix(Model& model, const std::string& path) {
+// The activations of qwen3_moe_a over its reference ids, collected.
+ImatrixCollector collect_reference(Model& model) {
   ImatrixCollector col(model.config());
   model.set_activation_observer(&col);
   all_logits(model, test::golden_ids("qwen3_moe_a"));
   model.set_activation_observer(nullptr);
-  write_imatrix(path, col, {});
+  return col;
+}
+
+// The imatrix of qwen3_moe_a over its reference ids, written to `path` and read back.
+Imatrix record_imatrix(Model& model, const std::string& path) {
+  write_imatrix(path, collect_reference(model), {});
   return Imatrix::load(path, model.config());
 }
 
@@ -210,9 +215,7 @@ TEST(ImatrixTest, OneRowGivesEqualEnergiesToItsExperts) {
 TEST(ImatrixTest, FileReadsBackAndRejectsAnotherModel) {
   auto model = Model::load(test::data_path("models/qwen3_moe_a/hf"));
   const ModelConfig& c = model->config();
-  ImatrixCollector col(c);
-  model->set_activation_observer(&col);
-  all_logits(*model, test::golden_ids("qwen3_moe_a"));
+  const ImatrixCollector col = collect_reference(*model);
   test::ScratchDir dir("imatrix");
   const std::string path = dir / "im.safetensors";
   write_imatrix(path, col, {{"text", "reference ids"}});
@@ -285,10 +288,7 @@ TEST(ImatrixTest, FileReadsBackAndRejectsAnotherModel) {
 TEST(ImatrixTest, LlamaCppImatrixGgufGivesTheSameSearchWeights) {
   auto model = Model::load(test::data_path("models/qwen3_moe_a/hf"));
   const ModelConfig& c = model->config();
-  ImatrixCollector col(c);
-  model->set_activation_observer(&col);
-  all_logits(*model, test::golden_ids("qwen3_moe_a"));
-  model->set_activation_observer(nullptr);
+  const ImatrixCollector col = collect_reference(*model);
   test::ScratchDir dir("imatrix-gguf");
   write_imatrix(dir / "im.safetensors", col, {});
   const std::string gguf = dir / "imatrix.gguf";
