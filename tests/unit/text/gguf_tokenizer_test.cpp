@@ -115,6 +115,38 @@ TEST(GgufTokenizer, DemoVocabEncodesAndDecodesAsTheFolder) {
   }
 }
 
+// The same file against Hugging Face itself: tokenizers' ids for the hard texts on the demo folder's tokenizer.json
+// (golden real_seedling-demo-moe, tools/make_tokenizer_goldens.py on the GPU machine), with and without special
+// tokens, and its decodes.
+TEST(GgufTokenizer, DemoVocabEncodesAsHuggingFaceTokenizersOnTheFolder) {
+  const Tokenizer gguf = Tokenizer::from_file(kDemoGguf);
+  const Json g = golden("real_seedling-demo-moe");
+  size_t n = 0;
+  for (const Json& c : g.at("cases")) {
+    const std::string text = c.at("text").get<std::string>();
+    const std::vector<int32_t> ids = c.at("ids").get<std::vector<int32_t>>();
+    ASSERT_EQ(gguf.encode(text, false), ids) << "text: " << text;
+    ASSERT_EQ(gguf.encode(text, true), c.at("ids_special").get<std::vector<int32_t>>()) << "text: " << text;
+    ASSERT_EQ(gguf.decode(ids, false), c.at("decoded").get<std::string>()) << "text: " << text;
+    ++n;
+  }
+  EXPECT_GE(n, 20u);
+}
+
+// The file's chat template is the folder's byte for byte, and that template is
+// tests/data/templates/seedling-demo.jinja, which TemplateGolden renders byte-equal to transformers'
+// apply_chat_template on every conversation (golden seedling-demo.json, tools/make_template_goldens.py): the GGUF's
+// template renders as transformers renders the folder's.
+TEST(GgufTokenizer, DemoChatTemplateIsTheOneTransformersRendered) {
+  const ModelChatTemplate g = find_model_chat_template(kDemoGguf);
+  EXPECT_EQ(g.source, test::read_test_file(fs::path(SEEDLING_TEST_DATA) / "templates" / "seedling-demo.jinja"));
+  const Json golden_renders =
+      Json::parse(test::read_test_file(fs::path(SEEDLING_TEST_DATA) / "templates" / "golden" / "seedling-demo.json"));
+  EXPECT_EQ(golden_renders.at("template").get<std::string>(), "seedling-demo.jinja");
+  EXPECT_EQ(golden_renders.at("route").get<std::string>(),
+            "transformers.PreTrainedTokenizerFast.apply_chat_template(tokenize=False)");
+}
+
 TEST(GgufTokenizer, DemoChatTemplateRendersAsTheFolders) {
   const ModelChatTemplate g = find_model_chat_template(kDemoGguf), f = find_model_chat_template(kDemo);
   EXPECT_EQ(g.source, f.source);
