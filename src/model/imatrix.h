@@ -67,8 +67,9 @@ class Imatrix {
   // Reads `path` and checks it against the model `c`: the format name, every tensor present with the model's shape
   // and dtype, no tensor the model does not have, and every value finite and >= 0. Errors name the file and the
   // tensor. A GGUF `path` is read as llama.cpp's imatrix (docs/formats/imatrix.md): each MoE layer's
-  // `blk.L.ffn_gate_exps.weight` (else `ffn_up_exps`, the same input) and `blk.L.ffn_down_exps.weight` sums [E, width]
-  // and counts [E], whole numbers; its other matrices are not read, and asking for them is an Error.
+  // `blk.L.ffn_gate_exps.weight` (else `ffn_up_exps`, the same input) and `blk.L.ffn_down_exps.weight`: sums of
+  // dimensions [width, E] (ne0 first) and counts [1, E], whole numbers; its other matrices are not read, and asking
+  // for them is an Error.
   static Imatrix load(const std::string& path, const ModelConfig& c);
 
   // Sums of squares (float32, as stored) of one expert's or dense matrix's input; rows that were summed.

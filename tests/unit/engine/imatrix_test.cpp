@@ -66,7 +66,8 @@ Imatrix record_imatrix(Model& model, const std::string& path) {
   return Imatrix::load(path, model.config());
 }
 
-// The collector's sums in llama.cpp's imatrix GGUF, as llama-imatrix writes one: for each matrix `<tensor>`,
+// The collector's sums in llama.cpp's imatrix GGUF layout (as ik_llama.cpp's convert_imatrix_gguf_to_dat.py reads
+// llama-imatrix's files; it reads this one too, docs/formats/imatrix.md): for each matrix `<tensor>`,
 // `<tensor>.in_sum2` F32 [K, n] (n: its experts, 1 for a dense matrix) and `<tensor>.counts` F32 [1, n], beside
 // imatrix.datasets, imatrix.chunk_count and imatrix.chunk_size. `skip` leaves a tensor out; `edit` changes values.
 std::string llama_cpp_imatrix(const ImatrixCollector& col, const std::string& skip = "",
