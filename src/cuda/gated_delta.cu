@@ -7,6 +7,7 @@
 // sum is float32 in one fixed order that depends on neither the batch nor the launch, so a row's bits are the same
 // alone or batched; the CPU sums in double, so the two differ by float32 rounding (tests/unit/cuda/gated_delta_test.cpp
 // bounds it). The conv and the gates run in double, as on the CPU.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -21,6 +22,7 @@ namespace {
 
 constexpr int kDecodeCols = 32;     // value columns of one decode block (a warp, a column a lane)
 constexpr int kChunkThreads = 256;  // threads of a chunked block
+constexpr int kChunkCols = 32;      // value columns of a chunked block when a head's columns are split (a warp's width)
 
 __global__ void ungroup_kernel(const float* qkvz, const float* ba, int64_t per_row, DeltaShape s, float* mixed,
                                float* z, float* b, float* a) {
@@ -154,30 +156,34 @@ __global__ void decode_kernel(const float* qkv, const float* g, const float* bet
 }
 
 // Shared memory of the chunked kernel, C = kDeltaChunk: cum (C doubles: the log decays' running sums), then floats:
-// K, Q and W (C rows of key_dim + 1: rows one bank apart), U (C rows of value_dim + 1), A and QK (C x C), and
-// exp(cum_t), exp(cum_last - cum_t) and beta_t (C each).
+// K, Q and W (C rows of key_dim + 1: rows one bank apart), U (C rows of dv + 1, dv the block's value columns), A and
+// QK (C x C), and exp(cum_t), exp(cum_last - cum_t) and beta_t (C each).
 __host__ __device__ constexpr size_t chunk_smem_bytes(int dk, int dv) {
   constexpr size_t C = kDeltaChunk;
   return C * sizeof(double) + (C * (3 * size_t(dk + 1) + size_t(dv + 1) + 2 * C) + 3 * C) * sizeof(float);
 }
 
-// Block (run, value head): ops::gated_delta_chunked over the run, chunk after chunk, the state in VRAM. Per chunk of
-// L rows: a[t][s] = beta_t (k_t . k_s) exp(cum_t - cum_s) (s < t) and qk[t][s] = (q_t . k_s) exp(cum_t - cum_s)
-// (s <= t); forward substitution, a thread per column, U_t = beta_t v_t - sum_s a[t][s] U_s and W_t = beta_t exp(cum_t)
-// k_t - sum_s a[t][s] W_s; u_t = U_t - W_t S; out_t = exp(cum_t) S^T q_t + sum_{s <= t} qk[t][s] u_s; then
-// S = exp(cum_last) S + sum_s exp(cum_last - cum_s) k_s u_s^T.
+// Block (run, value head, columns): ops::gated_delta_chunked over the run, chunk after chunk, the state in VRAM, for
+// the value columns [j0, j0 + cols) of the head, cols = s.value_dim or kChunkCols. A value column's sums (U's solve,
+// u, the output, the state's column) read only that column, A, QK and W, so a head's columns can go to several blocks,
+// each computing A, QK and W itself in the same order: the same bits at any split. Per chunk of L rows: a[t][s] =
+// beta_t (k_t . k_s) exp(cum_t - cum_s) (s < t) and qk[t][s] = (q_t . k_s) exp(cum_t - cum_s) (s <= t); forward
+// substitution, a thread per column, U_t = beta_t v_t - sum_s a[t][s] U_s and W_t = beta_t exp(cum_t) k_t - sum_s
+// a[t][s] W_s; u_t = U_t - W_t S; out_t = exp(cum_t) S^T q_t + sum_{s <= t} qk[t][s] u_s; then S = exp(cum_last) S +
+// sum_s exp(cum_last - cum_s) k_s u_s^T.
 __global__ void __launch_bounds__(kChunkThreads)
     chunked_kernel(const float* qkv, const float* g, const float* beta, const int* runs, const DeltaRow* rows,
-                   DeltaShape s, float* out) {
+                   DeltaShape s, int cols, float* out) {
   extern __shared__ double smem_d[];
   pdl_wait();
   constexpr int CH = kDeltaChunk;
-  const int dk = s.key_dim, dv = s.value_dim, NV = s.value_heads, K1 = dk + 1, V1 = dv + 1;
+  const int dk = s.key_dim, dv = s.value_dim, NV = s.value_heads, K1 = dk + 1;
   const int h = int(blockIdx.y), kh = h / (NV / s.key_heads);
+  const int j0 = int(blockIdx.z) * cols, nc = min(cols, dv - j0), V1 = cols + 1;  // this block's value columns
   const int first = runs[blockIdx.x];
   const DeltaRow run = rows[first];
   const int64_t C = s.channels(), KW = int64_t(s.key_heads) * dk, VW = int64_t(NV) * dv;
-  float* S = run.state + s.state_offset + s.conv_floats() + size_t(h) * size_t(dk) * size_t(dv);
+  float* S = run.state + s.state_offset + s.conv_floats() + size_t(h) * size_t(dk) * size_t(dv) + j0;
   double* cum = smem_d;
   float* ks = reinterpret_cast<float*>(cum + CH);
   float* qs = ks + CH * K1;
@@ -198,9 +204,9 @@ __global__ void __launch_bounds__(kChunkThreads)
       qs[t * K1 + i] = src[int64_t(kh) * dk + i];
       ks[t * K1 + i] = src[KW + int64_t(kh) * dk + i];
     }
-    for (int e = tid; e < L * dv; e += nt) {
-      const int t = e / dv, j = e % dv;
-      us[t * V1 + j] = qkv[(row0 + t) * C + 2 * KW + int64_t(h) * dv + j];  // v, solved in place into U
+    for (int e = tid; e < L * nc; e += nt) {
+      const int t = e / nc, j = e % nc;
+      us[t * V1 + j] = qkv[(row0 + t) * C + 2 * KW + int64_t(h) * dv + j0 + j];  // v, solved in place into U
     }
     if (tid == 0) {
       double c = 0.0;
@@ -229,15 +235,15 @@ __global__ void __launch_bounds__(kChunkThreads)
       QK[t * CH + r] = qk * d;
     }
     __syncthreads();
-    for (int col = tid; col < dv + dk; col += nt) {  // column col of U (col < dv), else of W
-      if (col < dv) {
+    for (int col = tid; col < nc + dk; col += nt) {  // column col of U (col < nc), else of W
+      if (col < nc) {
         for (int t = 0; t < L; ++t) {
           float u = bt[t] * us[t * V1 + col];
           for (int r = 0; r < t; ++r) u -= A[t * CH + r] * us[r * V1 + col];
           us[t * V1 + col] = u;
         }
       } else {
-        const int i = col - dv;
+        const int i = col - nc;
         for (int t = 0; t < L; ++t) {
           float w = bt[t] * ef[t] * ks[t * K1 + i];
           for (int r = 0; r < t; ++r) w -= A[t * CH + r] * ws[r * K1 + i];
@@ -246,28 +252,29 @@ __global__ void __launch_bounds__(kChunkThreads)
       }
     }
     __syncthreads();
-    for (int p = tid; p < L * dv; p += nt) {  // u_t = U_t - W_t S (S as before the chunk)
-      const int t = p / dv, j = p % dv;
+    for (int p = tid; p < L * nc; p += nt) {  // u_t = U_t - W_t S (S as before the chunk)
+      const int t = p / nc, j = p % nc;
       float acc = 0.0f;
       for (int i = 0; i < dk; ++i) acc = fmaf(ws[t * K1 + i], S[int64_t(i) * dv + j], acc);
       us[t * V1 + j] -= acc;
     }
     __syncthreads();
-    for (int p = tid; p < L * dv; p += nt) {
-      const int t = p / dv, j = p % dv;
+    for (int p = tid; p < L * nc; p += nt) {
+      const int t = p / nc, j = p % nc;
       float acc = 0.0f;
       for (int i = 0; i < dk; ++i) acc = fmaf(qs[t * K1 + i], S[int64_t(i) * dv + j], acc);
       acc *= ef[t];
       for (int r = 0; r <= t; ++r) acc = fmaf(QK[t * CH + r], us[r * V1 + j], acc);
-      out[(row0 + t) * VW + int64_t(h) * dv + j] = acc;
+      out[(row0 + t) * VW + int64_t(h) * dv + j0 + j] = acc;
     }
     __syncthreads();  // every read of the old state is done
     const float last = ef[L - 1];
-    for (int p = tid; p < dk * dv; p += nt) {
-      const int i = p / dv, j = p % dv;
-      float acc = S[p] * last;
+    for (int p = tid; p < dk * nc; p += nt) {
+      const int i = p / nc, j = p % nc;
+      float& sij = S[int64_t(i) * dv + j];
+      float acc = sij * last;
       for (int r = 0; r < L; ++r) acc = fmaf(ff[r] * ks[r * K1 + i], us[r * V1 + j], acc);
-      S[p] = acc;
+      sij = acc;
     }
     __syncthreads();  // the state written, the chunk's shared memory free
   }
@@ -340,7 +347,7 @@ bool gated_delta_chunked_fits(int key_dim, int value_dim) {
 }
 
 void gated_delta_chunked(const float* qkv, const float* g, const float* beta, const int* runs, int64_t n_runs,
-                         const DeltaRow* rows, const DeltaShape& s, float* out, cudaStream_t stream) {
+                         const DeltaRow* rows, const DeltaShape& s, float* out, cudaStream_t stream, int value_cols) {
   if (n_runs == 0) return;
   check_shape("gated_delta_chunked", s);
   const size_t smem = chunk_smem_bytes(s.key_dim, s.value_dim);
@@ -351,9 +358,15 @@ void gated_delta_chunked(const float* qkv, const float* g, const float* beta, co
                   s.value_dim, smem);
     check(cudaErrorInvalidValue, what);
   }
-  const dim3 grid{unsigned(n_runs), unsigned(s.value_heads)};
-  launch_pdl("gated_delta_chunked", chunked_kernel, grid, kChunkThreads, smem, stream, qkv, g, beta, runs, rows, s,
-             out);
+  // A head's value columns in blocks of kChunkCols while the (run, head) blocks leave SMs idle: each such block
+  // computes A, QK and W again, and a quarter of the solve, outputs and state at 128 columns (the same bits).
+  const int64_t heads = n_runs * s.value_heads;
+  const int cols = value_cols > 0                                   ? std::min(value_cols, s.value_dim)
+                   : heads < sm_count() && s.value_dim > kChunkCols ? kChunkCols
+                                                                    : s.value_dim;
+  const dim3 grid{unsigned(n_runs), unsigned(s.value_heads), unsigned(blocks_for(s.value_dim, cols))};
+  launch_pdl("gated_delta_chunked", chunked_kernel, grid, kChunkThreads, chunk_smem_bytes(s.key_dim, cols), stream, qkv,
+             g, beta, runs, rows, s, cols, out);
 }
 
 }  // namespace seedling::cuda

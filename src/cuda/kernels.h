@@ -309,10 +309,12 @@ void gated_delta_decode(const float* qkv, const float* g, const float* beta, con
 // Prompts: the chunked form (ops::gated_delta_chunked, chunks of kDeltaChunk from the run's first row) over each run
 // whose first row is listed, in one launch: a block per run and value head walks its chunks in order, each chunk's
 // keys, queries, the triangular solve's right-hand sides and its two chunk x chunk matrices in shared memory, the
-// state read and advanced in VRAM once per chunk (float32 throughout).
+// state read and advanced in VRAM once per chunk (float32 throughout). A head's value columns may go to several blocks,
+// value_cols each (0: 32 while the runs' heads alone leave SMs idle, else all of them), with the same bits.
 constexpr int kDeltaChunk = 64;
 void gated_delta_chunked(const float* qkv, const float* g, const float* beta, const int* runs, int64_t n_runs,
-                         const DeltaRow* rows, const DeltaShape& s, float* out, cudaStream_t stream);
+                         const DeltaRow* rows, const DeltaShape& s, float* out, cudaStream_t stream,
+                         int value_cols = 0);
 // The shared memory gated_delta_chunked needs at these head dims, and whether the current device gives a block that
 // much (the layer is refused by name where not).
 size_t gated_delta_chunked_smem_bytes(int key_dim, int value_dim);

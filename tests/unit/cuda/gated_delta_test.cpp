@@ -126,16 +126,18 @@ struct DeltaInputs {
     r.n = n;
     return r;
   }
-  // The decode kernel (chunked: the chunked one) over these inputs on the device, for the listed rows (chunked: the
-  // first rows of the runs) of `rows`: its output (rows x value width), poisoned where it wrote nothing.
+  // The decode kernel (chunked: the chunked one, value_cols as gated_delta_chunked's) over these inputs on the device,
+  // for the listed rows (chunked: the first rows of the runs) of `rows`: its output (rows x value width), poisoned
+  // where it wrote nothing.
   std::vector<float> on_device(bool chunked, const std::vector<int>& listed, const std::vector<cuda::DeltaRow>& rows,
-                               const cuda::DeltaShape& s) const {
+                               const cuda::DeltaShape& s, int value_cols = 0) const {
     DeviceVec<float> dqkv(qkv), dg(g), dbeta(beta), dout(test::poisoned(rows.size() * s.value_heads * s.value_dim));
     DeviceVec<cuda::DeltaRow> drows(rows);
     DeviceVec<int> dids(listed);
     const int64_t n = int64_t(listed.size());
     if (chunked) {
-      cuda::gated_delta_chunked(dqkv.get(), dg.get(), dbeta.get(), dids.get(), n, drows.get(), s, dout.get(), nullptr);
+      cuda::gated_delta_chunked(dqkv.get(), dg.get(), dbeta.get(), dids.get(), n, drows.get(), s, dout.get(), nullptr,
+                                value_cols);
     } else {
       cuda::gated_delta_decode(dqkv.get(), dg.get(), dbeta.get(), dids.get(), n, drows.get(), s, dout.get(), nullptr);
     }
@@ -365,6 +367,34 @@ TEST(CudaGatedDelta, ChunkedIsTheCpuChunkedFormAcrossChunkBoundariesAndCarriedSt
 TEST(CudaGatedDelta, ChunkedRunGivesTheSameBitsAloneAndBatched) {
   SKIP_WITHOUT_CUDA_DEVICE();
   expect_same_bits_alone_and_batched(true, shape_of(16, 24, 0), {70, 130, 9}, {0, 70, 200});
+}
+
+// A head's value columns in one block, in blocks of 32 (what a single prompt on a large GPU gets), of 48 (the last
+// block narrower) and of 1: every output and state bit the same (each column's sums read only that column, and each
+// block computes the chunk's A, QK and W in the same order).
+TEST(CudaGatedDelta, ChunkedGivesTheSameBitsWhateverTheValueColumnsOfABlock) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const cuda::DeltaShape s = shape_of(128, 128, 5);
+  if (!cuda::gated_delta_chunked_fits(s.key_dim, s.value_dim)) GTEST_SKIP() << "no chunk of 128 fits";
+  const std::vector<int> lengths = {200, 65, 3};
+  const DeltaInputs in(s, 268, 21);
+  const auto bytes = [](const std::vector<float>& v) {
+    return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+  };
+  std::vector<std::string> first;
+  for (const int cols : {128, 32, 48, 1}) {
+    Sequences seqs(s, 3, 11);
+    std::vector<std::string> got = {bytes(in.on_device(true, {0, 200, 265}, seqs.rows({0, 1, 2}, lengths), s, cols))};
+    for (auto& d : seqs.device) got.push_back(bytes(d.download()));
+    if (first.empty()) {
+      first = got;
+      continue;
+    }
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_TRUE(got[i] == first[i]) << (i == 0 ? "output" : "state of sequence " + std::to_string(i - 1)) << " at "
+                                      << cols << " columns a block";
+    }
+  }
 }
 
 // Gated attention: q_proj's rows split per head into the query and its gate, and the attention output times
