@@ -21,7 +21,7 @@ namespace seedling::cuda {
 namespace {
 
 constexpr int kDecodeCols = 32;     // value columns of one decode block (a warp, a column a lane)
-constexpr int kChunkThreads = 256;  // threads of a chunked block
+constexpr int kChunkThreads = 512;  // threads of a chunked block
 constexpr int kChunkCols = 32;      // value columns of a chunked block when a head's columns are split (a warp's width)
 
 __global__ void ungroup_kernel(const float* qkvz, const float* ba, int64_t per_row, DeltaShape s, float* mixed,
@@ -170,7 +170,8 @@ __host__ __device__ constexpr size_t chunk_smem_bytes(int dk, int dv) {
 // beta_t (k_t . k_s) exp(cum_t - cum_s) (s < t) and qk[t][s] = (q_t . k_s) exp(cum_t - cum_s) (s <= t); forward
 // substitution, a thread per column, U_t = beta_t v_t - sum_s a[t][s] U_s and W_t = beta_t exp(cum_t) k_t - sum_s
 // a[t][s] W_s; u_t = U_t - W_t S; out_t = exp(cum_t) S^T q_t + sum_{s <= t} qk[t][s] u_s; then S = exp(cum_last) S +
-// sum_s exp(cum_last - cum_s) k_s u_s^T.
+// sum_s exp(cum_last - cum_s) k_s u_s^T. Where a thread computes four sums (four keys of a row of A and QK, four rows
+// of u and of the output, four rows of the state's column), they share their loads, each summed in the order above.
 __global__ void __launch_bounds__(kChunkThreads)
     chunked_kernel(const float* qkv, const float* g, const float* beta, const int* runs, const DeltaRow* rows,
                    DeltaShape s, int cols, float* out) {
@@ -208,10 +209,15 @@ __global__ void __launch_bounds__(kChunkThreads)
       const int t = e / nc, j = e % nc;
       us[t * V1 + j] = qkv[(row0 + t) * C + 2 * KW + int64_t(h) * dv + j0 + j];  // v, solved in place into U
     }
+    for (int t = tid; t < L; t += nt) {  // the gates into shared memory, for one thread's running sums (ff is free)
+      ff[t] = g[(row0 + t) * NV + h];
+      bt[t] = beta[(row0 + t) * NV + h];
+    }
+    __syncthreads();
     if (tid == 0) {
       double c = 0.0;
       for (int t = 0; t < L; ++t) {
-        c += double(g[(row0 + t) * NV + h]);
+        c += double(ff[t]);
         cum[t] = c;
       }
     }
@@ -219,20 +225,30 @@ __global__ void __launch_bounds__(kChunkThreads)
     for (int t = tid; t < L; t += nt) {
       ef[t] = float(exp(cum[t]));
       ff[t] = float(exp(cum[L - 1] - cum[t]));
-      bt[t] = beta[(row0 + t) * NV + h];
     }
     __syncthreads();
-    for (int p = tid; p < L * L; p += nt) {
-      const int t = p / L, r = p % L;
-      if (r > t) continue;
-      float kk = 0.0f, qk = 0.0f;
+    const int RB = (L + 3) / 4;  // four keys r a thread, sharing the loads of k_t and q_t
+    for (int p = tid; p < L * RB; p += nt) {
+      const int t = p / RB, r0 = (p % RB) * 4;
+      if (r0 > t) continue;
+      float kk[4] = {}, qk[4] = {};
       for (int i = 0; i < dk; ++i) {
-        kk = fmaf(ks[t * K1 + i], ks[r * K1 + i], kk);
-        qk = fmaf(qs[t * K1 + i], ks[r * K1 + i], qk);
+        const float kt = ks[t * K1 + i], qt = qs[t * K1 + i];
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+          const float kr = ks[(r0 + m) * K1 + i];  // rows past t (or L): summed, never stored
+          kk[m] = fmaf(kt, kr, kk[m]);
+          qk[m] = fmaf(qt, kr, qk[m]);
+        }
       }
-      const float d = float(exp(cum[t] - cum[r]));
-      A[t * CH + r] = bt[t] * kk * d;  // read for r < t only
-      QK[t * CH + r] = qk * d;
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const int r = r0 + m;
+        if (r > t) break;
+        const float d = float(exp(cum[t] - cum[r]));
+        A[t * CH + r] = bt[t] * kk[m] * d;
+        QK[t * CH + r] = qk[m] * d;
+      }
     }
     __syncthreads();
     for (int col = tid; col < nc + dk; col += nt) {  // column col of U (col < nc), else of W
@@ -252,29 +268,62 @@ __global__ void __launch_bounds__(kChunkThreads)
       }
     }
     __syncthreads();
-    for (int p = tid; p < L * nc; p += nt) {  // u_t = U_t - W_t S (S as before the chunk)
-      const int t = p / nc, j = p % nc;
-      float acc = 0.0f;
-      for (int i = 0; i < dk; ++i) acc = fmaf(ws[t * K1 + i], S[int64_t(i) * dv + j], acc);
-      us[t * V1 + j] -= acc;
+    const int TB = (L + 3) / 4;  // four rows t a thread, sharing each load of S
+    // u_t = U_t - W_t S (S as before the chunk)
+    for (int p = tid; p < TB * nc; p += nt) {
+      const int t0 = (p / nc) * 4, j = p % nc;
+      float acc[4] = {};
+      for (int i = 0; i < dk; ++i) {
+        const float sv = S[int64_t(i) * dv + j];
+#pragma unroll
+        for (int m = 0; m < 4; ++m) acc[m] = fmaf(ws[(t0 + m) * K1 + i], sv, acc[m]);
+      }
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        if (t0 + m < L) us[(t0 + m) * V1 + j] -= acc[m];
+      }
     }
     __syncthreads();
-    for (int p = tid; p < L * nc; p += nt) {
-      const int t = p / nc, j = p % nc;
-      float acc = 0.0f;
-      for (int i = 0; i < dk; ++i) acc = fmaf(qs[t * K1 + i], S[int64_t(i) * dv + j], acc);
-      acc *= ef[t];
-      for (int r = 0; r <= t; ++r) acc = fmaf(QK[t * CH + r], us[r * V1 + j], acc);
-      out[(row0 + t) * VW + int64_t(h) * dv + j0 + j] = acc;
+    for (int p = tid; p < TB * nc; p += nt) {
+      const int t0 = (p / nc) * 4, j = p % nc;
+      float acc[4] = {};
+      for (int i = 0; i < dk; ++i) {
+        const float sv = S[int64_t(i) * dv + j];
+#pragma unroll
+        for (int m = 0; m < 4; ++m) acc[m] = fmaf(qs[(t0 + m) * K1 + i], sv, acc[m]);
+      }
+#pragma unroll
+      for (int m = 0; m < 4; ++m) acc[m] *= ef[min(t0 + m, CH - 1)];
+      const int r_end = min(t0 + 3, L - 1);
+      for (int r = 0; r <= r_end; ++r) {
+        const float u = us[r * V1 + j];
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+          if (r <= t0 + m) acc[m] = fmaf(QK[(t0 + m) * CH + r], u, acc[m]);
+        }
+      }
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        if (t0 + m < L) out[(row0 + t0 + m) * VW + int64_t(h) * dv + j0 + j] = acc[m];
+      }
     }
     __syncthreads();  // every read of the old state is done
     const float last = ef[L - 1];
-    for (int p = tid; p < dk * nc; p += nt) {
-      const int i = p / nc, j = p % nc;
-      float& sij = S[int64_t(i) * dv + j];
-      float acc = sij * last;
-      for (int r = 0; r < L; ++r) acc = fmaf(ff[r] * ks[r * K1 + i], us[r * V1 + j], acc);
-      sij = acc;
+    const int IB = (dk + 3) / 4;  // four rows i of the state a thread, sharing each load of u
+    for (int p = tid; p < IB * nc; p += nt) {
+      const int i0 = (p / nc) * 4, j = p % nc;
+      float acc[4];
+#pragma unroll
+      for (int m = 0; m < 4; ++m) acc[m] = i0 + m < dk ? S[int64_t(i0 + m) * dv + j] * last : 0.0f;
+      for (int r = 0; r < L; ++r) {
+        const float u = us[r * V1 + j], f = ff[r];
+#pragma unroll
+        for (int m = 0; m < 4; ++m) acc[m] = fmaf(f * ks[r * K1 + i0 + m], u, acc[m]);
+      }
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        if (i0 + m < dk) S[int64_t(i0 + m) * dv + j] = acc[m];
+      }
     }
     __syncthreads();  // the state written, the chunk's shared memory free
   }
