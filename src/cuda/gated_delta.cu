@@ -172,6 +172,19 @@ __host__ __device__ constexpr size_t chunk_smem_bytes(int dk, int dv) {
 // a[t][s] W_s; u_t = U_t - W_t S; out_t = exp(cum_t) S^T q_t + sum_{s <= t} qk[t][s] u_s; then S = exp(cum_last) S +
 // sum_s exp(cum_last - cum_s) k_s u_s^T. Where a thread computes four sums (four keys of a row of A and QK, four rows
 // of u and of the output, four rows of the state's column), they share their loads, each summed in the order above.
+// acc[m] = rows[t0 + m] . S[:, j] for m < 4 (rows of dk floats, K1 apart; S's rows dv apart), summed in i order
+// with one load of S for the four.
+__device__ __forceinline__ void rows_times_state(const float* rows, int K1, int t0, const float* S, int dk, int dv,
+                                                 int j, float (&acc)[4]) {
+#pragma unroll
+  for (int m = 0; m < 4; ++m) acc[m] = 0.0f;
+  for (int i = 0; i < dk; ++i) {
+    const float sv = S[int64_t(i) * dv + j];
+#pragma unroll
+    for (int m = 0; m < 4; ++m) acc[m] = fmaf(rows[(t0 + m) * K1 + i], sv, acc[m]);
+  }
+}
+
 __global__ void __launch_bounds__(kChunkThreads)
     chunked_kernel(const float* qkv, const float* g, const float* beta, const int* runs, const DeltaRow* rows,
                    DeltaShape s, int cols, float* out) {
@@ -272,12 +285,8 @@ __global__ void __launch_bounds__(kChunkThreads)
     // u_t = U_t - W_t S (S as before the chunk)
     for (int p = tid; p < TB * nc; p += nt) {
       const int t0 = (p / nc) * 4, j = p % nc;
-      float acc[4] = {};
-      for (int i = 0; i < dk; ++i) {
-        const float sv = S[int64_t(i) * dv + j];
-#pragma unroll
-        for (int m = 0; m < 4; ++m) acc[m] = fmaf(ws[(t0 + m) * K1 + i], sv, acc[m]);
-      }
+      float acc[4];
+      rows_times_state(ws, K1, t0, S, dk, dv, j, acc);
 #pragma unroll
       for (int m = 0; m < 4; ++m) {
         if (t0 + m < L) us[(t0 + m) * V1 + j] -= acc[m];
@@ -286,12 +295,8 @@ __global__ void __launch_bounds__(kChunkThreads)
     __syncthreads();
     for (int p = tid; p < TB * nc; p += nt) {
       const int t0 = (p / nc) * 4, j = p % nc;
-      float acc[4] = {};
-      for (int i = 0; i < dk; ++i) {
-        const float sv = S[int64_t(i) * dv + j];
-#pragma unroll
-        for (int m = 0; m < 4; ++m) acc[m] = fmaf(qs[(t0 + m) * K1 + i], sv, acc[m]);
-      }
+      float acc[4];
+      rows_times_state(qs, K1, t0, S, dk, dv, j, acc);
 #pragma unroll
       for (int m = 0; m < 4; ++m) acc[m] *= ef[min(t0 + m, CH - 1)];
       const int r_end = min(t0 + 3, L - 1);
