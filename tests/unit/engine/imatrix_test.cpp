@@ -305,8 +305,9 @@ TEST(ImatrixTest, LlamaCppImatrixGgufGivesTheSameSearchWeights) {
         const std::vector<float> a = ours.expert_search_weights(l, e, which),
                                  b = theirs.expert_search_weights(l, e, which);
         ASSERT_EQ(a.size(), b.size());
+        if (a.empty()) continue;  // memcmp's pointers may not be null, even for no bytes
         EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "layer " << l << " expert " << e;
-        compared += a.empty() ? 0 : 1;
+        ++compared;
       }
     }
   }
