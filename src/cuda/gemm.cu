@@ -1047,9 +1047,12 @@ GemmKernel chosen_kernel() {
 // at 0.8 of TileL's TFLOP/s there (60.8 / 75.3, 61.0 / 77.6, 60.7 / 75.2, 65.5 / 80.3 on an H200,
 // docs/results/2026-11-30-cuda-gemm-mma.md), and at about 0.72 on the f16 kernel's q4_g64 tiles, which run 2
 // blocks of 128 x 128 an SM (137.92 / 191.60, 133.68 / 185.29: docs/results/2026-11-30-cuda-prefill-session8-
-// occupancy.md). Either tile gives the same bits, so this picks speed only.
+// occupancy.md). Either tile gives the same bits, so this picks speed only. float32: the product carries float32's
+// accuracy (mma_kernel's Split), so q4_g64 runs the TF32 kernel, not the f16 one, and takes the TF32 factor: for
+// Qwen3.5's experts at a 2,048-token prompt (64 pairs an expert) that is 64 x 64 tiles where the f16 factor took
+// half-empty 128 x 128 ones, prefill +7.9% (docs/results/2026-12-07-h100-qwen35-side-by-side-session39.md).
 template <typename RowTiles>
-Shape pick_shape(RowTiles row_tiles, int64_t n, bool gate_up, Codec c) {
+Shape pick_shape(RowTiles row_tiles, int64_t n, bool gate_up, Codec c, bool float32) {
   switch (chosen_kernel()) {
     case GemmKernel::MmaLarge:
       return Shape::L;
@@ -1060,7 +1063,7 @@ Shape pick_shape(RowTiles row_tiles, int64_t n, bool gate_up, Codec c) {
       break;
   }
   const int64_t sms = sm_count();
-  const bool q4_f16 = chosen_kernel() != GemmKernel::MmaTf32 && Id(uint8_t(c)) == Id::Q4_G64;
+  const bool q4_f16 = !float32 && chosen_kernel() != GemmKernel::MmaTf32 && Id(uint8_t(c)) == Id::Q4_G64;
   const int64_t s_cost = q4_f16 ? 7 : 5, l_cost = q4_f16 ? 5 : 4;  // a tile's time over its area, relative
   const auto cost = [&](Shape s) {
     const int bm = tile_rows_of(s), bn = tile_cols_of(s);
@@ -1083,11 +1086,12 @@ bool use_f16(Codec c) {
 // 128 x 128 ones at 88.53 (docs/results/2026-11-30-cuda-gemm-f16.md); the TF32 kernel keeps the mean (there 128 x
 // 128 was faster, 52.20 against 49.58: docs/results/2026-11-30-cuda-gemm-mma.md). With q4_g64's 2-block 128 x 128
 // tiles and their factor (pick_shape), 2,048 x top-8 takes 128 x 128 again (122.50 against 107.05 TFLOP/s).
-Shape pick_grouped(int64_t pairs, int num_experts, int64_t n, bool gate_up, Codec c) {
+Shape pick_grouped(int64_t pairs, int num_experts, int64_t n, bool gate_up, Codec c, bool float32) {
   const int64_t per = (pairs + num_experts - 1) / num_experts;
-  const bool f16 = use_f16(c);
+  const bool f16 = !float32 && use_f16(c);
   const int64_t spread = f16 ? int64_t(std::ceil(std::sqrt(double(per)))) : 0;
-  return pick_shape([&](int bm) { return int64_t(num_experts) * ((per + spread + bm - 1) / bm); }, n, gate_up, c);
+  return pick_shape([&](int bm) { return int64_t(num_experts) * ((per + spread + bm - 1) / bm); }, n, gate_up, c,
+                    float32);
 }
 
 }  // namespace
@@ -1103,14 +1107,14 @@ struct PlainProduct {
   Shape shape;
   dim3 grid;
 };
-PlainProduct plain_product(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate,
+PlainProduct plain_product(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, bool float32,
                            int splits = 1) {
   PlainProduct p;
   p.a = product(x, w.rows, w.cols, y);
   p.a.m = m;
   p.a.accumulate = accumulate;
   p.a.w = static_cast<const uint8_t*>(w.data);
-  p.shape = pick_shape([&](int bm) { return int64_t(tiles_for(m, bm)) * splits; }, w.rows, false, w.codec);
+  p.shape = pick_shape([&](int bm) { return int64_t(tiles_for(m, bm)) * splits; }, w.rows, false, w.codec, float32);
   p.grid = dim3(tiles_for(m, tile_rows_of(p.shape)), tiles_for(w.rows, tile_cols_of(p.shape)), unsigned(splits));
   return p;
 }
@@ -1141,7 +1145,7 @@ void matmul_tc_stacked(const float* x, int64_t m, const DeviceMatrix* ws, float*
     if (i > 0) w.rows += ws[i].rows;
   }
   if (m == 0 || w.rows == 0) return;
-  PlainProduct p = plain_product(x, m, w, ys[0], accumulate);
+  PlainProduct p = plain_product(x, m, w, ys[0], accumulate, false);
   if (count > 1) {
     p.a.parts = count;
     int64_t end = 0;
@@ -1168,7 +1172,7 @@ void matmul_tc_split(const float* x, int64_t m, const DeviceMatrix& w, float* y,
   check_weight_alignment(w.codec, w.data);
   if (m == 0 || w.rows == 0) return;
   const int splits = scratch != nullptr ? int(splits_of(w.cols)) : 1;
-  PlainProduct p = plain_product(x, m, w, splits > 1 ? static_cast<float*>(scratch) : y, accumulate, splits);
+  PlainProduct p = plain_product(x, m, w, splits > 1 ? static_cast<float*>(scratch) : y, accumulate, true, splits);
   if (splits > 1) {
     p.a.k_split = kSplitK;
     p.a.accumulate = false;
@@ -1228,7 +1232,7 @@ void expert_gate_up_tc(const float* x, int64_t m, int k, const int* ids, const u
                        bool float32) {
   const int64_t pairs = m * k;
   if (pairs == 0 || l.intermediate == 0) return;
-  const Shape sh = pick_grouped(pairs, num_experts, l.intermediate, true, l.gate_up);
+  const Shape sh = pick_grouped(pairs, num_experts, l.intermediate, true, l.gate_up, float32);
   const Buckets b = bucket_pairs(ids, pairs, table, num_experts, tile_rows_of(sh), scratch, stream);
   gate_up_on(b, sh, x, m, k, table, num_experts, l, act, stream, math, float32);
 }
@@ -1237,7 +1241,7 @@ void expert_down_tc(const float* act, int64_t pairs, const int* ids, const uint8
                     const ExpertLayout& l, float* out, void* scratch, cudaStream_t stream, const ExpertMath& math,
                     bool float32) {
   if (pairs == 0 || l.hidden == 0) return;
-  const Shape sh = pick_grouped(pairs, num_experts, l.hidden, false, l.down);
+  const Shape sh = pick_grouped(pairs, num_experts, l.hidden, false, l.down, float32);
   const Buckets b = bucket_pairs(ids, pairs, table, num_experts, tile_rows_of(sh), scratch, stream);
   down_on(b, sh, act, pairs, table, num_experts, l, out, stream, math, float32);
 }
@@ -1247,8 +1251,8 @@ void expert_gemms_tc(const float* x, int64_t m, int k, const int* ids, const uin
                      const ExpertMath& math, bool float32) {
   const int64_t pairs = m * k;
   if (pairs == 0 || l.intermediate == 0 || l.hidden == 0) return;
-  const Shape gu = pick_grouped(pairs, num_experts, l.intermediate, true, l.gate_up);
-  const Shape dn = pick_grouped(pairs, num_experts, l.hidden, false, l.down);
+  const Shape gu = pick_grouped(pairs, num_experts, l.intermediate, true, l.gate_up, float32);
+  const Shape dn = pick_grouped(pairs, num_experts, l.hidden, false, l.down, float32);
   const Buckets b = bucket_pairs(ids, pairs, table, num_experts, tile_rows_of(gu), scratch, stream);
   gate_up_on(b, gu, x, m, k, table, num_experts, l, act, stream, math, float32);
   // Down's pairs are gate/up's (pair j: row j / k of x, row j of act): the same buckets when the tiles have as many
