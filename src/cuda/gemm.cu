@@ -1042,6 +1042,13 @@ GemmKernel chosen_kernel() {
   return GemmKernel(k);
 }
 
+// Whether a product of codec c runs the f16 kernel: the affine codecs and f16_weights' ggml ones, unless the product
+// carries float32's accuracy (float32: mma_kernel's Split, on the TF32 kernel) or SEEDLING_GEMM=tf32
+// (GemmKernel::MmaTf32) asks for the TF32 kernel.
+bool use_f16(Codec c, bool float32 = false) {
+  return !float32 && chosen_kernel() != GemmKernel::MmaTf32 && f16_weights(Id(uint8_t(c)));
+}
+
 // The mma tile for a product of `row_tiles(bm)` row tiles by n outputs of codec c: the one whose busiest SM has the
 // least to do, ceil(blocks / SMs) x BM x BN over the tile's speed when the GPU is full; TileL on a tie. TileS runs
 // at 0.8 of TileL's TFLOP/s there (60.8 / 75.3, 61.0 / 77.6, 60.7 / 75.2, 65.5 / 80.3 on an H200,
@@ -1063,7 +1070,7 @@ Shape pick_shape(RowTiles row_tiles, int64_t n, bool gate_up, Codec c, bool floa
       break;
   }
   const int64_t sms = sm_count();
-  const bool q4_f16 = !float32 && chosen_kernel() != GemmKernel::MmaTf32 && Id(uint8_t(c)) == Id::Q4_G64;
+  const bool q4_f16 = use_f16(c, float32) && Id(uint8_t(c)) == Id::Q4_G64;
   const int64_t s_cost = q4_f16 ? 7 : 5, l_cost = q4_f16 ? 5 : 4;  // a tile's time over its area, relative
   const auto cost = [&](Shape s) {
     const int bm = tile_rows_of(s), bn = tile_cols_of(s);
@@ -1071,12 +1078,6 @@ Shape pick_shape(RowTiles row_tiles, int64_t n, bool gate_up, Codec c, bool floa
     return (blocks + sms - 1) / sms * bm * bn * (s == Shape::S ? s_cost : l_cost);
   };
   return cost(Shape::S) < cost(Shape::L) ? Shape::S : Shape::L;
-}
-
-// Whether a product of codec c runs the f16 kernel: the affine codecs and f16_weights' ggml ones, unless
-// SEEDLING_GEMM=tf32 (GemmKernel::MmaTf32) asks for the TF32 kernel.
-bool use_f16(Codec c) {
-  return chosen_kernel() != GemmKernel::MmaTf32 && f16_weights(Id(uint8_t(c)));
 }
 
 // The grouped products' tile: row tiles counted as if the pairs spread evenly over the experts (each expert's last
@@ -1088,7 +1089,7 @@ bool use_f16(Codec c) {
 // tiles and their factor (pick_shape), 2,048 x top-8 takes 128 x 128 again (122.50 against 107.05 TFLOP/s).
 Shape pick_grouped(int64_t pairs, int num_experts, int64_t n, bool gate_up, Codec c, bool float32) {
   const int64_t per = (pairs + num_experts - 1) / num_experts;
-  const bool f16 = !float32 && use_f16(c);
+  const bool f16 = use_f16(c, float32);
   const int64_t spread = f16 ? int64_t(std::ceil(std::sqrt(double(per)))) : 0;
   return pick_shape([&](int bm) { return int64_t(num_experts) * ((per + spread + bm - 1) / bm); }, n, gate_up, c,
                     float32);
@@ -1206,7 +1207,7 @@ void gate_up_on(const Buckets& b, Shape sh, const float* x, int64_t m, int k, co
   GemmArgs a = product(x, l.intermediate, l.hidden, act);
   a.math = math;
   bucketed(a, b, table);
-  if (!float32 && use_f16(l.gate_up)) to_f16(x, m, l.hidden, b.f16, a, stream);
+  if (use_f16(l.gate_up, float32)) to_f16(x, m, l.hidden, b.f16, a, stream);
   a.k = k;
   a.off_b = l.up_offset;
   const dim3 grid(unsigned(max_tiles(m * k, num_experts, tile_rows_of(sh))),
@@ -1219,7 +1220,7 @@ void down_on(const Buckets& b, Shape sh, const float* act, int64_t pairs, const 
   GemmArgs a = product(act, l.hidden, l.intermediate, out);
   a.math = math;
   bucketed(a, b, table);
-  if (!float32 && use_f16(l.down)) to_f16(act, pairs, l.intermediate, b.f16, a, stream);
+  if (use_f16(l.down, float32)) to_f16(act, pairs, l.intermediate, b.f16, a, stream);
   a.off_a = l.down_offset;
   const dim3 grid(unsigned(max_tiles(pairs, num_experts, tile_rows_of(sh))), tiles_for(l.hidden, tile_cols_of(sh)));
   dispatch_codec<true>(l.down,
