@@ -72,6 +72,11 @@ bool skipped(int64_t m, DecodeSkip s) {
   return m == 1 && (decode_skips() & s) != 0;
 }
 
+// A softmax router without bias or scale: router_topk's policy, in the router's launch for a decode row.
+bool softmax_topk(const RouterPlan& rp) {
+  return rp.gating == Gating::SoftmaxTopK && !rp.bias && rp.scale == 1.0f;
+}
+
 // The router's logits for m rows: from kTensorCoreRows rows, on tensor cores with x carried to float32 accuracy
 // where the weights widen exactly to TF32 (bf16, f16: matmul_tc_split), so the top-k sees about float32's error.
 // k is split in parts (split_scratch), so the router's few outputs fill the GPU.
@@ -144,6 +149,11 @@ class CudaForward final : public DeviceForward {
   // Expert parallelism (--devices): the routed sum with this rank's experts and the others' over the transport.
   void moe_expert_parallel(int layer, float* x, const float* xn, const int* ids, const float* weights);
   void shared_expert(int layer, float* x, const float* xn);
+  // Whether a decode row's router launch also computes the shared expert's gate logit (into s_shared_gl_).
+  bool shared_gate_in_router(const Layer& lw) const {
+    return m_ == 1 && lw.plan.ffn.shared_width > 0 && lw.plan.ffn.shared_gate && softmax_topk(lw.plan.ffn.router) &&
+           !skipped(m_, kSkipRouter);
+  }
   // Next-layer prefetch (CudaForwardOptions::prefetch_width): guess() enqueues the guess for `layer` from the
   // residual x entering it, prefetch() (after the attention is enqueued) waits for it and starts the copies.
   void guess(int layer, const float* x);
@@ -807,12 +817,15 @@ void CudaForward::moe(int layer, float* x, float* xn) {
   const RouterPlan& rp = lw.plan.ffn.router;
   // A softmax router without bias or scale runs router_topk (fused into the product for a decode row); the other
   // policies run router_route on the logits.
-  const bool softmax_router = rp.gating == Gating::SoftmaxTopK && !rp.bias && rp.scale == 1.0f;
-  if (softmax_router && M == 1) {  // (1, E) logits, xn, and the top-k in one launch
+  const bool softmax_router = softmax_topk(rp);
+  if (softmax_router && M == 1) {  // (1, E) logits, xn, and the top-k in one launch (and the shared expert's gate)
     int* counter = s_router_counter_.get_zeroed<int>(1, stream_);
     if (!skipped(M, kSkipRouter)) {
+      const bool gate = shared_gate_in_router(lw);
       cuda::router_matvec_topk(x, lw.m(Role::Router), lw.v(Role::FfnNorm), c_.rms_norm_eps, xn, router, K,
-                               rp.renormalize, ids, weights, counter, stream_);
+                               rp.renormalize, ids, weights, counter, stream_,
+                               gate ? &lw.m(Role::SharedExpertGate) : nullptr,
+                               gate ? s_shared_gl_.get<float>(1) : nullptr);
     }
   } else if (softmax_router) {
     cuda::rms_norm(x, xn, M, H, lw.v(Role::FfnNorm), c_.rms_norm_eps, stream_);
@@ -1087,8 +1100,14 @@ void CudaForward::shared_expert(int layer, float* x, const float* xn) {
   const int64_t M = m_, H = c_.hidden_size, S = lw.m(Role::SharedGate).rows;
   float* g = s_shared_g_.get<float>(size_t(M * S));
   float* u = s_shared_u_.get<float>(size_t(M * S));
-  product(xn, M, lw.m(Role::SharedGate), g, false, stream_, s_f16_, float32_);  // (M, S)
-  product(xn, M, lw.m(Role::SharedUp), u, false, stream_, s_f16_, float32_);    // (M, S)
+  if (M == 1) {  // one launch where gate and up share a codec
+    const DeviceMatrix ws[2] = {lw.m(Role::SharedGate), lw.m(Role::SharedUp)};
+    float* const ys[2] = {g, u};
+    cuda::matvec(xn, ws, ys, nullptr, 0.0f, nullptr, false, stream_);
+  } else {
+    product(xn, M, lw.m(Role::SharedGate), g, false, stream_, s_f16_, float32_);  // (M, S)
+    product(xn, M, lw.m(Role::SharedUp), u, false, stream_, s_f16_, float32_);    // (M, S)
+  }
   cuda::silu_mul(g, u, g, M * S, stream_);
   if (!lw.plan.ffn.shared_gate) {
     product(g, M, lw.m(Role::SharedDown), x, true, stream_, s_f16_, float32_);  // x += (M, H)
@@ -1097,7 +1116,9 @@ void CudaForward::shared_expert(int layer, float* x, const float* xn) {
   float* out = s_shared_out_.get<float>(size_t(M * H));
   float* gate = s_shared_gl_.get<float>(size_t(M));
   product(g, M, lw.m(Role::SharedDown), out, false, stream_, s_f16_, float32_);  // (M, H)
-  router_product(xn, M, lw.m(Role::SharedExpertGate), gate, stream_, s_split_);  // (M, 1)
+  if (!shared_gate_in_router(lw)) {
+    router_product(xn, M, lw.m(Role::SharedExpertGate), gate, stream_, s_split_);  // (M, 1)
+  }
   cuda::add_sigmoid_scaled(x, out, gate, M, H, stream_);
 }
 

@@ -266,7 +266,9 @@ __host__ __device__ constexpr bool f16_weights(CodecId c) {
 
 template <CodecId C>
 __host__ __device__ constexpr mma::Piece piece(int p) {
-  if constexpr (is_seed(C) || is_ggml(C) || C == Id::FP8_G32) {
+  if constexpr (ggml_dev::has_pair_pieces(C)) {  // ggml_pieces.h's pair pieces: placed as q4_g32's code words
+    return mma::piece_of(32, true, true, p);
+  } else if constexpr (is_seed(C) || is_ggml(C) || C == Id::FP8_G32) {
     return mma::piece_of(8, false, false, p);  // 8 consecutive weights, as a float codec's
   } else {
     return mma::piece_of(Unit<C>::G, is_affine(C), C == Id::Q4_G32 || C == Id::Q4_G64, p);
@@ -304,6 +306,12 @@ __device__ __forceinline__ void fetch_piece(WRow<C> row, int64_t k0, int p, int6
     raw[0] = w[0];
     raw[1] = w[1 + at];
     raw[2] = w[2 + at];
+  } else if constexpr (ggml_dev::has_pair_pieces(C)) {
+    if (row == nullptr) return;
+    const mma::Piece pc = piece<C>(p);
+    const int64_t u = k0 / Unit<C>::G + pc.unit;
+    if (u * Unit<C>::G >= cols) return;
+    ggml_dev::pair_fetch<C>(row + u * Unit<C>::bytes, pc.word, raw);
   } else if constexpr (is_ggml(C)) {
     if (row == nullptr) return;
     const int64_t k = k0 + 8 * p;
@@ -321,6 +329,16 @@ __device__ __forceinline__ void fetch_piece(WRow<C> row, int64_t k0, int p, int6
         raw[j] = reinterpret_cast<const uint16_t*>(row)[k];
       }
     }
+  }
+}
+
+// A fetched ggml piece p of the slice at k0, decoded (a pair piece, or 8 consecutive elements).
+template <CodecId C>
+__device__ __forceinline__ ggml_dev::Piece ggml_piece(const uint32_t* raw, int64_t k0, int p) {
+  if constexpr (ggml_dev::has_pair_pieces(C)) {
+    return ggml_dev::pair_decode<C>(raw, piece<C>(p).word);
+  } else {
+    return ggml_dev::decode<C>(raw, int((k0 + 8 * p) % Unit<C>::G));
   }
 }
 
@@ -349,7 +367,7 @@ __device__ __forceinline__ void store_piece(const uint32_t* raw, int64_t k0, int
     widen_fp8_word(raw[1], d, v);
     widen_fp8_word(raw[2], d, v + 4);
   } else if constexpr (is_ggml(C)) {
-    ggml_dev::values<C>(ggml_dev::decode<C>(raw, int((k0 + 8 * p) % Unit<C>::G)), v);
+    ggml_dev::values<C>(ggml_piece<C>(raw, k0, p), v);
   } else {
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
@@ -607,8 +625,8 @@ __device__ __forceinline__ uint32_t widen2(uint32_t codes, __half2 d, __half2 m)
 // The f16 kernel's weights of a fetched ggml piece (f16_weights: d and m float16 fields, codes exact in f16): d q, or
 // for q5_1 d q + m, each one f16 operation rounded once; as four pairs of halves in element order.
 template <CodecId C>
-__device__ __forceinline__ void ggml_piece16(const uint32_t* raw, int j0, uint32_t (&v)[4]) {
-  const ggml_dev::Piece pc = ggml_dev::decode<C>(raw, j0);
+__device__ __forceinline__ void ggml_piece16(const uint32_t* raw, int64_t k0, int p, uint32_t (&v)[4]) {
+  const ggml_dev::Piece pc = ggml_piece<C>(raw, k0, p);
   const __half2 d = __float2half2_rn(pc.d), m = __float2half2_rn(pc.m);  // exact: both were float16
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -626,7 +644,7 @@ __device__ __forceinline__ void store_piece16(const uint32_t* raw, int64_t k0, i
   const mma::Piece pc = piece<C>(p);
   uint32_t v[4];  // values 0-1, 2-3 (at first), 4-5, 6-7 (at second)
   if constexpr (is_ggml(C)) {
-    ggml_piece16<C>(raw, int((k0 + 8 * p) % Unit<C>::G), v);
+    ggml_piece16<C>(raw, k0, p, v);
   } else {
     const uint32_t dmw = raw[0];
     const uint32_t dw = __byte_perm(dmw, 0, 0x1010), mw = __byte_perm(dmw, 0, 0x3232);

@@ -244,6 +244,19 @@ SEEDLING_HD void k_scale_min(const uint32_t* sc, int s, int& scale, int& min) {
   k_scale_min_words(sc[0], sc[1], sc[2], s, scale, min);
 }
 
+// The integer code of element j of a 32-element nibble type from its nibble (and for q5_0/q5_1 bit j of qh).
+template <CodecId C>
+SEEDLING_HD int nibble_code(int nib, uint32_t qh, int j) {
+  if constexpr (C == CodecId::Q4_0) {
+    return nib - 8;
+  } else if constexpr (C == CodecId::IQ4_NL) {
+    return iq4_level(uint32_t(nib));
+  } else {  // the fifth bit: bit j of qh
+    const int five = nib | int((qh >> j) & 1u) << 4;
+    return C == CodecId::Q5_0 ? five - 16 : five;
+  }
+}
+
 // The piece fetch() loaded for element j0.
 template <CodecId C>
 SEEDLING_HD Piece decode(const uint32_t* raw, int j0) {
@@ -255,17 +268,7 @@ SEEDLING_HD Piece decode(const uint32_t* raw, int j0) {
   } else if constexpr (C == CodecId::Q4_0 || C == CodecId::IQ4_NL || C == CodecId::Q5_0 || C == CodecId::Q5_1) {
     const int shift = j0 >= 16 ? 4 : 0;  // elements 16..31 are the high nibbles
     p.d = f16_value(raw[0]);
-    for (int i = 0; i < 8; ++i) {
-      const int nib = int((byte_of(raw + 1, i) >> shift) & 0x0Fu);
-      if constexpr (C == CodecId::Q4_0) {
-        q[i] = nib - 8;
-      } else if constexpr (C == CodecId::IQ4_NL) {
-        q[i] = iq4_level(uint32_t(nib));
-      } else {  // the fifth bit: bit j of qh
-        const int five = nib | int((raw[3] >> (j0 + i)) & 1u) << 4;
-        q[i] = C == CodecId::Q5_0 ? five - 16 : five;
-      }
-    }
+    for (int i = 0; i < 8; ++i) q[i] = nibble_code<C>(int((byte_of(raw + 1, i) >> shift) & 0x0Fu), raw[3], j0 + i);
     if constexpr (C == CodecId::Q5_1) p.m = f16_value(raw[0] >> 16);
   } else if constexpr (C == CodecId::Q2_K) {
     const int shift = 2 * ((j0 % 128) / 32);
@@ -333,6 +336,41 @@ SEEDLING_HD Piece q6k_run_decode(const uint32_t* raw, int t, int g) {
   for (int i = 0; i < 8; ++i) {
     const int low = int((byte_of(ql, i) >> nib) & 0x0Fu), high = int((byte_of(raw + 4, i) >> (2 * g)) & 3u);
     p.q[i] = code_value((low | high << 4) - 32);
+  }
+  return p;
+}
+
+// Pair pieces of the 32-element nibble types (q4_0, iq4_nl, q5_0, q5_1), whose 16 code bytes hold element j in the
+// low nibble of byte j and element 16 + j in the high one, as q4_g32's codes (codec.h): pair piece w (0..3) is
+// elements 4w .. 4w + 3 (q[0..3]) and 16 + 4w .. 16 + 4w + 3 (q[4..7]), both nibbles of code bytes 4w .. 4w + 3, so a
+// piece loads 4 code bytes where a piece of 8 consecutive elements loads 8 and uses half of each. gemm.cu's tiles
+// place a piece's values as two runs of 4, lane_dot.cuh's ggml_group_dot reads the two runs of x. pair_fetch loads
+// them as fetch() does, pair_decode unpacks them.
+SEEDLING_HD constexpr bool has_pair_pieces(CodecId c) {
+  return c == CodecId::Q4_0 || c == CodecId::IQ4_NL || c == CodecId::Q5_0 || c == CodecId::Q5_1;
+}
+template <CodecId C>
+SEEDLING_HD void pair_fetch(const uint8_t* blk, int w, uint32_t* raw) {
+  static_assert(has_pair_pieces(C), "a 32-element nibble type");
+  if constexpr (C == CodecId::Q5_1) {  // d, m, qh (4), 16 nibble bytes
+    raw[0] = load<uint32_t>(blk);
+    raw[1] = load<uint32_t>(blk + 8 + 4 * w);
+    raw[3] = load<uint32_t>(blk + 4);
+  } else {
+    raw[0] = load<uint16_t>(blk);
+    raw[1] = load2x16(blk + (C == CodecId::Q5_0 ? 6 : 2) + 4 * w);
+    if constexpr (C == CodecId::Q5_0) raw[3] = load2x16(blk + 2);
+  }
+}
+template <CodecId C>
+SEEDLING_HD Piece pair_decode(const uint32_t* raw, int w) {
+  Piece p;
+  p.d = f16_value(raw[0]);
+  if constexpr (C == CodecId::Q5_1) p.m = f16_value(raw[0] >> 16);
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t b = byte_of(raw + 1, i);
+    p.q[i] = code_value(nibble_code<C>(int(b & 0x0Fu), raw[3], 4 * w + i));
+    p.q[4 + i] = code_value(nibble_code<C>(int(b >> 4), raw[3], 16 + 4 * w + i));
   }
   return p;
 }

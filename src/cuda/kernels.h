@@ -59,10 +59,12 @@ void matvec(const float* x, std::span<const DeviceMatrix> ws, std::span<float* c
 
 // The router of one row: logits = router . norm(x) as matvec computes them (xn_out: the normed row), then
 // router_topk's softmax and top-k, in the same launch when matvec's is one launch (its last block to finish does
-// the top-k; counter: one int, zero before the first call, left at zero by every call).
+// the top-k; counter: one int, zero before the first call, left at zero by every call). With `also` (a shared
+// expert's gate: the same input), also_y = also . norm(x) too, in that launch when it shares the router's codec and
+// width.
 void router_matvec_topk(const float* x, const DeviceMatrix& router, const float* norm, float eps, float* xn_out,
                         float* logits, int k, bool norm_topk, int* ids, float* weights, int* counter,
-                        cudaStream_t stream);
+                        cudaStream_t stream, const DeviceMatrix* also = nullptr, float* also_y = nullptr);
 
 // x[i] = w * x / sqrt(mean(x^2) + eps), rows of n (out may equal x).
 void rms_norm(const float* x, float* out, int64_t rows, int64_t n, const float* weight, float eps, cudaStream_t stream);
@@ -303,9 +305,11 @@ void delta_gates(const float* b, const float* a, const float* a_log, const float
 // with q and k L2-normalised (q scaled); g, beta: m x value_heads; out: m x value_heads * value_dim.
 // Decode: the recurrent step (ops::ref::gated_delta_rule for one token) of each listed row, every row its own
 // sequence's state, in one launch (a block per row and value head, a thread per value column; float32 sums in a
-// fixed order, so a row gets the same bits alone or batched).
+// fixed order, so a row gets the same bits alone or batched). 128 x 128 heads (Qwen3-Next's, Qwen3.5's) take a kernel
+// that holds a state column in registers; any_dims = true takes the kernel for any dims instead (tests: the same bits).
 void gated_delta_decode(const float* qkv, const float* g, const float* beta, const int* row_ids, int64_t n_rows,
-                        const DeltaRow* rows, const DeltaShape& s, float* out, cudaStream_t stream);
+                        const DeltaRow* rows, const DeltaShape& s, float* out, cudaStream_t stream,
+                        bool any_dims = false);
 // Prompts: the chunked form (ops::gated_delta_chunked, chunks of kDeltaChunk from the run's first row) over each run
 // whose first row is listed, in one launch: a block per run and value head walks its chunks in order, each chunk's
 // keys, queries, the triangular solve's right-hand sides and its two chunk x chunk matrices in shared memory, the

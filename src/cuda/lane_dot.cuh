@@ -605,9 +605,11 @@ __device__ __forceinline__ void fp8_group_dot(const uint8_t* const (&wrows)[NW],
   }
 }
 
-// The ggml codecs (ggml_pieces.h): lane l takes piece t (elements 8t .. 8t + 7) of its group's blocks, a group being
-// the 4 lanes that share a 32-element block (the warp's 8 groups take blocks grp, grp + 8, ...) or the whole warp for
-// the 256-element blocks (blocks 0, 1, ...), so a group's x is contiguous and a lane reads it as two float4s. A piece
+// The ggml codecs (ggml_pieces.h): lane l takes piece t (elements 8t .. 8t + 7; for the 32-element nibble types pair
+// piece t, elements 4t .. 4t + 3 and 16 + 4t .. 16 + 4t + 3, so a lane loads 4 code bytes and uses both nibbles of
+// each) of its group's blocks, a group being the 4 lanes that share a 32-element block (the warp's 8 groups take
+// blocks grp, grp + 8, ...) or the whole warp for the 256-element blocks (blocks 0, 1, ...), so a group's x is
+// contiguous and a lane reads its piece's as two float4s. A piece
 // lies in one sub-block, of one scale d and offset m, so the lane adds d * sum(q x) + m * sum(x) over it (fmaf, in
 // this order; m only for the types with an offset), factored as the affine codecs' blocks are: the order depends only
 // on the matrix, never on NW, R or `rows`. The words of kBatch blocks of every weight row are loaded before any is
@@ -619,17 +621,23 @@ __device__ __forceinline__ void ggml_group_dot_shaped(const uint8_t* const (&wro
                                                       const float* const (&xs)[NW], int64_t ldx, int rows,
                                                       float (&acc)[NW][R]) {
   constexpr int G = Unit<C>::G, kLanes = G / 8, kGroups = kWarp / kLanes, kBatch = NW == 1 ? 4 : NW == 2 ? 2 : 1;
-  constexpr bool kOffset = ggml_dev::has_offset(C);
-  const int lane = threadIdx.x % kWarp, grp = lane / kLanes, j0 = 8 * (lane % kLanes);
+  constexpr bool kOffset = ggml_dev::has_offset(C), kPair = ggml_dev::has_pair_pieces(C);
+  const int lane = threadIdx.x % kWarp, grp = lane / kLanes, t = lane % kLanes, j0 = 8 * t;
+  // The block positions of the piece's elements 0..3 and 4..7.
+  const int lo = kPair ? 4 * t : j0, hi = kPair ? 16 + 4 * t : j0 + 4;
   const int64_t units = (cols + G - 1) / G;
-  // The piece's 8 inputs of one row of x (xr: the piece's first), and their sum where the type adds an offset.
-  const auto inputs = [&](const float* xr, int64_t k0, float(&xv)[8], float& sx) {
+  // The piece's 8 inputs of one row of x (xb: its block's first; kb that block's first column), and their sum where
+  // the type adds an offset.
+  const auto inputs = [&](const float* xb, int64_t kb, float(&xv)[8], float& sx) {
     if constexpr (kWhole) {
-      const float4 lo = *reinterpret_cast<const float4*>(xr), hi = *reinterpret_cast<const float4*>(xr + 4);
-      xv[0] = lo.x, xv[1] = lo.y, xv[2] = lo.z, xv[3] = lo.w, xv[4] = hi.x, xv[5] = hi.y, xv[6] = hi.z, xv[7] = hi.w;
+      const float4 a = *reinterpret_cast<const float4*>(xb + lo), b = *reinterpret_cast<const float4*>(xb + hi);
+      xv[0] = a.x, xv[1] = a.y, xv[2] = a.z, xv[3] = a.w, xv[4] = b.x, xv[5] = b.y, xv[6] = b.z, xv[7] = b.w;
     } else {
 #pragma unroll
-      for (int j = 0; j < 8; ++j) xv[j] = k0 + j < cols ? xr[j] : 0.0f;
+      for (int j = 0; j < 8; ++j) {
+        const int at = j < 4 ? lo + j : hi + j - 4;
+        xv[j] = kb + at < cols ? xb[at] : 0.0f;
+      }
     }
     sx = 0.0f;
     if constexpr (kOffset) {
@@ -652,14 +660,19 @@ __device__ __forceinline__ void ggml_group_dot_shaped(const uint8_t* const (&wro
       const int64_t u = u0 + kGroups * i;
 #pragma unroll
       for (int v = 0; v < NW; ++v) {
-        if (u < units) ggml_dev::fetch<C>(wrows[v] + u * Unit<C>::bytes, j0, raw[v][i]);
+        if (u >= units) continue;
+        if constexpr (kPair) {
+          ggml_dev::pair_fetch<C>(wrows[v] + u * Unit<C>::bytes, t, raw[v][i]);
+        } else {
+          ggml_dev::fetch<C>(wrows[v] + u * Unit<C>::bytes, j0, raw[v][i]);
+        }
       }
     }
 #pragma unroll
     for (int i = 0; i < kBatch; ++i) {
       const int64_t u = u0 + kGroups * i;
       if (u >= units) break;
-      const int64_t k0 = u * G + j0;
+      const int64_t kb = u * G;
       // SameX: every row's inputs read before the weight rows; else one row's at a time.
       constexpr int kXRows = SameX ? R : 1;
       float xv[kXRows][8], sx[kXRows];
@@ -667,16 +680,21 @@ __device__ __forceinline__ void ggml_group_dot_shaped(const uint8_t* const (&wro
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           if (r >= rows) break;
-          inputs(xs[0] + r * ldx + k0, k0, xv[r], sx[r]);
+          inputs(xs[0] + r * ldx + kb, kb, xv[r], sx[r]);
         }
       }
 #pragma unroll
       for (int v = 0; v < NW; ++v) {
-        const ggml_dev::Piece p = ggml_dev::decode<C>(raw[v][i], j0);
+        ggml_dev::Piece p;
+        if constexpr (kPair) {
+          p = ggml_dev::pair_decode<C>(raw[v][i], t);
+        } else {
+          p = ggml_dev::decode<C>(raw[v][i], j0);
+        }
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           if (r >= rows) break;
-          if constexpr (!SameX) inputs(xs[v] + r * ldx + k0, k0, xv[0], sx[0]);
+          if constexpr (!SameX) inputs(xs[v] + r * ldx + kb, kb, xv[0], sx[0]);
           add(p, xv[SameX ? r : 0], sx[SameX ? r : 0], acc[v][r]);
         }
       }

@@ -72,9 +72,9 @@ void GatedDeltaNet::run(int layer, const std::array<DeviceMatrix, kRoleCount>& m
   } else {  // qwen3_5_moe: in_proj_qkv, in_proj_z, in_proj_b, in_proj_a
     const DeviceMatrix ws[4] = {m(Role::LinearQkv), m(Role::LinearZ), m(Role::LinearB), m(Role::LinearA)};
     float* const ys[4] = {mixed, z, beta_in, a};
-    if (M == 1) {
-      matvec(x, {ws, 3}, {ys, 3}, norm, c_.rms_norm_eps, xn, false, stream);
-      matvec(xn, {ws + 3, 1}, {ys + 3, 1}, nullptr, 0.0f, nullptr, false, stream);
+    if (M == 1) {  // the two wide products with the norm in their launch, then the two per-head ones on its output
+      matvec(x, {ws, 2}, {ys, 2}, norm, c_.rms_norm_eps, xn, false, stream);
+      matvec(xn, {ws + 2, 2}, {ys + 2, 2}, nullptr, 0.0f, nullptr, false, stream);
     } else {
       rms_norm(x, xn, M, H, norm, c_.rms_norm_eps, stream);
       for (int i = 0; i < 4; ++i) product_(xn, M, ws[i], ys[i], false);

@@ -518,11 +518,13 @@ void matvec(const float* x, std::span<const DeviceMatrix> ws, std::span<float* c
 
 void router_matvec_topk(const float* x, const DeviceMatrix& router, const float* norm, float eps, float* xn_out,
                         float* logits, int k, bool norm_topk, int* ids, float* weights, int* counter,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, const DeviceMatrix* also, float* also_y) {
   MatvecTargets t = router_targets(counter, k, ids, weights);
   t.topk_norm = norm_topk;
-  float* const ys[1] = {logits};
-  matvec_launch(x, {&router, 1}, ys, norm, eps, xn_out, false, t, stream);
+  const DeviceMatrix ws[2] = {router, also != nullptr ? *also : DeviceMatrix{}};
+  float* const ys[2] = {logits, also_y};
+  const size_t n = also != nullptr ? 2 : 1;
+  matvec_launch(x, {ws, n}, {ys, n}, norm, eps, xn_out, false, t, stream);
 }
 
 void router_matvec_route(const float* x, const DeviceMatrix& router, const float* norm, float eps, float* xn_out,

@@ -126,11 +126,11 @@ struct DeltaInputs {
     r.n = n;
     return r;
   }
-  // The decode kernel (chunked: the chunked one, value_cols as gated_delta_chunked's) over these inputs on the device,
-  // for the listed rows (chunked: the first rows of the runs) of `rows`: its output (rows x value width), poisoned
-  // where it wrote nothing.
+  // The decode kernel (chunked: the chunked one, value_cols as gated_delta_chunked's; any_dims as
+  // gated_delta_decode's) over these inputs on the device, for the listed rows (chunked: the first rows of the runs) of
+  // `rows`: its output (rows x value width), poisoned where it wrote nothing.
   std::vector<float> on_device(bool chunked, const std::vector<int>& listed, const std::vector<cuda::DeltaRow>& rows,
-                               const cuda::DeltaShape& s, int value_cols = 0) const {
+                               const cuda::DeltaShape& s, int value_cols = 0, bool any_dims = false) const {
     DeviceVec<float> dqkv(qkv), dg(g), dbeta(beta), dout(test::poisoned(rows.size() * s.value_heads * s.value_dim));
     DeviceVec<cuda::DeltaRow> drows(rows);
     DeviceVec<int> dids(listed);
@@ -139,7 +139,8 @@ struct DeltaInputs {
       cuda::gated_delta_chunked(dqkv.get(), dg.get(), dbeta.get(), dids.get(), n, drows.get(), s, dout.get(), nullptr,
                                 value_cols);
     } else {
-      cuda::gated_delta_decode(dqkv.get(), dg.get(), dbeta.get(), dids.get(), n, drows.get(), s, dout.get(), nullptr);
+      cuda::gated_delta_decode(dqkv.get(), dg.get(), dbeta.get(), dids.get(), n, drows.get(), s, dout.get(), nullptr,
+                               any_dims);
     }
     return dout.download();
   }
@@ -159,6 +160,11 @@ void expect_same_bits_alone_and_batched(bool chunked, const cuda::DeltaShape& s,
   EXPECT_TRUE(
       std::equal(b.begin() + firsts[1] * VW, b.begin() + (firsts[1] + lengths[1]) * VW, a.begin() + firsts[1] * VW));
   EXPECT_EQ(batched.device[1].download(), alone.device[1].download());
+}
+
+// A vector's bytes, to compare bits (NaN poison included).
+std::string bytes_of(const std::vector<float>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
 }
 
 cuda::DeltaShape shape_of(int key_dim, int value_dim, size_t offset) {
@@ -322,6 +328,26 @@ TEST(CudaGatedDelta, DecodeRowGivesTheSameBitsAloneAndBatched) {
   expect_same_bits_alone_and_batched(false, shape_of(128, 128, 0), {1, 1, 1}, {0, 1, 2});
 }
 
+// 128 x 128 heads: the kernel that holds a state column in registers and the kernel for any dims, from the same
+// states, four steps (the last with one row listed): every output and state bit the same.
+TEST(CudaGatedDelta, DecodeOf128HeadsGivesTheBitsOfTheKernelForAnyDims) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const cuda::DeltaShape s = shape_of(128, 128, 5);
+  Sequences fast(s, 3, 31), any(s, 3, 31);
+  const std::vector<int> order = {2, 0, 1};
+  for (int step = 0; step < 4; ++step) {
+    const DeltaInputs in(s, 3, uint32_t(40 + step));
+    const std::vector<int> listed = step < 3 ? std::vector<int>{0, 1, 2} : std::vector<int>{1};
+    const std::vector<float> a = in.on_device(false, listed, fast.rows(order, {1, 1, 1}), s),
+                             b = in.on_device(false, listed, any.rows(order, {1, 1, 1}), s, 0, true);
+    EXPECT_TRUE(bytes_of(a) == bytes_of(b)) << "outputs at step " << step;
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_TRUE(bytes_of(fast.device[i].download()) == bytes_of(any.device[i].download()))
+          << "state of sequence " << i << " at step " << step;
+    }
+  }
+}
+
 // The chunked form over runs of n = 1, 63, 64, 65 and 200 rows (within a chunk, exactly one, one past, several) beside
 // runs of other sequences (65 and 3 rows) and a decode row of a fourth that is not listed (its output stays unwritten,
 // its state untouched), then a second call from the states the first left (runs of 37, n and 64): every output and
@@ -378,14 +404,12 @@ TEST(CudaGatedDelta, ChunkedGivesTheSameBitsWhateverTheValueColumnsOfABlock) {
   if (!cuda::gated_delta_chunked_fits(s.key_dim, s.value_dim)) GTEST_SKIP() << "no chunk of 128 fits";
   const std::vector<int> lengths = {200, 65, 3};
   const DeltaInputs in(s, 268, 21);
-  const auto bytes = [](const std::vector<float>& v) {
-    return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
-  };
   std::vector<std::string> first;
   for (const int cols : {128, 32, 48, 1}) {
     Sequences seqs(s, 3, 11);
-    std::vector<std::string> got = {bytes(in.on_device(true, {0, 200, 265}, seqs.rows({0, 1, 2}, lengths), s, cols))};
-    for (auto& d : seqs.device) got.push_back(bytes(d.download()));
+    std::vector<std::string> got = {
+        bytes_of(in.on_device(true, {0, 200, 265}, seqs.rows({0, 1, 2}, lengths), s, cols))};
+    for (auto& d : seqs.device) got.push_back(bytes_of(d.download()));
     if (first.empty()) {
       first = got;
       continue;

@@ -22,6 +22,25 @@ namespace {
 namespace gd = cuda::ggml_dev;
 using cuda::codec_ids::CodecId;
 
+// One decoded piece of block b against ggml_quants.h: element i of the piece is element elem(i) of the block, its
+// code and its value bit for bit, and the offset only where the type has one. False at the first failure.
+template <CodecId C, typename Elem>
+bool piece_is_ggmls(Codec c, const uint8_t* b, const gd::Piece& p, Elem elem, const std::string& what) {
+  float v[8];
+  gd::values<C>(p, v);
+  for (int i = 0; i < 8; ++i) {
+    const int j = elem(i);
+    EXPECT_EQ(p.q[i], float(ggml::ggml_code(c, b, j))) << what << " elem " << j;
+    EXPECT_EQ(std::bit_cast<uint32_t>(v[i]), std::bit_cast<uint32_t>(ggml::ggml_value(c, b, j)))
+        << what << " elem " << j << ": " << v[i] << " vs " << ggml::ggml_value(c, b, j);
+    if (::testing::Test::HasFailure()) return false;
+  }
+  if (!gd::has_offset(C)) {
+    EXPECT_EQ(p.m, 0.0f) << what;
+  }
+  return !::testing::Test::HasFailure();
+}
+
 // Every piece of `blocks` (back to back) against ggml_quants.h; returns the number of pieces checked.
 template <CodecId C>
 int check_pieces(Codec c, const std::vector<uint8_t>& blocks, const std::string& what) {
@@ -32,25 +51,44 @@ int check_pieces(Codec c, const std::vector<uint8_t>& blocks, const std::string&
     for (int j0 = 0; j0 < G; j0 += 8) {
       uint32_t raw[8] = {};
       gd::fetch<C>(b, j0, raw);
-      const gd::Piece p = gd::decode<C>(raw, j0);
-      float v[8];
-      gd::values<C>(p, v);
-      for (int i = 0; i < 8; ++i) {
-        const int j = j0 + i;
-        EXPECT_EQ(p.q[i], float(ggml::ggml_code(c, b, j))) << what << " block " << at / size_t(bytes) << " elem " << j;
-        EXPECT_EQ(std::bit_cast<uint32_t>(v[i]), std::bit_cast<uint32_t>(ggml::ggml_value(c, b, j)))
-            << what << " block " << at / size_t(bytes) << " elem " << j << ": " << v[i] << " vs "
-            << ggml::ggml_value(c, b, j);
-        if (::testing::Test::HasFailure()) return pieces;
-      }
-      // The offset only where the type has one.
-      if (!gd::has_offset(C)) {
-        EXPECT_EQ(p.m, 0.0f) << what;
-      }
+      const std::string at_block = what + " block " + std::to_string(at / size_t(bytes));
+      if (!piece_is_ggmls<C>(
+              c, b, gd::decode<C>(raw, j0), [&](int i) { return j0 + i; }, at_block))
+        return pieces;
       ++pieces;
     }
   }
   return pieces;
+}
+
+// Every pair piece (ggml_pieces.h: elements 4w .. 4w + 3 and 16 + 4w .. 16 + 4w + 3) of `blocks` against
+// ggml_quants.h, each element once a block; returns the number of pieces checked.
+template <CodecId C>
+int check_pair_pieces(Codec c, const std::vector<uint8_t>& blocks, const std::string& what) {
+  const int bytes = gd::block_bytes(C);
+  int pieces = 0;
+  for (size_t at = 0; at + size_t(bytes) <= blocks.size(); at += size_t(bytes)) {
+    const uint8_t* b = blocks.data() + at;
+    std::vector<int> seen(32, 0);
+    for (int w = 0; w < 4; ++w) {
+      uint32_t raw[8] = {};
+      gd::pair_fetch<C>(b, w, raw);
+      const auto elem = [w](int i) { return (i < 4 ? 0 : 16) + 4 * w + i % 4; };
+      for (int i = 0; i < 8; ++i) ++seen[size_t(elem(i))];
+      const std::string at_block = what + " pair piece, block " + std::to_string(at / size_t(bytes));
+      if (!piece_is_ggmls<C>(c, b, gd::pair_decode<C>(raw, w), elem, at_block)) return pieces;
+      ++pieces;
+    }
+    for (int j = 0; j < 32; ++j) EXPECT_EQ(seen[size_t(j)], 1) << what << " elem " << j;
+  }
+  return pieces;
+}
+
+// Pieces (and pair pieces, for the types that have them) of blocks against ggml_quants.h.
+template <CodecId C>
+void check_all_pieces(Codec c, const std::vector<uint8_t>& blocks, const std::string& what) {
+  check_pieces<C>(c, blocks, what);
+  if constexpr (gd::has_pair_pieces(C)) check_pair_pieces<C>(c, blocks, what);
 }
 
 // Random blocks at the kernels' scale (float16 subnormal d included), then blocks whose every float16 field is a
@@ -62,6 +100,9 @@ void check_codec() {
   const std::string name(codec_name(c));
   std::vector<uint8_t> blocks = test::random_ggml_blocks(c, 300, 17);
   EXPECT_EQ(check_pieces<C>(c, blocks, name + " (kernel scale)"), 300 * gd::block_elems(C) / 8);
+  if constexpr (gd::has_pair_pieces(C)) {
+    EXPECT_EQ(check_pair_pieces<C>(c, blocks, name + " (kernel scale)"), 300 * 4);
+  }
   std::mt19937 rng(18);
   const size_t bytes = codec_block_bytes(c);
   for (size_t at = 0; at < blocks.size(); at += bytes) {
@@ -73,14 +114,14 @@ void check_codec() {
       std::memcpy(blocks.data() + at + f, &h, 2);
     }
   }
-  check_pieces<C>(c, blocks, name + " (any finite float16)");
+  check_all_pieces<C>(c, blocks, name + " (any finite float16)");
   std::vector<uint8_t> zeros(bytes, 0x00), ones(bytes, 0xFF);
   for (const size_t f : ggml::ggml_f16_fields(c)) {
     const uint16_t largest = 0x7BFF;
     std::memcpy(ones.data() + f, &largest, 2);
   }
-  check_pieces<C>(c, zeros, name + " (zeros)");
-  check_pieces<C>(c, ones, name + " (ones)");
+  check_all_pieces<C>(c, zeros, name + " (zeros)");
+  check_all_pieces<C>(c, ones, name + " (ones)");
 }
 
 TEST(GgmlPieces, EveryPieceIsGgmlQuantsBitForBit) {

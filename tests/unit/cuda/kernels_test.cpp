@@ -387,6 +387,29 @@ TEST(CudaKernels, RouterMatvecTopKEqualsSeparateLaunchesBitForBit) {
   }
 }
 
+// With a shared expert's gate beside the router (of its codec: one launch; of another: separate launches), the gate's
+// logit is matmul's of the normed row and the router's outputs are those of the separate launches, bit for bit.
+TEST(CudaKernels, RouterMatvecTopKWithTheSharedGateGivesItsLogitBitForBit) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const int64_t cols = 2048;
+  const int e = 256, k = 8;
+  DeviceVec<uint8_t> dg(encoded(Codec::BF16, 1, cols, 21));
+  const cuda::DeviceMatrix gate{Codec::BF16, dg.get(), 1, cols};
+  for (const Codec c : {Codec::BF16, Codec::Q4_G64}) {
+    const std::string at = std::string(codec_name(c)) + " router, bf16 gate";
+    expect_router_launch_equals_separate(
+        c, e, k, cols, at,
+        [&](float* lg, int* ids, float* w) { cuda::router_topk(lg, 1, e, k, true, ids, w, nullptr); },
+        [&](const float* x, const cuda::DeviceMatrix& r, const float* n, float* xn, float* lg, int* ids, float* w,
+            int* counter) {
+          DeviceVec<float> gl(test::poisoned(1)), gl_ref(test::poisoned(1));
+          cuda::router_matvec_topk(x, r, n, 1e-6f, xn, lg, k, true, ids, w, counter, nullptr, &gate, gl.get());
+          cuda::matmul(xn, 1, gate, gl_ref.get(), false, nullptr);
+          ASSERT_EQ(gl.download(), gl_ref.download()) << at;
+        });
+  }
+}
+
 // The router of a decode row under each policy in one launch (norm, product, then router_route's policy by the last
 // block) gives the separate launches' logits, normed row, ids and weights bit for bit, its counter back at zero.
 TEST(CudaKernels, RouterMatvecRouteEqualsSeparateLaunchesBitForBit) {
