@@ -35,7 +35,9 @@ for f in "$seedling" "$ik"; do
   [ -x "$f" ] || { echo "gpu_vs_ik.sh: $f is not an executable" >&2; exit 2; }
 done
 
-echo "seedling $(git -C "$root" log -1 --format=%h); ik: $ik"
+# The tree's commit names the source only when the binary was built from it (a carried build may carry changes):
+# the binary's path and the start of its sha256 say which one ran.
+echo "seedling $(git -C "$root" log -1 --format=%h) tree, binary $seedling (sha256 $(sha256sum "$seedling" | cut -c1-12)); ik: $ik"
 echo "models: seedling $model; ik $gguf; prompt $P, decode $N, $repeats repeats a run; ik threads $threads"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 arms="seedling ik"
