@@ -301,6 +301,10 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, kMatvecBlocksPerSm)
   clk.done(kind);
 }
 
+// Defined below: the matvec launcher (matmul's one-row products take it too).
+void matvec_launch(const float* x, std::span<const DeviceMatrix> ws, std::span<float* const> ys, const float* norm,
+                   float eps, float* xn_out, bool accumulate, const MatvecTargets& extra, cudaStream_t stream);
+
 }  // namespace
 
 bool has_kernel(Codec c) {
@@ -341,21 +345,20 @@ void matmul(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool acc
   const bool v = aligned16(w.data, row_bytes(w.codec, w.cols));
   const auto* wd = static_cast<const uint8_t*>(w.data);
   const unsigned threads = kWarp * kWarpsPerBlock;
+  if (m == 1) {
+    // Decode: matvec's launch (rows staged or two a warp, one wave, its loads in flight together), which sums each
+    // output as matmul_kernel does, so the same bits: DeepSeek-V3's decode 1.5% faster on an H100
+    // (docs/results/2026-12-08-h100-one-row-products-and-int8-x-session42.md).
+    float* const ys[1] = {y};
+    matvec_launch(x, {&w, 1}, ys, nullptr, 0.0f, nullptr, accumulate, MatvecTargets{}, stream);
+    return;
+  }
   dispatch_codec<true, true>(w.codec, [&]<CodecId C>() {
-    if (m == 1) {  // decode: one row, no accumulators to spare
-      const dim3 grid(blocks_for(w.rows, kWarpsPerBlock), 1);
-      if (v) {
-        matmul_kernel<C, 1, kBytes<C>><<<grid, threads, 0, stream>>>(x, m, wd, w.rows, w.cols, y, accumulate);
-      } else {
-        matmul_kernel<C, 1, false><<<grid, threads, 0, stream>>>(x, m, wd, w.rows, w.cols, y, accumulate);
-      }
+    const dim3 grid(blocks_for(w.rows, kWarpsPerBlock), blocks_for(m, kMatmulRows));
+    if (v) {
+      matmul_kernel<C, kMatmulRows, kBytes<C>><<<grid, threads, 0, stream>>>(x, m, wd, w.rows, w.cols, y, accumulate);
     } else {
-      const dim3 grid(blocks_for(w.rows, kWarpsPerBlock), blocks_for(m, kMatmulRows));
-      if (v) {
-        matmul_kernel<C, kMatmulRows, kBytes<C>><<<grid, threads, 0, stream>>>(x, m, wd, w.rows, w.cols, y, accumulate);
-      } else {
-        matmul_kernel<C, kMatmulRows, false><<<grid, threads, 0, stream>>>(x, m, wd, w.rows, w.cols, y, accumulate);
-      }
+      matmul_kernel<C, kMatmulRows, false><<<grid, threads, 0, stream>>>(x, m, wd, w.rows, w.cols, y, accumulate);
     }
   });
   launched("matmul");

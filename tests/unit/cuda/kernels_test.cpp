@@ -44,6 +44,21 @@ constexpr double kU = 1.0 / 16777216.0;  // 2^-24, float32 unit roundoff
 
 using test::encoded;
 
+// matmul_kernel's product of one row: x (cols floats on the device) twice, as a batch of two, into y (w.rows floats;
+// with accumulate, y +=). matmul's one-row products take matvec's launch, which the tests below hold to this kernel.
+void batch_kernel_row(const float* x, int64_t cols, const cuda::DeviceMatrix& w, float* y, bool accumulate = false) {
+  std::vector<float> two(size_t(2 * cols)), y2(size_t(2 * w.rows));
+  cuda::check(cudaMemcpy(two.data(), x, size_t(cols) * sizeof(float), cudaMemcpyDeviceToHost), "test download");
+  std::copy_n(two.begin(), cols, two.begin() + cols);
+  if (accumulate) {
+    cuda::check(cudaMemcpy(y2.data(), y, size_t(w.rows) * sizeof(float), cudaMemcpyDeviceToHost), "test download");
+    std::copy_n(y2.begin(), w.rows, y2.begin() + w.rows);
+  }
+  DeviceVec<float> dx(two), dy(y2);
+  cuda::matmul(dx.get(), 2, w, dy.get(), accumulate, nullptr);
+  cuda::check(cudaMemcpy(y, dy.get(), size_t(w.rows) * sizeof(float), cudaMemcpyDeviceToDevice), "test copy");
+}
+
 // What the rounding of element k's term scales with: |w| for float, seed, MXFP4 and FP8 codecs (seed and MXFP4
 // weights are decoded exactly, then multiplied and added as floats are; FP8's kernels add d * sum(e4m3 x) per block,
 // whose exact terms are within 2^-24 |w x| of the CPU's); for affine ones, whose kernels add d * sum(q x) + m * sum(x)
@@ -180,8 +195,8 @@ TEST(CudaKernels, RmsNormMatchesCpu) {
   for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(got[i], want[i], (double(n) + 8) * kU * std::fabs(want[i])) << i;
 }
 
-// Decode products: one launch for q, k and v with the RMS norm inside gives rms_norm then matmul bit for bit (and
-// writes the normed row); a row wider than shared memory takes the unfused path with the same bits. Every codec of
+// Decode products: one launch for q, k and v with the RMS norm inside gives rms_norm then matmul_kernel bit for bit
+// (and writes the normed row); a row wider than shared memory takes the unfused path with the same bits. Every codec of
 // the CUDA-core products, GGUF's at whole blocks (256 for 100, 12,544 past the shared row); and the codec mixes of
 // a llama-quantize file's q/k/v (one change of codec: the mixed launch; two: separate products), the same bits.
 TEST(CudaKernels, MatvecWithFusedNormEqualsNormThenMatmulBitForBit) {
@@ -208,9 +223,9 @@ TEST(CudaKernels, MatvecWithFusedNormEqualsNormThenMatmulBitForBit) {
       DeviceVec<float> yq(test::poisoned(size_t(rq))), yk(test::poisoned(size_t(rk))), yv(test::poisoned(size_t(rk)));
       DeviceVec<float> rq_(static_cast<size_t>(rq)), rk_(static_cast<size_t>(rk)), rv_(static_cast<size_t>(rk));
       cuda::rms_norm(dx.get(), xn_ref.get(), 1, cols, dn.get(), 1e-6f, nullptr);
-      cuda::matmul(xn_ref.get(), 1, ws[0], rq_.get(), false, nullptr);
-      cuda::matmul(xn_ref.get(), 1, ws[1], rk_.get(), false, nullptr);
-      cuda::matmul(xn_ref.get(), 1, ws[2], rv_.get(), false, nullptr);
+      batch_kernel_row(xn_ref.get(), cols, ws[0], rq_.get());
+      batch_kernel_row(xn_ref.get(), cols, ws[1], rk_.get());
+      batch_kernel_row(xn_ref.get(), cols, ws[2], rv_.get());
       float* const ys[3] = {yq.get(), yk.get(), yv.get()};
       cuda::matvec(dx.get(), ws, ys, dn.get(), 1e-6f, xn.get(), false, nullptr);
       ASSERT_EQ(xn.download(), xn_ref.download()) << codec_name(c) << " cols " << cols;
@@ -220,7 +235,7 @@ TEST(CudaKernels, MatvecWithFusedNormEqualsNormThenMatmulBitForBit) {
       // accumulate, no norm: y += W x, as matmul's accumulate.
       float* const y1[1] = {yq.get()};
       cuda::matvec(dx.get(), {ws, 1}, y1, nullptr, 0.0f, nullptr, true, nullptr);
-      cuda::matmul(dx.get(), 1, ws[0], rq_.get(), true, nullptr);
+      batch_kernel_row(dx.get(), cols, ws[0], rq_.get(), true);
       ASSERT_EQ(yq.download(), rq_.download()) << codec_name(c) << " accumulate, cols " << cols;
     }
     if (ck != c || cv != c) continue;  // the head's case below: one matrix
@@ -237,7 +252,7 @@ TEST(CudaKernels, MatvecWithFusedNormEqualsNormThenMatmulBitForBit) {
       DeviceVec<float> y(test::poisoned(size_t(rows))), ref(static_cast<size_t>(rows));
       const cuda::DeviceMatrix head{c, dh.get(), rows, cols};
       cuda::rms_norm(dx.get(), xn_ref.get(), 1, cols, dn.get(), 1e-6f, nullptr);
-      cuda::matmul(xn_ref.get(), 1, head, ref.get(), false, nullptr);
+      batch_kernel_row(xn_ref.get(), cols, head, ref.get());
       float* const ys[1] = {y.get()};
       cuda::matvec(dx.get(), {&head, 1}, ys, dn.get(), 1e-6f, xn.get(), false, nullptr);
       ASSERT_EQ(y.download(), ref.download()) << codec_name(c) << " rows " << rows;
@@ -355,7 +370,7 @@ void expect_router_launch_equals_separate(Codec c, int e, int k, int64_t cols, c
       w_ref(static_cast<size_t>(k));
   DeviceVec<int> ids_ref(static_cast<size_t>(k)), counter(std::vector<int>(1, 0));
   cuda::rms_norm(dx.get(), xn_ref.get(), 1, cols, dn.get(), 1e-6f, nullptr);
-  cuda::matmul(xn_ref.get(), 1, router, lg_ref.get(), false, nullptr);
+  batch_kernel_row(xn_ref.get(), cols, router, lg_ref.get());
   separate(lg_ref.get(), ids_ref.get(), w_ref.get());
   for (int round = 0; round < 2; ++round) {
     DeviceVec<float> xn(test::poisoned(size_t(cols))), lg(test::poisoned(size_t(e))), w(test::poisoned(size_t(k)));
@@ -404,7 +419,7 @@ TEST(CudaKernels, RouterMatvecTopKWithTheSharedGateGivesItsLogitBitForBit) {
             int* counter) {
           DeviceVec<float> gl(test::poisoned(1)), gl_ref(test::poisoned(1));
           cuda::router_matvec_topk(x, r, n, 1e-6f, xn, lg, k, true, ids, w, counter, nullptr, &gate, gl.get());
-          cuda::matmul(xn, 1, gate, gl_ref.get(), false, nullptr);
+          batch_kernel_row(xn, cols, gate, gl_ref.get());
           ASSERT_EQ(gl.download(), gl_ref.download()) << at;
         });
   }
