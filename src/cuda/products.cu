@@ -347,7 +347,7 @@ void matmul(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool acc
   const unsigned threads = kWarp * kWarpsPerBlock;
   if (m == 1) {
     // Decode: matvec's launch (rows staged or two a warp, one wave, its loads in flight together), which sums each
-    // output as matmul_kernel does, so the same bits: DeepSeek-V3's decode 1.5% faster on an H100
+    // output as matmul_kernel does, so the same bits: DeepSeek-V3's decode 1.6% faster on an H100
     // (docs/results/2026-12-08-h100-one-row-products-and-int8-x-session42.md).
     float* const ys[1] = {y};
     matvec_launch(x, {&w, 1}, ys, nullptr, 0.0f, nullptr, accumulate, MatvecTargets{}, stream);
