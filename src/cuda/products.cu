@@ -341,18 +341,18 @@ bool has_kernel(Codec c) {
 
 void matmul(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate, cudaStream_t stream) {
   if (m == 0 || w.rows == 0) return;
-  check_weight_alignment(w.codec, w.data);
-  const bool v = aligned16(w.data, row_bytes(w.codec, w.cols));
-  const auto* wd = static_cast<const uint8_t*>(w.data);
-  const unsigned threads = kWarp * kWarpsPerBlock;
   if (m == 1) {
-    // Decode: matvec's launch (rows staged or two a warp, one wave, its loads in flight together), which sums each
-    // output as matmul_kernel does, so the same bits: DeepSeek-V3's decode 1.6% faster on an H100
-    // (docs/results/2026-12-08-h100-one-row-products-and-int8-x-session42.md).
+    // Decode: matvec's launch (rows staged or two a warp, one wave, its loads in flight together; it checks the
+    // weights' alignment itself), which sums each output as matmul_kernel does, so the same bits: DeepSeek-V3's
+    // decode 1.6% faster on an H100 (docs/results/2026-12-08-h100-one-row-products-and-int8-x-session42.md).
     float* const ys[1] = {y};
     matvec_launch(x, {&w, 1}, ys, nullptr, 0.0f, nullptr, accumulate, MatvecTargets{}, stream);
     return;
   }
+  check_weight_alignment(w.codec, w.data);
+  const bool v = aligned16(w.data, row_bytes(w.codec, w.cols));
+  const auto* wd = static_cast<const uint8_t*>(w.data);
+  const unsigned threads = kWarp * kWarpsPerBlock;
   dispatch_codec<true, true>(w.codec, [&]<CodecId C>() {
     const dim3 grid(blocks_for(w.rows, kWarpsPerBlock), blocks_for(m, kMatmulRows));
     if (v) {
